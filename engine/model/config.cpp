@@ -1,0 +1,325 @@
+#include "engine/model/config.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "engine/core/error.h"
+
+namespace sparkglm {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kLinear = "linear_attention";
+constexpr const char* kSparse = "deepseek_sparse_attention";
+
+[[noreturn]] void bad(const std::string& field, const std::string& expected, const std::string& got) {
+  throw Error(ErrorKind::kInvalidConfig,
+              "field `" + field + "`: expected " + expected + ", got " + got);
+}
+
+const json& field(const json& j, const std::string& name, const std::string& expected) {
+  auto it = j.find(name);
+  if (it == j.end()) bad(name, expected, "nothing (the field is missing)");
+  return *it;
+}
+
+int get_int(const json& j, const std::string& name, const std::string& prefix = "") {
+  const json& v = field(j, name, "an integer");
+  if (!v.is_number_integer()) bad(prefix + name, "an integer", v.dump());
+  const int64_t x = v.get<int64_t>();
+  if (x < INT32_MIN || x > INT32_MAX) bad(prefix + name, "a 32-bit integer", v.dump());
+  return int(x);
+}
+
+float get_float(const json& j, const std::string& name, const std::string& prefix = "") {
+  const json& v = field(j, name, "a number");
+  if (!v.is_number()) bad(prefix + name, "a number", v.dump());
+  return v.get<float>();
+}
+
+std::string get_string(const json& j, const std::string& name) {
+  const json& v = field(j, name, "a string");
+  if (!v.is_string()) bad(name, "a string", v.dump());
+  return v.get<std::string>();
+}
+
+bool get_bool(const json& j, const std::string& name) {
+  const json& v = field(j, name, "true or false");
+  if (!v.is_boolean()) bad(name, "true or false", v.dump());
+  return v.get<bool>();
+}
+
+void require_positive(const std::string& name, int64_t v) {
+  if (v <= 0) bad(name, "a positive integer", std::to_string(v));
+}
+
+}  // namespace
+
+std::vector<LayerKind> default_layer_types(int num_layers) {
+  std::vector<LayerKind> types(size_t(std::max(num_layers, 0)));
+  for (int i = 0; i < num_layers; ++i)
+    types[size_t(i)] = (i + 1) % 4 == 0 ? LayerKind::kSparseAttention : LayerKind::kLinearAttention;
+  return types;
+}
+
+int ModelConfig::num_kda_layers() const {
+  int n = 0;
+  for (auto t : layer_types) n += t == LayerKind::kLinearAttention;
+  return n;
+}
+
+int ModelConfig::num_mla_layers() const { return int(layer_types.size()) - num_kda_layers(); }
+
+int ModelConfig::kind_index(int layer) const {
+  if (layer == mtp_layer()) return num_mla_layers();  // the MTP layer's cache follows the main ones
+  int n = 0;
+  for (int i = 0; i < layer; ++i) n += layer_types[size_t(i)] == layer_types[size_t(layer)];
+  return n;
+}
+
+float ModelConfig::mla_softmax_scale() const {
+  return 1.0f / std::sqrt(float(qk_nope_head_dim + qk_rope_head_dim));
+}
+
+bool ModelConfig::is_eos(int token) const {
+  for (int e : eos_token_ids)
+    if (e == token) return true;
+  return false;
+}
+
+void ModelConfig::validate() const {
+  if (model_type != "glm5_next") bad("model_type", "\"glm5_next\"", "\"" + model_type + "\"");
+  require_positive("hidden_size", hidden_size);
+  require_positive("num_hidden_layers", num_hidden_layers);
+  if (int(layer_types.size()) != num_hidden_layers)
+    bad("layer_types", std::to_string(num_hidden_layers) + " entries (num_hidden_layers)",
+        std::to_string(layer_types.size()) + " entries");
+  if (first_k_dense_replace < 0 || first_k_dense_replace > num_hidden_layers)
+    bad("first_k_dense_replace", "0.." + std::to_string(num_hidden_layers),
+        std::to_string(first_k_dense_replace));
+  require_positive("intermediate_size", intermediate_size);
+  require_positive("vocab_size", vocab_size);
+  if (eos_token_ids.empty()) bad("eos_token_id", "at least one token id", "[]");
+  for (int e : eos_token_ids)
+    if (e < 0 || e >= vocab_size)
+      bad("eos_token_id", "ids in [0, vocab_size=" + std::to_string(vocab_size) + ")",
+          std::to_string(e));
+  require_positive("max_position_embeddings", max_position_embeddings);
+  if (!(rms_norm_eps > 0.0f)) bad("rms_norm_eps", "a positive number", std::to_string(rms_norm_eps));
+  require_positive("linear_attn_config.num_heads", kda.num_heads);
+  require_positive("linear_attn_config.head_dim", kda.head_dim);
+  require_positive("linear_attn_config.short_conv_kernel_size", kda.short_conv_kernel_size);
+  if (!(kda.gate_lower_bound < 0.0f))
+    bad("linear_attn_config.gate_lower_bound", "a negative number",
+        std::to_string(kda.gate_lower_bound));
+  require_positive("num_attention_heads", num_attention_heads);
+  require_positive("q_lora_rank", q_lora_rank);
+  require_positive("kv_lora_rank", kv_lora_rank);
+  require_positive("qk_nope_head_dim", qk_nope_head_dim);
+  if (qk_rope_head_dim != 0)
+    bad("qk_rope_head_dim", "0 (GLM-5.3-Flash's MLA is NoPE)", std::to_string(qk_rope_head_dim));
+  require_positive("v_head_dim", v_head_dim);
+  require_positive("index_n_heads", index_n_heads);
+  require_positive("index_head_dim", index_head_dim);
+  require_positive("index_kpool", index_kpool);
+  require_positive("index_topk", index_topk);
+  if (index_topk % index_kpool != 0)
+    bad("index_topk", "a multiple of index_kpool=" + std::to_string(index_kpool),
+        std::to_string(index_topk));
+  require_positive("n_routed_experts", n_routed_experts);
+  if (num_experts_per_tok <= 0 || num_experts_per_tok > n_routed_experts)
+    bad("num_experts_per_tok", "1.." + std::to_string(n_routed_experts) + " (n_routed_experts)",
+        std::to_string(num_experts_per_tok));
+  require_positive("moe_intermediate_size", moe_intermediate_size);
+  if (n_shared_experts < 0) bad("n_shared_experts", "0 or more", std::to_string(n_shared_experts));
+  if (scoring_func != "sigmoid") bad("scoring_func", "\"sigmoid\"", "\"" + scoring_func + "\"");
+  if (topk_method != "noaux_tc") bad("topk_method", "\"noaux_tc\"", "\"" + topk_method + "\"");
+  if (n_group != 1) bad("n_group", "1", std::to_string(n_group));
+  if (topk_group != 1) bad("topk_group", "1", std::to_string(topk_group));
+  if (!(routed_scaling_factor > 0.0f))
+    bad("routed_scaling_factor", "a positive number", std::to_string(routed_scaling_factor));
+  if (!(swiglu_limit > 0.0f)) bad("swiglu_limit", "a positive number", std::to_string(swiglu_limit));
+  require_positive("hc_mult", hc_mult);
+  require_positive("hc_sinkhorn_iters", hc_sinkhorn_iters);
+  if (!(hc_eps > 0.0f)) bad("hc_eps", "a positive number", std::to_string(hc_eps));
+  if (num_nextn_predict_layers < 0 || num_nextn_predict_layers > 1)
+    bad("num_nextn_predict_layers", "0 or 1", std::to_string(num_nextn_predict_layers));
+  if (num_mla_layers() == 0 && num_nextn_predict_layers == 0 && num_kda_layers() == 0)
+    bad("layer_types", "at least one layer", "none");
+}
+
+void ModelConfig::set_depth(int layers) {
+  if (layers <= 0 || layers % 4 != 0)
+    throw Error(ErrorKind::kInvalidArgument,
+                "--num-layers: expected a positive multiple of 4 (the 3:1 KDA:MLA pattern), got " +
+                    std::to_string(layers));
+  num_hidden_layers = layers;
+  layer_types = default_layer_types(layers);
+  first_k_dense_replace = std::min(first_k_dense_replace, layers);
+}
+
+ModelConfig ModelConfig::from_json(const json& j) {
+  if (!j.is_object()) bad("(root)", "a JSON object", j.type_name());
+  ModelConfig c;
+  c.model_type = get_string(j, "model_type");
+  if (c.model_type != "glm5_next") bad("model_type", "\"glm5_next\"", "\"" + c.model_type + "\"");
+  c.hidden_size = get_int(j, "hidden_size");
+  c.num_hidden_layers = get_int(j, "num_hidden_layers");
+  if (auto it = j.find("layer_types"); it != j.end()) {
+    if (!it->is_array()) bad("layer_types", "a list of layer kinds", it->dump());
+    for (const auto& t : *it) {
+      if (t == kLinear) {
+        c.layer_types.push_back(LayerKind::kLinearAttention);
+      } else if (t == kSparse) {
+        c.layer_types.push_back(LayerKind::kSparseAttention);
+      } else {
+        bad("layer_types", std::string("\"") + kLinear + "\" or \"" + kSparse + "\"", t.dump());
+      }
+    }
+  } else {
+    c.layer_types = default_layer_types(std::max(c.num_hidden_layers, 0));
+  }
+  if (auto it = j.find("first_k_dense_replace"); it != j.end()) {
+    c.first_k_dense_replace = get_int(j, "first_k_dense_replace");
+  } else if (auto m = j.find("mlp_only_layers"); m != j.end()) {
+    // Only a leading run of dense layers is supported: [0, 1, ..., k-1].
+    if (!m->is_array()) bad("mlp_only_layers", "a list of layer indices", m->dump());
+    for (size_t i = 0; i < m->size(); ++i)
+      if (!(*m)[i].is_number_integer() || (*m)[i].get<int64_t>() != int64_t(i))
+        bad("mlp_only_layers", "a leading run [0, 1, ..., k-1]", m->dump());
+    c.first_k_dense_replace = int(m->size());
+  } else {
+    bad("first_k_dense_replace", "an integer (or mlp_only_layers)", "nothing (the field is missing)");
+  }
+  c.intermediate_size = get_int(j, "intermediate_size");
+  c.vocab_size = get_int(j, "vocab_size");
+  const json& eos = field(j, "eos_token_id", "an integer or a list of integers");
+  c.eos_token_ids.clear();
+  if (eos.is_number_integer()) {
+    c.eos_token_ids.push_back(eos.get<int>());
+  } else if (eos.is_array()) {
+    for (const auto& e : eos) {
+      if (!e.is_number_integer()) bad("eos_token_id", "integers", eos.dump());
+      c.eos_token_ids.push_back(e.get<int>());
+    }
+  } else {
+    bad("eos_token_id", "an integer or a list of integers", eos.dump());
+  }
+  {
+    const json& v = field(j, "max_position_embeddings", "an integer");
+    if (!v.is_number_integer()) bad("max_position_embeddings", "an integer", v.dump());
+    c.max_position_embeddings = v.get<int64_t>();
+  }
+  c.rms_norm_eps = get_float(j, "rms_norm_eps");
+  const json& la = field(j, "linear_attn_config", "an object");
+  if (!la.is_object()) bad("linear_attn_config", "an object", la.dump());
+  c.kda.num_heads = get_int(la, "num_heads", "linear_attn_config.");
+  c.kda.head_dim = get_int(la, "head_dim", "linear_attn_config.");
+  c.kda.short_conv_kernel_size = get_int(la, "short_conv_kernel_size", "linear_attn_config.");
+  c.kda.gate_lower_bound = get_float(la, "gate_lower_bound", "linear_attn_config.");
+  c.num_attention_heads = get_int(j, "num_attention_heads");
+  c.q_lora_rank = get_int(j, "q_lora_rank");
+  c.kv_lora_rank = get_int(j, "kv_lora_rank");
+  c.qk_nope_head_dim = get_int(j, "qk_nope_head_dim");
+  c.qk_rope_head_dim = get_int(j, "qk_rope_head_dim");
+  c.v_head_dim = get_int(j, "v_head_dim");
+  c.index_n_heads = get_int(j, "index_n_heads");
+  c.index_head_dim = get_int(j, "index_head_dim");
+  c.index_topk = get_int(j, "index_topk");
+  c.index_kpool = get_int(j, "index_kpool");
+  c.n_routed_experts = get_int(j, "n_routed_experts");
+  c.num_experts_per_tok = get_int(j, "num_experts_per_tok");
+  c.moe_intermediate_size = get_int(j, "moe_intermediate_size");
+  c.n_shared_experts = get_int(j, "n_shared_experts");
+  c.scoring_func = get_string(j, "scoring_func");
+  c.topk_method = get_string(j, "topk_method");
+  c.n_group = get_int(j, "n_group");
+  c.topk_group = get_int(j, "topk_group");
+  c.norm_topk_prob = get_bool(j, "norm_topk_prob");
+  c.routed_scaling_factor = get_float(j, "routed_scaling_factor");
+  c.swiglu_limit = get_float(j, "swiglu_limit");
+  c.hc_mult = get_int(j, "hc_mult");
+  c.hc_sinkhorn_iters = get_int(j, "hc_sinkhorn_iters");
+  c.hc_eps = get_float(j, "hc_eps");
+  c.num_nextn_predict_layers = get_int(j, "num_nextn_predict_layers");
+  c.validate();
+  return c;
+}
+
+json ModelConfig::to_json() const {
+  json types = json::array();
+  for (auto t : layer_types) types.push_back(t == LayerKind::kLinearAttention ? kLinear : kSparse);
+  return json{
+      {"architectures", {"Glm5NextForCausalLM"}},
+      {"model_type", model_type},
+      {"hidden_size", hidden_size},
+      {"num_hidden_layers", num_hidden_layers},
+      {"layer_types", types},
+      {"first_k_dense_replace", first_k_dense_replace},
+      {"intermediate_size", intermediate_size},
+      {"vocab_size", vocab_size},
+      {"eos_token_id", eos_token_ids},
+      {"max_position_embeddings", max_position_embeddings},
+      {"rms_norm_eps", rms_norm_eps},
+      {"linear_attn_config",
+       {{"num_heads", kda.num_heads},
+        {"head_dim", kda.head_dim},
+        {"short_conv_kernel_size", kda.short_conv_kernel_size},
+        {"gate_lower_bound", kda.gate_lower_bound}}},
+      {"num_attention_heads", num_attention_heads},
+      {"q_lora_rank", q_lora_rank},
+      {"kv_lora_rank", kv_lora_rank},
+      {"qk_nope_head_dim", qk_nope_head_dim},
+      {"qk_rope_head_dim", qk_rope_head_dim},
+      {"v_head_dim", v_head_dim},
+      {"index_n_heads", index_n_heads},
+      {"index_head_dim", index_head_dim},
+      {"index_topk", index_topk},
+      {"index_kpool", index_kpool},
+      {"n_routed_experts", n_routed_experts},
+      {"num_experts_per_tok", num_experts_per_tok},
+      {"moe_intermediate_size", moe_intermediate_size},
+      {"n_shared_experts", n_shared_experts},
+      {"scoring_func", scoring_func},
+      {"topk_method", topk_method},
+      {"n_group", n_group},
+      {"topk_group", topk_group},
+      {"norm_topk_prob", norm_topk_prob},
+      {"routed_scaling_factor", routed_scaling_factor},
+      {"swiglu_limit", swiglu_limit},
+      {"hc_mult", hc_mult},
+      {"hc_sinkhorn_iters", hc_sinkhorn_iters},
+      {"hc_eps", hc_eps},
+      {"num_nextn_predict_layers", num_nextn_predict_layers},
+      {"tie_word_embeddings", false},
+      {"torch_dtype", "bfloat16"},
+  };
+}
+
+ModelConfig ModelConfig::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(ErrorKind::kIo, "cannot open " + path);
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    throw Error(ErrorKind::kInvalidConfig, path + " is not valid JSON: " + e.what());
+  }
+  try {
+    return from_json(j);
+  } catch (const Error& e) {
+    throw Error(ErrorKind::kInvalidConfig, path + ": " + std::string(e.what()));
+  }
+}
+
+void ModelConfig::save(const std::string& path) const {
+  std::ofstream out(path);
+  if (!out) throw Error(ErrorKind::kIo, "cannot write " + path);
+  out << to_json().dump(2) << "\n";
+  if (!out) throw Error(ErrorKind::kIo, "failed writing " + path);
+}
+
+}  // namespace sparkglm

@@ -1,0 +1,42 @@
+#pragma once
+// One engine step: a flattened batch of token rows from several sequences (the interface the
+// scheduler calls). Rows of one sequence are contiguous and in position order; its first row sits
+// at `start_position`, the number of its tokens already in the caches.
+#include <cstdint>
+#include <vector>
+
+#include "engine/model/config.h"
+
+namespace sparkglm {
+
+struct SequenceSlice {
+  int32_t first_row = 0;       // index of the sequence's first row in the batch
+  int32_t num_rows = 0;        // rows this step (a prefill chunk, or 1 for decode)
+  int32_t start_position = 0;  // absolute position of the first row; 0 starts a new sequence
+  int32_t state_slot = 0;      // KDA state slot (zeroed by the forward when start_position is 0)
+  std::vector<int32_t> block_table;  // latent-cache blocks covering [0, start_position + num_rows)
+};
+
+struct ForwardBatch {
+  std::vector<int32_t> tokens;     // [T]
+  std::vector<int32_t> positions;  // [T] absolute positions
+  std::vector<int32_t> row_seq;    // [T] index into seqs
+  std::vector<SequenceSlice> seqs;
+  std::vector<int32_t> logit_rows; // rows whose logits (and final hidden state) are returned
+
+  int32_t num_rows() const { return int32_t(tokens.size()); }
+  // Appends one sequence's rows; with want_logits, its last row is added to logit_rows
+  // (all_logits: every row).
+  void add_sequence(const std::vector<int32_t>& seq_tokens, int32_t start_position,
+                    int32_t state_slot, std::vector<int32_t> block_table, bool want_logits = true,
+                    bool all_logits = false);
+  // Throws Error(kInvalidArgument) on inconsistent rows, positions, slots or block tables.
+  void validate(const ModelConfig& config, int block_size, int num_blocks, int num_slots) const;
+};
+
+struct ForwardOutput {
+  std::vector<float> logits;  // [logit_rows, vocab]
+  std::vector<float> hidden;  // [logit_rows, D]: h after the head reduction, before the final norm
+};
+
+}  // namespace sparkglm

@@ -1,0 +1,29 @@
+#include "engine/runtime/kda_state_pool.h"
+
+#include <algorithm>
+
+#include "engine/core/error.h"
+
+namespace sparkglm {
+
+KdaStatePool::KdaStatePool(const ModelConfig& config, int num_slots)
+    : num_slots_(num_slots), num_layers_(config.num_kda_layers()) {
+  if (num_slots <= 0) throw Error(ErrorKind::kInvalidArgument, "KDA state pool: expected at least one slot");
+  const int64_t hk = int64_t(config.kda.num_heads) * config.kda.head_dim;
+  state_floats_ = hk * config.kda.head_dim;
+  conv_floats_ = 3 * int64_t(config.kda.short_conv_kernel_size - 1) * hk;
+  state_.assign(size_t(num_slots) * size_t(num_layers_) * size_t(state_floats_), 0.0f);
+  conv_.assign(size_t(num_slots) * size_t(num_layers_) * size_t(conv_floats_), 0.0f);
+}
+
+void KdaStatePool::reset(int slot) {
+  SPARKGLM_ASSERT(slot >= 0 && slot < num_slots_, "KDA slot out of range");
+  const size_t s = size_t(num_layers_) * size_t(state_floats_);
+  const size_t c = size_t(num_layers_) * size_t(conv_floats_);
+  std::fill_n(state_.begin() + ptrdiff_t(size_t(slot) * s), s, 0.0f);
+  std::fill_n(conv_.begin() + ptrdiff_t(size_t(slot) * c), c, 0.0f);
+}
+
+size_t KdaStatePool::bytes() const { return (state_.size() + conv_.size()) * sizeof(float); }
+
+}  // namespace sparkglm

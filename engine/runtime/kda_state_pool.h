@@ -1,0 +1,35 @@
+#pragma once
+// Per-sequence KDA state in slots: for each KDA layer the FP32 recurrent state S (one K x V matrix
+// per head) and the short-convolution history of q, k and v (the last taps - 1 inputs, oldest first).
+#include <cstdint>
+#include <vector>
+
+#include "engine/model/config.h"
+
+namespace sparkglm {
+
+class KdaStatePool {
+ public:
+  KdaStatePool(const ModelConfig& config, int num_slots);
+
+  int num_slots() const { return num_slots_; }
+  int64_t state_floats() const { return state_floats_; }  // per slot per layer: H * K * V
+  int64_t conv_floats() const { return conv_floats_; }    // per slot per layer: 3 * (taps-1) * H*K
+
+  float* state(int slot, int kda_layer) {  // [H, K, V]: S[h][i][j], i over keys, j over values
+    return &state_[(size_t(slot) * size_t(num_layers_) + size_t(kda_layer)) * size_t(state_floats_)];
+  }
+  // [3 (q, k, v)][taps - 1][H * K]; the last entry is the most recent input.
+  float* conv(int slot, int kda_layer) {
+    return &conv_[(size_t(slot) * size_t(num_layers_) + size_t(kda_layer)) * size_t(conv_floats_)];
+  }
+  void reset(int slot);  // zeros the slot's state and history
+  size_t bytes() const;
+
+ private:
+  int num_slots_, num_layers_;
+  int64_t state_floats_, conv_floats_;
+  std::vector<float> state_, conv_;
+};
+
+}  // namespace sparkglm

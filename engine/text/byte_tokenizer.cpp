@@ -1,0 +1,1 @@
+#include "engine/text/byte_tokenizer.h"
