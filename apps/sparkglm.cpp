@@ -1,13 +1,171 @@
-// sparkglm: the operator tool.
+// sparkglm: the operator tool. This issue's commands: version, `tinyglm make`, and two offline
+// commands on the CPU reference backend (`generate`, `logits`) that later issues keep for
+// debugging beside the server.
+#include <chrono>
 #include <cstdio>
-#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
 
+#include "engine/backend/cpu/cpu_model_runner.h"
 #include "engine/core/build_info.h"
+#include "engine/core/cli_args.h"
+#include "engine/core/error.h"
+#include "engine/core/npz_writer.h"
+#include "engine/model/model_loader.h"
+#include "engine/runtime/offline_generator.h"
+#include "engine/text/byte_tokenizer.h"
+#include "tinyglm/checkpoint_writer.h"
+#include "tinyglm/dummy_weights.h"
 
-int main(int argc, char** argv) {
-  if (argc > 1 && std::strcmp(argv[1], "--version") == 0) {
-    std::fputs(sparkglm::version_text("sparkglm").c_str(), stdout);
+namespace sparkglm {
+namespace {
+
+constexpr const char* kUsage = R"(usage: sparkglm <command> [flags]
+
+  version                              print the build identity (also --version)
+  tinyglm make --preset P --out DIR    write a dummy-weight checkpoint directory
+       [--seed N] [--num-layers N] [--shard-mb N] [--force]
+  generate (--preset P | --model DIR)  greedy generation on the CPU backend
+       [--prompt TEXT] [--max-tokens N] [--prefill-chunk N] [--threads N] [--seed N] [--num-layers N]
+  logits (--preset P | --model DIR) --tokens a,b,c --out FILE.npz [--mtp]
+       logits [T, vocab] and hidden [T, D] of every position (and MTP logits [T-1, vocab])
+
+presets: glm-5.3-flash, tinyglm, tinyglm-micro
+)";
+
+const std::set<std::string> kModelFlags = {"--preset", "--model", "--seed", "--num-layers",
+                                           "--threads"};
+
+std::unique_ptr<LoadedModel> load(const CliArgs& a, ThreadPool& pool) {
+  const uint64_t seed = uint64_t(a.integer("--seed", int64_t(kDefaultDummySeed), 0, INT64_MAX));
+  const int layers = int(a.integer("--num-layers", 0, 0, 1024));
+  if (a.has("--model") == a.has("--preset"))
+    throw Error(ErrorKind::kInvalidArgument, "give exactly one of --preset NAME or --model DIR");
+  if (a.has("--model")) return load_model_dir(a.str("--model", ""));
+  return load_model_preset(a.str("--preset", ""), layers, seed, pool);
+}
+
+ThreadPool& pool_for(const CliArgs& a) {
+  set_default_thread_count(int(a.integer("--threads", 0, 0, 1024)));
+  return default_thread_pool();
+}
+
+int cmd_tinyglm_make(const CliArgs& a) {
+  std::set<std::string> known = {"--preset",   "--out",   "--seed",   "--num-layers",
+                                 "--shard-mb", "--force", "--threads"};
+  a.allow_only(known);
+  ThreadPool& pool = pool_for(a);
+  ModelConfig config = preset_config(a.required("--preset"));
+  if (const int layers = int(a.integer("--num-layers", 0, 0, 1024)); layers > 0)
+    config.set_depth(layers);
+  CheckpointWriteOptions options;
+  options.seed = uint64_t(a.integer("--seed", int64_t(kDefaultDummySeed), 0, INT64_MAX));
+  options.max_shard_bytes = a.integer("--shard-mb", 2048, 1, 1 << 20) << 20;
+  options.overwrite = a.has("--force");
+  const std::string out = a.required("--out");
+  const int shards = write_dummy_checkpoint(config, out, options, pool);
+  std::printf("wrote %s: %d shard(s), weights %s\n", out.c_str(), shards,
+              dummy_identity(options.seed).c_str());
+  return 0;
+}
+
+int cmd_generate(const CliArgs& a) {
+  std::set<std::string> known = kModelFlags;
+  known.insert({"--prompt", "--max-tokens", "--prefill-chunk"});
+  a.allow_only(known);
+  ThreadPool& pool = pool_for(a);
+  const auto model = load(a, pool);
+  const ByteTokenizer tok;
+  const std::string prompt =
+      a.str("--prompt", "[gMASK]<sop><|user|>\nWrite a haiku about sparks.<|assistant|>");
+  const int max_tokens = int(a.integer("--max-tokens", 32, 1, 1 << 20));
+  const int chunk = int(a.integer("--prefill-chunk", 512, 1, 1 << 20));
+  const std::vector<int32_t> ids = tok.encode(prompt);
+  const int block_size = 16;
+  const int blocks = int((ids.size() + size_t(max_tokens)) / block_size + 2);
+  cpu::CpuModelRunner runner(model->config, model->weights, {blocks, block_size, 1}, pool);
+  BlockAllocator allocator(blocks);
+  OfflineGenerator gen(runner, allocator, block_size, chunk);
+  const GenerationResult r = gen.generate_greedy(ids, max_tokens, /*stop_at_eos=*/false);
+  std::cout << tok.decode(r.tokens) << "\n";
+  std::fprintf(stderr,
+               "model %s, %d threads: prompt %zu tokens in %.3f s (%.1f tok/s); %zu generated, "
+               "decode %.1f tok/s\n",
+               model->name.c_str(), pool.size(), ids.size(), r.prefill_seconds,
+               double(ids.size()) / r.prefill_seconds, r.tokens.size(),
+               r.tokens.size() > 1 ? double(r.tokens.size() - 1) / r.decode_seconds : 0.0);
+  return 0;
+}
+
+int cmd_logits(const CliArgs& a) {
+  std::set<std::string> known = kModelFlags;
+  known.insert({"--tokens", "--out", "--mtp", "--prefill-chunk"});
+  a.allow_only(known);
+  ThreadPool& pool = pool_for(a);
+  const auto model = load(a, pool);
+  const std::vector<int32_t> ids = a.int_list("--tokens");
+  const std::string out_path = a.required("--out");
+  const int64_t t = int64_t(ids.size()), d = model->config.hidden_size,
+                v = model->config.vocab_size;
+  const int block_size = 16, blocks = int(t / block_size + 2);
+  cpu::CpuModelRunner runner(model->config, model->weights, {blocks, block_size, 1}, pool);
+  BlockAllocator allocator(blocks);
+  std::vector<int32_t> table;
+  allocator.ensure_capacity(table, t, block_size);
+  ForwardBatch batch;
+  batch.add_sequence(ids, 0, 0, table, true, /*all_logits=*/true);
+  ForwardOutput main;
+  runner.forward(batch, main);
+  std::vector<NpzArray> arrays = {{"logits", {t, v}, main.logits.data()},
+                                  {"hidden", {t, d}, main.hidden.data()}};
+  ForwardOutput mtp;
+  if (a.has("--mtp") && t > 1) {
+    // MTP row i combines h_i with token i+1.
+    ForwardBatch mb;
+    mb.add_sequence({ids.begin() + 1, ids.end()}, 0, 0, table, true, /*all_logits=*/true);
+    std::vector<float> hidden(main.hidden.begin(), main.hidden.end() - d);
+    runner.forward_mtp(mb, hidden, mtp);
+    arrays.push_back({"mtp_logits", {t - 1, v}, mtp.logits.data()});
+  }
+  write_npz(out_path, arrays);
+  std::printf("wrote %s (%lld positions)\n", out_path.c_str(), static_cast<long long>(t));
+  return 0;
+}
+
+int run(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  const std::string& cmd = args[0];
+  if (cmd == "--version" || cmd == "version") {
+    std::fputs(version_text("sparkglm").c_str(), stdout);
     return 0;
   }
-  return 0;
+  const std::set<std::string> switches = {"--force", "--mtp"};
+  if (cmd == "tinyglm") {
+    if (args.size() < 2 || args[1] != "make")
+      throw Error(ErrorKind::kInvalidArgument, "expected `sparkglm tinyglm make ...`");
+    return cmd_tinyglm_make(CliArgs({args.begin() + 2, args.end()}, switches));
+  }
+  const CliArgs flags({args.begin() + 1, args.end()}, switches);
+  if (cmd == "generate") return cmd_generate(flags);
+  if (cmd == "logits") return cmd_logits(flags);
+  throw Error(ErrorKind::kInvalidArgument, "unknown command \"" + cmd + "\" (see sparkglm --help)");
+}
+
+}  // namespace
+}  // namespace sparkglm
+
+int main(int argc, char** argv) {
+  try {
+    return sparkglm::run(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const sparkglm::Error& e) {
+    std::fprintf(stderr, "sparkglm: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sparkglm: %s\n", e.what());
+    return 1;
+  }
 }

@@ -1,6 +1,8 @@
 #include "engine/model/config.h"
 
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -54,6 +56,13 @@ bool get_bool(const json& j, const std::string& name) {
 
 void require_positive(const std::string& name, int64_t v) {
   if (v <= 0) bad(name, "a positive integer", std::to_string(v));
+}
+
+// A float written as the shortest decimal that reads back to it ("1e-05", not 9.99999974e-06).
+double json_number(float f) {
+  char buf[32];
+  const auto res = std::to_chars(buf, buf + sizeof buf, f);
+  return std::strtod(std::string(buf, res.ptr).c_str(), nullptr);
 }
 
 }  // namespace
@@ -263,12 +272,12 @@ json ModelConfig::to_json() const {
       {"vocab_size", vocab_size},
       {"eos_token_id", eos_token_ids},
       {"max_position_embeddings", max_position_embeddings},
-      {"rms_norm_eps", rms_norm_eps},
+      {"rms_norm_eps", json_number(rms_norm_eps)},
       {"linear_attn_config",
        {{"num_heads", kda.num_heads},
         {"head_dim", kda.head_dim},
         {"short_conv_kernel_size", kda.short_conv_kernel_size},
-        {"gate_lower_bound", kda.gate_lower_bound}}},
+        {"gate_lower_bound", json_number(kda.gate_lower_bound)}}},
       {"num_attention_heads", num_attention_heads},
       {"q_lora_rank", q_lora_rank},
       {"kv_lora_rank", kv_lora_rank},
@@ -288,11 +297,11 @@ json ModelConfig::to_json() const {
       {"n_group", n_group},
       {"topk_group", topk_group},
       {"norm_topk_prob", norm_topk_prob},
-      {"routed_scaling_factor", routed_scaling_factor},
-      {"swiglu_limit", swiglu_limit},
+      {"routed_scaling_factor", json_number(routed_scaling_factor)},
+      {"swiglu_limit", json_number(swiglu_limit)},
       {"hc_mult", hc_mult},
       {"hc_sinkhorn_iters", hc_sinkhorn_iters},
-      {"hc_eps", hc_eps},
+      {"hc_eps", json_number(hc_eps)},
       {"num_nextn_predict_layers", num_nextn_predict_layers},
       {"tie_word_embeddings", false},
       {"torch_dtype", "bfloat16"},

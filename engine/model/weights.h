@@ -116,7 +116,7 @@ struct ModelWeights {
   std::optional<MtpWeights> mtp;
   std::string identity;                 // the source's identity
   std::shared_ptr<const TensorSource> source;  // keeps zero-copy tensors alive
-  std::vector<std::vector<float>> owned;       // converted tensors
+  std::vector<std::vector<float>> owned;  // converted tensors; moving a vector keeps its buffer
 
   // Binds every tensor of checkpoint_tensors(config). A missing tensor, an unknown tensor, a
   // shape that does not match the config, or a dtype that cannot serve a role is an

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The test command: installs what is needed, builds (with CUDA when a toolkit is present, so the
+# CUDA backend must compile and link), runs every test, the fuzz target and the format check.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash ci/setup.sh
+bash ci/build.sh
+echo "== tests"
+ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 1200
+echo "== fuzz (safetensors header parser)"
+bash ci/fuzz.sh
+echo "== format"
+bash ci/format.sh --check
+echo "== all green"

@@ -1,0 +1,53 @@
+#pragma once
+// The CPU reference backend's forward pass: MODEL.md end to end over one flattened batch, in FP32
+// arithmetic over BF16/FP32 weights, multithreaded.
+#include <memory>
+#include <vector>
+
+#include "engine/backend/cpu/kda_layer.h"
+#include "engine/core/thread_pool.h"
+#include "engine/model/model_runner.h"
+#include "engine/model/weights.h"
+#include "engine/runtime/kda_state_pool.h"
+#include "engine/runtime/latent_cache.h"
+
+namespace sparkglm::cpu {
+
+struct CpuRunnerOptions {
+  int num_blocks = 256;       // latent-cache blocks
+  int block_size = 16;        // tokens per block
+  int num_state_slots = 4;    // KDA state slots (concurrent sequences)
+  KdaPath kda_path = KdaPath::kAuto;
+};
+
+class CpuModelRunner : public ModelRunner {
+ public:
+  CpuModelRunner(const ModelConfig& config, const ModelWeights& weights,
+                 const CpuRunnerOptions& options, ThreadPool& pool);
+
+  const ModelConfig& config() const override { return config_; }
+  void forward(const ForwardBatch& batch, ForwardOutput& out) override;
+  void forward_mtp(const ForwardBatch& batch, const std::vector<float>& hidden,
+                   ForwardOutput& out) override;
+
+  LatentCache& latent_cache() { return cache_; }
+  KdaStatePool& state_pool() { return states_; }
+  const CpuRunnerOptions& options() const { return options_; }
+
+ private:
+  void embed(const ForwardBatch& batch, float* rows /*[T, D]*/) const;
+  void attention(int layer, const LayerWeights& w, const ForwardBatch& batch, const float* x,
+                 float* out);
+  void ffn(const LayerWeights& w, const float* x, int64_t rows, float* out);
+  // logits [logit_rows, vocab] = lm_head(RMSNorm(h[logit_rows]; norm)).
+  void logits(const ForwardBatch& batch, const float* h, const float* norm, ForwardOutput& out);
+
+  ModelConfig config_;
+  const ModelWeights& weights_;
+  CpuRunnerOptions options_;
+  ThreadPool& pool_;
+  LatentCache cache_;
+  KdaStatePool states_;
+};
+
+}  // namespace sparkglm::cpu

@@ -1,0 +1,21 @@
+#pragma once
+// The mixture-of-experts feed-forward block (MODEL.md section 5) on the CPU.
+#include <cstdint>
+
+#include "engine/core/thread_pool.h"
+#include "engine/model/config.h"
+#include "engine/model/weights.h"
+
+namespace sparkglm::cpu {
+
+// x: [T, D], already RMSNorm(post_attention_layernorm); out: [T, D] (must not alias x).
+//   logits = W_router x                       # [T, E], FP32
+//   choices = select_experts(logits, bias)    # [T, k]
+//   out = (sum over ranks r of w_r * expert_r(x)) + shared(x)
+// Experts are clamped SwiGLUs (limit swiglu_limit). Tokens are grouped by expert and each expert
+// runs once over its gathered rows; the per-token sum then runs in rank order, then the shared
+// expert, so a token's output is bitwise independent of the other tokens and of the pool size.
+void moe_forward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, float* out,
+                 ThreadPool& pool);
+
+}  // namespace sparkglm::cpu

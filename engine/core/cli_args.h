@@ -1,0 +1,31 @@
+#pragma once
+// Command-line flags of the form `--name value` and `--flag`, with typed getters whose errors name
+// the flag and the value expected. Unknown flags are an error, never ignored.
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace sparkglm {
+
+class CliArgs {
+ public:
+  // `switches` are flags that take no value; every other flag takes exactly one.
+  CliArgs(const std::vector<std::string>& args, const std::set<std::string>& switches);
+
+  bool has(const std::string& flag) const;
+  std::string str(const std::string& flag, const std::string& fallback) const;
+  std::string required(const std::string& flag) const;
+  int64_t integer(const std::string& flag, int64_t fallback, int64_t min, int64_t max) const;
+  std::vector<int32_t> int_list(const std::string& flag) const;  // "1,2,3"
+  const std::vector<std::string>& positional() const { return positional_; }
+  // Throws for any flag not in `known` (and not a switch).
+  void allow_only(const std::set<std::string>& known) const;
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
+};
+
+}  // namespace sparkglm

@@ -1,0 +1,26 @@
+#pragma once
+// Where a model comes from: a checkpoint directory (--model DIR) or a preset with deterministic
+// dummy weights (--preset NAME). Both routes end in the same ModelWeights::bind.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/core/thread_pool.h"
+#include "engine/model/config.h"
+#include "engine/model/weights.h"
+
+namespace sparkglm {
+
+struct LoadedModel {
+  ModelConfig config;
+  ModelWeights weights;
+  std::string name;  // the model id: the preset name, or the directory's name
+};
+
+// config.json + shards through the safetensors loader.
+std::unique_ptr<LoadedModel> load_model_dir(const std::string& dir);
+// A preset's config (depth cut to num_layers when > 0) with dummy weights of `seed`.
+std::unique_ptr<LoadedModel> load_model_preset(const std::string& preset, int num_layers,
+                                               uint64_t seed, ThreadPool& pool);
+
+}  // namespace sparkglm

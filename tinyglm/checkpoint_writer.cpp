@@ -1,0 +1,83 @@
+#include "tinyglm/checkpoint_writer.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/error.h"
+#include "engine/model/safetensors.h"
+#include "engine/model/tensor_layout.h"
+#include "engine/text/byte_tokenizer.h"
+#include "tinyglm/dummy_weights.h"
+
+namespace sparkglm {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw Error(ErrorKind::kIo, "failed writing " + path.string());
+}
+
+std::string shard_name(int index, int count) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "model-%05d-of-%05d.safetensors", index, count);
+  return buf;
+}
+
+}  // namespace
+
+int write_dummy_checkpoint(const ModelConfig& config, const std::string& dir,
+                           const CheckpointWriteOptions& options, ThreadPool& pool) {
+  config.validate();
+  const fs::path target(dir);
+  if (fs::exists(target) && !fs::is_empty(target) && !options.overwrite)
+    throw Error(ErrorKind::kInvalidArgument,
+                dir + " exists and is not empty; choose another --out or pass --force");
+  const fs::path staging = target.string() + ".partial";
+  fs::remove_all(staging);
+  fs::create_directories(staging);
+
+  const auto tensors = make_dummy_weights(config, options.seed, pool);
+  const auto specs = checkpoint_tensors(config);
+
+  // Group tensors (in layout order) into shards of at most max_shard_bytes.
+  std::vector<std::vector<std::pair<std::string, TensorView>>> shards(1);
+  int64_t shard_bytes = 0, total_bytes = 0;
+  for (const TensorSpec& spec : specs) {
+    const TensorView view = *tensors->find(spec.name);
+    if (shard_bytes > 0 && shard_bytes + int64_t(view.nbytes) > options.max_shard_bytes) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().emplace_back(spec.name, view);
+    shard_bytes += int64_t(view.nbytes);
+    total_bytes += int64_t(view.nbytes);
+  }
+
+  nlohmann::json weight_map = nlohmann::json::object();
+  const int count = int(shards.size());
+  const std::map<std::string, std::string> metadata{{"format", "pt"},
+                                                    {"sparkglm_weights", dummy_identity(options.seed)}};
+  for (int i = 0; i < count; ++i) {
+    const std::string name = shard_name(i + 1, count);
+    write_safetensors((staging / name).string(), shards[size_t(i)], metadata);
+    for (const auto& [tensor, _] : shards[size_t(i)]) weight_map[tensor] = name;
+  }
+  const nlohmann::json index{{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
+  write_text(staging / "model.safetensors.index.json", index.dump(2) + "\n");
+  config.save((staging / "config.json").string());
+  write_text(staging / "tokenizer.json", ByteTokenizer::hf_tokenizer_json());
+  write_text(staging / "tokenizer_config.json", ByteTokenizer::hf_tokenizer_config_json());
+
+  if (fs::exists(target)) fs::remove_all(target);
+  fs::rename(staging, target);
+  return count;
+}
+
+}  // namespace sparkglm
