@@ -88,7 +88,18 @@ int cmd_generate(const CliArgs& a) {
   BlockAllocator allocator(blocks);
   OfflineGenerator gen(runner, allocator, block_size, chunk);
   const GenerationResult r = gen.generate_greedy(ids, max_tokens, /*stop_at_eos=*/false);
-  std::cout << tok.decode(r.tokens) << "\n";
+  // Dummy weights produce noise: print it escaped so control bytes cannot garble the terminal.
+  std::string shown;
+  for (unsigned char ch : tok.decode(r.tokens)) {
+    if (ch >= 0x20 && ch < 0x7f) {
+      shown += char(ch);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", ch);
+      shown += buf;
+    }
+  }
+  std::cout << shown << "\n";
   std::fprintf(stderr,
                "model %s, %d threads: prompt %zu tokens in %.3f s (%.1f tok/s); %zu generated, "
                "decode %.1f tok/s\n",

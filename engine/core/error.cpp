@@ -18,7 +18,7 @@ const char* to_string(ErrorKind kind) {
 }
 
 Error::Error(ErrorKind kind, const std::string& message)
-    : std::runtime_error(std::string(to_string(kind)) + ": " + message), kind_(kind) {}
+    : std::runtime_error(std::string(to_string(kind)) + ": " + message), kind_(kind), message_(message) {}
 
 void assert_failed(const char* expr, const char* file, int line, const std::string& msg) {
   std::fprintf(stderr, "sparkglm: internal invariant failed: %s (%s:%d): %s\n", expr, file, line,

@@ -21,9 +21,12 @@ class Error : public std::runtime_error {
  public:
   Error(ErrorKind kind, const std::string& message);
   ErrorKind kind() const { return kind_; }
+  // The message without the "kind: " prefix, for wrapping with more context.
+  const std::string& message() const { return message_; }
 
  private:
   ErrorKind kind_;
+  std::string message_;
 };
 
 [[noreturn]] void assert_failed(const char* expr, const char* file, int line, const std::string& msg);

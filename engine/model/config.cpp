@@ -320,7 +320,7 @@ ModelConfig ModelConfig::load(const std::string& path) {
   try {
     return from_json(j);
   } catch (const Error& e) {
-    throw Error(ErrorKind::kInvalidConfig, path + ": " + std::string(e.what()));
+    throw Error(e.kind(), path + ": " + e.message());
   }
 }
 

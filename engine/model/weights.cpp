@@ -1,5 +1,6 @@
 #include "engine/model/weights.h"
 
+#include <cstring>
 #include <set>
 
 #include "engine/core/error.h"
@@ -37,7 +38,10 @@ class Binder {
     used_.insert(name);
     for (const char* aux : {"_scale_inv", "_scale", "_scale_2"}) used_.insert(name + aux);
     used_.insert(name.substr(0, name.size() - std::string("weight").size()) + "input_scale");
-    if (view->dtype == DType::kBF16 || view->dtype == DType::kF32) {
+    // Zero-copy only when the data is aligned for its type: safetensors files written by other
+    // tools pack tensors back to back, so an offset may be odd.
+    const bool aligned = reinterpret_cast<uintptr_t>(view->data) % size_t(dtype_size(view->dtype)) == 0;
+    if ((view->dtype == DType::kBF16 || view->dtype == DType::kF32) && aligned) {
       if (view->shape != std::vector<int64_t>{rows, cols})
         bad_tensor(name, "shape " + shape_string(view->shape) + " does not match the config, expected " +
                              shape_string({rows, cols}));
@@ -50,14 +54,21 @@ class Binder {
   // An FP32 vector or matrix (norms, mHC, router, biases), converted from BF16/F16 if stored so.
   const float* f32(const std::string& name, const std::vector<int64_t>& shape) {
     const TensorView v = require(name, shape);
-    if (v.dtype == DType::kF32) return reinterpret_cast<const float*>(v.data);
+    const bool aligned = reinterpret_cast<uintptr_t>(v.data) % alignof(float) == 0;
+    if (v.dtype == DType::kF32 && aligned) return reinterpret_cast<const float*>(v.data);
     const int64_t n = v.numel();
     std::vector<float> converted(static_cast<size_t>(n));
-    const auto* h = reinterpret_cast<const uint16_t*>(v.data);
-    if (v.dtype == DType::kBF16) {
-      for (int64_t i = 0; i < n; ++i) converted[size_t(i)] = bf16_to_f32(h[i]);
+    auto half = [&](int64_t i) {  // memcpy: the data may be unaligned
+      uint16_t h;
+      std::memcpy(&h, v.data + 2 * i, 2);
+      return h;
+    };
+    if (v.dtype == DType::kF32) {
+      std::memcpy(converted.data(), v.data, size_t(n) * sizeof(float));
+    } else if (v.dtype == DType::kBF16) {
+      for (int64_t i = 0; i < n; ++i) converted[size_t(i)] = bf16_to_f32(half(i));
     } else if (v.dtype == DType::kF16) {
-      for (int64_t i = 0; i < n; ++i) converted[size_t(i)] = f16_to_f32(h[i]);
+      for (int64_t i = 0; i < n; ++i) converted[size_t(i)] = f16_to_f32(half(i));
     } else {
       bad_tensor(name, "dtype " + std::string(dtype_name(v.dtype)) + " cannot hold this tensor, expected F32, BF16 or F16");
     }

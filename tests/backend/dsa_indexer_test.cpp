@@ -148,6 +148,13 @@ TEST(DsaIndexer, PooledKeyIsTheGateSoftmaxAverage) {
     // exp and log round to ~1 ulp; 1e-5 relative is a hundredfold margin.
     EXPECT_NEAR(out[e], expect[e], 1e-5 * std::abs(expect[e]));
   }
+  // A pool wider than the stack buffer: equal gates give the plain mean of 0..19, 9.5.
+  std::vector<float> values(20), zeros(20, 0.0f);  // [20]: key i is the scalar i
+  std::vector<const float*> wide(20);
+  for (int i = 0; i < 20; ++i) wide[size_t(i)] = &(values[size_t(i)] = float(i));
+  float mean = 0.0f;
+  cpu::pooled_index_key(wide.data(), zeros.data(), zeros.data(), 20, 1, &mean);
+  EXPECT_NEAR(mean, 9.5, 1e-5);
 }
 
 TEST(DsaIndexer, PoolScoreIsReluWeightedOverHeads) {

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include <unistd.h>
 
@@ -98,6 +99,44 @@ TEST_F(WeightsBinding, ACheckpointForAnotherConfigIsRejected) {
   other.num_experts_per_tok = 2;
   const std::string e = bind_error(other, good);
   EXPECT_NE(e.find("mlp.gate"), std::string::npos) << e;
+}
+
+// Tensors packed back to back by another writer may start at odd addresses.
+class UnalignedCopy : public TensorSource {
+ public:
+  explicit UnalignedCopy(const TensorSource& src) : src_(src) {
+    size_t total = 0;
+    for (const auto& name : src.names()) total += src.find(name)->nbytes + 1;
+    bytes_.resize(total + 1);
+    size_t at = 1;  // odd from the start
+    for (const auto& name : src.names()) {
+      TensorView v = *src.find(name);
+      std::memcpy(&bytes_[at], v.data, v.nbytes);
+      v.data = &bytes_[at];
+      views_[name] = v;
+      at += v.nbytes + (v.nbytes % 2 == 0 ? 1 : 0);  // keep every tensor misaligned
+    }
+  }
+  std::optional<TensorView> find(const std::string& name) const override {
+    auto it = views_.find(name);
+    return it == views_.end() ? std::nullopt : std::optional<TensorView>(it->second);
+  }
+  std::vector<std::string> names() const override { return src_.names(); }
+  std::string identity() const override { return "unaligned"; }
+
+ private:
+  const TensorSource& src_;
+  std::vector<std::byte> bytes_;
+  std::map<std::string, TensorView> views_;
+};
+
+TEST_F(WeightsBinding, UnalignedTensorsAreConvertedNotReadInPlace) {
+  const ModelWeights aligned = ModelWeights::bind(config, good);
+  const ModelWeights copied = ModelWeights::bind(config, std::make_shared<UnalignedCopy>(*good));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(copied.final_norm) % alignof(float), 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(copied.lm_head.data) % alignof(float), 0u);
+  for (int64_t i = 0; i < 64; ++i) EXPECT_EQ(copied.lm_head.at(3, i), aligned.lm_head.at(3, i));
+  EXPECT_EQ(copied.final_norm[5], aligned.final_norm[5]);
 }
 
 TEST(TinyglmCheckpoint, DirectoryRouteGivesTheSameWeightsAndLogitsAsTheInMemoryRoute) {

@@ -54,7 +54,8 @@ TEST(ByteTokenizer, HuggingFaceFilesDescribeTheSameVocabulary) {
       EXPECT_EQ(a["content"], std::string(*text));
     }
   }
-  EXPECT_NO_THROW(nlohmann::json::parse(ByteTokenizer::hf_tokenizer_config_json()));
+  const auto config = nlohmann::json::parse(ByteTokenizer::hf_tokenizer_config_json());
+  EXPECT_EQ(config["eos_token"], "<|endoftext|>");
 }
 
 }  // namespace

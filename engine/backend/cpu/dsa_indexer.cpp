@@ -12,9 +12,9 @@ namespace sparkglm::cpu {
 
 namespace {
 
-// Pools are a handful of tokens (4 in every preset); a fixed buffer keeps the per-pool softmax
-// free of allocations when a long context has tens of thousands of pools.
-constexpr int kMaxPool = 64;
+// Pools are a handful of tokens (4 in every preset): buffers of this size live on the stack, so
+// a long context's tens of thousands of pools cost no allocations; larger pools use the heap.
+constexpr int kStackPool = 16;
 
 }  // namespace
 
@@ -58,8 +58,9 @@ std::vector<int32_t> select_attended(std::span<const float> pool_scores, int64_t
 
 void pooled_index_key(const float* const* keys, const float* gates, const float* ape, int kpool,
                       int64_t d_i, float* out) {
-  SPARKGLM_ASSERT(kpool > 0 && kpool <= kMaxPool, "pooled_index_key: kpool out of range");
-  float a[kMaxPool];  // [kpool] pooling weights
+  float stack[kStackPool];
+  std::vector<float> heap(kpool > kStackPool ? size_t(kpool) : 0);
+  float* a = kpool > kStackPool ? heap.data() : stack;  // [kpool] pooling weights
   for (int i = 0; i < kpool; ++i) a[i] = gates[i] + ape[i];
   softmax(a, kpool);
   for (int64_t c = 0; c < d_i; ++c) out[c] = 0.0f;
@@ -73,15 +74,15 @@ std::vector<float> pooled_index_keys(LatentCache& cache, int layer,
   const int64_t d_i = cache.index_dim();
   std::vector<float> pooled(size_t(num_pools * d_i));  // [num_pools, d_i]
   pool.parallel_for(num_pools, 64, [&](int64_t lo, int64_t hi) {
-    const float* keys[kMaxPool];  // kpool pointers to [d_i]
-    float gates[kMaxPool];        // [kpool]
+    std::vector<const float*> keys(static_cast<size_t>(kpool));  // kpool pointers to [d_i]
+    std::vector<float> gates(static_cast<size_t>(kpool));        // [kpool]
     for (int64_t p = lo; p < hi; ++p) {
       for (int i = 0; i < kpool; ++i) {
         const int64_t j = p * kpool + i;
-        keys[i] = cache.index_key_at(layer, block_table, j);
-        gates[i] = *cache.index_gate_at(layer, block_table, j);
+        keys[size_t(i)] = cache.index_key_at(layer, block_table, j);
+        gates[size_t(i)] = *cache.index_gate_at(layer, block_table, j);
       }
-      pooled_index_key(keys, gates, ape, kpool, d_i, &pooled[size_t(p * d_i)]);
+      pooled_index_key(keys.data(), gates.data(), ape, kpool, d_i, &pooled[size_t(p * d_i)]);
     }
   });
   return pooled;

@@ -265,24 +265,20 @@ constexpr int64_t kStreamMaxXBytes = int64_t(1) << 20;
 
 template <typename T>
 void run_range(const Problem& pr, int64_t lo, int64_t hi) {
-  if (pr.m <= kStreamMaxRows ||
-      pr.pairs * pr.pair_stride * int64_t(sizeof(float)) <= kStreamMaxXBytes) {
-    switch (kernels::stream_rows(int(std::min<int64_t>(pr.pairs, kernels::kMaxPairs)))) {
-      case 8:
-        stream_range<T, 8>(pr, lo, hi);
-        break;
-      case 6:
-        stream_range<T, 6>(pr, lo, hi);
-        break;
-      case 5:
-        stream_range<T, 5>(pr, lo, hi);
-        break;
-      default:
-        stream_range<T, 3>(pr, lo, hi);
-        break;
-    }
-  } else {
-    packed_range<T>(pr, lo, hi);
+  if constexpr (kernels::kPackedPathPays) {
+    const int64_t x_bytes = pr.pairs * pr.pair_stride * int64_t(sizeof(float));
+    if (pr.m > kStreamMaxRows && x_bytes > kStreamMaxXBytes) return packed_range<T>(pr, lo, hi);
+  }
+  using kernels::stream_rows;
+  switch (std::min<int64_t>(pr.pairs, kernels::kMaxPairs)) {
+    case 1:
+      return stream_range<T, stream_rows(1)>(pr, lo, hi);
+    case 2:
+      return stream_range<T, stream_rows(2)>(pr, lo, hi);
+    case 3:
+      return stream_range<T, stream_rows(3)>(pr, lo, hi);
+    default:
+      return stream_range<T, stream_rows(4)>(pr, lo, hi);
   }
 }
 
