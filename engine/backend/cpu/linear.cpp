@@ -17,6 +17,7 @@ namespace {
 class Scratch {
  public:
   ~Scratch() { std::free(data_); }
+  // At least n floats; the contents are not kept across a regrowth.
   float* get(size_t n) {
     if (n > size_) {
       std::free(data_);
@@ -25,6 +26,14 @@ class Scratch {
       if (!data_) throw std::bad_alloc();
     }
     return data_;
+  }
+  // Gives back a buffer grown past `limit` floats (one huge prefill should not pin its size).
+  void trim(size_t limit) {
+    if (size_ > limit) {
+      std::free(data_);
+      data_ = nullptr;
+      size_ = 0;
+    }
   }
 
  private:
@@ -54,11 +63,10 @@ float dot_lanes(const float* x, const T* w, int64_t n) {
 
 // One call's shapes. Rows n are relative to the slice: W row n0 + n, output column n.
 struct Problem {
-  const float* x;
-  int64_t ldx, m;
-  const void* w;  // W row 0 of the slice; rows are k elements apart
+  int64_t m;
+  const void* w;  // [n1 - n0, k]: W row n0 of the slice, BF16 or F32
   int64_t k;
-  float* y;
+  float* y;  // [m, ldy]
   int64_t ldy;
   int64_t full;         // complete 8-wide chunks per row: k / 8
   int tail;             // k % 8: elements in the last, partial chunk
@@ -74,8 +82,8 @@ struct Problem {
 #if defined(SPARKGLM_LINEAR_SIMD)
 using kernels::Pair;
 
-// x rows 2p and 2p+1 interleaved by chunk, zero padded past k and past the last row, so the kernels
-// read a pair's chunk with one aligned load.
+// x [m, ldx] -> xp [ceil(m/2)][chunks][16]: rows 2p and 2p+1 interleaved by chunk, zero padded past
+// k and past the last row, so the kernels read a pair's chunk with one aligned load.
 void pack_x(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t chunks, float* xp) {
   const int64_t pairs = (m + 1) / 2;
   for (int64_t p = 0; p < pairs; ++p) {
@@ -92,7 +100,7 @@ void pack_x(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t chunks, f
   }
 }
 
-// Writes tile (pairs p0.., rows n..) of y from finished lane accumulators.
+// acc [MP][NR] finished lanes -> y[2 * (p0 + p) + {0, 1}][n + r], rows past n_end or m dropped.
 template <int MP, int NR>
 void store_tile(const Problem& pr, int64_t p0, int64_t n, int64_t n_end, Pair (&acc)[MP][NR]) {
   for (int r = 0; r < NR; ++r) {
@@ -175,6 +183,7 @@ inline int64_t panel_offset(int64_t chunks, int64_t n_panels, int64_t pn, int64_
   return (s * kKC * n_panels + pn * nj + (j - s * kKC)) * kNR * 8;
 }
 
+// w rows [n, n + rows) of [*, k] -> out [slices][panels][chunks in slice][kNR][8], FP32.
 template <typename T>
 void pack_panels(const T* w, int64_t k, int64_t n, int64_t rows, float* out) {
   const int64_t full = k / 8, chunks = (k + 7) / 8, n_panels = (rows + kNR - 1) / kNR;
@@ -292,7 +301,7 @@ constexpr int64_t kMinMacsPerThread = int64_t(1) << 17;
 
 float dot(const float* a, const float* b, int64_t n) {
 #if defined(SPARKGLM_LINEAR_SIMD)
-  // One output element: run it as a pair whose second half is idle.
+  // One ymm holds the 8 lanes; the partial last chunk updates only its own lanes.
   const int64_t full = n / 8;
   const int tail = int(n % 8);
   __m256 acc = _mm256_setzero_ps();
@@ -312,13 +321,12 @@ void linear_slice(const float* x, int64_t ldx, int64_t m, const Linear& w, int64
   const int64_t n = n1 - n0, k = w.cols;
   if (m <= 0 || n <= 0) return;
   assert(w.dtype == DType::kBF16 || w.dtype == DType::kF32);
+  assert(n0 >= 0 && n1 <= w.rows && ldx >= k && ldy >= n);
   const bool bf16 = w.dtype == DType::kBF16;
   const int64_t grain =
       std::max<int64_t>(1, kMinMacsPerThread / std::max<int64_t>(1, std::max<int64_t>(m, 8) * k));
 #if defined(SPARKGLM_LINEAR_SIMD)
   Problem pr;
-  pr.x = x;
-  pr.ldx = ldx;
   pr.m = m;
   pr.w = bf16 ? static_cast<const void*>(w.bf16() + n0 * k)
               : static_cast<const void*>(w.f32() + n0 * k);
@@ -339,6 +347,7 @@ void linear_slice(const float* x, int64_t ldx, int64_t m, const Linear& w, int64
   } else {
     pool.parallel_for(n, grain, [prp](int64_t lo, int64_t hi) { run_range<float>(*prp, lo, hi); });
   }
+  t_xpack.trim(size_t(16) << 20);
 #else
   pool.parallel_for(n, grain, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {

@@ -205,9 +205,7 @@ struct PackedRows {  // FP32 panel laid out [chunk][NR][8], zero padded
   SPARKGLM_INLINE void prefetch(int, int64_t) const {}
 };
 
-// acc[p][r] continues its lanes over chunks [j0, j0 + n_full) and, when tail > 0, over the partial
-// chunk j0 + n_full (lanes < tail only). xp points at pair 0's chunk 0; pairs are pair_stride
-// floats apart.
+// One chunk j: every pair meets every row, one FMA each.
 template <int MP, int NR, typename Rows>
 SPARKGLM_INLINE void step(const float* xp, int64_t pair_stride, const Rows& w, int64_t j,
                           Pair (&acc)[MP][NR]) {
@@ -222,6 +220,9 @@ SPARKGLM_INLINE void step(const float* xp, int64_t pair_stride, const Rows& w, i
   }
 }
 
+// acc [MP][NR]: acc[p][r] continues its lanes over chunks [j0, j0 + n_full) and, when tail > 0,
+// over the partial chunk j0 + n_full (lanes < tail only). xp [MP][chunks][16]: pair p's chunk j at
+// xp + p * pair_stride + 16 * j. w: NR rows of chunks, see StreamRows and PackedRows.
 template <int MP, int NR, typename Rows>
 SPARKGLM_INLINE void tile(const float* xp, int64_t pair_stride, const Rows& w, int64_t j0,
                           int64_t n_full, int tail, Pair (&acc)[MP][NR]) {

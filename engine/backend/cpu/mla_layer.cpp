@@ -55,14 +55,6 @@ void check_shapes(const MlaShape& s, const MlaWeights& w, const LatentCache& cac
                   "mla: latent cache dims differ from the config");
 }
 
-// One row of W as FP32: the row itself for F32 weights, else converted into `scratch` ([W.cols]).
-const float* weight_row(const Linear& w, int64_t row, float* scratch) {
-  if (w.dtype == DType::kF32) return w.f32() + row * w.cols;
-  const uint16_t* src = w.bf16() + row * w.cols;
-  for (int64_t k = 0; k < w.cols; ++k) scratch[k] = bf16_to_f32(src[k]);
-  return scratch;
-}
-
 // Writes c_kv, k^I and the pooling gate of every row of the batch into the cache.
 void write_cache_rows(const ModelConfig& c, const MlaShape& s, const MlaWeights& w, int layer,
                       const ForwardBatch& batch, LatentCache& cache, const float* x,
@@ -85,58 +77,82 @@ void write_cache_rows(const ModelConfig& c, const MlaShape& s, const MlaWeights&
   }
 }
 
-// q~_h = W_kb,h^T q_h for m rows. q: [m, H*dn]; q_tilde: [m, H, R]. Each head accumulates its dn
-// rows of W_kb in increasing order, one weight row applied to all m rows while it is hot.
+inline float to_f32(float v) {
+  return v;
+}
+inline float to_f32(uint16_t v) {
+  return bf16_to_f32(v);
+}
+
+// out[i][e] = sum_k a[i][k] * b[k][e] for i < rows, k < n, e < R, summed in increasing k with one
+// FMA chain per element (so attended tokens are summed in increasing position order).
+// a: [rows, n] with row stride lda; b: [n, R] contiguous, FP32 or BF16; out: [rows, R] with row
+// stride ldo. kRows x kLanes accumulators stay in registers while b streams past, so each column
+// block of b is read once per row group; the blocking changes no element's arithmetic.
+template <typename T, int kRows, int kLanes>
+void weighted_sum_tile(const float* a, int64_t lda, int64_t n, const T* b, int64_t r, float* out,
+                       int64_t ldo) {
+  float acc[kRows][kLanes] = {};
+  for (int64_t k = 0; k < n; ++k) {
+    float bk[kLanes];  // [kLanes] of row k of b
+    for (int e = 0; e < kLanes; ++e) bk[e] = to_f32(b[k * r + e]);
+    for (int i = 0; i < kRows; ++i) {
+      const float ak = a[i * lda + k];
+      for (int e = 0; e < kLanes; ++e) acc[i][e] = std::fma(ak, bk[e], acc[i][e]);
+    }
+  }
+  for (int i = 0; i < kRows; ++i) std::copy_n(acc[i], kLanes, out + i * ldo);
+}
+
+// Elements [e0, R) of rows [i0, i1), one element at a time.
+template <typename T>
+void weighted_sum_rest(const float* a, int64_t lda, int64_t i0, int64_t i1, int64_t n, const T* b,
+                       int64_t r, int64_t e0, float* out, int64_t ldo) {
+  for (int64_t i = i0; i < i1; ++i)
+    for (int64_t e = e0; e < r; ++e) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < n; ++k) acc = std::fma(a[i * lda + k], to_f32(b[k * r + e]), acc);
+      out[i * ldo + e] = acc;
+    }
+}
+
+template <typename T>
+void weighted_row_sum(const float* a, int64_t lda, int64_t rows, int64_t n, const T* b, int64_t r,
+                      float* out, int64_t ldo) {
+  constexpr int kRows = 4, kLanes = 32;  // 8 AVX-512 or 16 AVX2 accumulators
+  constexpr int kWideLanes = 128;        // a lone row needs more chains to hide FMA latency
+  const int64_t full = rows / kRows * kRows;
+  int64_t e0 = 0;
+  for (; e0 + kLanes <= r; e0 += kLanes)  // lane blocks outer: b's column block stays in cache
+    for (int64_t i = 0; i < full; i += kRows)
+      weighted_sum_tile<T, kRows, kLanes>(a + i * lda, lda, n, b + e0, r, out + i * ldo + e0, ldo);
+  weighted_sum_rest(a, lda, 0, full, n, b, r, e0, out, ldo);
+  int64_t e1 = 0;  // leftover rows, such as a decode step's single query
+  for (; e1 + kWideLanes <= r; e1 += kWideLanes)
+    for (int64_t i = full; i < rows; ++i)
+      weighted_sum_tile<T, 1, kWideLanes>(a + i * lda, lda, n, b + e1, r, out + i * ldo + e1, ldo);
+  for (; e1 + kLanes <= r; e1 += kLanes)
+    for (int64_t i = full; i < rows; ++i)
+      weighted_sum_tile<T, 1, kLanes>(a + i * lda, lda, n, b + e1, r, out + i * ldo + e1, ldo);
+  weighted_sum_rest(a, lda, full, rows, n, b, r, e1, out, ldo);
+}
+
+// q~_h = W_kb,h^T q_h for m rows, summed over dn in increasing order.
+// q: [m, H*dn]; q_tilde: [m, H, R].
 void absorb_queries(const MlaShape& s, const Linear& kv_b, const float* q, int64_t m,
                     float* q_tilde, ThreadPool& pool) {
   pool.parallel_for(s.h, 1, [&](int64_t h0, int64_t h1) {
-    std::vector<float> scratch(size_t(s.r));  // [R]: a BF16 weight row in FP32
     for (int64_t h = h0; h < h1; ++h) {
-      for (int64_t i = 0; i < m; ++i) std::fill_n(q_tilde + (i * s.h + h) * s.r, s.r, 0.0f);
-      for (int64_t k = 0; k < s.dn; ++k) {
-        const float* wk = weight_row(kv_b, s.kv_b_row(h) + k, scratch.data());  // [R]
-        for (int64_t i = 0; i < m; ++i) {
-          const float a = q[i * s.h * s.dn + h * s.dn + k];
-          float* dst = q_tilde + (i * s.h + h) * s.r;
-          for (int64_t e = 0; e < s.r; ++e) dst[e] = std::fma(a, wk[e], dst[e]);
-        }
+      const int64_t first = s.kv_b_row(h) * s.r;  // W_kb,h [dn, R] is dn consecutive rows of kv_b
+      const float* qh = q + h * s.dn;             // [m, dn] with row stride H*dn
+      float* out = q_tilde + h * s.r;             // [m, R] with row stride H*R
+      if (kv_b.dtype == DType::kBF16) {
+        weighted_row_sum(qh, s.h * s.dn, m, s.dn, kv_b.bf16() + first, s.r, out, s.h * s.r);
+      } else {
+        weighted_row_sum(qh, s.h * s.dn, m, s.dn, kv_b.f32() + first, s.r, out, s.h * s.r);
       }
     }
   });
-}
-
-// out[h][e] = sum_k p[h][k] * latents[k][e], k increasing, one FMA chain per element.
-// kHeads x kLanes accumulators stay in registers while the tokens stream past, so each latent
-// column block is read once per head group from L2 instead of each output row once per token.
-template <int kHeads, int kLanes>
-void weighted_sum_tile(const float* p, int64_t n, const float* latents, int64_t r, float* out) {
-  float acc[kHeads][kLanes] = {};
-  for (int64_t k = 0; k < n; ++k) {
-    const float* c = latents + k * r;  // [kLanes] of token k
-    for (int h = 0; h < kHeads; ++h) {
-      const float pk = p[h * n + k];
-      for (int e = 0; e < kLanes; ++e) acc[h][e] = std::fma(pk, c[e], acc[h][e]);
-    }
-  }
-  for (int h = 0; h < kHeads; ++h) std::copy_n(acc[h], kLanes, out + h * r);
-}
-
-// p: [heads, n]; latents: [n, R]; out: [heads, R]. Blocking changes no element's arithmetic.
-void weighted_latent_sum(const float* p, int64_t heads, int64_t n, const float* latents, int64_t r,
-                         float* out) {
-  constexpr int kHeads = 4, kLanes = 32;  // 8 AVX-512 or 16 AVX2 accumulators
-  for (int64_t e0 = 0; e0 < r; e0 += kLanes) {
-    int64_t h = 0;
-    if (e0 + kLanes <= r)
-      for (; h + kHeads <= heads; h += kHeads)
-        weighted_sum_tile<kHeads, kLanes>(p + h * n, n, latents + e0, r, out + h * r + e0);
-    for (; h < heads; ++h)  // leftover heads, or a partial lane block
-      for (int64_t e = e0; e < std::min(r, e0 + kLanes); ++e) {
-        float acc = 0.0f;
-        for (int64_t k = 0; k < n; ++k) acc = std::fma(p[h * n + k], latents[k * r + e], acc);
-        out[h * r + e] = acc;
-      }
-  }
 }
 
 // Attention of one row over `attended` for heads [h0, h1): q_tilde and o_bar are the row's [H, R].
@@ -157,7 +173,7 @@ void attend_heads(const MlaShape& s, float scale, LatentCache& cache, int layer,
     for (int64_t k = 0; k < n; ++k) ph[k] = scale * ph[k];
     softmax(ph, n);
   }
-  weighted_latent_sum(p.data(), h1 - h0, n, latents.data(), s.r, o_bar + h0 * s.r);
+  weighted_row_sum(p.data(), n, h1 - h0, n, latents.data(), s.r, o_bar + h0 * s.r, s.r);
 }
 
 // The attended positions of rows [r0, r0+m) that see more than topk pools (empty for the others).
