@@ -41,7 +41,7 @@ uint64_t next_of(uint64_t w) {
 // wake. It first spins with pause (about 23 ns on Zen 5), then polls with sched_yield so that a
 // thread sharing its core (the machine is often oversubscribed) is not held up.
 constexpr auto kPauseSpin = std::chrono::microseconds(50);
-constexpr auto kYieldSpin = std::chrono::microseconds(500);
+constexpr auto kYieldSpin = std::chrono::microseconds(2000);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)

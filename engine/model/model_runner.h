@@ -8,10 +8,18 @@
 
 namespace sparkglm {
 
+// The caches a runner was built with: what the scheduler may hand out.
+struct CacheGeometry {
+  int num_blocks = 0;       // latent-cache blocks
+  int block_size = 0;       // tokens per block
+  int num_state_slots = 0;  // KDA state slots (sequences in flight)
+};
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
   virtual const ModelConfig& config() const = 0;
+  virtual CacheGeometry cache_geometry() const = 0;
 
   // Runs the main model over the batch: writes each row's latent/indexer cache entries and advances
   // each sequence's KDA state; returns logits and final hidden states for batch.logit_rows.

@@ -1,25 +1,144 @@
 #include "engine/runtime/latent_cache.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "engine/core/dtype.h"
 #include "engine/core/error.h"
 
 namespace sparkglm {
 
-LatentCache::LatentCache(const ModelConfig& config, int num_blocks, int block_size)
+namespace {
+
+constexpr int kGroup = 128;  // fp8_g128: values per scale
+
+int num_groups(int dim) { return (dim + kGroup - 1) / kGroup; }
+
+void quantize(KvDtype t, const float* v, int dim, std::byte* out) {
+  switch (t) {
+    case KvDtype::kF32:
+      std::memcpy(out, v, size_t(dim) * sizeof(float));
+      return;
+    case KvDtype::kBF16:
+      for (int i = 0; i < dim; ++i) {
+        const uint16_t h = f32_to_bf16(v[i]);
+        std::memcpy(out + 2 * i, &h, 2);
+      }
+      return;
+    case KvDtype::kFp8G128: {
+      // [dim] E4M3 bytes, then one FP32 scale per group: scale = amax / 448 (E4M3's largest).
+      auto* scales = out + dim;
+      for (int g = 0; g < num_groups(dim); ++g) {
+        const int lo = g * kGroup, hi = std::min(dim, lo + kGroup);
+        float amax = 0.0f;
+        for (int i = lo; i < hi; ++i) amax = std::max(amax, std::fabs(v[i]));
+        const float scale = amax / 448.0f;
+        const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+        for (int i = lo; i < hi; ++i) out[i] = std::byte(f32_to_e4m3(v[i] * inv));
+        std::memcpy(scales + 4 * g, &scale, 4);
+      }
+      return;
+    }
+  }
+}
+
+void dequantize(KvDtype t, const std::byte* in, int dim, float* out) {
+  switch (t) {
+    case KvDtype::kF32:
+      std::memcpy(out, in, size_t(dim) * sizeof(float));
+      return;
+    case KvDtype::kBF16:
+      for (int i = 0; i < dim; ++i) {
+        uint16_t h;
+        std::memcpy(&h, in + 2 * i, 2);
+        out[i] = bf16_to_f32(h);
+      }
+      return;
+    case KvDtype::kFp8G128: {
+      const auto* scales = in + dim;
+      for (int g = 0; g < num_groups(dim); ++g) {
+        float scale;
+        std::memcpy(&scale, scales + 4 * g, 4);
+        const int lo = g * kGroup, hi = std::min(dim, lo + kGroup);
+        for (int i = lo; i < hi; ++i) out[i] = e4m3_to_f32(uint8_t(in[i])) * scale;
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+const char* to_string(KvDtype t) {
+  switch (t) {
+    case KvDtype::kF32: return "f32";
+    case KvDtype::kBF16: return "bf16";
+    case KvDtype::kFp8G128: return "fp8_g128";
+  }
+  return "?";
+}
+
+KvDtype kv_dtype_from_string(const std::string& name) {
+  if (name == "f32") return KvDtype::kF32;
+  if (name == "bf16") return KvDtype::kBF16;
+  if (name == "fp8_g128") return KvDtype::kFp8G128;
+  throw Error(ErrorKind::kInvalidArgument, "--kv-cache-dtype: expected bf16, fp8_g128 or f32, got \"" + name + "\"");
+}
+
+size_t kv_vector_bytes(KvDtype dtype, int dim) {
+  switch (dtype) {
+    case KvDtype::kF32: return size_t(dim) * 4;
+    case KvDtype::kBF16: return size_t(dim) * 2;
+    case KvDtype::kFp8G128: return size_t(dim) + 4 * size_t(num_groups(dim));
+  }
+  return 0;
+}
+
+size_t LatentCache::bytes_per_block(const ModelConfig& config, int block_size, KvDtype dtype) {
+  const int layers = config.num_mla_layers() + (config.mtp_layer() >= 0 ? 1 : 0);
+  const size_t per_token = kv_vector_bytes(dtype, config.kv_lora_rank) +
+                           kv_vector_bytes(dtype, config.index_head_dim) + sizeof(float);
+  return size_t(layers) * size_t(block_size) * per_token;
+}
+
+int LatentCache::blocks_for_budget(const ModelConfig& config, int block_size, KvDtype dtype,
+                                   size_t budget_bytes) {
+  return int(std::min<size_t>(budget_bytes / bytes_per_block(config, block_size, dtype), INT32_MAX));
+}
+
+LatentCache::LatentCache(const ModelConfig& config, int num_blocks, int block_size, KvDtype dtype)
     : num_blocks_(num_blocks),
       block_size_(block_size),
       num_layers_(config.num_mla_layers() + (config.mtp_layer() >= 0 ? 1 : 0)),
       latent_dim_(config.kv_lora_rank),
-      index_dim_(config.index_head_dim) {
+      index_dim_(config.index_head_dim),
+      dtype_(dtype),
+      latent_bytes_(kv_vector_bytes(dtype, config.kv_lora_rank)),
+      key_bytes_(kv_vector_bytes(dtype, config.index_head_dim)) {
   if (num_blocks <= 0 || block_size <= 0)
     throw Error(ErrorKind::kInvalidArgument, "latent cache: expected positive block count and size");
   const size_t rows = size_t(num_layers_) * size_t(num_blocks) * size_t(block_size);
-  latent_.assign(rows * size_t(latent_dim_), 0.0f);
-  index_key_.assign(rows * size_t(index_dim_), 0.0f);
+  latent_.assign(rows * latent_bytes_, std::byte{0});
+  index_key_.assign(rows * key_bytes_, std::byte{0});
   index_gate_.assign(rows, 0.0f);
 }
 
+void LatentCache::store_latent(int layer, const std::vector<int32_t>& table, int64_t pos, const float* v) {
+  quantize(dtype_, v, latent_dim_, &latent_[row(layer, table, pos) * latent_bytes_]);
+}
+void LatentCache::load_latent(int layer, const std::vector<int32_t>& table, int64_t pos, float* out) const {
+  dequantize(dtype_, &latent_[row(layer, table, pos) * latent_bytes_], latent_dim_, out);
+}
+void LatentCache::store_index_key(int layer, const std::vector<int32_t>& table, int64_t pos, const float* v) {
+  quantize(dtype_, v, index_dim_, &index_key_[row(layer, table, pos) * key_bytes_]);
+}
+void LatentCache::load_index_key(int layer, const std::vector<int32_t>& table, int64_t pos, float* out) const {
+  dequantize(dtype_, &index_key_[row(layer, table, pos) * key_bytes_], index_dim_, out);
+}
+
 size_t LatentCache::bytes() const {
-  return (latent_.size() + index_key_.size() + index_gate_.size()) * sizeof(float);
+  return latent_.size() + index_key_.size() + index_gate_.size() * sizeof(float);
 }
 
 }  // namespace sparkglm

@@ -160,11 +160,12 @@ TEST(MlaLayer, IsPlainCausalWhileFewPoolsAndStillWritesIndexerKeys) {
     const auto key = testing::detail::layer_norm(
         testing::detail::matvec(rw.w.indexer.wk, 0, c.index_head_dim, xd.data()),
         rw.w.indexer.k_norm_weight, rw.w.indexer.k_norm_bias);
-    const float* cached = cache.index_key_at(1, table, j);
+    std::vector<float> cached(static_cast<size_t>(c.index_head_dim));
+    cache.load_index_key(1, table, j, cached.data());
     for (int64_t e = 0; e < c.index_head_dim; ++e)
       key_err = std::max(key_err, std::abs(double(cached[e]) - key[size_t(e)]));
     const double gate = testing::detail::matvec(rw.w.indexer.kpool_gate, 0, 1, xd.data())[0];
-    gate_err = std::max(gate_err, std::abs(double(*cache.index_gate_at(1, table, j)) - gate));
+    gate_err = std::max(gate_err, std::abs(double(cache.index_gate_at(1, table, j)) - gate));
   }
   std::printf("cached indexer keys max|err| %.3g, gates max|err| %.3g\n", key_err, gate_err);
   EXPECT_LE(key_err, 1e-5);  // LayerNorm output is O(1); FP32 rounding is ~1e-7

@@ -18,7 +18,7 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
       weights_(weights),
       options_(options),
       pool_(pool),
-      cache_(config, options.num_blocks, options.block_size),
+      cache_(config, options.num_blocks, options.block_size, options.kv_dtype),
       states_(config, options.num_state_slots) {}
 
 void CpuModelRunner::embed(const ForwardBatch& batch, float* rows) const {

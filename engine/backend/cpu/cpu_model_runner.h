@@ -18,6 +18,7 @@ struct CpuRunnerOptions {
   int block_size = 16;        // tokens per block
   int num_state_slots = 4;    // KDA state slots (concurrent sequences)
   KdaPath kda_path = KdaPath::kAuto;
+  KvDtype kv_dtype = KvDtype::kF32;  // the reference keeps FP32; serving uses bf16 or fp8_g128
 };
 
 class CpuModelRunner : public ModelRunner {
@@ -26,6 +27,9 @@ class CpuModelRunner : public ModelRunner {
                  const CpuRunnerOptions& options, ThreadPool& pool);
 
   const ModelConfig& config() const override { return config_; }
+  CacheGeometry cache_geometry() const override {
+    return {options_.num_blocks, options_.block_size, options_.num_state_slots};
+  }
   void forward(const ForwardBatch& batch, ForwardOutput& out) override;
   void forward_mtp(const ForwardBatch& batch, const std::vector<float>& hidden,
                    ForwardOutput& out) override;

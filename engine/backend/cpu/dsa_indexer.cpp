@@ -74,13 +74,15 @@ std::vector<float> pooled_index_keys(LatentCache& cache, int layer,
   const int64_t d_i = cache.index_dim();
   std::vector<float> pooled(size_t(num_pools * d_i));  // [num_pools, d_i]
   pool.parallel_for(num_pools, 64, [&](int64_t lo, int64_t hi) {
-    std::vector<const float*> keys(static_cast<size_t>(kpool));  // kpool pointers to [d_i]
-    std::vector<float> gates(static_cast<size_t>(kpool));        // [kpool]
+    std::vector<float> key_rows(static_cast<size_t>(kpool * d_i));  // [kpool, d_i] dequantized
+    std::vector<const float*> keys(static_cast<size_t>(kpool));      // kpool pointers to [d_i]
+    std::vector<float> gates(static_cast<size_t>(kpool));            // [kpool]
     for (int64_t p = lo; p < hi; ++p) {
       for (int i = 0; i < kpool; ++i) {
         const int64_t j = p * kpool + i;
-        keys[size_t(i)] = cache.index_key_at(layer, block_table, j);
-        gates[size_t(i)] = *cache.index_gate_at(layer, block_table, j);
+        cache.load_index_key(layer, block_table, j, &key_rows[size_t(i * d_i)]);
+        keys[size_t(i)] = &key_rows[size_t(i * d_i)];
+        gates[size_t(i)] = cache.index_gate_at(layer, block_table, j);
       }
       pooled_index_key(keys.data(), gates.data(), ape, kpool, d_i, &pooled[size_t(p * d_i)]);
     }

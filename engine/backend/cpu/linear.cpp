@@ -90,7 +90,7 @@ void pack_x(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t chunks, f
     for (int h = 0; h < 2; ++h) {
       const int64_t row = 2 * p + h;
       float* dst = xp + p * chunks * 16 + 8 * h;
-      const float* src = x + row * ldx;
+      const float* src = row < m ? x + row * ldx : x;  // the padding row reads nothing
       for (int64_t j = 0; j < chunks; ++j) {
         const int64_t k0 = 8 * j, n = row < m ? std::min<int64_t>(8, k - k0) : 0;
         for (int64_t i = 0; i < n; ++i) dst[16 * j + i] = src[k0 + i];
@@ -190,7 +190,7 @@ void pack_panels(const T* w, int64_t k, int64_t n, int64_t rows, float* out) {
   for (int64_t pn = 0; pn < n_panels; ++pn) {
     for (int r = 0; r < kNR; ++r) {
       const int64_t row = pn * kNR + r;
-      const T* src = w + (n + row) * k;
+      const T* src = row < rows ? w + (n + row) * k : w;  // padding rows read nothing
       for (int64_t j0 = 0; j0 < chunks; j0 += kKC) {
         const int64_t j1 = std::min(chunks, j0 + kKC);
         float* dst = out + panel_offset(chunks, n_panels, pn, j0) - j0 * kNR * 8 + r * 8;

@@ -69,11 +69,13 @@ void write_cache_rows(const ModelConfig& c, const MlaShape& s, const MlaWeights&
   for (int64_t i = 0; i < rows; ++i) {
     const auto& table = batch.seqs[size_t(batch.row_seq[size_t(i)])].block_table;
     const int64_t pos = batch.positions[size_t(i)];
-    rms_norm(&latent[size_t(i * s.r)], w.kv_a_norm, c.rms_norm_eps, s.r,
-             cache.latent_at(layer, table, pos));
-    layer_norm(&key[size_t(i * s.index_dim)], w.indexer.k_norm_weight, w.indexer.k_norm_bias,
-               kIndexKeyNormEps, s.index_dim, cache.index_key_at(layer, table, pos));
-    *cache.index_gate_at(layer, table, pos) = gate[size_t(i)];
+    float* c_kv = &latent[size_t(i * s.r)];
+    float* k_i = &key[size_t(i * s.index_dim)];
+    rms_norm(c_kv, w.kv_a_norm, c.rms_norm_eps, s.r, c_kv);
+    layer_norm(k_i, w.indexer.k_norm_weight, w.indexer.k_norm_bias, kIndexKeyNormEps, s.index_dim, k_i);
+    cache.store_latent(layer, table, pos, c_kv);
+    cache.store_index_key(layer, table, pos, k_i);
+    cache.index_gate_at(layer, table, pos) = gate[size_t(i)];
   }
 }
 
@@ -164,7 +166,7 @@ void attend_heads(const MlaShape& s, float scale, LatentCache& cache, int layer,
   // (the same reduction order as cpu::dot, at matrix-product speed).
   std::vector<float> latents(size_t(n * s.r));  // [n, R]
   for (int64_t k = 0; k < n; ++k)
-    std::copy_n(cache.latent_at(layer, table, attended[size_t(k)]), s.r, &latents[size_t(k * s.r)]);
+    cache.load_latent(layer, table, attended[size_t(k)], &latents[size_t(k * s.r)]);
   std::vector<float> p(size_t((h1 - h0) * n));  // [h1-h0, n]: scores, then probabilities
   linear(q_tilde + h0 * s.r, s.r, h1 - h0, Linear{DType::kF32, n, s.r, latents.data()}, p.data(), n,
          pool);

@@ -1,0 +1,30 @@
+#pragma once
+// One request inside the scheduler: its tokens, how many are in the caches, its blocks, its state
+// slot and its sampler.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/runtime/generation_request.h"
+#include "engine/runtime/sampler.h"
+
+namespace sparkglm {
+
+struct Sequence {
+  std::shared_ptr<RequestHandle> handle;
+  GenerationRequest request;
+  std::vector<int32_t> tokens;     // prompt, then generated tokens
+  int prompt_len = 0;
+  int computed = 0;                // tokens whose KV/state are in the caches
+  int slot = -1;                   // KDA state slot while admitted
+  std::vector<int32_t> blocks;     // latent-cache block table while admitted
+  std::optional<SequenceSampler> sampler;
+  FinishReason finish = FinishReason::kNone;
+
+  int generated() const { return int(tokens.size()) - prompt_len; }
+  bool prefilling() const { return computed < prompt_len; }
+};
+
+}  // namespace sparkglm
