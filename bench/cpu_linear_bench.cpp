@@ -63,7 +63,8 @@ double fma_peak_gflops(sparkglm::ThreadPool& pool) {
       }
       volatile float sink = sum;
       (void)sink;
-      rate[size_t(t)] = double(kIters) * kChains * (sizeof(V) / 4) * 2 / s / 1e9;
+      constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+      rate[size_t(t)] = double(kIters * kChains * kLanes * 2) / s / 1e9;
     }
   });
   double total = 0.0;

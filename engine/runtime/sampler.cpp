@@ -1,7 +1,9 @@
 #include "engine/runtime/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -16,6 +18,8 @@ constexpr float kPosInf = std::numeric_limits<float>::infinity();
 constexpr uint64_t kWeyl = 0x9e3779b97f4a7c15ull;  // 2^64 / golden ratio, odd
 // Keeps the key of seed s away from the raw Weyl state of seed s + k * kWeyl.
 constexpr uint64_t kSeedSalt = 0x2545f4914f6cdd1dull;
+// The draw first finds the block of this many tokens where the CDF crosses u, then the token.
+constexpr int64_t kBlock = 256;
 
 uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -23,24 +27,23 @@ uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// A token's weight w = exp((x - max) / T) = p / p_max, with its id.
-struct Candidate {
-  float w;
-  int32_t id;
-};
-
-// The fixed order of "most probable first": higher weight, then lower id. A strict total order,
-// so every selection below is deterministic.
-bool before(const Candidate& a, const Candidate& b) {
-  return a.w > b.w || (a.w == b.w && a.id < b.id);
+// A token's place in the order "most probable first, ties by lower id" as one integer: the
+// weight's bits (monotone for w >= 0) above the complemented id. Larger key = earlier; integer
+// compares keep the selections below cheap and deterministic.
+uint64_t order_key(float w, int64_t id) {
+  return (uint64_t(std::bit_cast<uint32_t>(w)) << 32) | uint64_t(~uint32_t(id));
+}
+float key_weight(uint64_t key) {
+  return std::bit_cast<float>(uint32_t(key >> 32));
 }
 
 // Per-thread buffers: sample() runs for many sequences per step, and a 154880-entry vocab makes
 // fresh allocations per call cost more than the arithmetic.
 struct Scratch {
   std::vector<float> logits;   // [vocab] processed logits
-  std::vector<float> weights;  // [vocab] exp((x - max) / T)
-  std::vector<Candidate> candidates;
+  std::vector<float> weights;  // [vocab] exp((x - max) / T) = p / p_max
+  std::vector<double> blocks;  // [ceil(vocab / kBlock)] sums of weights
+  std::vector<uint64_t> keys;  // order keys of candidate tokens
 };
 
 Scratch& scratch() {
@@ -48,35 +51,65 @@ Scratch& scratch() {
   return s;
 }
 
-float max_of(const float* x, int64_t vocab) {
+// Independent lanes, written as compare-and-select, let the compiler vectorise; max is exact in
+// any order.
+float max_of(const float* x, int64_t n) {
+  float lane[16];
+  std::fill(lane, lane + 16, kNegInf);
+  const int64_t full = n - n % 16;
+  for (int64_t i = 0; i < full; i += 16)
+    for (int j = 0; j < 16; ++j) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
   float m = kNegInf;
-  for (int64_t i = 0; i < vocab; ++i) m = std::max(m, x[i]);
+  for (float v : lane) m = std::max(m, v);
+  for (int64_t i = full; i < n; ++i) m = std::max(m, x[i]);
   return m;
 }
 
-// The lowest id among the maxima, or -1 when every entry is -inf. NaN is already gone.
-int32_t first_argmax(const float* x, int64_t vocab) {
-  int32_t best = -1;
-  float best_x = kNegInf;
-  for (int64_t i = 0; i < vocab; ++i)
-    if (x[i] > best_x) {
-      best_x = x[i];
-      best = int32_t(i);
-    }
-  return best;
+// Sum in a fixed order (8 interleaved partial sums, then left to right): the same on every run.
+double sum_of(const float* w, int64_t n) {
+  double lane[8] = {};
+  const int64_t full = n - n % 8;
+  for (int64_t i = 0; i < full; i += 8)
+    for (int j = 0; j < 8; ++j) lane[j] += double(w[i + j]);
+  double s = 0.0;
+  for (double v : lane) s += v;
+  for (int64_t i = full; i < n; ++i) s += double(w[i]);
+  return s;
 }
 
-// Reorders `c` and returns n, the size of the smallest prefix in `before` order whose weight
-// reaches `need`; c[n-1] is then the least probable token of that prefix. A quickselect on mass
-// (split at the middle, keep the half that holds the crossing), so O(size) rather than a sort.
-size_t nucleus_size(std::vector<Candidate>& c, double need) {
-  size_t lo = 0, hi = c.size();  // [0, lo) is kept and precedes [lo, hi); the crossing is in [lo, hi)
+// The k largest keys of the tokens with w > 0, unordered: a buffer that is cut back to its top k
+// whenever it reaches 2k, so the cost is O(vocab) for any k.
+void select_top_k(const float* w, int64_t vocab, int64_t k, std::vector<uint64_t>& keys) {
+  keys.clear();
+  keys.reserve(size_t(std::min(2 * k, vocab)));
+  uint64_t floor = 0;  // the k-th largest key so far; nothing at or below it can make the top k
+  auto cut_back = [&] {
+    std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end(), std::greater<uint64_t>());
+    keys.resize(size_t(k));
+    floor = keys.back();
+  };
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (!(w[i] > 0.0f)) continue;
+    const uint64_t key = order_key(w[i], i);
+    if (key <= floor) continue;
+    keys.push_back(key);
+    if (int64_t(keys.size()) == 2 * k) cut_back();
+  }
+  if (int64_t(keys.size()) > k) cut_back();
+}
+
+// Reorders `keys` and returns the key of the last token of the smallest most-probable prefix
+// whose weight reaches `need`. A quickselect on mass (split at the middle, keep the half that
+// holds the crossing), so O(size) rather than a sort.
+uint64_t nucleus_cut(std::vector<uint64_t>& keys, double need) {
+  // [0, lo) is kept and precedes [lo, hi); the crossing is in [lo, hi).
+  size_t lo = 0, hi = keys.size();
   while (hi - lo > 1) {
     const size_t mid = lo + (hi - lo) / 2;
-    std::nth_element(c.begin() + int64_t(lo), c.begin() + int64_t(mid), c.begin() + int64_t(hi),
-                     before);
+    std::nth_element(keys.begin() + int64_t(lo), keys.begin() + int64_t(mid),
+                     keys.begin() + int64_t(hi), std::greater<uint64_t>());
     double left = 0.0;
-    for (size_t j = lo; j < mid; ++j) left += c[j].w;
+    for (size_t j = lo; j < mid; ++j) left += double(key_weight(keys[j]));
     if (left >= need) {
       hi = mid;
     } else {
@@ -84,15 +117,42 @@ size_t nucleus_size(std::vector<Candidate>& c, double need) {
       lo = mid;
     }
   }
-  return lo + 1;
+  return keys[lo];
 }
 
-// log_softmax of the processed logits in double precision. A +inf logit takes all the mass,
-// shared equally with any other +inf.
+// The nucleus cut over the whole vocab. Weights in (0, 1] fall into buckets by float exponent
+// (a factor of 2 each); the buckets above the one where the running mass reaches `top_p` are
+// kept whole, so only that bucket's tokens need ordering. Returns 0 (keep all) if rounding
+// leaves no crossing.
+uint64_t nucleus_cut_vocab(const float* w, int64_t vocab, float top_p,
+                           std::vector<uint64_t>& keys) {
+  constexpr int kLanes = 4;  // separate histograms, so consecutive adds rarely wait on each other
+  double lanes[kLanes][256] = {};
+  for (int64_t i = 0; i < vocab; ++i)
+    lanes[i % kLanes][std::bit_cast<uint32_t>(w[i]) >> 23] += w[i];
+  double bucket[256];
+  double total = 0.0;
+  for (int e = 0; e < 256; ++e) {
+    bucket[e] = 0.0;
+    for (int l = 0; l < kLanes; ++l) bucket[e] += lanes[l][e];
+    total += bucket[e];
+  }
+  const double target = double(top_p) * total;
+  double above = 0.0;
+  int e = 255;
+  while (e > 0 && above + bucket[e] < target) above += bucket[e--];
+  keys.clear();
+  for (int64_t i = 0; i < vocab; ++i)
+    if (w[i] > 0.0f && int(std::bit_cast<uint32_t>(w[i]) >> 23) == e)
+      keys.push_back(order_key(w[i], i));
+  return keys.empty() ? 0 : nucleus_cut(keys, target - above);
+}
+
+// log_softmax of the processed logits: double accumulation of exp(x - max). A +inf logit takes
+// all the mass, shared equally with any other +inf.
 class LogSoftmax {
  public:
-  LogSoftmax(const float* x, int64_t vocab) {
-    const float m = max_of(x, vocab);
+  LogSoftmax(const float* x, int64_t vocab, float m, std::vector<float>& scratch_weights) {
     if (m == kPosInf) {
       int64_t n = 0;
       for (int64_t i = 0; i < vocab; ++i) n += x[i] == kPosInf;
@@ -100,9 +160,10 @@ class LogSoftmax {
       infinite_ = true;
       return;
     }
-    double sum = 0.0;
-    for (int64_t i = 0; i < vocab; ++i) sum += std::exp(double(x[i]) - double(m));
-    log_sum_exp_ = double(m) + std::log(sum);
+    scratch_weights.resize(size_t(vocab));
+    float* e = scratch_weights.data();
+    for (int64_t i = 0; i < vocab; ++i) e[i] = exp_nonpositive(x[i] - m);
+    log_sum_exp_ = double(m) + std::log(sum_of(e, vocab));
   }
   float operator()(float x) const {
     if (infinite_) return x == kPosInf ? float(inf_logprob_) : kNegInf;
@@ -115,20 +176,26 @@ class LogSoftmax {
   double log_sum_exp_ = 0.0;
 };
 
-// The ids of the n largest finite-or-+inf logits, descending, ties by lower id. n <= 20, so an
-// insertion into a short sorted list beats sorting the vocab.
+// The ids of the n largest logits other than -inf, descending, ties by lower id. n <= 20, so a
+// short sorted list, and most of the vocab is passed over 16 at a time below its last entry.
 std::vector<int32_t> top_ids(const float* x, int64_t vocab, int n) {
   std::vector<int32_t> best;
   if (n <= 0) return best;
   best.reserve(size_t(n) + 1);
-  for (int64_t i = 0; i < vocab; ++i) {
-    const float xi = x[i];
-    if (xi == kNegInf) continue;
-    if (int(best.size()) == n && !(xi > x[best.back()])) continue;
-    // Ids arrive in increasing order, so an equal earlier id keeps its place ahead.
-    auto pos = std::find_if(best.begin(), best.end(), [&](int32_t b) { return xi > x[b]; });
-    best.insert(pos, int32_t(i));
-    if (int(best.size()) > n) best.pop_back();
+  float floor = kNegInf;  // an entry must beat this; ids rise, so an equal later id stays out
+  for (int64_t c = 0; c < vocab; c += 16) {
+    const int64_t end = std::min(vocab, c + 16);
+    bool any = false;
+    for (int64_t i = c; i < end; ++i) any |= x[i] > floor;
+    if (!any) continue;
+    for (int64_t i = c; i < end; ++i) {
+      const float xi = x[i];
+      if (!(xi > floor)) continue;
+      auto pos = std::find_if(best.begin(), best.end(), [&](int32_t b) { return xi > x[b]; });
+      best.insert(pos, int32_t(i));
+      if (int(best.size()) > n) best.pop_back();
+      if (int(best.size()) == n) floor = x[best.back()];
+    }
   }
   return best;
 }
@@ -145,6 +212,23 @@ std::vector<int32_t> top_ids(const float* x, int64_t vocab, int n) {
 double sampling_uniform(uint64_t seed, uint64_t index) {
   const uint64_t z = mix64(mix64(seed ^ kSeedSalt) + kWeyl * (index + 1));
   return double(z >> 11) * 0x1.0p-53;  // the top 53 bits: exactly representable, < 1
+}
+
+float exp_nonpositive(float z) {
+  const float zc = std::max(z, -87.0f);  // also maps -inf to a finite value for the bit work
+  // e^z = 2^n * e^r with n = round(z / ln 2) in [-126, 0] and |r| <= ln(2) / 2.
+  const float n = (zc * 1.44269504f + 12582912.0f) - 12582912.0f;  // 1.5 * 2^23 rounds to int
+  const float r = (zc - n * 0.693359375f) - n * -2.12194440e-4f;   // ln 2 split in two parts
+  float p = 1.0f / 5040.0f;  // the Taylor series of e^r to r^7: error below 1.2e-7 for |r| <= 0.35
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const float scale = std::bit_cast<float>((int32_t(n) + 127) << 23);
+  return z < -87.0f ? 0.0f : p * scale;
 }
 
 SequenceSampler::SequenceSampler(const SamplingParams& params, std::vector<int32_t> prompt_tokens,
@@ -200,60 +284,73 @@ void SequenceSampler::apply_masks_and_penalties(float* x, int64_t vocab,
   }
 }
 
-int32_t SequenceSampler::draw(const float* x, int64_t vocab) const {
+int32_t SequenceSampler::draw(const float* x, int64_t vocab, float m) const {
   Scratch& s = scratch();
-  const float m = max_of(x, vocab);
-  const float t = params_.temperature;
   s.weights.resize(size_t(vocab));
   float* w = s.weights.data();
-  // softmax(x / T) up to the factor p_max, computed from x - max so that a small T cannot
-  // overflow; the maxima get exactly 1, which also keeps +inf - +inf out.
-  for (int64_t i = 0; i < vocab; ++i) w[i] = x[i] == m ? 1.0f : std::exp((x[i] - m) / t);
+  // softmax(x / T) up to the factor p_max, from x - max so that a small T cannot overflow.
+  const float t = params_.temperature;
+  if (m == kPosInf) {
+    for (int64_t i = 0; i < vocab; ++i) w[i] = x[i] == kPosInf ? 1.0f : 0.0f;
+  } else {
+    for (int64_t i = 0; i < vocab; ++i) w[i] = exp_nonpositive((x[i] - m) / t);
+  }
 
-  // top-k and top-p keep a prefix of the `before` order; `cut` is its last token.
+  // Every filter keeps a prefix of the key order, so one threshold key describes what is kept.
+  // min_p's rule p / p_max >= min_p is the weight threshold min_p itself; applied after top-k and
+  // top-p (whose masses it does not change), it can only shorten their prefix.
+  uint64_t threshold = uint64_t(std::bit_cast<uint32_t>(params_.min_p)) << 32;
   const int64_t k = params_.top_k > 0 && params_.top_k < vocab ? params_.top_k : 0;
-  bool truncated = false;
-  Candidate cut{0.0f, 0};
-  if (k > 0 || params_.top_p < 1.0f) {
-    auto& c = s.candidates;
-    c.clear();
-    c.reserve(size_t(vocab));
-    for (int64_t i = 0; i < vocab; ++i)
-      if (w[i] > 0.0f) c.push_back({w[i], int32_t(i)});
-    if (k > 0 && size_t(k) < c.size()) {
-      std::nth_element(c.begin(), c.begin() + (k - 1), c.end(), before);
-      c.resize(size_t(k));
-      cut = c.back();
-      truncated = true;
-    }
-    if (params_.top_p < 1.0f) {
-      double total = 0.0;
-      for (const Candidate& e : c) total += e.w;
-      const size_t n = nucleus_size(c, double(params_.top_p) * total);
-      cut = c[n - 1];
-      truncated = true;
+  auto& keys = s.keys;
+  if (k > 0) {
+    select_top_k(w, vocab, k, keys);
+    if (int64_t(keys.size()) == k)
+      threshold = std::max(threshold, *std::min_element(keys.begin(), keys.end()));
+  }
+  if (params_.top_p < 1.0f) {
+    if (k > 0) {
+      double mass = 0.0;
+      for (uint64_t key : keys) mass += double(key_weight(key));
+      threshold = std::max(threshold, nucleus_cut(keys, double(params_.top_p) * mass));
+    } else {
+      threshold = std::max(threshold, nucleus_cut_vocab(w, vocab, params_.top_p, keys));
     }
   }
-  // p / p_max >= min_p is min_p's rule; w > 0 drops tokens whose probability underflowed.
-  const float min_w = params_.min_p;
-  auto kept = [&](int64_t i) {
-    if (!(w[i] > 0.0f) || w[i] < min_w) return false;
-    return !truncated || w[i] > cut.w || (w[i] == cut.w && i <= cut.id);
-  };
+  if (threshold > 0) {
+    // Written as two plain selects, which vectorise: below the weight, then ties after the id.
+    const float cut_w = key_weight(threshold);
+    const int64_t cut_id = int64_t(uint32_t(~threshold));
+    for (int64_t i = 0; i < vocab; ++i) w[i] = w[i] >= cut_w ? w[i] : 0.0f;
+    for (int64_t i = cut_id + 1; i < vocab; ++i) w[i] = w[i] == cut_w ? 0.0f : w[i];
+  }
 
+  // Inverse CDF in id order: find the block where the running sum passes u * total, then the
+  // token inside it.
+  const int64_t n_blocks = (vocab + kBlock - 1) / kBlock;
+  s.blocks.resize(size_t(n_blocks));
   double total = 0.0;
-  for (int64_t i = 0; i < vocab; ++i)
-    if (kept(i)) total += w[i];
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int64_t lo = b * kBlock;
+    s.blocks[size_t(b)] = sum_of(w + lo, std::min(kBlock, vocab - lo));
+    total += s.blocks[size_t(b)];
+  }
   const double target = sampling_uniform(seed_, uint64_t(generated_)) * total;
-  // The same summation order as `total`, so the walk ends on the last kept token at the latest.
   double cumulative = 0.0;
+  int64_t b = 0;
+  while (b + 1 < n_blocks && cumulative + s.blocks[size_t(b)] <= target)
+    cumulative += s.blocks[size_t(b++)];
+  const int64_t lo = b * kBlock, hi = std::min(vocab, lo + kBlock);
   int32_t last = -1;
-  for (int64_t i = 0; i < vocab; ++i) {
-    if (!kept(i)) continue;
-    cumulative += w[i];
+  for (int64_t i = lo; i < hi; ++i) {
+    if (!(w[i] > 0.0f)) continue;
     last = int32_t(i);
+    cumulative += double(w[i]);
     if (cumulative > target) return last;
   }
+  // Rounding may end the walk a little short of the target: take the last kept token.
+  for (int64_t i = lo - 1; last < 0 && i >= 0; --i)
+    if (w[i] > 0.0f) last = int32_t(i);
+  SPARKGLM_ASSERT(last >= 0, "the top token always keeps its weight of 1");
   return last;
 }
 
@@ -265,17 +362,17 @@ SampledToken SequenceSampler::sample(const float* logits, int64_t vocab,
   float* x = s.logits.data();
   for (int64_t i = 0; i < vocab; ++i) x[i] = std::isnan(logits[i]) ? kNegInf : logits[i];
   apply_masks_and_penalties(x, vocab, eos_ids);
+  const float m = max_of(x, vocab);
+  if (m == kNegInf) nothing_to_sample(vocab, generated_, params_.min_tokens);
 
   SampledToken out;
   if (params_.greedy()) {
-    out.token = first_argmax(x, vocab);
-  } else if (max_of(x, vocab) > kNegInf) {
-    out.token = draw(x, vocab);
+    out.token = int32_t(std::find(x, x + vocab, m) - x);  // the first maximum
+  } else {
+    out.token = draw(x, vocab, m);
   }
-  if (out.token < 0) nothing_to_sample(vocab, generated_, params_.min_tokens);
-
   if (params_.logprobs) {
-    const LogSoftmax log_softmax(x, vocab);
+    const LogSoftmax log_softmax(x, vocab, m, s.weights);
     out.logprob = log_softmax(x[out.token]);
     for (int32_t id : top_ids(x, vocab, params_.top_logprobs)) {
       const float lp = log_softmax(x[id]);

@@ -13,19 +13,20 @@
 //     presence_penalty p: x -= p if the token was generated at least once.
 //     Frequency and presence count generated tokens only, never the prompt.
 //     The result is the *processed* logits.
-//  3. Log-probabilities (only when params.logprobs): log_softmax of the processed logits in double
-//     precision, before temperature, top-k, top-p and min-p; the logprob is that of the chosen
-//     token, and top_logprobs are the n largest, sorted descending (ties by lower id), leaving out
-//     tokens of probability zero (masked ones).
+//  3. Log-probabilities (only when params.logprobs): log_softmax of the processed logits (exp
+//     summed in double), before temperature, top-k, top-p and min-p; the logprob is that of the
+//     chosen token, and top_logprobs are the n largest, sorted descending (ties by lower id),
+//     leaving out tokens of probability zero (masked ones).
 //  4. Greedy (temperature 0): the lowest id among the maxima of the processed logits; no draw.
-//  5. Otherwise, probabilities softmax(processed / temperature), then
+//  5. Otherwise, probabilities softmax(processed / temperature) (a token below e^-87 times the
+//     top one counts as 0), then
 //     top_k: keeps the k most probable (ties by lower id); k <= 0 or k >= vocab keeps all;
-//     top_p: keeps the smallest set of most probable tokens (ties by lower id) whose mass, renormalised
-//       over the top-k set, reaches top_p;
+//     top_p: keeps the smallest set of most probable tokens (ties by lower id) whose mass,
+//       renormalised over the top-k set, reaches top_p;
 //     min_p: keeps tokens whose probability is >= min_p * the largest probability;
-//     draw: u in [0, 1) from the request's seed, then the inverse CDF over the kept tokens walked in
-//       increasing id order. One order on every path means a truncation that keeps every token
-//       draws exactly the token no truncation draws.
+//     draw: u in [0, 1) from the request's seed, then the inverse CDF over the kept tokens
+//       walked in increasing id order. One order on every path means a truncation that keeps
+//       every token draws exactly the token no truncation draws.
 //
 // Reproducibility: u for the i-th generated token (i = generated() at the call) is a pure function
 // of (seed, i): a SplitMix64 mix of a Weyl sequence keyed by the seed. The request's seed wins;
@@ -76,16 +77,21 @@ class SequenceSampler {
 
  private:
   void apply_masks_and_penalties(float* x, int64_t vocab, const std::vector<int>& eos_ids) const;
-  int32_t draw(const float* x, int64_t vocab) const;
+  int32_t draw(const float* x, int64_t vocab, float max_logit) const;
 
   SamplingParams params_;
   uint64_t seed_;
-  std::vector<int32_t> prompt_seen_;                   // distinct prompt ids, sorted
+  std::vector<int32_t> prompt_seen_;                    // distinct prompt ids, sorted
   std::unordered_map<int32_t, int32_t> output_counts_;  // generated id -> times generated
   int generated_ = 0;
 };
 
 // The uniform double in [0, 1) for the `index`-th draw of `seed`; exposed for tests.
 double sampling_uniform(uint64_t seed, uint64_t index);
+// e^z for z <= 0 (or -inf) within 2e-7 relative, and 0 below z = -87 (where e^z < 2^-125). The
+// sampler's own rather than std::exp: plain IEEE float steps the compiler vectorises (this is
+// the main cost of a draw over the vocab) and that give the same bits on every host, so seeded
+// sampling reproduces across machines and libm versions.
+float exp_nonpositive(float z);
 
 }  // namespace sparkglm

@@ -17,7 +17,8 @@ std::string text(T v) {
   return s.str();
 }
 
-[[noreturn]] void bad(const std::string& field, const std::string& allowed, const std::string& got) {
+[[noreturn]] void bad(const std::string& field, const std::string& allowed,
+                      const std::string& got) {
   throw Error(ErrorKind::kInvalidArgument,
               "sampling parameter `" + field + "` must be " + allowed + ", got " + got);
 }

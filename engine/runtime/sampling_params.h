@@ -23,7 +23,7 @@ struct SamplingParams {
   bool ignore_eos = false;          // eos does not end the sequence (it can still be sampled)
   std::vector<int32_t> stop_token_ids;  // each ends the sequence, even with ignore_eos
   bool logprobs = false;                // return the chosen token's log-probability
-  int32_t top_logprobs = 0;             // [0, 20]; also return the n most likely tokens; needs logprobs
+  int32_t top_logprobs = 0;             // [0, 20]; the n most likely too; needs logprobs
 
   bool greedy() const { return temperature == 0.0f; }
   bool top_k_enabled() const { return top_k > 0; }

@@ -42,12 +42,12 @@ ApiError ApiError::model_not_found(const std::string& model) {
                   "the model `" + model + "` does not exist (see GET /v1/models)", "model");
 }
 
-ApiError ApiError::prompt_too_long(int prompt_tokens, int limit) {
+ApiError ApiError::prompt_too_long(int prompt_tokens, int limit, const std::string& param) {
   return ApiError(400, "invalid_request_error", "context_length_exceeded",
                   "the prompt has " + std::to_string(prompt_tokens) +
                       " tokens; this server's limit (--max-seq-len) is " + std::to_string(limit) +
                       " tokens for prompt and output together",
-                  "messages");
+                  param);
 }
 
 ApiError ApiError::route_not_found(const std::string& method, const std::string& path) {
@@ -93,7 +93,8 @@ ApiError ApiError::internal(const std::string& message) {
 ApiError api_error_from(const Error& e) {
   switch (e.kind()) {
     case ErrorKind::kCapacity:
-      return ApiError(400, "invalid_request_error", "request_too_large_for_server", e.message());
+      return ApiError(400, "invalid_request_error", "request_too_large_for_server",
+                      "this request can never fit in this server: " + e.message());
     case ErrorKind::kInvalidArgument:
       return ApiError::invalid_request(e.message());
     default:

@@ -29,7 +29,7 @@ class ApiError : public std::runtime_error {
   static ApiError invalid_json(const std::string& detail);
   static ApiError wrong_type(const std::string& field, const std::string& expected);
   static ApiError model_not_found(const std::string& model);
-  static ApiError prompt_too_long(int prompt_tokens, int limit);
+  static ApiError prompt_too_long(int prompt_tokens, int limit, const std::string& param);
   static ApiError route_not_found(const std::string& method, const std::string& path);
   static ApiError method_not_allowed(const std::string& method, const std::string& path,
                                      const std::string& allowed);

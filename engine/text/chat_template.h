@@ -39,8 +39,8 @@ const char* to_string(ReasoningEffort effort);  // the request spelling: "xhigh"
 std::optional<ReasoningEffort> parse_reasoning_effort(std::string_view text);
 
 struct ToolCall {
-  std::string id;                   // OpenAI's call id; GLM's format does not render it
-  std::string name;                 // the function name
+  std::string id;    // OpenAI's call id; GLM's format does not render it
+  std::string name;  // the function name
   nlohmann::ordered_json arguments = nlohmann::ordered_json::object();  // in the order given
 };
 

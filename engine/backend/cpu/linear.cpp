@@ -89,7 +89,7 @@ void pack_x(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t chunks, f
   for (int64_t p = 0; p < pairs; ++p) {
     for (int h = 0; h < 2; ++h) {
       const int64_t row = 2 * p + h;
-      float* dst = xp + p * chunks * 16 + 8 * h;
+      float* dst = xp + p * chunks * 16 + int64_t(8) * h;
       const float* src = row < m ? x + row * ldx : x;  // the padding row reads nothing
       for (int64_t j = 0; j < chunks; ++j) {
         const int64_t k0 = 8 * j, n = row < m ? std::min<int64_t>(8, k - k0) : 0;
@@ -170,9 +170,9 @@ void stream_range(const Problem& pr, int64_t lo, int64_t hi) {
 // panels x 20 x 64 B = 160 KB, L2). Measured on one core (CPU time, 8192 x 4096, M = 256): 40-row
 // blocks or 16-pair blocks lose 2-5%, 32-wide K slices 15%; 1024-wide slices no better.
 constexpr int kNR = kernels::kPackedRows;
-constexpr int64_t kNB = 16 * kNR;  // W rows per block
-constexpr int64_t kMBP = 32;       // x pairs per block (64 rows)
-constexpr int64_t kKC = 64;        // chunks per K slice (512 k)
+constexpr int64_t kNB = int64_t(16) * kNR;  // W rows per block
+constexpr int64_t kMBP = 32;                // x pairs per block (64 rows)
+constexpr int64_t kKC = 64;                 // chunks per K slice (512 k)
 
 thread_local Scratch t_panels, t_lanes;
 
@@ -193,7 +193,7 @@ void pack_panels(const T* w, int64_t k, int64_t n, int64_t rows, float* out) {
       const T* src = row < rows ? w + (n + row) * k : w;  // padding rows read nothing
       for (int64_t j0 = 0; j0 < chunks; j0 += kKC) {
         const int64_t j1 = std::min(chunks, j0 + kKC);
-        float* dst = out + panel_offset(chunks, n_panels, pn, j0) - j0 * kNR * 8 + r * 8;
+        float* dst = out + panel_offset(chunks, n_panels, pn, j0) - j0 * kNR * 8 + int64_t(r) * 8;
         for (int64_t j = j0; j < j1; ++j) {
           float* d = dst + j * kNR * 8;
           if (row < rows && j < full) {
@@ -241,12 +241,12 @@ void packed_range(const Problem& pr, int64_t lo, int64_t hi) {
           const int64_t p0 = pb + t * MPmax;
           with_pairs(std::min<int64_t>(MPmax, npairs - t * MPmax), [&]<int MP>() {
             for (int64_t pn = 0; pn < n_panels; ++pn) {
-              float* park = lanes + (t * kPanels + pn) * (MPmax * kNR * 16);
+              float* park = lanes + (t * kPanels + pn) * int64_t(MPmax * kNR * 16);
               Pair acc[MP][kNR];
               for (int p = 0; p < MP; ++p)
                 for (int r = 0; r < kNR; ++r)
-                  acc[p][r] =
-                      first ? kernels::zero_pair() : kernels::load_pair(park + (p * kNR + r) * 16);
+                  acc[p][r] = first ? kernels::zero_pair()
+                                    : kernels::load_pair(park + int64_t(p * kNR + r) * 16);
               const kernels::PackedRows<kNR> wr{panels + panel_offset(chunks, n_panels, pn, j0)};
               kernels::tile<MP, kNR>(pr.xp + p0 * pr.pair_stride + 16 * j0, pr.pair_stride, wr, 0,
                                      n_full, tail, acc);
@@ -255,7 +255,7 @@ void packed_range(const Problem& pr, int64_t lo, int64_t hi) {
               } else {
                 for (int p = 0; p < MP; ++p)
                   for (int r = 0; r < kNR; ++r)
-                    kernels::store_pair(park + (p * kNR + r) * 16, acc[p][r]);
+                    kernels::store_pair(park + int64_t(p * kNR + r) * 16, acc[p][r]);
               }
             }
           });

@@ -75,7 +75,7 @@ SPARKGLM_INLINE TailMask tail_mask(int tail) {
 SPARKGLM_INLINE Pair fma_tail(Pair x, WVec w, Pair acc, TailMask m) {
   return {_mm512_mask3_fmadd_ps(x.v, w, acc.v, m)};
 }
-// Sums the two halves in the contract order; out[0] gets the low half, out[1] the high half.
+// Sums each half in the contract order: *lo from the low half (x row 2p), *hi from the high.
 SPARKGLM_INLINE void reduce_pair(Pair a, float* lo, float* hi) {
   const __m512 v = a.v;
   // Per half: s = (l0+l4, l1+l5, l2+l6, l3+l7).

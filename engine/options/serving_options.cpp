@@ -1,0 +1,149 @@
+// The one table of `sparkglm-serve` options. Names and meanings follow the Atlas serve flags where
+// Atlas has one (max-seq-len, max-num-seqs, max-batch-size, max-prefill-tokens, block-size,
+// kv-cache-dtype, gpu-memory-utilization, enable-prefix-caching, world-size, tp-size,
+// request-timeout). A default that moves away from the built-in needs a receipt (QUALIFICATION.md).
+#include <cstdint>
+
+#include "engine/model/config.h"
+#include "engine/options/option_registry.h"
+#include "tinyglm/dummy_weights.h"
+
+namespace sparkglm {
+namespace {
+
+constexpr int64_t kMaxContext = 1048576;  // MODEL.md: max_position_embeddings
+
+OptionSpec base(std::string name, OptionType type, OptionValue value, ProfileSection section,
+                std::string help) {
+  OptionSpec s;
+  s.name = std::move(name);
+  s.type = type;
+  s.default_value = value;
+  s.builtin = std::move(value);
+  s.section = section;
+  s.help = std::move(help);
+  return s;
+}
+
+OptionSpec flag(std::string name, bool value, ProfileSection section, std::string help) {
+  return base(std::move(name), OptionType::kBool, value, section, std::move(help));
+}
+
+OptionSpec integer(std::string name, int64_t value, int64_t min, int64_t max,
+                   ProfileSection section, std::string help) {
+  OptionSpec s = base(std::move(name), OptionType::kInt, value, section, std::move(help));
+  s.min_int = min;
+  s.max_int = max;
+  return s;
+}
+
+OptionSpec bytes(std::string name, int64_t value, int64_t min, int64_t max, ProfileSection section,
+                 std::string help) {
+  OptionSpec s = integer(std::move(name), value, min, max, section, std::move(help));
+  s.type = OptionType::kBytes;
+  return s;
+}
+
+OptionSpec real(std::string name, double value, double min, double max, ProfileSection section,
+                std::string help) {
+  OptionSpec s = base(std::move(name), OptionType::kFloat, value, section, std::move(help));
+  s.min_float = min;
+  s.max_float = max;
+  return s;
+}
+
+OptionSpec text(std::string name, std::string value, ProfileSection section, std::string help) {
+  return base(std::move(name), OptionType::kString, std::move(value), section, std::move(help));
+}
+
+OptionSpec choice(std::string name, std::string value, std::vector<std::string> allowed,
+                  ProfileSection section, std::string help) {
+  OptionSpec s =
+      base(std::move(name), OptionType::kEnum, std::move(value), section, std::move(help));
+  s.allowed = std::move(allowed);
+  return s;
+}
+
+OptionSpec grouped(OptionSpec s, std::string group) {
+  s.group = std::move(group);
+  return s;
+}
+
+std::vector<OptionSpec> serving_table() {
+  using P = ProfileSection;
+  constexpr int64_t kMiB = int64_t(1) << 20;
+  constexpr double kWeek = 7 * 24 * 3600;
+  std::vector<OptionSpec> t = {
+      // Model source: exactly one of preset | model.
+      grouped(choice("preset", "", preset_names(), P::kTopLevel,
+                     "built-in model geometry with dummy weights (profile field `model`)"),
+              "model-source"),
+      grouped(text("model", "", P::kTopLevel, "checkpoint directory (profile field `model`)"),
+              "model-source"),
+      integer("num-layers", 0, 0, 1024, P::kOptions,
+              "cut a preset to this many layers, a multiple of 4 (0 = the preset's depth)"),
+      integer("seed", int64_t(kDefaultDummySeed), 0, INT64_MAX, P::kOptions,
+              "seed of a preset's dummy weights"),
+      choice("precision-mode", "strict", {"strict", "spark"}, P::kTopLevel,
+             "strict keeps checkpoint weight formats; spark allows the qualified conversions "
+             "(profile field `precision_mode`)"),
+      // Capacity and memory.
+      integer("max-seq-len", 0, 0, kMaxContext, P::kLimits,
+              "longest request, prompt plus output, in tokens (0 = the model's context window)"),
+      integer("max-num-seqs", 4, 1, 1024, P::kLimits,
+              "sequences admitted at once (each holds a KDA state slot)"),
+      integer("max-batch-size", 0, 0, 1024, P::kLimits,
+              "decode rows per engine step (0 = max-num-seqs)"),
+      integer("max-prefill-tokens", 8192, 1, kMaxContext, P::kLimits,
+              "prompt tokens prefilled per engine step (the prefill chunk)"),
+      bytes("kv-cache-memory-bytes", 0, 0, int64_t(1) << 50, P::kLimits,
+            "memory the KV pool is sized from (0 = what gpu-memory-utilization leaves after "
+            "weights)"),
+      real("gpu-memory-utilization", 0.9, 0.05, 1.0, P::kLimits,
+           "fraction of device memory the engine may use, weights and KV pool together"),
+      // Engine behaviour.
+      integer("block-size", 16, 1, 256, P::kOptions, "tokens per KV cache block"),
+      choice("kv-cache-dtype", "bf16", {"bf16", "fp8_g128"}, P::kOptions,
+             "storage of latents and indexer keys (fp8_g128: FP8 with one scale per 128 values)"),
+      flag("enable-prefix-caching", false, P::kOptions,
+           "reuse the KV blocks and KDA state of a prompt prefix already computed"),
+      // Deployment.
+      choice("device", "cpu", {"cpu", "cuda"}, P::kServerArgs,
+             "backend that runs the forward pass"),
+      integer("threads", 0, 0, 1024, P::kServerArgs, "CPU worker threads (0 = one per core)"),
+      integer("world-size", 1, 1, 64, P::kServerArgs, "processes in the run, one per GPU"),
+      integer("rank", 0, 0, 63, P::kCommandLineOnly, "this process's rank, 0 serves HTTP"),
+      text("master-addr", "127.0.0.1", P::kServerArgs, "address of rank 0 for the rank bootstrap"),
+      integer("master-port", 29500, 1, 65535, P::kServerArgs, "TCP port of the rank bootstrap"),
+      integer("tp-size", 1, 1, 64, P::kServerArgs, "tensor-parallel ranks (divides world-size)"),
+      text("bind", "127.0.0.1", P::kServerArgs, "address the HTTP server listens on"),
+      integer("port", 8893, 0, 65535, P::kServerArgs, "HTTP port (0 = any free port)"),
+      text("api-key", "", P::kCommandLineOnly,
+           "bearer token every request must present (unset = no authentication)"),
+      real("request-timeout", 0.0, 0.0, kWeek, P::kServerArgs,
+           "seconds a request may run before it is cancelled (0 = no limit)"),
+      real("header-timeout", 10.0, 0.1, 3600.0, P::kServerArgs,
+           "seconds a connection has to send its request headers"),
+      real("idle-timeout", 60.0, 0.1, kWeek, P::kServerArgs,
+           "seconds an idle keep-alive connection stays open"),
+      bytes("max-body-bytes", 64 * kMiB, 1024, int64_t(1) << 32, P::kServerArgs,
+            "largest request body accepted"),
+      integer("max-connections", 256, 1, 65536, P::kServerArgs, "open HTTP connections at most"),
+      real("shutdown-grace", 30.0, 0.0, 3600.0, P::kServerArgs,
+           "seconds in-flight requests get to finish after SIGTERM (0 = stop at once)"),
+  };
+  for (OptionSpec& s : t) {
+    if (s.name == "api-key") s.secret = true;
+    if (s.name == "rank") s.per_rank = true;
+  }
+  return t;
+}
+
+}  // namespace
+
+const OptionRegistry& serving_options() {
+  static const OptionRegistry registry(serving_table());
+  return registry;
+}
+
+}  // namespace sparkglm

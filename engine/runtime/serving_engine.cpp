@@ -1,0 +1,130 @@
+#include "engine/runtime/serving_engine.h"
+
+#include <cstdio>
+
+#include "engine/core/error.h"
+
+namespace sparkglm {
+
+ServingEngine::ServingEngine(ModelRunner& runner, const SchedulerLimits& limits)
+    : scheduler_(runner, limits) {
+  publish_stats();
+  thread_ = std::thread([this] { loop(); });
+}
+
+ServingEngine::~ServingEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<RequestHandle> ServingEngine::submit(GenerationRequest request) {
+  static std::atomic<uint64_t> next_id{1};
+  scheduler_.check_fits(request);  // throws if the request can never fit
+  auto handle = std::make_shared<RequestHandle>(next_id.fetch_add(1));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_ || draining_) throw Error(ErrorKind::kCapacity, "the server is shutting down");
+    inbox_.emplace_back(handle, std::move(request));
+    stats_.waiting = int(inbox_.size()) + scheduler_waiting_;
+  }
+  wake_.notify_all();
+  return handle;
+}
+
+EngineStats ServingEngine::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void ServingEngine::publish_stats() {
+  EngineStats s;
+  s.running = scheduler_.running();
+  s.free_blocks = scheduler_.blocks().num_free();
+  s.total_blocks = scheduler_.blocks().num_blocks();
+  s.block_size = scheduler_.geometry().block_size;
+  const SchedulerCounters& c = scheduler_.counters();
+  s.steps = c.steps;
+  s.prompt_tokens = c.prompt_tokens;
+  s.generated_tokens = c.generated_tokens;
+  s.requests_finished = c.finished;
+  s.last_step_seconds = c.last_step_seconds;
+  s.total_step_seconds = c.total_step_seconds;
+  std::lock_guard<std::mutex> lock(mutex_);
+  scheduler_waiting_ = scheduler_.waiting();
+  s.waiting = scheduler_waiting_ + int(inbox_.size());
+  idle_ = scheduler_.idle() && inbox_.empty();
+  stats_ = s;
+}
+
+void ServingEngine::loop() {
+  for (;;) {
+    std::vector<std::pair<std::shared_ptr<RequestHandle>, GenerationRequest>> arrived;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      // With nothing to run, sleep until a request arrives; cancellation flags are polled by
+      // each step, so there is nothing else to wait for.
+      wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !scheduler_.idle(); });
+      if (stopping_) break;
+      arrived.swap(inbox_);
+    }
+    for (auto& [handle, request] : arrived) {
+      auto on_event = request.on_event;
+      try {
+        scheduler_.add(handle, std::move(request));
+      } catch (const std::exception& e) {
+        RequestEvent ev;
+        ev.finish = FinishReason::kError;
+        ev.error = e.what();
+        if (on_event) on_event(ev);
+      }
+    }
+    try {
+      scheduler_.step();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sparkglm-serve: engine step failed: %s\n", e.what());
+      scheduler_.cancel_all(FinishReason::kError);
+    }
+    publish_stats();
+  }
+  // Whatever is left, queued or running, ends now.
+  std::vector<std::pair<std::shared_ptr<RequestHandle>, GenerationRequest>> left;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    left.swap(inbox_);
+  }
+  for (auto& [handle, request] : left) {
+    RequestEvent ev;
+    ev.finish = FinishReason::kCancelled;
+    ev.prompt_tokens = int(request.prompt.size());
+    if (request.on_event) request.on_event(ev);
+  }
+  scheduler_.cancel_all(FinishReason::kCancelled);
+  publish_stats();
+}
+
+void ServingEngine::shutdown(std::chrono::milliseconds grace) {
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    draining_ = true;
+  }
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if ((idle_ && inbox_.empty()) || std::chrono::steady_clock::now() >= deadline) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace sparkglm

@@ -1,0 +1,277 @@
+#include "engine/server/generation_call.h"
+
+#include <algorithm>
+
+#include "engine/core/error.h"
+#include "engine/server/api_error.h"
+#include "engine/server/metrics.h"
+#include "engine/server/server_log.h"
+
+namespace sparkglm::server {
+
+using nlohmann::json;
+
+namespace {
+
+double seconds_between(std::chrono::steady_clock::time_point a,
+                       std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+OutputTextOptions text_options(const GenerationSetup& s) {
+  OutputTextOptions o;
+  o.stop = s.fields.stop;
+  o.include_stop_str_in_output = s.fields.include_stop_str_in_output;
+  o.skip_special_tokens = s.fields.skip_special_tokens;
+  o.split_reasoning = s.kind == ApiKind::kChat;
+  o.starts_in_reasoning = s.thinking;
+  return o;
+}
+
+}  // namespace
+
+GenerationCall::GenerationCall(GenerationSetup setup, const TokenCodec& codec, Metrics* metrics,
+                               std::shared_ptr<HttpExchange> exchange)
+    : setup_(std::move(setup)),
+      codec_(codec),
+      metrics_(metrics),
+      exchange_(std::move(exchange)),
+      sse_(exchange_),
+      text_(codec_, text_options(setup_)),
+      id_(new_request_id(setup_.kind == ApiKind::kChat ? "chatcmpl" : "cmpl")),
+      created_(unix_seconds()) {}
+
+void GenerationCall::start(GenerationEngine& engine) {
+  GenerationRequest request;
+  request.prompt = setup_.prompt;
+  request.sampling = setup_.fields.sampling;
+  if (setup_.request_timeout_s > 0)
+    request.deadline = setup_.arrived + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                            std::chrono::duration<double>(setup_.request_timeout_s));
+  // The engine thread only posts; the call lives as long as the engine holds this closure.
+  auto self = shared_from_this();
+  request.on_event = [self](const RequestEvent& e) {
+    self->exchange_->post([self, e] { self->on_event(e); });
+  };
+  try {
+    handle_ = engine.submit(std::move(request));
+  } catch (const Error& e) {
+    throw api_error_from(e);
+  }
+  if (!setup_.fields.cache_salt.empty())
+    log_line("request " + id_ + " cache_salt=" + setup_.fields.cache_salt);
+  exchange_->on_abandon([self] { self->abandon(); });
+  if (!setup_.fields.stream) return;
+  sse_.begin();
+  json first;
+  if (setup_.kind == ApiKind::kChat) {
+    first = envelope(json::array({choice({{"role", "assistant"}, {"content", ""}}, nullptr,
+                                         nullptr, nullptr)}));
+  } else {
+    first = envelope(json::array({choice("", nullptr, nullptr, nullptr)}));
+  }
+  if (setup_.fields.return_token_ids) first["prompt_token_ids"] = setup_.prompt;
+  sse_.send(first);
+}
+
+bool GenerationCall::is_stop_token(int32_t id) const {
+  const auto& stops = setup_.fields.sampling.stop_token_ids;
+  if (std::find(stops.begin(), stops.end(), id) != stops.end()) return true;
+  return !setup_.fields.sampling.ignore_eos &&
+         std::find(setup_.eos_ids.begin(), setup_.eos_ids.end(), id) != setup_.eos_ids.end();
+}
+
+void GenerationCall::on_event(const RequestEvent& e) {
+  if (done_) return;  // finished by a stop string, or the client left; later events are the engine's
+  if (!e.tokens.empty() && first_token_seconds_ < 0)
+    first_token_seconds_ = seconds_between(setup_.arrived, std::chrono::steady_clock::now());
+
+  ReasoningDelta delta;
+  std::vector<GeneratedToken> shown;
+  std::vector<size_t> offsets;
+  for (size_t i = 0; i < e.tokens.size(); ++i) {
+    const GeneratedToken& t = e.tokens[i];
+    const bool terminal =
+        e.finish == FinishReason::kStop && i + 1 == e.tokens.size() && is_stop_token(t.id);
+    offsets.push_back(text_bytes_);
+    ReasoningDelta d = text_.add(t.id, terminal);
+    text_bytes_ += d.content.size() + d.reasoning.size();
+    delta.reasoning += d.reasoning;
+    delta.content += d.content;
+    shown.push_back(t);
+    output_ids_.push_back(t.id);
+    if (text_.stop_string()) break;
+  }
+  const bool stopped_by_string = text_.stop_string().has_value();
+  const bool ending = stopped_by_string || e.finish != FinishReason::kNone;
+  if (ending && !stopped_by_string) {
+    ReasoningDelta rest = text_.finish();
+    delta.reasoning += rest.reasoning;
+    delta.content += rest.content;
+  }
+  emit(delta, shown, offsets);
+
+  if (text_.stop_string()) {
+    // The stop string is the server's: the engine learns of it through cancellation.
+    if (handle_) handle_->cancel();
+    return complete("stop", *text_.stop_string());
+  }
+  switch (e.finish) {
+    case FinishReason::kNone:
+      return;
+    case FinishReason::kStop: {
+      json reason = nullptr;
+      if (!e.tokens.empty() && is_stop_token(e.tokens.back().id)) reason = e.tokens.back().id;
+      return complete("stop", reason);
+    }
+    case FinishReason::kLength:
+      return complete("length", nullptr);
+    case FinishReason::kTimeout:
+      return fail(ApiError::request_timeout(
+                      "the request ran past its deadline of " +
+                      std::to_string(setup_.request_timeout_s) + " s (--request-timeout) after " +
+                      std::to_string(text_.tokens()) + " generated tokens"),
+                  "timeout");
+    case FinishReason::kCancelled:
+      return fail(ApiError::shutting_down(), "abort");
+    case FinishReason::kError:
+      return fail(ApiError::internal("the engine failed this request: " + e.error), "error");
+  }
+}
+
+void GenerationCall::emit(const ReasoningDelta& d, const std::vector<GeneratedToken>& tokens,
+                          const std::vector<size_t>& offsets) {
+  const bool logprobs = setup_.fields.sampling.logprobs;
+  const bool chat = setup_.kind == ApiKind::kChat;
+  if (!setup_.fields.stream) {
+    reasoning_ += d.reasoning;
+    content_ += d.content;
+    if (logprobs)
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        if (chat)
+          chat_logprobs_.push_back(chat_logprob(codec_, tokens[i]));
+        else
+          completion_logprobs_.add(codec_, tokens[i], offsets[i]);
+      }
+    return;
+  }
+  if (d.empty() && tokens.empty()) return;
+  if (d.empty() && !logprobs && !setup_.fields.return_token_ids) return;
+  json lp = nullptr;
+  if (logprobs && !tokens.empty()) {
+    if (chat) {
+      json content = json::array();
+      for (const auto& t : tokens) content.push_back(chat_logprob(codec_, t));
+      lp = {{"content", std::move(content)}};
+    } else {
+      CompletionLogprobs c;
+      for (size_t i = 0; i < tokens.size(); ++i) c.add(codec_, tokens[i], offsets[i]);
+      lp = c.to_json();
+    }
+  }
+  json body;
+  if (chat) {
+    body = json::object();
+    if (!d.reasoning.empty()) body["reasoning_content"] = d.reasoning;
+    if (!d.content.empty()) body["content"] = d.content;
+  } else {
+    body = d.content;
+  }
+  json c = choice(std::move(body), lp, nullptr, nullptr);
+  if (setup_.fields.return_token_ids) {
+    json ids = json::array();
+    for (const auto& t : tokens) ids.push_back(t.id);
+    c["token_ids"] = std::move(ids);
+  }
+  sse_.send(envelope(json::array({std::move(c)})));
+}
+
+void GenerationCall::complete(const char* reason, json stop_reason) {
+  done_ = true;
+  const int prompt = int(setup_.prompt.size());
+  const json usage = usage_json(prompt, text_.tokens(), text_.reasoning_tokens());
+  const bool chat = setup_.kind == ApiKind::kChat;
+  if (setup_.fields.stream) {
+    json last = envelope(json::array(
+        {choice(chat ? json::object() : json(""), nullptr, reason, std::move(stop_reason))}));
+    sse_.send(last);
+    if (setup_.fields.include_usage) {
+      json u = envelope(json::array());
+      u["usage"] = usage;
+      sse_.send(u);
+    }
+    sse_.done();
+  } else {
+    json body;
+    json lp = nullptr;
+    if (chat) {
+      json message = {{"role", "assistant"}, {"content", content_}};
+      if (setup_.thinking) message["reasoning_content"] = reasoning_;
+      if (setup_.fields.sampling.logprobs) lp = {{"content", chat_logprobs_}};
+      body = message;
+    } else {
+      if (setup_.fields.sampling.logprobs) lp = completion_logprobs_.to_json();
+      body = content_;
+    }
+    json c = choice(std::move(body), lp, reason, std::move(stop_reason));
+    if (setup_.fields.return_token_ids) c["token_ids"] = output_ids_;
+    json r = envelope(json::array({std::move(c)}));
+    r["usage"] = usage;
+    if (setup_.fields.return_token_ids) r["prompt_token_ids"] = setup_.prompt;
+    exchange_->respond(HttpResponse::json(200, r));
+  }
+  record(reason);
+}
+
+void GenerationCall::fail(const ApiError& e, const char* reason) {
+  done_ = true;
+  if (setup_.fields.stream) {
+    sse_.send_error(e);
+    sse_.done();
+  } else {
+    exchange_->respond(HttpResponse::error(e));
+  }
+  record(reason);
+}
+
+void GenerationCall::abandon() {
+  if (done_) return;
+  done_ = true;
+  if (handle_) handle_->cancel();
+  record("abort");
+}
+
+void GenerationCall::record(const char* reason) {
+  if (metrics_)
+    metrics_->record_generation(reason, int(setup_.prompt.size()), text_.tokens(),
+                                first_token_seconds_,
+                                seconds_between(setup_.arrived, std::chrono::steady_clock::now()));
+}
+
+json GenerationCall::envelope(json choices) const {
+  const bool chat = setup_.kind == ApiKind::kChat;
+  const char* object = chat ? (setup_.fields.stream ? "chat.completion.chunk" : "chat.completion")
+                            : "text_completion";
+  json r = {{"id", id_},
+            {"object", object},
+            {"created", created_},
+            {"model", setup_.model_id},
+            {"choices", std::move(choices)}};
+  if (setup_.fields.stream && setup_.fields.include_usage) r["usage"] = nullptr;
+  return r;
+}
+
+json GenerationCall::choice(json delta_or_text, const json& logprobs, const json& finish,
+                            const json& stop_reason) const {
+  json c = {{"index", 0}};
+  if (setup_.kind == ApiKind::kChat)
+    c[setup_.fields.stream ? "delta" : "message"] = std::move(delta_or_text);
+  else
+    c["text"] = std::move(delta_or_text);
+  c["logprobs"] = logprobs;
+  c["finish_reason"] = finish;
+  if (!finish.is_null()) c["stop_reason"] = stop_reason;
+  return c;
+}
+
+}  // namespace sparkglm::server

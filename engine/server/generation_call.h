@@ -1,0 +1,89 @@
+#pragma once
+// One chat or text completion in flight: submits the request, turns the engine's token events into
+// text (OutputText) and answers the client, as one JSON body or as server-sent events. The engine
+// calls back on its own thread; every event is posted to the connection's strand, so this object
+// is only ever touched there and the engine never waits on a client.
+//
+// Endings: eos / stop token -> "stop"; a stop string -> "stop" and the engine request is cancelled
+// at once; max_tokens -> "length"; the client gone -> the engine request is cancelled; the deadline
+// -> 504 (or an error event mid-stream); server shutdown -> 503 (or an error event).
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/runtime/generation_request.h"
+#include "engine/server/generation_engine.h"
+#include "engine/server/http_exchange.h"
+#include "engine/server/openai_request.h"
+#include "engine/server/openai_response.h"
+#include "engine/server/output_text.h"
+#include "engine/server/sse_stream.h"
+#include "engine/server/token_codec.h"
+
+namespace sparkglm::server {
+
+class ApiError;
+class Metrics;
+
+enum class ApiKind { kChat, kCompletion };
+
+struct GenerationSetup {
+  ApiKind kind = ApiKind::kChat;
+  std::string model_id;
+  GenerationFields fields;  // fields.sampling.max_tokens is settled
+  std::vector<int32_t> prompt;
+  bool thinking = false;  // chat: the prompt leaves the reasoning section open
+  std::vector<int> eos_ids;
+  double request_timeout_s = 0;  // 0: none
+  std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
+};
+
+class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
+ public:
+  GenerationCall(GenerationSetup setup, const TokenCodec& codec, Metrics* metrics,
+                 std::shared_ptr<HttpExchange> exchange);
+
+  // On the connection's strand. Throws ApiError when the engine refuses the request (nothing has
+  // been sent then); a stream's header and role chunk go out once it is queued.
+  void start(GenerationEngine& engine);
+  const std::string& id() const { return id_; }
+
+ private:
+  void on_event(const RequestEvent& e);
+  bool is_stop_token(int32_t id) const;
+  // Stream: one chunk with the text and logprobs of this event. Body: accumulates.
+  void emit(const ReasoningDelta& d, const std::vector<GeneratedToken>& tokens,
+            const std::vector<size_t>& offsets);
+  void complete(const char* reason, nlohmann::json stop_reason);
+  void fail(const ApiError& e, const char* reason);
+  void abandon();
+  void record(const char* reason);
+
+  nlohmann::json envelope(nlohmann::json choices) const;  // id, object, created, model
+  nlohmann::json choice(nlohmann::json delta_or_text, const nlohmann::json& logprobs,
+                        const nlohmann::json& finish, const nlohmann::json& stop_reason) const;
+
+  GenerationSetup setup_;
+  const TokenCodec& codec_;
+  Metrics* metrics_;
+  std::shared_ptr<HttpExchange> exchange_;
+  SseStream sse_;
+  OutputText text_;
+  std::shared_ptr<RequestHandle> handle_;
+  std::string id_;
+  int64_t created_ = 0;
+  bool done_ = false;
+  double first_token_seconds_ = -1;
+  // The whole answer, for a body; a stream sends it as it comes.
+  std::string reasoning_, content_;
+  size_t text_bytes_ = 0;  // completion text so far: the next token's text_offset
+  nlohmann::json chat_logprobs_ = nlohmann::json::array();
+  CompletionLogprobs completion_logprobs_;
+  std::vector<int32_t> output_ids_;
+};
+
+}  // namespace sparkglm::server

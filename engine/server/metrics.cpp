@@ -1,0 +1,159 @@
+#include "engine/server/metrics.h"
+
+#include <cstdio>
+
+namespace sparkglm::server {
+
+namespace {
+
+constexpr std::string_view kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/models",
+                                        "/tokenize", "/detokenize", "/health", "/metrics"};
+
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+void header(std::string& out, const char* name, const char* type, const char* help) {
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+}
+
+void sample(std::string& out, const std::string& name, double v) {
+  out += name;
+  out += ' ';
+  out += number(v);
+  out += '\n';
+}
+
+}  // namespace
+
+std::string_view route_label(std::string_view path) {
+  for (std::string_view r : kRoutes)
+    if (r == path) return r;
+  return "other";
+}
+
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+  size_t i = 0;
+  while (i < bounds_.size() && value > bounds_[i]) ++i;
+  ++counts_[i];
+  sum_ += value;
+  ++count_;
+}
+
+void Histogram::render(std::string& out, const std::string& name) const {
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    const std::string le = i < bounds_.size() ? number(bounds_[i]) : "+Inf";
+    out += name + "_bucket{le=\"" + le + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  sample(out, name + "_sum", sum_);
+  out += name + "_count " + std::to_string(count_) + "\n";
+}
+
+Metrics::Metrics()
+    : first_token_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
+      request_duration_({0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}) {}
+
+void Metrics::record_response(std::string_view path, int status) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++responses_[{std::string(route_label(path)), status}];
+}
+
+void Metrics::connection_opened() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++connections_open_;
+  ++connections_total_;
+}
+
+void Metrics::connection_closed() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  --connections_open_;
+}
+
+void Metrics::connection_rejected() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++connections_rejected_;
+}
+
+void Metrics::record_generation(std::string_view finish, int prompt_tokens, int completion_tokens,
+                                double first_token_seconds, double total_seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++finished_[std::string(finish)];
+  request_prompt_tokens_ += uint64_t(prompt_tokens);
+  request_completion_tokens_ += uint64_t(completion_tokens);
+  if (first_token_seconds >= 0) first_token_.observe(first_token_seconds);
+  request_duration_.observe(total_seconds);
+}
+
+std::string Metrics::render(const EngineStats& e) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string out;
+  header(out, "sparkglm_http_requests_total", "counter", "HTTP responses by route and status.");
+  for (const auto& [key, n] : responses_)
+    out += "sparkglm_http_requests_total{route=\"" + key.first + "\",status=\"" +
+           std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
+  header(out, "sparkglm_http_connections_open", "gauge", "Open client connections.");
+  sample(out, "sparkglm_http_connections_open", double(connections_open_));
+  header(out, "sparkglm_http_connections_total", "counter", "Connections accepted.");
+  sample(out, "sparkglm_http_connections_total", double(connections_total_));
+  header(out, "sparkglm_http_connections_rejected_total", "counter",
+         "Connections refused with 503 at --max-connections.");
+  sample(out, "sparkglm_http_connections_rejected_total", double(connections_rejected_));
+
+  header(out, "sparkglm_requests_finished_total", "counter",
+         "Generation requests by finish reason.");
+  for (const auto& [reason, n] : finished_)
+    out += "sparkglm_requests_finished_total{finish_reason=\"" + reason + "\"} " +
+           std::to_string(n) + "\n";
+  header(out, "sparkglm_request_prompt_tokens_total", "counter",
+         "Prompt tokens of finished generation requests.");
+  sample(out, "sparkglm_request_prompt_tokens_total", double(request_prompt_tokens_));
+  header(out, "sparkglm_request_generation_tokens_total", "counter",
+         "Generated tokens of finished generation requests.");
+  sample(out, "sparkglm_request_generation_tokens_total", double(request_completion_tokens_));
+  header(out, "sparkglm_time_to_first_token_seconds", "histogram",
+         "From a request's arrival to its first generated token.");
+  first_token_.render(out, "sparkglm_time_to_first_token_seconds");
+  header(out, "sparkglm_request_duration_seconds", "histogram",
+         "From a request's arrival to its last event.");
+  request_duration_.render(out, "sparkglm_request_duration_seconds");
+
+  header(out, "sparkglm_prompt_tokens_total", "counter", "Prompt tokens the engine processed.");
+  sample(out, "sparkglm_prompt_tokens_total", double(e.prompt_tokens));
+  header(out, "sparkglm_generation_tokens_total", "counter", "Tokens the engine generated.");
+  sample(out, "sparkglm_generation_tokens_total", double(e.generated_tokens));
+  header(out, "sparkglm_num_requests_waiting", "gauge", "Requests queued for admission.");
+  sample(out, "sparkglm_num_requests_waiting", double(e.waiting));
+  header(out, "sparkglm_num_requests_running", "gauge", "Requests admitted and running.");
+  sample(out, "sparkglm_num_requests_running", double(e.running));
+  header(out, "sparkglm_kv_blocks_used", "gauge", "KV pool blocks in use.");
+  sample(out, "sparkglm_kv_blocks_used", double(e.total_blocks - e.free_blocks));
+  header(out, "sparkglm_kv_blocks_total", "gauge", "KV pool blocks.");
+  sample(out, "sparkglm_kv_blocks_total", double(e.total_blocks));
+  header(out, "sparkglm_kv_block_size_tokens", "gauge", "Tokens per KV block.");
+  sample(out, "sparkglm_kv_block_size_tokens", double(e.block_size));
+  header(out, "sparkglm_engine_steps_total", "counter", "Engine steps run.");
+  sample(out, "sparkglm_engine_steps_total", double(e.steps));
+  header(out, "sparkglm_engine_step_seconds", "summary", "Time of one engine step.");
+  sample(out, "sparkglm_engine_step_seconds_sum", e.total_step_seconds);
+  sample(out, "sparkglm_engine_step_seconds_count", double(e.steps));
+  header(out, "sparkglm_engine_last_step_seconds", "gauge", "Time of the latest engine step.");
+  sample(out, "sparkglm_engine_last_step_seconds", e.last_step_seconds);
+  return out;
+}
+
+}  // namespace sparkglm::server

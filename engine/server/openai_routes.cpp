@@ -1,0 +1,182 @@
+#include "engine/server/openai_routes.h"
+
+#include <algorithm>
+
+#include "engine/server/api_error.h"
+#include "engine/server/metrics.h"
+
+namespace sparkglm::server {
+
+using nlohmann::json;
+
+namespace {
+
+struct Route {
+  const char* path;
+  const char* method;
+};
+constexpr Route kRoutes[] = {
+    {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/models", "GET"},
+    {"/tokenize", "POST"},            {"/detokenize", "POST"},     {"/health", "GET"},
+    {"/metrics", "GET"},
+};
+
+// Compares without an early exit, so the time taken does not tell how much of a key matched.
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= uint8_t(a[i] ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+}  // namespace
+
+OpenAiRoutes::OpenAiRoutes(RouteOptions options, GenerationEngine& engine, const TokenCodec& codec,
+                           Metrics& metrics)
+    : options_(std::move(options)), engine_(engine), codec_(codec), metrics_(metrics) {}
+
+void OpenAiRoutes::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
+  const Route* route = nullptr;
+  bool path_known = false;
+  for (const Route& r : kRoutes) {
+    if (request.path != r.path) continue;
+    path_known = true;
+    if (request.method == r.method) route = &r;
+  }
+  if (!path_known) throw ApiError::route_not_found(request.method, request.path);
+  if (!route) {
+    std::string allowed;
+    for (const Route& r : kRoutes)
+      if (request.path == r.path) allowed += (allowed.empty() ? "" : ", ") + std::string(r.method);
+    HttpResponse r =
+        HttpResponse::error(ApiError::method_not_allowed(request.method, request.path, allowed));
+    r.headers.emplace_back("Allow", allowed);
+    return exchange->respond(std::move(r));
+  }
+  if (request.path.rfind("/v1/", 0) == 0 && !authorized(request)) throw ApiError::unauthorized();
+
+  const std::string& p = request.path;
+  if (p == "/health") return exchange->respond(health());
+  if (p == "/metrics") return exchange->respond(metrics_text());
+  if (p == "/v1/models") return exchange->respond(models());
+  if (p == "/tokenize") return exchange->respond(tokenize(request));
+  if (p == "/detokenize") return exchange->respond(detokenize(request));
+  if (p == "/v1/chat/completions") return chat_completion(request, std::move(exchange));
+  return completion(request, std::move(exchange));
+}
+
+bool OpenAiRoutes::authorized(const HttpRequest& request) const {
+  if (options_.api_key.empty()) return true;
+  const std::string prefix = "Bearer ";
+  if (request.authorization.rfind(prefix, 0) != 0) return false;
+  return same_secret(request.authorization.substr(prefix.size()), options_.api_key);
+}
+
+HttpResponse OpenAiRoutes::models() const {
+  const json model = {{"id", options_.model.id},
+                      {"object", "model"},
+                      {"created", unix_seconds()},
+                      {"owned_by", "sparkglm"},
+                      {"max_model_len", options_.model.max_seq_len}};
+  return HttpResponse::json(200, {{"object", "list"}, {"data", json::array({model})}});
+}
+
+HttpResponse OpenAiRoutes::health() const {
+  if (draining_.load()) return HttpResponse::error(ApiError::shutting_down());
+  return HttpResponse::json(200, {{"status", "ok"}});
+}
+
+HttpResponse OpenAiRoutes::metrics_text() const {
+  return HttpResponse::text(200, "text/plain; version=0.0.4; charset=utf-8",
+                            metrics_.render(engine_.stats()));
+}
+
+HttpResponse OpenAiRoutes::tokenize(const HttpRequest& request) const {
+  const TokenizeRequest r = parse_tokenize(parse_json_body(request.body), options_.model);
+  std::vector<int32_t> ids;
+  if (r.add_special_tokens) ids = codec_.prefix();
+  const std::string text = r.prompt ? *r.prompt : r.chat->render();
+  const std::vector<int32_t> body = codec_.encode(text);
+  ids.insert(ids.end(), body.begin(), body.end());
+  return HttpResponse::json(200, {{"tokens", ids},
+                                  {"count", ids.size()},
+                                  {"max_model_len", options_.model.max_seq_len}});
+}
+
+HttpResponse OpenAiRoutes::detokenize(const HttpRequest& request) const {
+  const DetokenizeRequest r = parse_detokenize(parse_json_body(request.body), options_.model);
+  return HttpResponse::json(200, {{"prompt", codec_.decode(r.tokens, r.skip_special_tokens)}});
+}
+
+void OpenAiRoutes::chat_completion(const HttpRequest& request,
+                                   std::shared_ptr<HttpExchange> exchange) {
+  ChatCompletionRequest r = parse_chat_completion(parse_json_body(request.body), options_.model);
+  std::vector<int32_t> prompt;
+  if (r.add_special_tokens) prompt = codec_.prefix();
+  const std::vector<int32_t> body = codec_.encode(r.chat.render());
+  prompt.insert(prompt.end(), body.begin(), body.end());
+  const bool thinking = thinking_enabled(r.chat.options) && r.chat.options.add_generation_prompt;
+  generate(ApiKind::kChat, std::move(r.fields), std::move(prompt), thinking, std::move(exchange));
+}
+
+void OpenAiRoutes::completion(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange) {
+  CompletionRequest r = parse_completion(parse_json_body(request.body), options_.model);
+  std::vector<int32_t> prompt;
+  if (r.prompt_text) {
+    if (r.add_special_tokens) prompt = codec_.prefix();
+    const std::vector<int32_t> body = codec_.encode(*r.prompt_text);
+    prompt.insert(prompt.end(), body.begin(), body.end());
+  } else {
+    prompt = std::move(r.prompt_ids);
+  }
+  generate(ApiKind::kCompletion, std::move(r.fields), std::move(prompt), false,
+           std::move(exchange));
+}
+
+void OpenAiRoutes::generate(ApiKind kind, GenerationFields fields, std::vector<int32_t> prompt,
+                            bool thinking, std::shared_ptr<HttpExchange> exchange) {
+  if (draining_.load()) throw ApiError::shutting_down();
+  const int n = int(prompt.size());
+  const char* prompt_field = kind == ApiKind::kChat ? "messages" : "prompt";
+  const int limit = options_.model.max_seq_len;
+  if (n == 0) throw ApiError::invalid_request("the prompt is empty", prompt_field);
+  if (n >= limit) throw ApiError::prompt_too_long(n, limit, prompt_field);
+  if (fields.max_tokens) {
+    if (int64_t(n) + *fields.max_tokens > limit)
+      throw ApiError::invalid_request(
+          "this server's limit (--max-seq-len) is " + std::to_string(limit) +
+              " tokens for prompt and output together; the request asks for " +
+              std::to_string(n) + " prompt + " + std::to_string(*fields.max_tokens) +
+              " output tokens",
+          "max_tokens");
+    fields.sampling.max_tokens = *fields.max_tokens;
+  } else {
+    // OpenAI's default is "the rest of the context"; the KV pool reserves it whole, so it is
+    // bounded by the pool too.
+    const int room = std::min(limit, options_.kv_pool_tokens > 0 ? options_.kv_pool_tokens : limit) - n;
+    if (room < 1)
+      throw ApiError::invalid_request("the prompt has " + std::to_string(n) +
+                                          " tokens and leaves no room for output in this "
+                                          "server's KV pool of " +
+                                          std::to_string(options_.kv_pool_tokens) + " tokens",
+                                      prompt_field);
+    fields.sampling.max_tokens = room;
+  }
+  if (fields.sampling.min_tokens > fields.sampling.max_tokens)
+    throw ApiError::invalid_request("`min_tokens` (" + std::to_string(fields.sampling.min_tokens) +
+                                        ") is more than the output allowed (" +
+                                        std::to_string(fields.sampling.max_tokens) + " tokens)",
+                                    "min_tokens");
+
+  GenerationSetup setup;
+  setup.kind = kind;
+  setup.model_id = options_.model.id;
+  setup.fields = std::move(fields);
+  setup.prompt = std::move(prompt);
+  setup.thinking = thinking;
+  setup.eos_ids = options_.eos_ids;
+  setup.request_timeout_s = options_.request_timeout_s;
+  auto call = std::make_shared<GenerationCall>(std::move(setup), codec_, &metrics_, exchange);
+  call->start(engine_);
+}
+
+}  // namespace sparkglm::server

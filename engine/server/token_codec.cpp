@@ -1,0 +1,115 @@
+#include "engine/server/token_codec.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/error.h"
+#include "engine/text/bpe_tokenizer.h"
+#include "engine/text/byte_tokenizer.h"
+
+namespace sparkglm::server {
+
+namespace {
+
+// Special tokens that carry structure the text parsers read, so they stay in the output text.
+bool is_text_tag(std::string_view text) {
+  static const std::unordered_set<std::string_view> kTags = {
+      "<think>",       "</think>",        "<tool_call>", "</tool_call>", "<tool_response>",
+      "</tool_response>", "<arg_key>",     "</arg_key>",  "<arg_value>",  "</arg_value>"};
+  return kTags.count(text) > 0;
+}
+
+class ByteCodec : public TokenCodec {
+ public:
+  std::vector<int32_t> encode(std::string_view text) const override { return tok_.encode(text); }
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special) const override {
+    if (!skip_special) return tok_.decode(ids, false);
+    std::vector<int32_t> kept;
+    kept.reserve(ids.size());
+    for (int32_t id : ids)
+      if (!is_control(id)) kept.push_back(id);
+    return tok_.decode(kept, false);
+  }
+  std::string token_bytes(int32_t id) const override {
+    if (id < 0 || id >= ByteTokenizer::kVocabSize) return "";
+    return tok_.token_text(id);
+  }
+  bool is_control(int32_t id) const override {
+    if (id < 256 || id >= ByteTokenizer::kVocabSize) return id >= 256;
+    const auto text = ByteTokenizer::special_text(id);
+    return !text || !is_text_tag(*text);
+  }
+  int64_t vocab_size() const override { return ByteTokenizer::kVocabSize; }
+  const char* kind() const override { return "byte"; }
+
+ private:
+  ByteTokenizer tok_;
+};
+
+class BpeCodec : public TokenCodec {
+ public:
+  explicit BpeCodec(BpeTokenizer tok) : tok_(std::move(tok)) {
+    control_.assign(size_t(tok_.vocab_size()), 0);
+    for (int32_t id : tok_.special_ids()) {
+      const auto text = tok_.id_to_token(id);
+      if (!text || !is_text_tag(*text)) control_[size_t(id)] = 1;
+    }
+  }
+  std::vector<int32_t> encode(std::string_view text) const override { return tok_.encode(text); }
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special) const override {
+    if (!skip_special) return tok_.decode(ids, false);
+    std::vector<int32_t> kept;
+    kept.reserve(ids.size());
+    for (int32_t id : ids)
+      if (!is_control(id)) kept.push_back(id);
+    return tok_.decode(kept, false);
+  }
+  std::string token_bytes(int32_t id) const override { return tok_.decode({id}, false); }
+  bool is_control(int32_t id) const override {
+    return id >= 0 && size_t(id) < control_.size() && control_[size_t(id)] != 0;
+  }
+  int64_t vocab_size() const override { return tok_.vocab_size(); }
+  const char* kind() const override { return "bpe"; }
+
+ private:
+  BpeTokenizer tok_;
+  std::vector<uint8_t> control_;  // id -> 1 for a special token that is not a text tag
+};
+
+}  // namespace
+
+std::unique_ptr<TokenCodec> make_byte_codec() { return std::make_unique<ByteCodec>(); }
+
+std::unique_ptr<TokenCodec> make_bpe_codec(const std::string& path) {
+  return std::make_unique<BpeCodec>(BpeTokenizer::load(path));
+}
+
+std::unique_ptr<TokenCodec> codec_for_model_dir(const std::string& dir, int64_t vocab_size) {
+  const std::filesystem::path path = std::filesystem::path(dir) / "tokenizer.json";
+  if (!std::filesystem::exists(path)) {
+    if (vocab_size == ByteTokenizer::kVocabSize) return make_byte_codec();
+    throw Error(ErrorKind::kInvalidCheckpoint,
+                path.string() + " is missing and the model's vocabulary (" +
+                    std::to_string(vocab_size) + " ids) is not the byte vocabulary");
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (!in) throw Error(ErrorKind::kIo, "cannot read " + path.string());
+  // The byte vocabulary's own file is recognised by content, whatever its formatting.
+  const auto parsed = nlohmann::json::parse(bytes.str(), nullptr, false);
+  if (!parsed.is_discarded() && parsed == nlohmann::json::parse(ByteTokenizer::hf_tokenizer_json()))
+    return make_byte_codec();
+  auto codec = make_bpe_codec(path.string());
+  if (codec->vocab_size() > vocab_size)
+    throw Error(ErrorKind::kInvalidCheckpoint,
+                path.string() + " has " + std::to_string(codec->vocab_size()) +
+                    " ids, more than the model's vocab_size " + std::to_string(vocab_size));
+  return codec;
+}
+
+}  // namespace sparkglm::server
