@@ -29,11 +29,14 @@ if [ ! -x .venv/bin/python3 ]; then
   echo "setup: creating .venv"
   python3 -m venv .venv
 fi
-if ! .venv/bin/python3 -c "import numpy" 2>/dev/null; then
-  echo "setup: installing numpy into .venv"
-  .venv/bin/pip install -q numpy
+# Test clients and references only: numpy (the independent forward reference), tokenizers (the
+# tokenizer.json comparison), openai (the real client against sparkglm-serve).
+python_packages=(numpy tokenizers openai)
+if ! .venv/bin/python3 -c "import numpy, tokenizers, openai" 2>/dev/null; then
+  echo "setup: installing into .venv: ${python_packages[*]}"
+  .venv/bin/pip install -q "${python_packages[@]}"
 else
-  echo "setup: numpy already in .venv"
+  echo "setup: python packages already in .venv: ${python_packages[*]}"
 fi
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "setup: CUDA toolkit found; the CUDA backend will be built"

@@ -36,13 +36,11 @@ ReasoningDelta ReasoningParser::feed(std::string_view text) {
     switch (state_) {
       case State::kReasoningStart:
         rest = drop_leading_newlines(rest);
-        if (rest.empty()) {
-          more = false;
-        } else if (!saw_open_tag_ && rest.starts_with(kOpenTag)) {
+        if (!saw_open_tag_ && rest.starts_with(kOpenTag)) {
           rest.remove_prefix(kOpenTag.size());
           saw_open_tag_ = true;
-        } else if (!saw_open_tag_ && kOpenTag.starts_with(rest)) {
-          more = false;  // "<thi" may still become the opening tag
+        } else if (rest.empty() || (!saw_open_tag_ && kOpenTag.starts_with(rest))) {
+          more = false;  // nothing yet, or "<thi" that may still become the opening tag
         } else {
           state_ = State::kReasoning;
         }

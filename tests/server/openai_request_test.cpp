@@ -1,0 +1,256 @@
+#include "engine/server/openai_request.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engine/server/api_error.h"
+
+namespace sparkglm::server {
+namespace {
+
+using nlohmann::json;
+
+const ServedModel kModel{"tinyglm-micro", 2048, 320};
+
+json chat(json extra = json::object()) {
+  json body = {{"model", "tinyglm-micro"},
+               {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
+  for (auto& [k, v] : extra.items()) body[k] = v;
+  return body;
+}
+
+// The ApiError a parse throws, or a failure naming the body.
+template <typename Parse>
+ApiError error_of(Parse parse, const json& body) {
+  try {
+    parse(body, kModel);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "accepted: " << body.dump();
+  return ApiError::internal("accepted");
+}
+
+ApiError chat_error(const json& body) { return error_of(parse_chat_completion, body); }
+ApiError completion_error(const json& body) { return error_of(parse_completion, body); }
+
+TEST(ParseJsonBody, MalformedJsonIs400InvalidJson) {
+  for (const char* body : {"", "{", "{\"a\": }", "nul", "{\"a\": 1} x", "\"\xff\""}) {
+    try {
+      parse_json_body(body);
+      ADD_FAILURE() << "accepted " << body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.code(), "invalid_json") << body;
+    }
+  }
+}
+
+TEST(ParseJsonBody, NonObjectAndDeepNestingAre400) {
+  for (std::string body : {std::string("[1]"), std::string("3"), std::string(100, '[') + std::string(100, ']')}) {
+    try {
+      parse_json_body(body);
+      ADD_FAILURE() << "accepted " << body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+    }
+  }
+  EXPECT_NO_THROW(parse_json_body("{\"a\": [[[[1]]]]}"));
+}
+
+TEST(ParseChatCompletion, MapsSamplingFields) {
+  const json body = chat({{"temperature", 0.5},
+                          {"top_p", 0.9},
+                          {"top_k", 40},
+                          {"min_p", 0.05},
+                          {"seed", 7},
+                          {"presence_penalty", 0.5},
+                          {"frequency_penalty", -0.5},
+                          {"repetition_penalty", 1.1},
+                          {"max_tokens", 100},
+                          {"min_tokens", 3},
+                          {"ignore_eos", true},
+                          {"stop", "END"},
+                          {"stop_token_ids", {1, 2}},
+                          {"logprobs", true},
+                          {"top_logprobs", 5},
+                          {"stream", true},
+                          {"stream_options", {{"include_usage", true}}},
+                          {"return_token_ids", true},
+                          {"cache_salt", "tenant-a"}});
+  const ChatCompletionRequest r = parse_chat_completion(body, kModel);
+  const SamplingParams& s = r.fields.sampling;
+  EXPECT_FLOAT_EQ(s.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(s.top_p, 0.9f);
+  EXPECT_EQ(s.top_k, 40);
+  EXPECT_FLOAT_EQ(s.min_p, 0.05f);
+  EXPECT_EQ(s.seed, 7u);
+  EXPECT_FLOAT_EQ(s.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(s.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(s.repetition_penalty, 1.1f);
+  EXPECT_EQ(r.fields.max_tokens, 100);
+  EXPECT_EQ(s.min_tokens, 3);
+  EXPECT_TRUE(s.ignore_eos);
+  EXPECT_EQ(r.fields.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(s.stop_token_ids, (std::vector<int32_t>{1, 2}));
+  EXPECT_TRUE(s.logprobs);
+  EXPECT_EQ(s.top_logprobs, 5);
+  EXPECT_TRUE(r.fields.stream);
+  EXPECT_TRUE(r.fields.include_usage);
+  EXPECT_TRUE(r.fields.return_token_ids);
+  EXPECT_EQ(r.fields.cache_salt, "tenant-a");
+  EXPECT_FALSE(r.add_special_tokens);
+  ASSERT_EQ(r.chat.messages.size(), 1u);
+}
+
+TEST(ParseChatCompletion, DefaultsAndNullsMeanAbsent) {
+  const ChatCompletionRequest r =
+      parse_chat_completion(chat({{"temperature", nullptr}, {"stop", nullptr}, {"n", 1}}), kModel);
+  EXPECT_FLOAT_EQ(r.fields.sampling.temperature, 1.0f);
+  EXPECT_FALSE(r.fields.max_tokens.has_value());
+  EXPECT_FALSE(r.fields.stream);
+  EXPECT_TRUE(r.fields.stop.empty());
+  EXPECT_TRUE(r.fields.skip_special_tokens);
+}
+
+TEST(ParseChatCompletion, MaxCompletionTokensWinsOverMaxTokens) {
+  const auto r =
+      parse_chat_completion(chat({{"max_tokens", 10}, {"max_completion_tokens", 20}}), kModel);
+  EXPECT_EQ(r.fields.max_tokens, 20);
+}
+
+TEST(ParseChatCompletion, StopAsList) {
+  const auto r = parse_chat_completion(chat({{"stop", {"a", "bc"}}}), kModel);
+  EXPECT_EQ(r.fields.stop, (std::vector<std::string>{"a", "bc"}));
+}
+
+TEST(ParseChatCompletion, WrongTypesNameTheField) {
+  const std::vector<std::pair<std::string, json>> cases = {
+      {"temperature", "hot"}, {"top_p", true},        {"top_k", 1.5},
+      {"seed", "7"},          {"max_tokens", "10"},   {"stream", 1},
+      {"stop", 3},            {"stop_token_ids", "1"}, {"logprobs", "yes"},
+      {"top_logprobs", 2.5},  {"return_token_ids", 0}, {"cache_salt", 5},
+      {"stream_options", "x"}, {"ignore_eos", "no"},  {"model", 1}};
+  for (const auto& [field, value] : cases) {
+    const ApiError e = chat_error(chat({{field, value}}));
+    EXPECT_EQ(e.status(), 400) << field;
+    EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << field << ": " << e.what();
+  }
+  const ApiError list = chat_error(chat({{"stop", {"a", 1}}}));
+  EXPECT_NE(std::string(list.what()).find("stop[1]"), std::string::npos) << list.what();
+}
+
+TEST(ParseChatCompletion, OutOfRangeValuesNameTheField) {
+  const std::vector<std::pair<std::string, json>> cases = {
+      {"temperature", 2.5}, {"top_p", 0.0},          {"min_p", 1.5},
+      {"max_tokens", 0},    {"top_logprobs", 21},    {"presence_penalty", 3},
+      {"top_k", -2},        {"repetition_penalty", 0}, {"stop_token_ids", {320}}};
+  for (const auto& [field, value] : cases) {
+    const ApiError e = chat_error(chat({{field, value}}));
+    EXPECT_EQ(e.status(), 400) << field;
+    EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << field << ": " << e.what();
+  }
+  // top_logprobs needs logprobs.
+  EXPECT_EQ(chat_error(chat({{"top_logprobs", 2}})).param(), "top_logprobs");
+  // min_tokens above max_tokens.
+  EXPECT_EQ(chat_error(chat({{"min_tokens", 5}, {"max_tokens", 2}})).param(), "min_tokens");
+}
+
+TEST(ParseChatCompletion, MessagesErrorsNameThePath) {
+  const ApiError e = chat_error(json{{"messages", json::array({{{"role", "user"}, {"content", 5}}})}});
+  EXPECT_EQ(e.status(), 400);
+  EXPECT_NE(std::string(e.what()).find("messages[0]"), std::string::npos) << e.what();
+  EXPECT_EQ(chat_error(json{{"model", "tinyglm-micro"}}).status(), 400);
+  EXPECT_EQ(chat_error(chat({{"messages", json::array()}})).status(), 400);
+}
+
+TEST(ParseChatCompletion, UnknownModelIs404) {
+  const ApiError e = chat_error(chat({{"model", "gpt-4"}}));
+  EXPECT_EQ(e.status(), 404);
+  EXPECT_EQ(e.code(), "model_not_found");
+  EXPECT_EQ(e.param(), "model");
+  EXPECT_NO_THROW(parse_chat_completion(json{{"messages", chat()["messages"]}}, kModel));
+}
+
+TEST(ParseChatCompletion, UnsupportedFeaturesAre400) {
+  for (const json& extra : {json{{"n", 2}}, json{{"logit_bias", {{"1", 5}}}},
+                            json{{"response_format", {{"type", "json_object"}}}},
+                            json{{"tool_choice", "required"}}}) {
+    EXPECT_EQ(chat_error(chat(extra)).status(), 400) << extra.dump();
+  }
+  EXPECT_NO_THROW(parse_chat_completion(
+      chat({{"response_format", {{"type", "text"}}}, {"tool_choice", "auto"}, {"user", "u1"}}),
+      kModel));
+}
+
+TEST(ParseChatCompletion, ThinkingSwitches) {
+  auto r = parse_chat_completion(chat({{"chat_template_kwargs", {{"enable_thinking", false}}}}),
+                                 kModel);
+  EXPECT_FALSE(thinking_enabled(r.chat.options));
+  r = parse_chat_completion(chat({{"reasoning_effort", "none"}}), kModel);
+  EXPECT_FALSE(thinking_enabled(r.chat.options));
+  r = parse_chat_completion(chat(), kModel);
+  EXPECT_TRUE(thinking_enabled(r.chat.options));
+}
+
+TEST(ParseCompletion, PromptShapes) {
+  auto r = parse_completion(json{{"prompt", "hello"}}, kModel);
+  EXPECT_EQ(r.prompt_text, "hello");
+  EXPECT_TRUE(r.add_special_tokens);
+  r = parse_completion(json{{"prompt", {"hello"}}}, kModel);
+  EXPECT_EQ(r.prompt_text, "hello");
+  r = parse_completion(json{{"prompt", {1, 2, 3}}, {"add_special_tokens", false}}, kModel);
+  EXPECT_FALSE(r.prompt_text.has_value());
+  EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_FALSE(r.add_special_tokens);
+  r = parse_completion(json{{"prompt", {{4, 5}}}}, kModel);
+  EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{4, 5}));
+}
+
+TEST(ParseCompletion, BadPromptsAre400) {
+  EXPECT_EQ(completion_error(json::object()).param(), "prompt");
+  EXPECT_EQ(completion_error(json{{"prompt", 5}}).status(), 400);
+  EXPECT_EQ(completion_error(json{{"prompt", {"a", "b"}}}).status(), 400);  // batches
+  EXPECT_EQ(completion_error(json{{"prompt", json::array()}}).status(), 400);
+  const ApiError e = completion_error(json{{"prompt", {1, 320}}});
+  EXPECT_NE(std::string(e.what()).find("prompt[1]"), std::string::npos) << e.what();
+  EXPECT_EQ(completion_error(json{{"prompt", {1, -1}}}).status(), 400);
+  EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"echo", true}}).status(), 400);
+}
+
+TEST(ParseCompletion, LogprobsIsACount) {
+  auto r = parse_completion(json{{"prompt", "x"}, {"logprobs", 3}}, kModel);
+  EXPECT_TRUE(r.fields.sampling.logprobs);
+  EXPECT_EQ(r.fields.sampling.top_logprobs, 3);
+  r = parse_completion(json{{"prompt", "x"}, {"logprobs", 0}}, kModel);
+  EXPECT_TRUE(r.fields.sampling.logprobs);
+  EXPECT_EQ(r.fields.sampling.top_logprobs, 0);
+  r = parse_completion(json{{"prompt", "x"}, {"logprobs", nullptr}}, kModel);
+  EXPECT_FALSE(r.fields.sampling.logprobs);
+  EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"logprobs", true}}).param(), "logprobs");
+}
+
+TEST(ParseTokenize, PromptOrMessages) {
+  auto r = parse_tokenize(json{{"prompt", "hi"}}, kModel);
+  EXPECT_EQ(r.prompt, "hi");
+  EXPECT_TRUE(r.add_special_tokens);
+  r = parse_tokenize(json{{"messages", chat()["messages"]}}, kModel);
+  ASSERT_TRUE(r.chat.has_value());
+  EXPECT_FALSE(r.add_special_tokens);
+  EXPECT_EQ(error_of(parse_tokenize, json::object()).status(), 400);
+  EXPECT_EQ(error_of(parse_tokenize, json{{"prompt", "a"}, {"messages", chat()["messages"]}}).status(),
+            400);
+  EXPECT_EQ(error_of(parse_tokenize, json{{"prompt", 1}}).param(), "prompt");
+}
+
+TEST(ParseDetokenize, TokensInRange) {
+  auto r = parse_detokenize(json{{"tokens", {104, 105}}}, kModel);
+  EXPECT_EQ(r.tokens, (std::vector<int32_t>{104, 105}));
+  EXPECT_EQ(error_of(parse_detokenize, json::object()).param(), "tokens");
+  EXPECT_EQ(error_of(parse_detokenize, json{{"tokens", {1, 1000}}}).status(), 400);
+  EXPECT_EQ(error_of(parse_detokenize, json{{"tokens", "1,2"}}).status(), 400);
+}
+
+}  // namespace
+}  // namespace sparkglm::server
