@@ -14,3 +14,4 @@ work=build-fuzz/corpus/safetensors
 mkdir -p "$work"
 ./build-fuzz/fuzz/safetensors_header_fuzz -max_total_time=30 -dict=fuzz/safetensors.dict \
   -artifact_prefix=build-fuzz/ "$work" fuzz/corpus/safetensors
+ninja -C build-fuzz request_parser_fuzz && mkdir -p build-fuzz/corpus/request_parser && ./build-fuzz/fuzz/request_parser_fuzz -max_total_time=20 -max_len=4096 -artifact_prefix=build-fuzz/ build-fuzz/corpus/request_parser

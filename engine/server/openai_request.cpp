@@ -204,7 +204,7 @@ json parse_json_body(std::string_view body) {
                                         std::to_string(kMaxJsonDepth) + " levels");
       return true;
     });
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for 1e999
     throw ApiError::invalid_json(e.what());
   }
   if (!j.is_object()) throw ApiError::invalid_request("the request body must be a JSON object");

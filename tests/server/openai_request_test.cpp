@@ -36,7 +36,8 @@ ApiError chat_error(const json& body) { return error_of(parse_chat_completion, b
 ApiError completion_error(const json& body) { return error_of(parse_completion, body); }
 
 TEST(ParseJsonBody, MalformedJsonIs400InvalidJson) {
-  for (const char* body : {"", "{", "{\"a\": }", "nul", "{\"a\": 1} x", "\"\xff\""}) {
+  for (const char* body :
+       {"", "{", "{\"a\": }", "nul", "{\"a\": 1} x", "\"\xff\"", "{\"temperature\": 1.2e999}"}) {
     try {
       parse_json_body(body);
       ADD_FAILURE() << "accepted " << body;

@@ -38,7 +38,7 @@ TEST(OutputText, CompletionTextIsTheDecodedBytes) {
   const Collected c = run(out, ids_of("Hello, \xe2\x9c\xa8 world"));
   EXPECT_EQ(c.content, "Hello, \xe2\x9c\xa8 world");
   EXPECT_EQ(c.reasoning, "");
-  EXPECT_EQ(out.tokens(), 15);
+  EXPECT_EQ(out.tokens(), 16);
 }
 
 TEST(OutputText, HalfACharacterIsHeldUntilComplete) {
