@@ -52,11 +52,12 @@ std::vector<int32_t> prompt_of(int n, int vocab) {
   return p;
 }
 
-nlohmann::json bench_preset(const std::string& preset, int prefill_tokens, int decode_tokens, int reps,
-                            double bandwidth_gbs, ThreadPool& pool) {
+nlohmann::json bench_preset(const std::string& preset, int prefill_tokens, int decode_tokens,
+                            int reps, double bandwidth_gbs, ThreadPool& pool) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto model = load_model_preset(preset, 0, kDefaultDummySeed, pool);
-  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double load_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const int block_size = 16, blocks = (prefill_tokens + decode_tokens) / block_size + 4;
   cpu::CpuModelRunner runner(model->config, model->weights, {blocks, block_size, 1}, pool);
   BlockAllocator allocator(blocks);
@@ -80,8 +81,10 @@ nlohmann::json bench_preset(const std::string& preset, int prefill_tokens, int d
       {"threads", pool.size()},
       {"weights_load_seconds", load_s},
       {"weights_total_bytes", fp.total_bytes},
-      {"prefill", {{"prompt_tokens", prefill_tokens}, {"tokens_per_s_runs", prefill_tps},
-                   {"tokens_per_s_median", median(prefill_tps)}}},
+      {"prefill",
+       {{"prompt_tokens", prefill_tokens},
+        {"tokens_per_s_runs", prefill_tps},
+        {"tokens_per_s_median", median(prefill_tps)}}},
       {"decode",
        {{"tokens_per_run", decode_tokens},
         {"tokens_per_s_runs", decode_tps},
@@ -125,14 +128,22 @@ int run(const std::vector<std::string>& args) {
   const nlohmann::json doc{
       {"schema", "sparkglm.bench.cpu_model/1"},
       {"created_at", std::chrono::duration_cast<std::chrono::seconds>(
-                         std::chrono::system_clock::now().time_since_epoch()).count()},
-      {"machine", {{"cpu", cpu_model()}, {"hardware_threads", std::thread::hardware_concurrency()},
-                   {"read_bandwidth_gbs", bw}}},
-      {"build", {{"version", b.version}, {"commit", b.commit}, {"clean_tree", b.clean_tree},
-                 {"compiler", b.compiler}, {"build_type", b.build_type}}},
-      {"method", "median of --reps runs after one warmup; decode tok/s = (generated - 1) / time from "
-                 "first to last generated token; floor = bytes read per decode token / measured read "
-                 "bandwidth"},
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count()},
+      {"machine",
+       {{"cpu", cpu_model()},
+        {"hardware_threads", std::thread::hardware_concurrency()},
+        {"read_bandwidth_gbs", bw}}},
+      {"build",
+       {{"version", b.version},
+        {"commit", b.commit},
+        {"clean_tree", b.clean_tree},
+        {"compiler", b.compiler},
+        {"build_type", b.build_type}}},
+      {"method",
+       "median of --reps runs after one warmup; decode tok/s = (generated - 1) / time from "
+       "first to last generated token; floor = bytes read per decode token / measured read "
+       "bandwidth"},
       {"results", results},
   };
   const std::string out = a.str("--out", "");

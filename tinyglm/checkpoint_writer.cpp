@@ -62,14 +62,15 @@ int write_dummy_checkpoint(const ModelConfig& config, const std::string& dir,
 
   nlohmann::json weight_map = nlohmann::json::object();
   const int count = int(shards.size());
-  const std::map<std::string, std::string> metadata{{"format", "pt"},
-                                                    {"sparkglm_weights", dummy_identity(options.seed)}};
+  const std::map<std::string, std::string> metadata{
+      {"format", "pt"}, {"sparkglm_weights", dummy_identity(options.seed)}};
   for (int i = 0; i < count; ++i) {
     const std::string name = shard_name(i + 1, count);
     write_safetensors((staging / name).string(), shards[size_t(i)], metadata);
     for (const auto& [tensor, _] : shards[size_t(i)]) weight_map[tensor] = name;
   }
-  const nlohmann::json index{{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
+  const nlohmann::json index{{"metadata", {{"total_size", total_bytes}}},
+                             {"weight_map", weight_map}};
   write_text(staging / "model.safetensors.index.json", index.dump(2) + "\n");
   config.save((staging / "config.json").string());
   write_text(staging / "tokenizer.json", ByteTokenizer::hf_tokenizer_json());

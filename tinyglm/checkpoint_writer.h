@@ -12,8 +12,9 @@ namespace sparkglm {
 
 struct CheckpointWriteOptions {
   uint64_t seed = 0;
-  int64_t max_shard_bytes = int64_t(2) << 30;  // a new shard starts when the next tensor would pass this
-  bool overwrite = false;                      // replace an existing non-empty directory
+  int64_t max_shard_bytes = int64_t(2)
+                            << 30;  // a new shard starts when the next tensor would pass this
+  bool overwrite = false;           // replace an existing non-empty directory
 };
 
 // Writes into a temporary sibling directory and renames it into place, so a failure never leaves a

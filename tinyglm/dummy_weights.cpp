@@ -5,7 +5,9 @@
 
 namespace sparkglm {
 
-std::string dummy_identity(uint64_t seed) { return "dummy:seed=" + std::to_string(seed); }
+std::string dummy_identity(uint64_t seed) {
+  return "dummy:seed=" + std::to_string(seed);
+}
 
 std::shared_ptr<OwnedTensors> make_dummy_weights(const ModelConfig& config, uint64_t seed,
                                                  ThreadPool& pool) {
@@ -18,7 +20,8 @@ std::shared_ptr<OwnedTensors> make_dummy_weights(const ModelConfig& config, uint
     if (spec.dtype == DType::kBF16) {
       auto* dst = reinterpret_cast<uint16_t*>(bytes);
       pool.parallel_for(n, 1 << 16, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) dst[i] = f32_to_bf16(dummy::value(key, uint64_t(i), center, half));
+        for (int64_t i = lo; i < hi; ++i)
+          dst[i] = f32_to_bf16(dummy::value(key, uint64_t(i), center, half));
       });
     } else {
       auto* dst = reinterpret_cast<float*>(bytes);

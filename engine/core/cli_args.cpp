@@ -5,8 +5,10 @@
 namespace sparkglm {
 
 namespace {
-[[noreturn]] void bad(const std::string& flag, const std::string& expected, const std::string& got) {
-  throw Error(ErrorKind::kInvalidArgument, flag + ": expected " + expected + ", got \"" + got + "\"");
+[[noreturn]] void bad(const std::string& flag, const std::string& expected,
+                      const std::string& got) {
+  throw Error(ErrorKind::kInvalidArgument,
+              flag + ": expected " + expected + ", got \"" + got + "\"");
 }
 
 int64_t parse_int(const std::string& flag, const std::string& text) {
@@ -44,7 +46,9 @@ CliArgs::CliArgs(const std::vector<std::string>& args, const std::set<std::strin
   }
 }
 
-bool CliArgs::has(const std::string& flag) const { return values_.count(flag) > 0; }
+bool CliArgs::has(const std::string& flag) const {
+  return values_.count(flag) > 0;
+}
 
 std::string CliArgs::str(const std::string& flag, const std::string& fallback) const {
   auto it = values_.find(flag);
@@ -57,12 +61,14 @@ std::string CliArgs::required(const std::string& flag) const {
   return it->second;
 }
 
-int64_t CliArgs::integer(const std::string& flag, int64_t fallback, int64_t min, int64_t max) const {
+int64_t CliArgs::integer(const std::string& flag, int64_t fallback, int64_t min,
+                         int64_t max) const {
   auto it = values_.find(flag);
   if (it == values_.end()) return fallback;
   const int64_t v = parse_int(flag, it->second);
   if (v < min || v > max)
-    bad(flag, "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]", it->second);
+    bad(flag, "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]",
+        it->second);
   return v;
 }
 
@@ -72,7 +78,8 @@ std::vector<int32_t> CliArgs::int_list(const std::string& flag) const {
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     const int64_t v = parse_int(flag, item);
     if (v < INT32_MIN || v > INT32_MAX) bad(flag, "32-bit integers", item);
     out.push_back(int32_t(v));

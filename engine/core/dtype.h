@@ -36,7 +36,9 @@ inline uint32_t f32_to_bits(float f) {
   return u;
 }
 
-inline float bf16_to_f32(uint16_t h) { return bits_to_f32(uint32_t(h) << 16); }
+inline float bf16_to_f32(uint16_t h) {
+  return bits_to_f32(uint32_t(h) << 16);
+}
 // Round to nearest even; NaN stays a (quiet) NaN.
 inline uint16_t f32_to_bf16(float f) {
   uint32_t u = f32_to_bits(f);
@@ -53,7 +55,8 @@ uint8_t f32_to_e4m3(float f);
 // One FP4 E2M1 value from the low 4 bits of `nibble`.
 float e2m1_to_f32(uint8_t nibble);
 inline float e8m0_to_f32(uint8_t e) {
-  return e == 0xff ? bits_to_f32(0x7fc00000u) : (e == 0 ? bits_to_f32(0x00400000u) : bits_to_f32(uint32_t(e) << 23));
+  return e == 0xff ? bits_to_f32(0x7fc00000u)
+                   : (e == 0 ? bits_to_f32(0x00400000u) : bits_to_f32(uint32_t(e) << 23));
 }
 
 }  // namespace sparkglm

@@ -29,11 +29,12 @@ class Error : public std::runtime_error {
   std::string message_;
 };
 
-[[noreturn]] void assert_failed(const char* expr, const char* file, int line, const std::string& msg);
+[[noreturn]] void assert_failed(const char* expr, const char* file, int line,
+                                const std::string& msg);
 
 }  // namespace sparkglm
 
-#define SPARKGLM_ASSERT(cond, msg)                                                   \
-  do {                                                                               \
-    if (!(cond)) ::sparkglm::assert_failed(#cond, __FILE__, __LINE__, (msg));        \
+#define SPARKGLM_ASSERT(cond, msg)                                            \
+  do {                                                                        \
+    if (!(cond)) ::sparkglm::assert_failed(#cond, __FILE__, __LINE__, (msg)); \
   } while (0)

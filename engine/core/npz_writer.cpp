@@ -34,7 +34,8 @@ std::string npy_bytes(const NpzArray& a) {
   if (a.shape.size() > 1) shape.pop_back();
   shape += ")";
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
-  // Magic (6) + version (2) + header length (2) + header, padded with spaces to 64 bytes, ends in \n.
+  // Magic (6) + version (2) + header length (2) + header, padded with spaces to 64 bytes, ends in
+  // \n.
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::string out("\x93NUMPY\x01\x00", 8);
@@ -61,7 +62,8 @@ void write_npz(const std::string& path, const std::vector<NpzArray>& arrays) {
   for (const NpzArray& a : arrays) {
     const std::string name = a.name + ".npy";
     const std::string data = npy_bytes(a);
-    if (data.size() >= 0xffffffffu) throw Error(ErrorKind::kUnsupported, "npz: array too large: " + a.name);
+    if (data.size() >= 0xffffffffu)
+      throw Error(ErrorKind::kUnsupported, "npz: array too large: " + a.name);
     const uint32_t crc = crc32(data), offset = uint32_t(zip.size());
     std::string local;
     put32(local, 0x04034b50);  // local file header

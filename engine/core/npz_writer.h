@@ -8,9 +8,9 @@
 namespace sparkglm {
 
 struct NpzArray {
-  std::string name;              // becomes name.npy inside the archive
+  std::string name;  // becomes name.npy inside the archive
   std::vector<int64_t> shape;
-  const float* data = nullptr;   // prod(shape) values, C order
+  const float* data = nullptr;  // prod(shape) values, C order
 };
 
 void write_npz(const std::string& path, const std::vector<NpzArray>& arrays);

@@ -17,7 +17,8 @@ namespace {
 constexpr const char* kLinear = "linear_attention";
 constexpr const char* kSparse = "deepseek_sparse_attention";
 
-[[noreturn]] void bad(const std::string& field, const std::string& expected, const std::string& got) {
+[[noreturn]] void bad(const std::string& field, const std::string& expected,
+                      const std::string& got) {
   throw Error(ErrorKind::kInvalidConfig,
               "field `" + field + "`: expected " + expected + ", got " + got);
 }
@@ -80,7 +81,9 @@ int ModelConfig::num_kda_layers() const {
   return n;
 }
 
-int ModelConfig::num_mla_layers() const { return int(layer_types.size()) - num_kda_layers(); }
+int ModelConfig::num_mla_layers() const {
+  return int(layer_types.size()) - num_kda_layers();
+}
 
 int ModelConfig::kind_index(int layer) const {
   if (layer == mtp_layer()) return num_mla_layers();  // the MTP layer's cache follows the main ones
@@ -117,7 +120,8 @@ void ModelConfig::validate() const {
       bad("eos_token_id", "ids in [0, vocab_size=" + std::to_string(vocab_size) + ")",
           std::to_string(e));
   require_positive("max_position_embeddings", max_position_embeddings);
-  if (!(rms_norm_eps > 0.0f)) bad("rms_norm_eps", "a positive number", std::to_string(rms_norm_eps));
+  if (!(rms_norm_eps > 0.0f))
+    bad("rms_norm_eps", "a positive number", std::to_string(rms_norm_eps));
   require_positive("linear_attn_config.num_heads", kda.num_heads);
   require_positive("linear_attn_config.head_dim", kda.head_dim);
   require_positive("linear_attn_config.short_conv_kernel_size", kda.short_conv_kernel_size);
@@ -150,7 +154,8 @@ void ModelConfig::validate() const {
   if (topk_group != 1) bad("topk_group", "1", std::to_string(topk_group));
   if (!(routed_scaling_factor > 0.0f))
     bad("routed_scaling_factor", "a positive number", std::to_string(routed_scaling_factor));
-  if (!(swiglu_limit > 0.0f)) bad("swiglu_limit", "a positive number", std::to_string(swiglu_limit));
+  if (!(swiglu_limit > 0.0f))
+    bad("swiglu_limit", "a positive number", std::to_string(swiglu_limit));
   require_positive("hc_mult", hc_mult);
   require_positive("hc_sinkhorn_iters", hc_sinkhorn_iters);
   if (!(hc_eps > 0.0f)) bad("hc_eps", "a positive number", std::to_string(hc_eps));
@@ -201,7 +206,8 @@ ModelConfig ModelConfig::from_json(const json& j) {
         bad("mlp_only_layers", "a leading run [0, 1, ..., k-1]", m->dump());
     c.first_k_dense_replace = int(m->size());
   } else {
-    bad("first_k_dense_replace", "an integer (or mlp_only_layers)", "nothing (the field is missing)");
+    bad("first_k_dense_replace", "an integer (or mlp_only_layers)",
+        "nothing (the field is missing)");
   }
   c.intermediate_size = get_int(j, "intermediate_size");
   c.vocab_size = get_int(j, "vocab_size");

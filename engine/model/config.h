@@ -68,10 +68,10 @@ struct ModelConfig {
   int num_mla_layers() const;  // main-model MLA layers (the MTP layer is counted separately)
   // Index of `layer` among layers of its kind (its KDA state index or latent-cache index).
   int kind_index(int layer) const;
-  int hc_dim() const { return hc_mult * hidden_size; }                // flattened residual
-  int hc_mix_count() const { return hc_mult * (2 + hc_mult); }        // 24 for hc_mult 4
-  float mla_softmax_scale() const;                                    // 1/sqrt(qk head dim)
-  int index_topk_pools() const { return index_topk / index_kpool; }   // 512
+  int hc_dim() const { return hc_mult * hidden_size; }               // flattened residual
+  int hc_mix_count() const { return hc_mult * (2 + hc_mult); }       // 24 for hc_mult 4
+  float mla_softmax_scale() const;                                   // 1/sqrt(qk head dim)
+  int index_topk_pools() const { return index_topk / index_kpool; }  // 512
   // Layer index of the MTP module (= num_hidden_layers), or -1 without one.
   int mtp_layer() const { return num_nextn_predict_layers > 0 ? num_hidden_layers : -1; }
   bool is_eos(int token) const;

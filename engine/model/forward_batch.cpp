@@ -27,7 +27,9 @@ void ForwardBatch::add_sequence(const std::vector<int32_t>& seq_tokens, int32_t 
 
 void ForwardBatch::validate(const ModelConfig& config, int block_size, int num_blocks,
                             int num_slots) const {
-  auto fail = [](const std::string& m) { throw Error(ErrorKind::kInvalidArgument, "forward batch: " + m); };
+  auto fail = [](const std::string& m) {
+    throw Error(ErrorKind::kInvalidArgument, "forward batch: " + m);
+  };
   const int32_t t = num_rows();
   if (positions.size() != size_t(t) || row_seq.size() != size_t(t))
     fail("tokens, positions and row_seq must have one entry per row");
@@ -46,10 +48,12 @@ void ForwardBatch::validate(const ModelConfig& config, int block_size, int num_b
     slot_used[size_t(s.state_slot)] = true;
     if (s.start_position < 0) fail(who + ": negative start position");
     const int64_t end = int64_t(s.start_position) + s.num_rows;
-    if (end > config.max_position_embeddings) fail(who + ": positions beyond max_position_embeddings");
+    if (end > config.max_position_embeddings)
+      fail(who + ": positions beyond max_position_embeddings");
     if (int64_t(s.block_table.size()) * block_size < end)
-      fail(who + ": block table covers " + std::to_string(s.block_table.size() * size_t(block_size)) +
-           " positions, needs " + std::to_string(end));
+      fail(who + ": block table covers " +
+           std::to_string(s.block_table.size() * size_t(block_size)) + " positions, needs " +
+           std::to_string(end));
     for (int32_t b : s.block_table)
       if (b < 0 || b >= num_blocks) fail(who + ": block id " + std::to_string(b) + " out of range");
     for (int32_t i = 0; i < s.num_rows; ++i) {

@@ -22,7 +22,7 @@ struct ForwardBatch {
   std::vector<int32_t> positions;  // [T] absolute positions
   std::vector<int32_t> row_seq;    // [T] index into seqs
   std::vector<SequenceSlice> seqs;
-  std::vector<int32_t> logit_rows; // rows whose logits (and final hidden state) are returned
+  std::vector<int32_t> logit_rows;  // rows whose logits (and final hidden state) are returned
 
   int32_t num_rows() const { return int32_t(tokens.size()); }
   // Appends one sequence's rows; with want_logits, its last row is added to logit_rows

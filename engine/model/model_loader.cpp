@@ -10,8 +10,7 @@ namespace sparkglm {
 
 std::unique_ptr<LoadedModel> load_model_dir(const std::string& dir) {
   namespace fs = std::filesystem;
-  if (!fs::is_directory(dir))
-    throw Error(ErrorKind::kIo, "--model " + dir + ": not a directory");
+  if (!fs::is_directory(dir)) throw Error(ErrorKind::kIo, "--model " + dir + ": not a directory");
   auto m = std::make_unique<LoadedModel>();
   m->config = ModelConfig::load((fs::path(dir) / "config.json").string());
   m->weights = ModelWeights::bind(m->config, Checkpoint::open(dir));

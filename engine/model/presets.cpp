@@ -46,7 +46,9 @@ ModelConfig tinyglm_micro() {
 
 }  // namespace
 
-std::vector<std::string> preset_names() { return {"glm-5.3-flash", "tinyglm", "tinyglm-micro"}; }
+std::vector<std::string> preset_names() {
+  return {"glm-5.3-flash", "tinyglm", "tinyglm-micro"};
+}
 
 ModelConfig preset_config(const std::string& name) {
   ModelConfig c;
@@ -57,8 +59,9 @@ ModelConfig preset_config(const std::string& name) {
   } else if (name == "tinyglm-micro") {
     c = tinyglm_micro();
   } else {
-    throw Error(ErrorKind::kInvalidArgument,
-                "unknown preset \"" + name + "\": expected glm-5.3-flash, tinyglm or tinyglm-micro");
+    throw Error(
+        ErrorKind::kInvalidArgument,
+        "unknown preset \"" + name + "\": expected glm-5.3-flash, tinyglm or tinyglm-micro");
   }
   c.validate();
   return c;

@@ -9,7 +9,9 @@ namespace {
 constexpr DummyInit kOnes{1.0f, 0.0f};
 
 // Variance 1/fan_in: uniform on [-a, a] has variance a^2/3.
-DummyInit fan_in(int64_t k) { return {0.0f, std::sqrt(3.0f / float(k))}; }
+DummyInit fan_in(int64_t k) {
+  return {0.0f, std::sqrt(3.0f / float(k))};
+}
 
 class LayoutBuilder {
  public:
@@ -102,13 +104,16 @@ int64_t TensorSpec::numel() const {
   return n;
 }
 
-std::string layer_prefix(int layer) { return "model.layers." + std::to_string(layer) + "."; }
+std::string layer_prefix(int layer) {
+  return "model.layers." + std::to_string(layer) + ".";
+}
 
 std::vector<TensorSpec> checkpoint_tensors(const ModelConfig& c) {
   std::vector<TensorSpec> out;
   LayoutBuilder b(out);
   const int64_t h = c.hidden_size;
-  out.push_back({"model.embed_tokens.weight", {c.vocab_size, h}, DType::kBF16, {0.0f, std::sqrt(3.0f)}});
+  out.push_back(
+      {"model.embed_tokens.weight", {c.vocab_size, h}, DType::kBF16, {0.0f, std::sqrt(3.0f)}});
   b.norm("model.norm.weight", h);
   b.linear("lm_head.weight", c.vocab_size, h);
   b.f32("model.hc_head_fn", {c.hc_mult, c.hc_dim()}, fan_in(c.hc_dim()));

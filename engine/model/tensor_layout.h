@@ -10,7 +10,8 @@
 
 namespace sparkglm {
 
-// Dummy value of element i: center + half_width * s_i, s_i uniform in [-1, 1) (tinyglm/dummy_hash.h).
+// Dummy value of element i: center + half_width * s_i, s_i uniform in [-1, 1)
+// (tinyglm/dummy_hash.h).
 struct DummyInit {
   float center = 0.0f;
   float half_width = 0.0f;

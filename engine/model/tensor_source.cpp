@@ -16,7 +16,8 @@ std::byte* OwnedTensors::add(const std::string& name, DType dtype, std::vector<i
   const size_t nbytes = size_t(n) * size_t(dtype_size(dtype));
   auto bytes = std::make_unique<std::byte[]>(nbytes);  // value-initialised: zeros
   std::byte* data = bytes.get();
-  auto [it, inserted] = tensors_.try_emplace(name, Entry{dtype, std::move(shape), std::move(bytes), nbytes});
+  auto [it, inserted] =
+      tensors_.try_emplace(name, Entry{dtype, std::move(shape), std::move(bytes), nbytes});
   SPARKGLM_ASSERT(inserted, "tensor added twice: " + name);
   (void)it;
   return data;

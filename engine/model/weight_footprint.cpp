@@ -22,7 +22,8 @@ WeightFootprint weight_footprint(const ModelConfig& c) {
   }
   const int64_t hk = int64_t(c.kda.num_heads) * c.kda.head_dim;
   f.kda_state_bytes = int64_t(c.num_kda_layers()) *
-                      (hk * c.kda.head_dim + 3 * int64_t(c.kda.short_conv_kernel_size - 1) * hk) * 4;
+                      (hk * c.kda.head_dim + 3 * int64_t(c.kda.short_conv_kernel_size - 1) * hk) *
+                      4;
   return f;
 }
 

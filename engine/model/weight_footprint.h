@@ -8,10 +8,11 @@
 namespace sparkglm {
 
 struct WeightFootprint {
-  int64_t total_bytes = 0;         // every tensor of the checkpoint as tinyglm stores it
-  int64_t decode_weight_bytes = 0; // read by one decode token: dense weights, top-k + shared experts,
-                                   // one embedding row, the LM head; no MTP
-  int64_t kda_state_bytes = 0;     // recurrent state + conv history one sequence reads (and writes) per token
+  int64_t total_bytes = 0;          // every tensor of the checkpoint as tinyglm stores it
+  int64_t decode_weight_bytes = 0;  // read by one decode token: dense weights, top-k + shared
+                                    // experts, one embedding row, the LM head; no MTP
+  int64_t kda_state_bytes =
+      0;  // recurrent state + conv history one sequence reads (and writes) per token
 };
 
 WeightFootprint weight_footprint(const ModelConfig& config);

@@ -23,28 +23,32 @@ class Binder {
 
   TensorView require(const std::string& name, const std::vector<int64_t>& shape) {
     auto view = src_.find(name);
-    if (!view) bad_tensor(name, "missing from the checkpoint (expected shape " + shape_string(shape) + ")");
+    if (!view)
+      bad_tensor(name, "missing from the checkpoint (expected shape " + shape_string(shape) + ")");
     used_.insert(name);
     if (view->shape != shape)
-      bad_tensor(name, "shape " + shape_string(view->shape) + " does not match the config, expected " +
-                           shape_string(shape));
+      bad_tensor(name, "shape " + shape_string(view->shape) +
+                           " does not match the config, expected " + shape_string(shape));
     return *view;
   }
 
   // A projection [rows, cols]: BF16 and F32 are used in place, other formats are dequantized.
   Linear linear(const std::string& name, int64_t rows, int64_t cols) {
     auto view = src_.find(name);
-    if (!view) bad_tensor(name, "missing from the checkpoint (expected shape " + shape_string({rows, cols}) + ")");
+    if (!view)
+      bad_tensor(name,
+                 "missing from the checkpoint (expected shape " + shape_string({rows, cols}) + ")");
     used_.insert(name);
     for (const char* aux : {"_scale_inv", "_scale", "_scale_2"}) used_.insert(name + aux);
     used_.insert(name.substr(0, name.size() - std::string("weight").size()) + "input_scale");
     // Zero-copy only when the data is aligned for its type: safetensors files written by other
     // tools pack tensors back to back, so an offset may be odd.
-    const bool aligned = reinterpret_cast<uintptr_t>(view->data) % size_t(dtype_size(view->dtype)) == 0;
+    const bool aligned =
+        reinterpret_cast<uintptr_t>(view->data) % size_t(dtype_size(view->dtype)) == 0;
     if ((view->dtype == DType::kBF16 || view->dtype == DType::kF32) && aligned) {
       if (view->shape != std::vector<int64_t>{rows, cols})
-        bad_tensor(name, "shape " + shape_string(view->shape) + " does not match the config, expected " +
-                             shape_string({rows, cols}));
+        bad_tensor(name, "shape " + shape_string(view->shape) +
+                             " does not match the config, expected " + shape_string({rows, cols}));
       return Linear{view->dtype, rows, cols, view->data};
     }
     out_.owned.push_back(dequantize_linear(src_, name, rows, cols));
@@ -70,7 +74,8 @@ class Binder {
     } else if (v.dtype == DType::kF16) {
       for (int64_t i = 0; i < n; ++i) converted[size_t(i)] = f16_to_f32(half(i));
     } else {
-      bad_tensor(name, "dtype " + std::string(dtype_name(v.dtype)) + " cannot hold this tensor, expected F32, BF16 or F16");
+      bad_tensor(name, "dtype " + std::string(dtype_name(v.dtype)) +
+                           " cannot hold this tensor, expected F32, BF16 or F16");
     }
     out_.owned.push_back(std::move(converted));
     return out_.owned.back().data();
@@ -88,7 +93,8 @@ class Binder {
   std::set<std::string> used_;
 };
 
-HcSite bind_hc_site(Binder& b, const ModelConfig& c, const std::string& p, const std::string& site) {
+HcSite bind_hc_site(Binder& b, const ModelConfig& c, const std::string& p,
+                    const std::string& site) {
   return HcSite{b.f32(p + "hc_" + site + "_fn", {c.hc_mix_count(), c.hc_dim()}),
                 b.f32(p + "hc_" + site + "_base", {c.hc_mix_count()}),
                 b.f32(p + "hc_" + site + "_scale", {3})};
@@ -126,7 +132,8 @@ MlaWeights bind_mla(Binder& b, const ModelConfig& c, const std::string& p) {
   w.q_b = b.linear(a + "q_b_proj.weight", nh * c.qk_nope_head_dim, c.q_lora_rank);
   w.kv_a = b.linear(a + "kv_a_proj_with_mqa.weight", c.kv_lora_rank, d);
   w.kv_a_norm = b.f32(a + "kv_a_layernorm.weight", {c.kv_lora_rank});
-  w.kv_b = b.linear(a + "kv_b_proj.weight", nh * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+  w.kv_b =
+      b.linear(a + "kv_b_proj.weight", nh * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
   w.o_proj = b.linear(a + "o_proj.weight", d, nh * c.v_head_dim);
   const std::string ix = a + "indexer.";
   IndexerWeights& i = w.indexer;
@@ -141,7 +148,8 @@ MlaWeights bind_mla(Binder& b, const ModelConfig& c, const std::string& p) {
 }
 
 SwiGluWeights bind_swiglu(Binder& b, const std::string& p, int64_t width, int64_t d) {
-  return SwiGluWeights{b.linear(p + "gate_proj.weight", width, d), b.linear(p + "up_proj.weight", width, d),
+  return SwiGluWeights{b.linear(p + "gate_proj.weight", width, d),
+                       b.linear(p + "up_proj.weight", width, d),
                        b.linear(p + "down_proj.weight", d, width)};
 }
 

@@ -28,59 +28,59 @@ struct Linear {
   }
 };
 
-struct HcSite {               // one mHC site (MODEL.md section 2)
-  const float* fn = nullptr;    // [hc_mix_count, hc_dim]
-  const float* base = nullptr;  // [hc_mix_count]
-  const float* scale = nullptr; // [3]
+struct HcSite {                  // one mHC site (MODEL.md section 2)
+  const float* fn = nullptr;     // [hc_mix_count, hc_dim]
+  const float* base = nullptr;   // [hc_mix_count]
+  const float* scale = nullptr;  // [3]
 };
 
-struct HcHead {               // the final stream reduction
-  const float* fn = nullptr;    // [hc_mult, hc_dim]
-  const float* base = nullptr;  // [hc_mult]
-  const float* scale = nullptr; // [1]
+struct HcHead {                  // the final stream reduction
+  const float* fn = nullptr;     // [hc_mult, hc_dim]
+  const float* base = nullptr;   // [hc_mult]
+  const float* scale = nullptr;  // [1]
 };
 
-struct KdaWeights {  // MODEL.md section 3; H heads, K = V = head_dim, D = hidden
-  Linear q_proj, k_proj, v_proj;        // [H*K, D]
-  const float* q_conv = nullptr;        // [H*K, taps]: out[t] = sum_j w[c][j] * x[t - (taps-1) + j]
-  const float* k_conv = nullptr;        // [H*K, taps]
-  const float* v_conv = nullptr;        // [H*V, taps]
-  Linear f_a, f_b;                      // [K, D], [H*K, K]
-  const float* a_log = nullptr;         // [H]
-  const float* dt_bias = nullptr;       // [H*K]
-  Linear b_proj;                        // [H, D]
-  Linear g_a, g_b;                      // [K, D], [H*V, K]
-  const float* o_norm = nullptr;        // [V]
-  Linear o_proj;                        // [D, H*V]
+struct KdaWeights {                // MODEL.md section 3; H heads, K = V = head_dim, D = hidden
+  Linear q_proj, k_proj, v_proj;   // [H*K, D]
+  const float* q_conv = nullptr;   // [H*K, taps]: out[t] = sum_j w[c][j] * x[t - (taps-1) + j]
+  const float* k_conv = nullptr;   // [H*K, taps]
+  const float* v_conv = nullptr;   // [H*V, taps]
+  Linear f_a, f_b;                 // [K, D], [H*K, K]
+  const float* a_log = nullptr;    // [H]
+  const float* dt_bias = nullptr;  // [H*K]
+  Linear b_proj;                   // [H, D]
+  Linear g_a, g_b;                 // [K, D], [H*V, K]
+  const float* o_norm = nullptr;   // [V]
+  Linear o_proj;                   // [D, H*V]
 };
 
-struct IndexerWeights {  // MODEL.md section 4; I heads of width d_i
-  Linear wq_b;                          // [I*d_i, q_lora_rank]
-  Linear wk;                            // [d_i, D]
-  const float* k_norm_weight = nullptr; // [d_i]
-  const float* k_norm_bias = nullptr;   // [d_i]
-  Linear weights_proj;                  // [I, D]
-  Linear kpool_gate;                    // [1, D]
-  const float* kpool_ape = nullptr;     // [index_kpool]
+struct IndexerWeights {                  // MODEL.md section 4; I heads of width d_i
+  Linear wq_b;                           // [I*d_i, q_lora_rank]
+  Linear wk;                             // [d_i, D]
+  const float* k_norm_weight = nullptr;  // [d_i]
+  const float* k_norm_bias = nullptr;    // [d_i]
+  Linear weights_proj;                   // [I, D]
+  Linear kpool_gate;                     // [1, D]
+  const float* kpool_ape = nullptr;      // [index_kpool]
 };
 
-struct MlaWeights {  // MODEL.md section 4; H heads, nope dim dn, v dim dv
-  Linear q_a;                           // [q_lora_rank, D]
-  const float* q_a_norm = nullptr;      // [q_lora_rank]
-  Linear q_b;                           // [H*dn, q_lora_rank]
-  Linear kv_a;                          // [kv_lora_rank, D]
-  const float* kv_a_norm = nullptr;     // [kv_lora_rank]
-  Linear kv_b;                          // [H*(dn+dv), kv_lora_rank]: per head dn rows of W_kb, then dv of W_vb
-  Linear o_proj;                        // [D, H*dv]
+struct MlaWeights {                  // MODEL.md section 4; H heads, nope dim dn, v dim dv
+  Linear q_a;                        // [q_lora_rank, D]
+  const float* q_a_norm = nullptr;   // [q_lora_rank]
+  Linear q_b;                        // [H*dn, q_lora_rank]
+  Linear kv_a;                       // [kv_lora_rank, D]
+  const float* kv_a_norm = nullptr;  // [kv_lora_rank]
+  Linear kv_b;    // [H*(dn+dv), kv_lora_rank]: per head dn rows of W_kb, then dv of W_vb
+  Linear o_proj;  // [D, H*dv]
   IndexerWeights indexer;
 };
 
 struct SwiGluWeights {
-  Linear gate, up;                      // [width, D]
-  Linear down;                          // [D, width]
+  Linear gate, up;  // [width, D]
+  Linear down;      // [D, width]
 };
 
-struct MoeWeights {  // MODEL.md section 5
+struct MoeWeights {                     // MODEL.md section 5
   const float* router = nullptr;        // [E, D], FP32
   const float* score_bias = nullptr;    // [E]: e_score_correction_bias
   std::vector<SwiGluWeights> experts;   // E of width moe_intermediate_size
@@ -90,31 +90,31 @@ struct MoeWeights {  // MODEL.md section 5
 struct LayerWeights {
   LayerKind kind = LayerKind::kLinearAttention;
   bool dense_mlp = false;
-  const float* input_norm = nullptr;    // [D]
-  const float* post_attn_norm = nullptr;// [D]
-  HcSite hc_attn, hc_ffn;               // unused by the MTP layer (plain residual)
-  KdaWeights kda;                       // when kind is linear attention
-  MlaWeights mla;                       // when kind is sparse attention
-  SwiGluWeights mlp;                    // when dense_mlp
-  MoeWeights moe;                       // otherwise
+  const float* input_norm = nullptr;      // [D]
+  const float* post_attn_norm = nullptr;  // [D]
+  HcSite hc_attn, hc_ffn;                 // unused by the MTP layer (plain residual)
+  KdaWeights kda;                         // when kind is linear attention
+  MlaWeights mla;                         // when kind is sparse attention
+  SwiGluWeights mlp;                      // when dense_mlp
+  MoeWeights moe;                         // otherwise
 };
 
-struct MtpWeights {  // MODEL.md section 6
-  const float* enorm = nullptr;         // [D]
-  const float* hnorm = nullptr;         // [D]
-  Linear eh_proj;                       // [D, 2D]: input is [enorm(embed) ; hnorm(h)]
-  const float* head_norm = nullptr;     // [D]: shared_head.norm
-  LayerWeights layer;                   // MLA + MoE
+struct MtpWeights {                  // MODEL.md section 6
+  const float* enorm = nullptr;      // [D]
+  const float* hnorm = nullptr;      // [D]
+  Linear eh_proj;                    // [D, 2D]: input is [enorm(embed) ; hnorm(h)]
+  const float* head_norm = nullptr;  // [D]: shared_head.norm
+  LayerWeights layer;                // MLA + MoE
 };
 
 struct ModelWeights {
-  Linear embed;                         // [vocab, D]
-  const float* final_norm = nullptr;    // [D]
-  Linear lm_head;                       // [vocab, D]
+  Linear embed;                       // [vocab, D]
+  const float* final_norm = nullptr;  // [D]
+  Linear lm_head;                     // [vocab, D]
   HcHead hc_head;
   std::vector<LayerWeights> layers;
   std::optional<MtpWeights> mtp;
-  std::string identity;                 // the source's identity
+  std::string identity;                        // the source's identity
   std::shared_ptr<const TensorSource> source;  // keeps zero-copy tensors alive
   std::vector<std::vector<float>> owned;  // converted tensors; moving a vector keeps its buffer
 

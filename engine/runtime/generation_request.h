@@ -25,7 +25,7 @@ const char* to_string(FinishReason r);
 
 struct GeneratedToken {
   int32_t id = 0;
-  float logprob = 0.0f;                               // when logprobs were asked for
+  float logprob = 0.0f;                                 // when logprobs were asked for
   std::vector<std::pair<int32_t, float>> top_logprobs;  // most likely first
 };
 
@@ -34,7 +34,7 @@ struct RequestEvent {
   FinishReason finish = FinishReason::kNone;
   std::string error;
   int prompt_tokens = 0;
-  int completion_tokens = 0;  // so far
+  int completion_tokens = 0;                   // so far
   std::chrono::steady_clock::time_point time;  // when the engine produced the event
 };
 

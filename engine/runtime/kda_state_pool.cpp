@@ -8,7 +8,8 @@ namespace sparkglm {
 
 KdaStatePool::KdaStatePool(const ModelConfig& config, int num_slots)
     : num_slots_(num_slots), num_layers_(config.num_kda_layers()) {
-  if (num_slots <= 0) throw Error(ErrorKind::kInvalidArgument, "KDA state pool: expected at least one slot");
+  if (num_slots <= 0)
+    throw Error(ErrorKind::kInvalidArgument, "KDA state pool: expected at least one slot");
   const int64_t hk = int64_t(config.kda.num_heads) * config.kda.head_dim;
   state_floats_ = hk * config.kda.head_dim;
   conv_floats_ = 3 * int64_t(config.kda.short_conv_kernel_size - 1) * hk;
@@ -24,6 +25,8 @@ void KdaStatePool::reset(int slot) {
   std::fill_n(conv_.begin() + ptrdiff_t(size_t(slot) * c), c, 0.0f);
 }
 
-size_t KdaStatePool::bytes() const { return (state_.size() + conv_.size()) * sizeof(float); }
+size_t KdaStatePool::bytes() const {
+  return (state_.size() + conv_.size()) * sizeof(float);
+}
 
 }  // namespace sparkglm

@@ -1,6 +1,7 @@
 #pragma once
 // Per-sequence KDA state in slots: for each KDA layer the FP32 recurrent state S (one K x V matrix
-// per head) and the short-convolution history of q, k and v (the last taps - 1 inputs, oldest first).
+// per head) and the short-convolution history of q, k and v (the last taps - 1 inputs, oldest
+// first).
 #include <cstdint>
 #include <vector>
 
@@ -17,7 +18,8 @@ class KdaStatePool {
   int64_t conv_floats() const { return conv_floats_; }    // per slot per layer: 3 * (taps-1) * H*K
 
   float* state(int slot, int kda_layer) {  // [H, K, V]: S[h][i][j], i over keys, j over values
-    return &state_[(size_t(slot) * size_t(num_layers_) + size_t(kda_layer)) * size_t(state_floats_)];
+    return &state_[(size_t(slot) * size_t(num_layers_) + size_t(kda_layer)) *
+                   size_t(state_floats_)];
   }
   // [3 (q, k, v)][taps - 1][H * K]; the last entry is the most recent input.
   float* conv(int slot, int kda_layer) {

@@ -13,7 +13,9 @@ namespace {
 
 constexpr int kGroup = 128;  // fp8_g128: values per scale
 
-int num_groups(int dim) { return (dim + kGroup - 1) / kGroup; }
+int num_groups(int dim) {
+  return (dim + kGroup - 1) / kGroup;
+}
 
 void quantize(KvDtype t, const float* v, int dim, std::byte* out) {
   switch (t) {
@@ -72,9 +74,12 @@ void dequantize(KvDtype t, const std::byte* in, int dim, float* out) {
 
 const char* to_string(KvDtype t) {
   switch (t) {
-    case KvDtype::kF32: return "f32";
-    case KvDtype::kBF16: return "bf16";
-    case KvDtype::kFp8G128: return "fp8_g128";
+    case KvDtype::kF32:
+      return "f32";
+    case KvDtype::kBF16:
+      return "bf16";
+    case KvDtype::kFp8G128:
+      return "fp8_g128";
   }
   return "?";
 }
@@ -83,14 +88,18 @@ KvDtype kv_dtype_from_string(const std::string& name) {
   if (name == "f32") return KvDtype::kF32;
   if (name == "bf16") return KvDtype::kBF16;
   if (name == "fp8_g128") return KvDtype::kFp8G128;
-  throw Error(ErrorKind::kInvalidArgument, "--kv-cache-dtype: expected bf16, fp8_g128 or f32, got \"" + name + "\"");
+  throw Error(ErrorKind::kInvalidArgument,
+              "--kv-cache-dtype: expected bf16, fp8_g128 or f32, got \"" + name + "\"");
 }
 
 size_t kv_vector_bytes(KvDtype dtype, int dim) {
   switch (dtype) {
-    case KvDtype::kF32: return size_t(dim) * 4;
-    case KvDtype::kBF16: return size_t(dim) * 2;
-    case KvDtype::kFp8G128: return size_t(dim) + 4 * size_t(num_groups(dim));
+    case KvDtype::kF32:
+      return size_t(dim) * 4;
+    case KvDtype::kBF16:
+      return size_t(dim) * 2;
+    case KvDtype::kFp8G128:
+      return size_t(dim) + 4 * size_t(num_groups(dim));
   }
   return 0;
 }
@@ -104,7 +113,8 @@ size_t LatentCache::bytes_per_block(const ModelConfig& config, int block_size, K
 
 int LatentCache::blocks_for_budget(const ModelConfig& config, int block_size, KvDtype dtype,
                                    size_t budget_bytes) {
-  return int(std::min<size_t>(budget_bytes / bytes_per_block(config, block_size, dtype), INT32_MAX));
+  return int(
+      std::min<size_t>(budget_bytes / bytes_per_block(config, block_size, dtype), INT32_MAX));
 }
 
 LatentCache::LatentCache(const ModelConfig& config, int num_blocks, int block_size, KvDtype dtype)
@@ -117,23 +127,28 @@ LatentCache::LatentCache(const ModelConfig& config, int num_blocks, int block_si
       latent_bytes_(kv_vector_bytes(dtype, config.kv_lora_rank)),
       key_bytes_(kv_vector_bytes(dtype, config.index_head_dim)) {
   if (num_blocks <= 0 || block_size <= 0)
-    throw Error(ErrorKind::kInvalidArgument, "latent cache: expected positive block count and size");
+    throw Error(ErrorKind::kInvalidArgument,
+                "latent cache: expected positive block count and size");
   const size_t rows = size_t(num_layers_) * size_t(num_blocks) * size_t(block_size);
   latent_.assign(rows * latent_bytes_, std::byte{0});
   index_key_.assign(rows * key_bytes_, std::byte{0});
   index_gate_.assign(rows, 0.0f);
 }
 
-void LatentCache::store_latent(int layer, const std::vector<int32_t>& table, int64_t pos, const float* v) {
+void LatentCache::store_latent(int layer, const std::vector<int32_t>& table, int64_t pos,
+                               const float* v) {
   quantize(dtype_, v, latent_dim_, &latent_[row(layer, table, pos) * latent_bytes_]);
 }
-void LatentCache::load_latent(int layer, const std::vector<int32_t>& table, int64_t pos, float* out) const {
+void LatentCache::load_latent(int layer, const std::vector<int32_t>& table, int64_t pos,
+                              float* out) const {
   dequantize(dtype_, &latent_[row(layer, table, pos) * latent_bytes_], latent_dim_, out);
 }
-void LatentCache::store_index_key(int layer, const std::vector<int32_t>& table, int64_t pos, const float* v) {
+void LatentCache::store_index_key(int layer, const std::vector<int32_t>& table, int64_t pos,
+                                  const float* v) {
   quantize(dtype_, v, index_dim_, &index_key_[row(layer, table, pos) * key_bytes_]);
 }
-void LatentCache::load_index_key(int layer, const std::vector<int32_t>& table, int64_t pos, float* out) const {
+void LatentCache::load_index_key(int layer, const std::vector<int32_t>& table, int64_t pos,
+                                 float* out) const {
   dequantize(dtype_, &index_key_[row(layer, table, pos) * key_bytes_], index_dim_, out);
 }
 

@@ -24,7 +24,8 @@ size_t kv_vector_bytes(KvDtype dtype, int dim);
 
 class LatentCache {
  public:
-  LatentCache(const ModelConfig& config, int num_blocks, int block_size, KvDtype dtype = KvDtype::kF32);
+  LatentCache(const ModelConfig& config, int num_blocks, int block_size,
+              KvDtype dtype = KvDtype::kF32);
 
   // Blocks that fit in `budget_bytes` for this config, block size and dtype.
   static int blocks_for_budget(const ModelConfig& config, int block_size, KvDtype dtype,
@@ -53,7 +54,8 @@ class LatentCache {
  private:
   size_t row(int layer, const std::vector<int32_t>& table, int64_t pos) const {
     const size_t block = size_t(table[size_t(pos / block_size_)]);
-    return (size_t(layer) * size_t(num_blocks_) + block) * size_t(block_size_) + size_t(pos % block_size_);
+    return (size_t(layer) * size_t(num_blocks_) + block) * size_t(block_size_) +
+           size_t(pos % block_size_);
   }
   int num_blocks_, block_size_, num_layers_, latent_dim_, index_dim_;
   KvDtype dtype_;

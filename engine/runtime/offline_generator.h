@@ -11,10 +11,10 @@
 namespace sparkglm {
 
 struct GenerationResult {
-  std::vector<int32_t> tokens;    // generated ids (without the prompt)
-  std::vector<float> last_logits; // logits that chose the final token
+  std::vector<int32_t> tokens;     // generated ids (without the prompt)
+  std::vector<float> last_logits;  // logits that chose the final token
   double prefill_seconds = 0;
-  double decode_seconds = 0;      // from the first generated token to the last
+  double decode_seconds = 0;  // from the first generated token to the last
 };
 
 class OfflineGenerator {

@@ -11,40 +11,53 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 [[noreturn]] void bad_limit(const std::string& name, const std::string& expected, int64_t got) {
-  throw Error(ErrorKind::kInvalidArgument, "--" + name + ": expected " + expected + ", got " + std::to_string(got));
+  throw Error(ErrorKind::kInvalidArgument,
+              "--" + name + ": expected " + expected + ", got " + std::to_string(got));
 }
 }  // namespace
 
 const char* to_string(FinishReason r) {
   switch (r) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kTimeout: return "timeout";
-    case FinishReason::kError: return "error";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kTimeout:
+      return "timeout";
+    case FinishReason::kError:
+      return "error";
   }
   return "?";
 }
 
 void SchedulerLimits::validate(const CacheGeometry& g) const {
   if (max_num_seqs < 1 || max_num_seqs > g.num_state_slots)
-    bad_limit("max-num-seqs", "1.." + std::to_string(g.num_state_slots) + " (the KDA state slots)", max_num_seqs);
+    bad_limit("max-num-seqs", "1.." + std::to_string(g.num_state_slots) + " (the KDA state slots)",
+              max_num_seqs);
   if (max_batch_size < 1) bad_limit("max-batch-size", "at least 1", max_batch_size);
   if (prefill_align < 1) bad_limit("prefill-align", "at least 1", prefill_align);
   if (max_prefill_tokens < prefill_align)
-    bad_limit("max-prefill-tokens", "at least " + std::to_string(prefill_align) + " (one KDA chunk)", max_prefill_tokens);
+    bad_limit("max-prefill-tokens",
+              "at least " + std::to_string(prefill_align) + " (one KDA chunk)", max_prefill_tokens);
   if (max_seq_len < 2) bad_limit("max-seq-len", "at least 2", max_seq_len);
 }
 
 Scheduler::Scheduler(ModelRunner& runner, const SchedulerLimits& limits)
-    : runner_(runner), limits_(limits), geometry_(runner.cache_geometry()), blocks_(geometry_.num_blocks) {
+    : runner_(runner),
+      limits_(limits),
+      geometry_(runner.cache_geometry()),
+      blocks_(geometry_.num_blocks) {
   limits_.validate(geometry_);
   for (int s = limits_.max_num_seqs - 1; s >= 0; --s) free_slots_.push_back(s);
 }
 
 int Scheduler::blocks_for(const Sequence& s) const {
-  const int64_t tokens = std::min<int64_t>(int64_t(s.prompt_len) + s.request.sampling.max_tokens, limits_.max_seq_len);
+  const int64_t tokens =
+      std::min<int64_t>(int64_t(s.prompt_len) + s.request.sampling.max_tokens, limits_.max_seq_len);
   return int((tokens + geometry_.block_size - 1) / geometry_.block_size);
 }
 
@@ -55,17 +68,20 @@ void Scheduler::check_fits(const GenerationRequest& r) const {
   for (int32_t t : r.prompt)
     if (t < 0 || t >= vocab)
       throw Error(ErrorKind::kInvalidArgument, "prompt token id " + std::to_string(t) +
-                                                   " outside the vocabulary [0, " + std::to_string(vocab) + ")");
+                                                   " outside the vocabulary [0, " +
+                                                   std::to_string(vocab) + ")");
   const int64_t want = int64_t(r.prompt.size()) + r.sampling.max_tokens;
   if (want > limits_.max_seq_len)
-    throw Error(ErrorKind::kCapacity, "prompt (" + std::to_string(r.prompt.size()) + " tokens) + max_tokens (" +
-                                          std::to_string(r.sampling.max_tokens) + ") exceeds --max-seq-len " +
-                                          std::to_string(limits_.max_seq_len));
+    throw Error(ErrorKind::kCapacity,
+                "prompt (" + std::to_string(r.prompt.size()) + " tokens) + max_tokens (" +
+                    std::to_string(r.sampling.max_tokens) + ") exceeds --max-seq-len " +
+                    std::to_string(limits_.max_seq_len));
   const int64_t blocks = (want + geometry_.block_size - 1) / geometry_.block_size;
   if (blocks > geometry_.num_blocks)
-    throw Error(ErrorKind::kCapacity, "prompt + max_tokens needs " + std::to_string(want) +
-                                          " tokens of KV cache; the whole pool holds " +
-                                          std::to_string(int64_t(geometry_.num_blocks) * geometry_.block_size));
+    throw Error(ErrorKind::kCapacity,
+                "prompt + max_tokens needs " + std::to_string(want) +
+                    " tokens of KV cache; the whole pool holds " +
+                    std::to_string(int64_t(geometry_.num_blocks) * geometry_.block_size));
 }
 
 void Scheduler::add(std::shared_ptr<RequestHandle> handle, GenerationRequest request) {
@@ -191,7 +207,8 @@ bool Scheduler::step() {
       end = aligned;
     }
     const bool last = end == s.prompt_len;
-    batch.add_sequence({s.tokens.begin() + start, s.tokens.begin() + end}, start, s.slot, s.blocks, last);
+    batch.add_sequence({s.tokens.begin() + start, s.tokens.begin() + end}, start, s.slot, s.blocks,
+                       last);
     members.push_back(&s);
     wants_token.push_back(last);
     rows.push_back(end - start);

@@ -24,11 +24,11 @@
 namespace sparkglm {
 
 struct SchedulerLimits {
-  int max_num_seqs = 4;         // sequences admitted at once (at most the runner's state slots)
-  int max_batch_size = 4;       // decode rows per step
-  int max_prefill_tokens = 512; // prefill rows per step
-  int max_seq_len = 4096;       // prompt + output tokens of one request
-  int prefill_align = 64;       // prefill splits land on multiples of this
+  int max_num_seqs = 4;          // sequences admitted at once (at most the runner's state slots)
+  int max_batch_size = 4;        // decode rows per step
+  int max_prefill_tokens = 512;  // prefill rows per step
+  int max_seq_len = 4096;        // prompt + output tokens of one request
+  int prefill_align = 64;        // prefill splits land on multiples of this
   void validate(const CacheGeometry& g) const;  // Error(kInvalidArgument) naming the limit
 };
 

@@ -15,11 +15,11 @@ namespace sparkglm {
 struct Sequence {
   std::shared_ptr<RequestHandle> handle;
   GenerationRequest request;
-  std::vector<int32_t> tokens;     // prompt, then generated tokens
+  std::vector<int32_t> tokens;  // prompt, then generated tokens
   int prompt_len = 0;
-  int computed = 0;                // tokens whose KV/state are in the caches
-  int slot = -1;                   // KDA state slot while admitted
-  std::vector<int32_t> blocks;     // latent-cache block table while admitted
+  int computed = 0;             // tokens whose KV/state are in the caches
+  int slot = -1;                // KDA state slot while admitted
+  std::vector<int32_t> blocks;  // latent-cache block table while admitted
   std::optional<SequenceSampler> sampler;
   FinishReason finish = FinishReason::kNone;
 

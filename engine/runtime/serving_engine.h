@@ -17,13 +17,13 @@
 namespace sparkglm {
 
 struct EngineStats {
-  int waiting = 0;               // admitted requests wait for a state slot or KV blocks
+  int waiting = 0;  // admitted requests wait for a state slot or KV blocks
   int running = 0;
   int free_blocks = 0;
   int total_blocks = 0;
   int block_size = 0;
   uint64_t steps = 0;
-  uint64_t prompt_tokens = 0;     // processed since start
+  uint64_t prompt_tokens = 0;  // processed since start
   uint64_t generated_tokens = 0;
   uint64_t requests_finished = 0;
   double last_step_seconds = 0;

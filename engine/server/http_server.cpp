@@ -147,14 +147,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (streaming_) return;
     streaming_ = true;
     status_ = status;
+    // HTTP/1.0 has no chunked encoding: the body then ends when the connection closes.
+    if (http10_) keep_alive_ = false;
     std::string out = head(status, content_type, keep_alive(),
                            {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
-    out += "Transfer-Encoding: chunked\r\n\r\n";
+    out += http10_ ? "\r\n" : "Transfer-Encoding: chunked\r\n\r\n";
     queue(std::move(out));
   }
 
   void write_chunk(const std::string& bytes) {
     if (bytes.empty()) return;
+    if (http10_) return queue(bytes);
     char size[24];
     std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
     std::string out = size;
@@ -163,7 +166,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     queue(std::move(out));
   }
 
-  void end_stream() { end_exchange("0\r\n\r\n"); }
+  void end_stream() { end_exchange(http10_ ? "" : "0\r\n\r\n"); }
 
   void set_on_abandon(std::function<void()> fn) { on_abandon_ = std::move(fn); }
 
@@ -264,7 +267,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void write_pending() {
-    if (writing_ || pending_.empty() || closed_) return;
+    if (writing_ || closed_) return;
+    if (pending_.empty()) {
+      if (in_exchange_ && !exchange_open_) finish_exchange();  // an answer that ended on nothing
+      return;
+    }
     writing_ = true;
     sending_.swap(pending_);
     pending_.clear();
@@ -274,8 +281,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                        self->writing_ = false;
                        self->sending_.clear();
                        if (ec) return self->close();
-                       if (!self->pending_.empty()) return self->write_pending();
-                       if (self->in_exchange_ && !self->exchange_open_) self->finish_exchange();
+                       self->write_pending();
                      });
   }
 
@@ -390,6 +396,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool exchange_open_ = false;  // the route may still write
   bool streaming_ = false;
   bool keep_alive_ = false;
+  bool http10_ = false;
   int status_ = 0;
   std::string path_;
   std::function<void()> on_abandon_;
@@ -444,6 +451,7 @@ void Connection::on_request() {
   r.body = std::move(req.body());
   r.peer = peer_;
   keep_alive_ = req.keep_alive();
+  http10_ = req.version() < 11;
   parser_.reset();
 
   ++exchange_id_;

@@ -12,26 +12,26 @@ namespace sparkglm {
 
 class ByteTokenizer {
  public:
-  static constexpr int kEndOfText = 256;  // <|endoftext|>
-  static constexpr int kMask = 257;       // [MASK]
-  static constexpr int kGMask = 258;      // [gMASK]
-  static constexpr int kSMask = 259;      // [sMASK]
-  static constexpr int kSop = 260;        // <sop>
-  static constexpr int kEop = 261;        // <eop>
-  static constexpr int kSystem = 262;     // <|system|>
-  static constexpr int kUser = 263;       // <|user|>
-  static constexpr int kAssistant = 264;  // <|assistant|>
-  static constexpr int kObservation = 265;  // <|observation|>
-  static constexpr int kThink = 266;      // <think>
-  static constexpr int kEndThink = 267;   // </think>
-  static constexpr int kToolCall = 268;   // <tool_call>
+  static constexpr int kEndOfText = 256;        // <|endoftext|>
+  static constexpr int kMask = 257;             // [MASK]
+  static constexpr int kGMask = 258;            // [gMASK]
+  static constexpr int kSMask = 259;            // [sMASK]
+  static constexpr int kSop = 260;              // <sop>
+  static constexpr int kEop = 261;              // <eop>
+  static constexpr int kSystem = 262;           // <|system|>
+  static constexpr int kUser = 263;             // <|user|>
+  static constexpr int kAssistant = 264;        // <|assistant|>
+  static constexpr int kObservation = 265;      // <|observation|>
+  static constexpr int kThink = 266;            // <think>
+  static constexpr int kEndThink = 267;         // </think>
+  static constexpr int kToolCall = 268;         // <tool_call>
   static constexpr int kEndToolCall = 269;      // </tool_call>
   static constexpr int kToolResponse = 270;     // <tool_response>
   static constexpr int kEndToolResponse = 271;  // </tool_response>
-  static constexpr int kArgKey = 272;     // <arg_key>
-  static constexpr int kEndArgKey = 273;  // </arg_key>
-  static constexpr int kArgValue = 274;   // <arg_value>
-  static constexpr int kEndArgValue = 275;  // </arg_value>
+  static constexpr int kArgKey = 272;           // <arg_key>
+  static constexpr int kEndArgKey = 273;        // </arg_key>
+  static constexpr int kArgValue = 274;         // <arg_value>
+  static constexpr int kEndArgValue = 275;      // </arg_value>
   static constexpr int kFirstReserved = 276;
   static constexpr int kVocabSize = 320;  // padded to a multiple of 64; 276..319 are reserved
 

@@ -39,7 +39,8 @@ struct SeqState {
   std::vector<float> logits;  // all rows, in order
 };
 
-// Runs the scripts' chunk k of every sequence together in step k (sequences with no chunk k sit out).
+// Runs the scripts' chunk k of every sequence together in step k (sequences with no chunk k sit
+// out).
 std::vector<SeqState> run_together(const std::vector<Script>& scripts, ThreadPool& pool,
                                    bool reverse_blocks, cpu::KdaPath path = cpu::KdaPath::kAuto) {
   const LoadedModel& m = micro();
@@ -58,8 +59,9 @@ std::vector<SeqState> run_together(const std::vector<Script>& scripts, ThreadPoo
       const int n = scripts[i].chunks[k];
       blocks.ensure_capacity(st[i].table, st[i].pos + n, 16);
       const int slot = reverse_blocks ? int(scripts.size() - 1 - i) : int(i);
-      batch.add_sequence({scripts[i].tokens.begin() + st[i].pos, scripts[i].tokens.begin() + st[i].pos + n},
-                         st[i].pos, slot, st[i].table, true, /*all_logits=*/true);
+      batch.add_sequence(
+          {scripts[i].tokens.begin() + st[i].pos, scripts[i].tokens.begin() + st[i].pos + n},
+          st[i].pos, slot, st[i].table, true, /*all_logits=*/true);
       members.push_back(i);
     }
     ForwardOutput out;
@@ -87,12 +89,13 @@ double max_rel_error(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST(CpuModelRunner, EachSequenceInAMixedBatchIsBitwiseEqualToRunningItAlone) {
-  // Prefill chunks and decode rows mixed in one step, sequences past the indexer's sparse threshold.
+  // Prefill chunks and decode rows mixed in one step, sequences past the indexer's sparse
+  // threshold.
   const std::vector<Script> scripts = {
-      {tokens_of(45, 1), {37, 1, 1, 6}},       // long prefill, then decode, then a chunk
-      {tokens_of(26, 2), {20, 1, 5}},          // resumed prefill at a non-aligned position
-      {tokens_of(3, 3), {1, 1, 1}},            // decode only
-      {tokens_of(70, 4), {64, 6}},             // crosses the KDA chunk boundary at 64
+      {tokens_of(45, 1), {37, 1, 1, 6}},  // long prefill, then decode, then a chunk
+      {tokens_of(26, 2), {20, 1, 5}},     // resumed prefill at a non-aligned position
+      {tokens_of(3, 3), {1, 1, 1}},       // decode only
+      {tokens_of(70, 4), {64, 6}},        // crosses the KDA chunk boundary at 64
   };
   ThreadPool two(2), one(1);
   const auto together = run_together(scripts, two, false);
@@ -100,8 +103,10 @@ TEST(CpuModelRunner, EachSequenceInAMixedBatchIsBitwiseEqualToRunningItAlone) {
     const auto alone = run_together({scripts[i]}, one, true);
     ASSERT_EQ(alone[0].logits.size(), together[i].logits.size());
     EXPECT_EQ(std::memcmp(alone[0].logits.data(), together[i].logits.data(),
-                          alone[0].logits.size() * sizeof(float)), 0)
-        << "sequence " << i << ": max rel diff " << max_rel_error(alone[0].logits, together[i].logits);
+                          alone[0].logits.size() * sizeof(float)),
+              0)
+        << "sequence " << i << ": max rel diff "
+        << max_rel_error(alone[0].logits, together[i].logits);
   }
 }
 
@@ -113,7 +118,8 @@ TEST(CpuModelRunner, PrefillThenDecodeEqualsDecodingEveryToken) {
   // With the token-by-token KDA path everywhere the two schedules run the same arithmetic.
   const auto a = run_together({prefill}, pool, false, cpu::KdaPath::kRecurrent);
   const auto b = run_together({decode}, pool, false, cpu::KdaPath::kRecurrent);
-  EXPECT_EQ(std::memcmp(a[0].logits.data(), b[0].logits.data(), a[0].logits.size() * sizeof(float)), 0)
+  EXPECT_EQ(std::memcmp(a[0].logits.data(), b[0].logits.data(), a[0].logits.size() * sizeof(float)),
+            0)
       << "max rel diff " << max_rel_error(a[0].logits, b[0].logits);
   // The chunked KDA prefill differs only by rounding: logits agree to 1e-4 of their largest value.
   const auto c = run_together({prefill}, pool, false, cpu::KdaPath::kAuto);
@@ -134,7 +140,8 @@ TEST(CpuModelRunner, MtpOverABatchEqualsRowByRow) {
     r.forward(b, o);
     return o.hidden;
   };
-  cpu::CpuModelRunner r1(m.config, m.weights, {8, 16, 1}, pool), r2(m.config, m.weights, {8, 16, 1}, pool);
+  cpu::CpuModelRunner r1(m.config, m.weights, {8, 16, 1}, pool),
+      r2(m.config, m.weights, {8, 16, 1}, pool);
   std::vector<int32_t> table = {0, 1};
   const auto h1 = hidden_of(r1, table);
   const auto h2 = hidden_of(r2, table);
@@ -149,7 +156,8 @@ TEST(CpuModelRunner, MtpOverABatchEqualsRowByRow) {
     one.add_sequence({tokens[size_t(i + 1)]}, int32_t(i), 0, table);
     ForwardOutput o;
     r2.forward_mtp(one, {h2.begin() + i * d, h2.begin() + (i + 1) * d}, o);
-    ASSERT_EQ(std::memcmp(o.logits.data(), batched.logits.data() + i * v, size_t(v) * sizeof(float)), 0)
+    ASSERT_EQ(
+        std::memcmp(o.logits.data(), batched.logits.data() + i * v, size_t(v) * sizeof(float)), 0)
         << "MTP row " << i;
   }
 }

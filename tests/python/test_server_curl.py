@@ -76,6 +76,14 @@ class CurlTest(unittest.TestCase):
         self.assertIn("transfer-encoding: chunked", head)
         self.assertIn("cache-control: no-cache", head)
 
+    def test_streaming_to_an_http_1_0_client_ends_with_the_connection(self):
+        body = {"prompt": "x", "max_tokens": 6, "stream": True, "ignore_eos": True}
+        code, status, out = curl("-0", "-N", SERVER.base + "/v1/completions", data=body)
+        self.assertEqual((code, status), (0, 200), out)
+        events = harness.sse_events(out.decode(errors="replace").splitlines())
+        self.assertEqual(events[-1], "[DONE]")
+        self.assertEqual(events[-2]["choices"][0]["finish_reason"], "length")
+
     def test_tokenize_prompt_and_messages(self):
         code, status, out = curl(SERVER.base + "/tokenize", data={"prompt": "hi"})
         self.assertEqual(status, 200, out)

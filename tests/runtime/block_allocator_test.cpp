@@ -32,7 +32,8 @@ TEST(BlockAllocator, RefusesMoreThanIsFreeAndSaysHowMuch) {
     FAIL() << "expected a capacity error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kCapacity);
-    EXPECT_NE(std::string(e.what()).find("2 blocks requested, 1 free of 4"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("2 blocks requested, 1 free of 4"), std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(a.num_free(), 1);  // a refused request takes nothing
 }

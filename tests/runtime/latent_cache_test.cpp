@@ -22,8 +22,10 @@ TEST(LatentCache, ProductionFp8LatentTakes528BytesPerTokenPerLayer) {
   EXPECT_EQ(kv_vector_bytes(KvDtype::kBF16, 512), 1024u);
   const ModelConfig c = preset_config("glm-5.3-flash");
   // 12 MLA layers (11 + MTP), per token: latent 528 + indexer key 132 + gate 4.
-  EXPECT_EQ(LatentCache::bytes_per_block(c, 16, KvDtype::kFp8G128), size_t(12 * 16 * (528 + 132 + 4)));
-  EXPECT_EQ(LatentCache::blocks_for_budget(c, 16, KvDtype::kFp8G128, size_t(12 * 16 * 664) * 10 + 5), 10);
+  EXPECT_EQ(LatentCache::bytes_per_block(c, 16, KvDtype::kFp8G128),
+            size_t(12 * 16 * (528 + 132 + 4)));
+  EXPECT_EQ(
+      LatentCache::blocks_for_budget(c, 16, KvDtype::kFp8G128, size_t(12 * 16 * 664) * 10 + 5), 10);
 }
 
 TEST(LatentCache, StoredValuesComeBackWithinEachDtypesRounding) {
@@ -42,12 +44,14 @@ TEST(LatentCache, StoredValuesComeBackWithinEachDtypesRounding) {
     for (size_t i = 0; i < v.size(); ++i) {
       const size_t g = i / 128 * 128;
       float amax = 0;
-      for (size_t j = g; j < std::min(v.size(), g + 128); ++j) amax = std::max(amax, std::fabs(v[j]));
+      for (size_t j = g; j < std::min(v.size(), g + 128); ++j)
+        amax = std::max(amax, std::fabs(v[j]));
       // f32 exact; bf16 half an ulp (2^-8 relative); E4M3 half an ulp of 3 mantissa bits
       // (2^-4 relative) above its subnormal range, whose step is 2^-9 of the group scale.
       const double bound = t == KvDtype::kF32 ? 0.0
-                           : t == KvDtype::kBF16 ? std::fabs(v[i]) * 0x1p-8
-                                                 : std::fabs(v[i]) * 0x1p-4 + amax / 448.0 * 0x1p-10;
+                           : t == KvDtype::kBF16
+                               ? std::fabs(v[i]) * 0x1p-8
+                               : std::fabs(v[i]) * 0x1p-4 + amax / 448.0 * 0x1p-10;
       EXPECT_LE(std::fabs(v2[i] - v[i]), bound) << to_string(t) << " element " << i;
     }
     double worst = 0;

@@ -73,8 +73,8 @@ class SchedulerTest : public ::testing::Test {
 
 TEST_F(SchedulerTest, GreedyOutputAtConcurrencyFourEqualsEachRequestAlone) {
   // Prompts longer than the prefill budget, so prefill is split and shared between sequences.
-  const std::vector<GenerationRequest> reqs = {greedy(150, 1, 12), greedy(70, 2, 20), greedy(5, 3, 16),
-                                               greedy(200, 4, 8)};
+  const std::vector<GenerationRequest> reqs = {greedy(150, 1, 12), greedy(70, 2, 20),
+                                               greedy(5, 3, 16), greedy(200, 4, 8)};
   SchedulerLimits limits;
   limits.max_prefill_tokens = 128;
   auto runner = make_runner(64, 4);

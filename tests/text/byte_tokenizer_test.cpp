@@ -25,8 +25,8 @@ TEST(ByteTokenizer, RoundTripsAnyByteString) {
 TEST(ByteTokenizer, SpecialTokensHaveGlmOrderAndParseOnlyWhenAsked) {
   const ByteTokenizer tok;
   EXPECT_EQ(tok.encode("[gMASK]<sop><|user|>hi<|assistant|><think></think>"),
-            (std::vector<int32_t>{ByteTokenizer::kGMask, ByteTokenizer::kSop, ByteTokenizer::kUser, 'h',
-                                  'i', ByteTokenizer::kAssistant, ByteTokenizer::kThink,
+            (std::vector<int32_t>{ByteTokenizer::kGMask, ByteTokenizer::kSop, ByteTokenizer::kUser,
+                                  'h', 'i', ByteTokenizer::kAssistant, ByteTokenizer::kThink,
                                   ByteTokenizer::kEndThink}));
   EXPECT_EQ(tok.encode("<sop>", /*parse_special=*/false).size(), 5u);
   EXPECT_EQ(tok.encode("<|observation|><tool_call></tool_call><arg_key><arg_value>").size(), 5u);

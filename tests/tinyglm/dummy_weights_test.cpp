@@ -60,8 +60,9 @@ TEST(DummyWeights, ScalesFollowTheInitRules) {
     double sum = 0, sum_sq = 0, lo = 1e30, hi = -1e30;
     const int64_t n = v.numel();
     for (int64_t i = 0; i < n; ++i) {
-      const double x = v.dtype == DType::kBF16 ? bf16_to_f32(reinterpret_cast<const uint16_t*>(v.data)[i])
-                                               : reinterpret_cast<const float*>(v.data)[i];
+      const double x = v.dtype == DType::kBF16
+                           ? bf16_to_f32(reinterpret_cast<const uint16_t*>(v.data)[i])
+                           : reinterpret_cast<const float*>(v.data)[i];
       sum += x;
       sum_sq += x * x;
       lo = std::min(lo, x);
@@ -73,7 +74,8 @@ TEST(DummyWeights, ScalesFollowTheInitRules) {
     EXPECT_GE(lo, spec.init.center - half * 1.01 - 1e-6) << spec.name;
     EXPECT_LE(hi, spec.init.center + half * 1.01 + 1e-6) << spec.name;
     if (n >= 4096 && half > 0) {
-      // Uniform on [c - h, c + h]: variance h^2 / 3; with >= 4096 samples the estimate is within 10%.
+      // Uniform on [c - h, c + h]: variance h^2 / 3; with >= 4096 samples the estimate is within
+      // 10%.
       EXPECT_NEAR(var, half * half / 3.0, 0.1 * half * half / 3.0) << spec.name;
       EXPECT_NEAR(mean, spec.init.center, 0.05 * half + 1e-6) << spec.name;
     }

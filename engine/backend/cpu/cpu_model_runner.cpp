@@ -3,12 +3,12 @@
 #include <algorithm>
 
 #include "engine/backend/cpu/hyper_connections.h"
-#include "engine/core/error.h"
 #include "engine/backend/cpu/linear.h"
 #include "engine/backend/cpu/mla_layer.h"
 #include "engine/backend/cpu/mlp.h"
 #include "engine/backend/cpu/moe_layer.h"
 #include "engine/backend/cpu/ops.h"
+#include "engine/core/error.h"
 
 namespace sparkglm::cpu {
 
@@ -104,7 +104,8 @@ void CpuModelRunner::forward_mtp(const ForwardBatch& batch, const std::vector<fl
   SPARKGLM_ASSERT(weights_.mtp.has_value(), "forward_mtp on a model without an MTP module");
   batch.validate(config_, cache_.block_size(), cache_.num_blocks(), states_.num_slots());
   const int64_t t = batch.num_rows(), d = config_.hidden_size;
-  SPARKGLM_ASSERT(int64_t(hidden.size()) == t * d, "forward_mtp: hidden must be [rows, hidden_size]");
+  SPARKGLM_ASSERT(int64_t(hidden.size()) == t * d,
+                  "forward_mtp: hidden must be [rows, hidden_size]");
   const MtpWeights& m = *weights_.mtp;
 
   std::vector<float> e(size_t(t * d)), cat(size_t(t * 2 * d));  // [T, D], [T, 2D]

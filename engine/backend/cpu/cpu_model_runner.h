@@ -14,9 +14,9 @@
 namespace sparkglm::cpu {
 
 struct CpuRunnerOptions {
-  int num_blocks = 256;       // latent-cache blocks
-  int block_size = 16;        // tokens per block
-  int num_state_slots = 4;    // KDA state slots (concurrent sequences)
+  int num_blocks = 256;     // latent-cache blocks
+  int block_size = 16;      // tokens per block
+  int num_state_slots = 4;  // KDA state slots (concurrent sequences)
   KdaPath kda_path = KdaPath::kAuto;
   KvDtype kv_dtype = KvDtype::kF32;  // the reference keeps FP32; serving uses bf16 or fp8_g128
 };

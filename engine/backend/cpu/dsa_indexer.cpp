@@ -75,8 +75,8 @@ std::vector<float> pooled_index_keys(LatentCache& cache, int layer,
   std::vector<float> pooled(size_t(num_pools * d_i));  // [num_pools, d_i]
   pool.parallel_for(num_pools, 64, [&](int64_t lo, int64_t hi) {
     std::vector<float> key_rows(static_cast<size_t>(kpool * d_i));  // [kpool, d_i] dequantized
-    std::vector<const float*> keys(static_cast<size_t>(kpool));      // kpool pointers to [d_i]
-    std::vector<float> gates(static_cast<size_t>(kpool));            // [kpool]
+    std::vector<const float*> keys(static_cast<size_t>(kpool));     // kpool pointers to [d_i]
+    std::vector<float> gates(static_cast<size_t>(kpool));           // [kpool]
     for (int64_t p = lo; p < hi; ++p) {
       for (int i = 0; i < kpool; ++i) {
         const int64_t j = p * kpool + i;

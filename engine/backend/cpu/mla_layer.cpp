@@ -72,7 +72,8 @@ void write_cache_rows(const ModelConfig& c, const MlaShape& s, const MlaWeights&
     float* c_kv = &latent[size_t(i * s.r)];
     float* k_i = &key[size_t(i * s.index_dim)];
     rms_norm(c_kv, w.kv_a_norm, c.rms_norm_eps, s.r, c_kv);
-    layer_norm(k_i, w.indexer.k_norm_weight, w.indexer.k_norm_bias, kIndexKeyNormEps, s.index_dim, k_i);
+    layer_norm(k_i, w.indexer.k_norm_weight, w.indexer.k_norm_bias, kIndexKeyNormEps, s.index_dim,
+               k_i);
     cache.store_latent(layer, table, pos, c_kv);
     cache.store_index_key(layer, table, pos, k_i);
     cache.index_gate_at(layer, table, pos) = gate[size_t(i)];

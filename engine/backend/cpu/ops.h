@@ -6,8 +6,12 @@
 
 namespace sparkglm::cpu {
 
-inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+inline float sigmoid(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
+}
+inline float silu(float x) {
+  return x / (1.0f + std::exp(-x));
+}
 
 // y = x * rsqrt(mean(x^2) + eps) * w   (w may be null: no weight). y may alias x.
 void rms_norm(const float* x, const float* w, float eps, int64_t n, float* y);

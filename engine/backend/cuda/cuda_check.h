@@ -11,7 +11,8 @@ namespace sparkglm::cuda {
 inline void check(cudaError_t status, const char* call, const char* file, int line) {
   if (status != cudaSuccess)
     throw Error(ErrorKind::kUnsupported, std::string(call) + " failed at " + file + ":" +
-                                             std::to_string(line) + ": " + cudaGetErrorString(status));
+                                             std::to_string(line) + ": " +
+                                             cudaGetErrorString(status));
 }
 
 }  // namespace sparkglm::cuda

@@ -10,7 +10,8 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (data_) cudaFree(data_);  // no throw from a destructor; a failure here is reported by the next call
+  if (data_)
+    cudaFree(data_);  // no throw from a destructor; a failure here is reported by the next call
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept

@@ -45,14 +45,16 @@ int grid_for(int64_t n) {
 void fill_dummy_bf16(uint16_t* dst, int64_t n, uint64_t key, float center, float half_width,
                      cudaStream_t stream) {
   if (n <= 0) return;
-  fill_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(dst, FillParams{n, key, center, half_width});
+  fill_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(dst,
+                                                         FillParams{n, key, center, half_width});
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
 void fill_dummy_f32(float* dst, int64_t n, uint64_t key, float center, float half_width,
                     cudaStream_t stream) {
   if (n <= 0) return;
-  fill_f32_kernel<<<grid_for(n), kThreads, 0, stream>>>(dst, FillParams{n, key, center, half_width});
+  fill_f32_kernel<<<grid_for(n), kThreads, 0, stream>>>(dst,
+                                                        FillParams{n, key, center, half_width});
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
