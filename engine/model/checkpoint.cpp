@@ -1,6 +1,5 @@
 #include "engine/model/checkpoint.h"
 
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -11,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/core/sha256.h"
 
 namespace sparkglm {
 namespace {
@@ -78,30 +78,6 @@ std::map<std::string, std::string> read_weight_map(const fs::path& index_path) {
   return out;
 }
 
-std::string sha256_hex(const std::byte* data, size_t size, const std::string& path) {
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
-    throw Error(ErrorKind::kIo, "cannot start SHA-256 of " + path);
-  }
-  constexpr size_t kChunk = size_t(64) << 20;
-  for (size_t at = 0; at < size; at += kChunk) {
-    if (EVP_DigestUpdate(ctx.get(), data + at, std::min(kChunk, size - at)) != 1) {
-      throw Error(ErrorKind::kIo, "SHA-256 of " + path + " failed");
-    }
-  }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_DigestFinal_ex(ctx.get(), digest, &len) != 1) {
-    throw Error(ErrorKind::kIo, "SHA-256 of " + path + " failed");
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int i = 0; i < len; ++i) {
-    hex += kHex[digest[i] >> 4];
-    hex += kHex[digest[i] & 0xf];
-  }
-  return hex;
-}
 
 }  // namespace
 
@@ -181,7 +157,7 @@ std::string Checkpoint::identity() const {
     std::string out = "sha256:";
     for (size_t i = 0; i < shards_.size(); ++i) {
       out += (i ? "," : "") + shard_names_[i] + "=" +
-             sha256_hex(shards_[i].data(), shards_[i].size(), shards_[i].path());
+             sha256_hex(shards_[i].data(), shards_[i].size());
     }
     identity_ = std::move(out);
   });

@@ -3,7 +3,7 @@
 #include <set>
 
 #include "engine/core/error.h"
-#include "engine/options/sha256.h"
+#include "engine/core/sha256.h"
 
 namespace sparkglm {
 
@@ -172,7 +172,7 @@ nlohmann::json EffectiveConfig::to_json() const {
 }
 
 std::string EffectiveConfig::sha256() const {
-  return options::sha256_hex(canonical_json());
+  return sha256_hex(canonical_json());
 }
 
 std::string EffectiveConfig::summary() const {

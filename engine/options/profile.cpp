@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
-#include "engine/options/sha256.h"
+#include "engine/core/sha256.h"
 
 namespace sparkglm {
 
@@ -102,7 +102,7 @@ Profile Profile::parse(std::string_view bytes, const std::string& path,
   }
   Profile p;
   p.path_ = path;
-  p.sha256_ = options::sha256_hex(bytes);
+  p.sha256_ = sha256_hex(bytes);
 
   p.name_ = required(root, path, "name", &json::is_string, "a string").get<std::string>();
   const std::string stem = fs::path(path).stem().string();

@@ -6,7 +6,7 @@
 
 #include "engine/core/error.h"
 #include "engine/options/effective_config.h"
-#include "engine/options/sha256.h"
+#include "engine/core/sha256.h"
 
 namespace sparkglm {
 namespace {
@@ -236,9 +236,9 @@ TEST(OptionSecret, ApiKeyNeverAppearsInMessages) {
 }
 
 TEST(OptionSha256, MatchesTheStandardVectors) {
-  EXPECT_EQ(options::sha256_hex("abc"),
+  EXPECT_EQ(sha256_hex("abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  EXPECT_EQ(options::sha256_hex(""),
+  EXPECT_EQ(sha256_hex(""),
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
