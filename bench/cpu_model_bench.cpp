@@ -53,7 +53,7 @@ std::vector<int32_t> prompt_of(int n, int vocab) {
 }
 
 nlohmann::json bench_preset(const std::string& preset, int prefill_tokens, int decode_tokens,
-                            int reps, double bandwidth_gbs, ThreadPool& pool) {
+                            int reps, std::vector<double>& bandwidth_samples, ThreadPool& pool) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto model = load_model_preset(preset, 0, kDefaultDummySeed, pool);
   const double load_s =
@@ -72,6 +72,11 @@ nlohmann::json bench_preset(const std::string& preset, int prefill_tokens, int d
     std::fprintf(stderr, "%s rep %d: prefill %.1f tok/s, decode %.2f tok/s\n", preset.c_str(), r,
                  prefill_tps.back(), decode_tps.back());
   }
+  // This VM's bandwidth drifts by 2x within minutes: measure it again right after the decode runs
+  // and take the best sample, so the floor is the strictest one seen.
+  bandwidth_samples.push_back(cpu::measure_read_bandwidth_gbs(pool));
+  const double bandwidth_gbs =
+      *std::max_element(bandwidth_samples.begin(), bandwidth_samples.end());
   const WeightFootprint fp = weight_footprint(model->config);
   const double step_bytes = double(fp.decode_weight_bytes + 2 * fp.kda_state_bytes);
   const double floor_s = step_bytes / (bandwidth_gbs * 1e9);
@@ -92,6 +97,7 @@ nlohmann::json bench_preset(const std::string& preset, int prefill_tokens, int d
         {"bytes_read_per_token", step_bytes},
         {"weight_bytes_per_token", fp.decode_weight_bytes},
         {"kda_state_bytes_read_and_written", 2 * fp.kda_state_bytes},
+        {"read_bandwidth_gbs_used", bandwidth_gbs},
         {"streaming_floor_seconds_per_token", floor_s},
         {"seconds_per_token_median", decode_s},
         {"time_over_floor", decode_s / floor_s},
@@ -112,8 +118,8 @@ int run(const std::vector<std::string>& args) {
   set_default_thread_count(int(a.integer("--threads", 0, 0, 1024)));
   ThreadPool& pool = default_thread_pool();
   const int reps = int(a.integer("--reps", 3, 1, 100));
-  const double bw = cpu::measure_read_bandwidth_gbs(pool);
-  std::fprintf(stderr, "read bandwidth: %.1f GB/s (%d threads)\n", bw, pool.size());
+  std::vector<double> bandwidth = {cpu::measure_read_bandwidth_gbs(pool)};
+  std::fprintf(stderr, "read bandwidth: %.1f GB/s (%d threads)\n", bandwidth[0], pool.size());
   nlohmann::json results = nlohmann::json::array();
   std::stringstream names(a.str("--presets", "tinyglm-micro,tinyglm"));
   for (std::string name; std::getline(names, name, ',');) {
@@ -122,7 +128,7 @@ int run(const std::vector<std::string>& args) {
                                   : a.integer("--tiny-prefill", 128, 1, 1 << 20));
     const int decode = int(micro ? a.integer("--micro-decode", 256, 2, 1 << 20)
                                  : a.integer("--tiny-decode", 16, 2, 1 << 20));
-    results.push_back(bench_preset(name, prefill, decode, reps, bw, pool));
+    results.push_back(bench_preset(name, prefill, decode, reps, bandwidth, pool));
   }
   const BuildInfo& b = build_info();
   const nlohmann::json doc{
@@ -133,7 +139,7 @@ int run(const std::vector<std::string>& args) {
       {"machine",
        {{"cpu", cpu_model()},
         {"hardware_threads", std::thread::hardware_concurrency()},
-        {"read_bandwidth_gbs", bw}}},
+        {"read_bandwidth_gbs_samples", bandwidth}}},
       {"build",
        {{"version", b.version},
         {"commit", b.commit},
@@ -142,8 +148,8 @@ int run(const std::vector<std::string>& args) {
         {"build_type", b.build_type}}},
       {"method",
        "median of --reps runs after one warmup; decode tok/s = (generated - 1) / time from "
-       "first to last generated token; floor = bytes read per decode token / measured read "
-       "bandwidth"},
+       "first to last generated token; floor = bytes read per decode token / the best read "
+       "bandwidth measured in this run (at start and after each preset's runs)"},
       {"results", results},
   };
   const std::string out = a.str("--out", "");
