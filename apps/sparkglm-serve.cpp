@@ -47,7 +47,8 @@ std::unique_ptr<LoadedModel> load(const EffectiveConfig& c, ThreadPool& pool) {
 }
 
 std::unique_ptr<server::TokenCodec> codec_for(const EffectiveConfig& c, const LoadedModel& m) {
-  if (!c.str("model").empty()) return server::codec_for_model_dir(c.str("model"), m.config.vocab_size);
+  if (!c.str("model").empty())
+    return server::codec_for_model_dir(c.str("model"), m.config.vocab_size);
   if (m.config.vocab_size != server::make_byte_codec()->vocab_size())
     log_line("warning: preset " + c.str("preset") +
              " has no tokenizer; serving with the byte tokenizer (ids 0..319 only)");
@@ -86,9 +87,9 @@ int serve(const std::vector<std::string>& args) {
                           size_t(int64_t(max_seqs) * (max_seq_len / block_size + 1)));
   const int num_blocks = LatentCache::blocks_for_budget(mc, block_size, kv_dtype, budget);
   if (num_blocks < 1)
-    throw Error(ErrorKind::kInvalidArgument,
-                "--kv-cache-memory-bytes=" + std::to_string(budget) + " holds no KV block of " +
-                    std::to_string(block_size) + " tokens");
+    throw Error(ErrorKind::kInvalidArgument, "--kv-cache-memory-bytes=" + std::to_string(budget) +
+                                                 " holds no KV block of " +
+                                                 std::to_string(block_size) + " tokens");
 
   cpu::CpuRunnerOptions ro;
   ro.num_blocks = num_blocks;
@@ -99,8 +100,8 @@ int serve(const std::vector<std::string>& args) {
 
   SchedulerLimits limits;
   limits.max_num_seqs = max_seqs;
-  limits.max_batch_size = cfg.integer("max-batch-size") > 0 ? int(cfg.integer("max-batch-size"))
-                                                             : max_seqs;
+  limits.max_batch_size =
+      cfg.integer("max-batch-size") > 0 ? int(cfg.integer("max-batch-size")) : max_seqs;
   limits.max_prefill_tokens = int(cfg.integer("max-prefill-tokens"));
   limits.max_seq_len = max_seq_len;
   const int pool_tokens = num_blocks * block_size;
@@ -139,7 +140,8 @@ int serve(const std::vector<std::string>& args) {
 
   http_server.start();
   log_line("tokenizer: " + std::string(codec->kind()) + ", vocab " +
-           std::to_string(codec->vocab_size()) + (route_options.api_key.empty() ? "" : "; API key required on /v1/*"));
+           std::to_string(codec->vocab_size()) +
+           (route_options.api_key.empty() ? "" : "; API key required on /v1/*"));
   log_line("listening on http://" + http.bind + ":" + std::to_string(http_server.port()));
 
   sigset_t signals;
@@ -183,9 +185,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (a == "--help" || a == "-h") {
-      std::printf("usage: sparkglm-serve (--preset NAME | --model DIR | --profile NAME|FILE) "
-                  "[--option value ...]\n\n%s",
-                  sparkglm::serving_options().usage().c_str());
+      std::printf(
+          "usage: sparkglm-serve (--preset NAME | --model DIR | --profile NAME|FILE) "
+          "[--option value ...]\n\n%s",
+          sparkglm::serving_options().usage().c_str());
       return 0;
     }
   }

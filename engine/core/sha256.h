@@ -8,6 +8,8 @@
 namespace sparkglm {
 
 std::string sha256_hex(const void* data, size_t size);
-inline std::string sha256_hex(std::string_view bytes) { return sha256_hex(bytes.data(), bytes.size()); }
+inline std::string sha256_hex(std::string_view bytes) {
+  return sha256_hex(bytes.data(), bytes.size());
+}
 
 }  // namespace sparkglm

@@ -1,6 +1,5 @@
 #include "engine/model/checkpoint.h"
 
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -77,7 +76,6 @@ std::map<std::string, std::string> read_weight_map(const fs::path& index_path) {
   }
   return out;
 }
-
 
 }  // namespace
 
@@ -156,8 +154,8 @@ std::string Checkpoint::identity() const {
   std::call_once(identity_once_, [this] {
     std::string out = "sha256:";
     for (size_t i = 0; i < shards_.size(); ++i) {
-      out += (i ? "," : "") + shard_names_[i] + "=" +
-             sha256_hex(shards_[i].data(), shards_[i].size());
+      out +=
+          (i ? "," : "") + shard_names_[i] + "=" + sha256_hex(shards_[i].data(), shards_[i].size());
     }
     identity_ = std::move(out);
   });

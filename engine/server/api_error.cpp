@@ -51,8 +51,7 @@ ApiError ApiError::prompt_too_long(int prompt_tokens, int limit, const std::stri
 }
 
 ApiError ApiError::route_not_found(const std::string& method, const std::string& path) {
-  return ApiError(404, "invalid_request_error", "not_found",
-                  "no route for " + method + " " + path);
+  return ApiError(404, "invalid_request_error", "not_found", "no route for " + method + " " + path);
 }
 
 ApiError ApiError::method_not_allowed(const std::string& method, const std::string& path,

@@ -46,12 +46,21 @@ void GenerationCall::start(GenerationEngine& engine) {
   request.prompt = setup_.prompt;
   request.sampling = setup_.fields.sampling;
   if (setup_.request_timeout_s > 0)
-    request.deadline = setup_.arrived + std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                            std::chrono::duration<double>(setup_.request_timeout_s));
+    request.deadline =
+        setup_.arrived + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::duration<double>(setup_.request_timeout_s));
   // The engine thread only posts; the call lives as long as the engine holds this closure.
   auto self = shared_from_this();
   request.on_event = [self](const RequestEvent& e) {
-    self->exchange_->post([self, e] { self->on_event(e); });
+    self->exchange_->post([self, e] {
+      try {
+        self->on_event(e);
+      } catch (const std::exception& ex) {
+        // A defect here must still end the request, for the client and for the engine.
+        if (self->handle_) self->handle_->cancel();
+        if (!self->done_) self->fail(ApiError::internal(ex.what()), "error");
+      }
+    });
   };
   try {
     handle_ = engine.submit(std::move(request));
@@ -61,17 +70,23 @@ void GenerationCall::start(GenerationEngine& engine) {
   if (!setup_.fields.cache_salt.empty())
     log_line("request " + id_ + " cache_salt=" + setup_.fields.cache_salt);
   exchange_->on_abandon([self] { self->abandon(); });
+  if (!exchange_->open()) return abandon();  // the client left while the request was queued
   if (!setup_.fields.stream) return;
   sse_.begin();
-  json first;
+  // Chat streams open with the role, as OpenAI's do; a text completion's first chunk is its first
+  // text, so that a client timing the first chunk times the first token.
   if (setup_.kind == ApiKind::kChat) {
-    first = envelope(json::array({choice({{"role", "assistant"}, {"content", ""}}, nullptr,
-                                         nullptr, nullptr)}));
-  } else {
-    first = envelope(json::array({choice("", nullptr, nullptr, nullptr)}));
+    json first = envelope(
+        json::array({choice({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr, nullptr)}));
+    send_chunk(std::move(first));
   }
-  if (setup_.fields.return_token_ids) first["prompt_token_ids"] = setup_.prompt;
-  sse_.send(first);
+}
+
+void GenerationCall::send_chunk(json chunk) {
+  if (!prompt_ids_sent_ && setup_.fields.return_token_ids)
+    chunk["prompt_token_ids"] = setup_.prompt;
+  prompt_ids_sent_ = true;
+  sse_.send(chunk);
 }
 
 bool GenerationCall::is_stop_token(int32_t id) const {
@@ -82,7 +97,8 @@ bool GenerationCall::is_stop_token(int32_t id) const {
 }
 
 void GenerationCall::on_event(const RequestEvent& e) {
-  if (done_) return;  // finished by a stop string, or the client left; later events are the engine's
+  if (done_)
+    return;  // finished by a stop string, or the client left; later events are the engine's
   if (!e.tokens.empty() && first_token_seconds_ < 0)
     first_token_seconds_ = seconds_between(setup_.arrived, std::chrono::steady_clock::now());
 
@@ -127,10 +143,10 @@ void GenerationCall::on_event(const RequestEvent& e) {
     case FinishReason::kLength:
       return complete("length", nullptr);
     case FinishReason::kTimeout:
-      return fail(ApiError::request_timeout(
-                      "the request ran past its deadline of " +
-                      std::to_string(setup_.request_timeout_s) + " s (--request-timeout) after " +
-                      std::to_string(text_.tokens()) + " generated tokens"),
+      return fail(ApiError::request_timeout("the request ran past its deadline of " +
+                                            std::to_string(setup_.request_timeout_s) +
+                                            " s (--request-timeout) after " +
+                                            std::to_string(text_.tokens()) + " generated tokens"),
                   "timeout");
     case FinishReason::kCancelled:
       return fail(ApiError::shutting_down(), "abort");
@@ -183,7 +199,7 @@ void GenerationCall::emit(const ReasoningDelta& d, const std::vector<GeneratedTo
     for (const auto& t : tokens) ids.push_back(t.id);
     c["token_ids"] = std::move(ids);
   }
-  sse_.send(envelope(json::array({std::move(c)})));
+  send_chunk(envelope(json::array({std::move(c)})));
 }
 
 void GenerationCall::complete(const char* reason, json stop_reason) {
@@ -192,9 +208,8 @@ void GenerationCall::complete(const char* reason, json stop_reason) {
   const json usage = usage_json(prompt, text_.tokens(), text_.reasoning_tokens());
   const bool chat = setup_.kind == ApiKind::kChat;
   if (setup_.fields.stream) {
-    json last = envelope(json::array(
-        {choice(chat ? json::object() : json(""), nullptr, reason, std::move(stop_reason))}));
-    sse_.send(last);
+    send_chunk(envelope(json::array(
+        {choice(chat ? json::object() : json(""), nullptr, reason, std::move(stop_reason))})));
     if (setup_.fields.include_usage) {
       json u = envelope(json::array());
       u["usage"] = usage;

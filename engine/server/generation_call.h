@@ -58,6 +58,7 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   // Stream: one chunk with the text and logprobs of this event. Body: accumulates.
   void emit(const ReasoningDelta& d, const std::vector<GeneratedToken>& tokens,
             const std::vector<size_t>& offsets);
+  void send_chunk(nlohmann::json chunk);  // the first one carries prompt_token_ids when asked
   void complete(const char* reason, nlohmann::json stop_reason);
   void fail(const ApiError& e, const char* reason);
   void abandon();
@@ -77,6 +78,7 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   std::string id_;
   int64_t created_ = 0;
   bool done_ = false;
+  bool prompt_ids_sent_ = false;
   double first_token_seconds_ = -1;
   // The whole answer, for a body; a stream sends it as it comes.
   std::string reasoning_, content_;

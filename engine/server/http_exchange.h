@@ -15,8 +15,8 @@ namespace sparkglm::server {
 class ApiError;
 
 struct HttpRequest {
-  std::string method;         // "GET", "POST", ...
-  std::string path;           // the target without its query string
+  std::string method;  // "GET", "POST", ...
+  std::string path;    // the target without its query string
   std::string body;
   std::string authorization;  // the Authorization header, or ""
   std::string peer;           // "127.0.0.1:54321", for logs

@@ -16,9 +16,9 @@ class Metrics;
 
 struct HttpServerOptions {
   std::string bind = "127.0.0.1";
-  int port = 8893;                  // 0 picks a free port (see HttpServer::port)
+  int port = 8893;  // 0 picks a free port (see HttpServer::port)
   int io_threads = 2;
-  int max_connections = 256;        // beyond it a client gets 503 and the connection is closed
+  int max_connections = 256;         // beyond it a client gets 503 and the connection is closed
   size_t max_body_bytes = 8u << 20;  // beyond it 413
   size_t max_header_bytes = 16u << 10;
   // A slow client holds a connection at most this long per phase, never a thread.
@@ -50,9 +50,8 @@ class HttpServer {
 
   int open_connections() const;
 
-  struct Impl;  // the listener's state, shared with its connections (http_server.cpp)
-
  private:
+  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 

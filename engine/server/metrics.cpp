@@ -6,8 +6,9 @@ namespace sparkglm::server {
 
 namespace {
 
-constexpr std::string_view kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/models",
-                                        "/tokenize", "/detokenize", "/health", "/metrics"};
+constexpr std::string_view kRoutes[] = {
+    "/v1/chat/completions", "/v1/completions", "/v1/models", "/tokenize",
+    "/detokenize",          "/health",         "/metrics"};
 
 std::string number(double v) {
   char buf[64];

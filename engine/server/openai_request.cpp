@@ -54,15 +54,18 @@ class Fields {
   }
 
   static int64_t integer_value(const json& v, const std::string& name, int64_t min, int64_t max) {
-    const std::string range = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    const std::string range =
+        "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
     if (v.is_number_unsigned()) {
       const uint64_t u = v.get<uint64_t>();
-      if (u > uint64_t(max)) throw ApiError::invalid_request("`" + name + "` must be " + range, name);
+      if (u > uint64_t(max))
+        throw ApiError::invalid_request("`" + name + "` must be " + range, name);
       return int64_t(u);
     }
     if (!v.is_number_integer()) throw ApiError::wrong_type(name, "an integer");
     const int64_t i = v.get<int64_t>();
-    if (i < min || i > max) throw ApiError::invalid_request("`" + name + "` must be " + range, name);
+    if (i < min || i > max)
+      throw ApiError::invalid_request("`" + name + "` must be " + range, name);
     return i;
   }
 
@@ -70,7 +73,9 @@ class Fields {
   const json& object_;
 };
 
-float as_float(double v) { return float(v); }
+float as_float(double v) {
+  return float(v);
+}
 
 // A token-id array: every id in [0, vocab_size).
 std::vector<int32_t> read_ids(const json& v, const std::string& name, int64_t vocab_size) {
@@ -78,9 +83,9 @@ std::vector<int32_t> read_ids(const json& v, const std::string& name, int64_t vo
   std::vector<int32_t> ids;
   ids.reserve(v.size());
   for (size_t i = 0; i < v.size(); ++i)
-    ids.push_back(int32_t(Fields::integer_value(v[i], name + "[" + std::to_string(i) + "]", 0,
-                                                vocab_size > 0 ? vocab_size - 1
-                                                               : std::numeric_limits<int32_t>::max())));
+    ids.push_back(int32_t(Fields::integer_value(
+        v[i], name + "[" + std::to_string(i) + "]", 0,
+        vocab_size > 0 ? vocab_size - 1 : std::numeric_limits<int32_t>::max())));
   return ids;
 }
 
@@ -93,7 +98,9 @@ ApiError from_sampling_error(const Error& e) {
   return ApiError::invalid_request(m, param);
 }
 
-ApiError from_template_error(const Error& e) { return ApiError::invalid_request(e.message()); }
+ApiError from_template_error(const Error& e) {
+  return ApiError::invalid_request(e.message());
+}
 
 void reject_unsupported(const Fields& f) {
   if (auto n = f.integer("n", 1, 1 << 20); n && *n != 1)
@@ -108,7 +115,8 @@ void reject_unsupported(const Fields& f) {
     throw ApiError::invalid_request("`suffix` is not supported", "suffix");
   if (const json* bias = f.get("logit_bias")) {
     if (!bias->is_object()) throw ApiError::wrong_type("logit_bias", "an object");
-    if (!bias->empty()) throw ApiError::invalid_request("`logit_bias` is not supported", "logit_bias");
+    if (!bias->empty())
+      throw ApiError::invalid_request("`logit_bias` is not supported", "logit_bias");
   }
   if (const json* format = f.get("response_format")) {
     if (!format->is_object()) throw ApiError::wrong_type("response_format", "an object");
@@ -221,7 +229,8 @@ ChatCompletionRequest parse_chat_completion(const json& body, const ServedModel&
   const Fields f(body);
   // Chat logprobs: a switch and a count.
   if (auto v = f.boolean("logprobs")) r.fields.sampling.logprobs = *v;
-  if (auto v = f.integer("top_logprobs", 0, kMaxTopLogprobs)) r.fields.sampling.top_logprobs = int32_t(*v);
+  if (auto v = f.integer("top_logprobs", 0, kMaxTopLogprobs))
+    r.fields.sampling.top_logprobs = int32_t(*v);
   if (auto v = f.boolean("add_special_tokens")) r.add_special_tokens = *v;
   if (const json* choice = f.get("tool_choice")) {
     if (!(choice->is_string() && (*choice == "auto" || *choice == "none")))
@@ -264,12 +273,12 @@ CompletionRequest parse_completion(const json& body, const ServedModel& model) {
       throw ApiError::wrong_type(name, shapes);
     }
   };
-  if (prompt->is_array() && !prompt->empty() && ((*prompt)[0].is_string() || (*prompt)[0].is_array())) {
+  if (prompt->is_array() && !prompt->empty() &&
+      ((*prompt)[0].is_string() || (*prompt)[0].is_array())) {
     if (prompt->size() != 1)
-      throw ApiError::invalid_request(
-          "`prompt` holds " + std::to_string(prompt->size()) +
-              " prompts; this server answers one prompt per request",
-          "prompt");
+      throw ApiError::invalid_request("`prompt` holds " + std::to_string(prompt->size()) +
+                                          " prompts; this server answers one prompt per request",
+                                      "prompt");
     read_one((*prompt)[0], "prompt[0]");
   } else {
     read_one(*prompt, "prompt");

@@ -18,28 +18,28 @@ namespace sparkglm::server {
 
 // What requests are checked against.
 struct ServedModel {
-  std::string id;           // "glm-5.3-flash", a preset name or a checkpoint directory's name
-  int max_seq_len = 0;      // prompt plus output tokens of one request
+  std::string id;       // "glm-5.3-flash", a preset name or a checkpoint directory's name
+  int max_seq_len = 0;  // prompt plus output tokens of one request
   int64_t vocab_size = 0;
 };
 
 // Fields shared by chat and text completions.
 struct GenerationFields {
-  std::string model;                // as given ("" when absent)
+  std::string model;  // as given ("" when absent)
   bool stream = false;
-  bool include_usage = false;       // stream_options.include_usage
-  SamplingParams sampling;          // max_tokens is set from max_tokens below, or by the route
+  bool include_usage = false;         // stream_options.include_usage
+  SamplingParams sampling;            // max_tokens is set from max_tokens below, or by the route
   std::optional<int32_t> max_tokens;  // max_completion_tokens, else max_tokens
   std::vector<std::string> stop;      // stop strings, matched on the output text
   bool include_stop_str_in_output = false;
-  bool skip_special_tokens = true;    // control tokens (eos, role markers) leave no text
-  bool return_token_ids = false;      // vLLM: prompt_token_ids and token_ids in the answer
-  std::string cache_salt;             // accepted and logged; no prefix cache to salt yet
+  bool skip_special_tokens = true;  // control tokens (eos, role markers) leave no text
+  bool return_token_ids = false;    // vLLM: prompt_token_ids and token_ids in the answer
+  std::string cache_salt;           // accepted and logged; no prefix cache to salt yet
 };
 
 struct ChatCompletionRequest {
   GenerationFields fields;
-  ChatRequestText chat;            // messages, tools and template switches
+  ChatRequestText chat;             // messages, tools and template switches
   bool add_special_tokens = false;  // the template already starts with [gMASK]<sop>
 };
 
@@ -52,9 +52,9 @@ struct CompletionRequest {
 
 struct TokenizeRequest {
   std::string model;
-  std::optional<std::string> prompt;        // either a prompt ...
-  std::optional<ChatRequestText> chat;      // ... or chat messages
-  bool add_special_tokens = true;           // default: true for a prompt, false for messages
+  std::optional<std::string> prompt;    // either a prompt ...
+  std::optional<ChatRequestText> chat;  // ... or chat messages
+  bool add_special_tokens = true;       // default: true for a prompt, false for messages
 };
 
 struct DetokenizeRequest {

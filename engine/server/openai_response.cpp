@@ -30,8 +30,9 @@ std::string readable(const std::string& bytes) {
 }  // namespace
 
 std::string new_request_id(const char* prefix) {
-  static const uint64_t process_key = std::random_device{}() * 0x9E3779B97F4A7C15ull ^
-                                      uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  static const uint64_t process_key =
+      std::random_device{}() * 0x9E3779B97F4A7C15ull ^
+      uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
   static std::atomic<uint64_t> counter{0};
   const uint64_t n = counter.fetch_add(1);
   char buf[64];
@@ -62,7 +63,9 @@ json chat_logprob(const TokenCodec& codec, const GeneratedToken& token) {
     const std::string t = codec.token_bytes(id);
     top.push_back({{"token", t}, {"logprob", lp}, {"bytes", byte_list(t)}});
   }
-  return {{"token", text}, {"logprob", token.logprob}, {"bytes", byte_list(text)},
+  return {{"token", text},
+          {"logprob", token.logprob},
+          {"bytes", byte_list(text)},
           {"top_logprobs", std::move(top)}};
 }
 

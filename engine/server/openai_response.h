@@ -16,7 +16,8 @@ namespace sparkglm::server {
 std::string new_request_id(const char* prefix);
 int64_t unix_seconds();
 
-// {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"},
+// {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details":
+// {"cached_tokens"},
 //  "completion_tokens_details": {"reasoning_tokens"}}
 nlohmann::json usage_json(int prompt_tokens, int completion_tokens, int reasoning_tokens,
                           int cached_tokens = 0);

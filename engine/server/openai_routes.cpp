@@ -16,8 +16,12 @@ struct Route {
   const char* method;
 };
 constexpr Route kRoutes[] = {
-    {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/models", "GET"},
-    {"/tokenize", "POST"},            {"/detokenize", "POST"},     {"/health", "GET"},
+    {"/v1/chat/completions", "POST"},
+    {"/v1/completions", "POST"},
+    {"/v1/models", "GET"},
+    {"/tokenize", "POST"},
+    {"/detokenize", "POST"},
+    {"/health", "GET"},
     {"/metrics", "GET"},
 };
 
@@ -97,9 +101,8 @@ HttpResponse OpenAiRoutes::tokenize(const HttpRequest& request) const {
   const std::string text = r.prompt ? *r.prompt : r.chat->render();
   const std::vector<int32_t> body = codec_.encode(text);
   ids.insert(ids.end(), body.begin(), body.end());
-  return HttpResponse::json(200, {{"tokens", ids},
-                                  {"count", ids.size()},
-                                  {"max_model_len", options_.model.max_seq_len}});
+  return HttpResponse::json(
+      200, {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", options_.model.max_seq_len}});
 }
 
 HttpResponse OpenAiRoutes::detokenize(const HttpRequest& request) const {
@@ -144,15 +147,15 @@ void OpenAiRoutes::generate(ApiKind kind, GenerationFields fields, std::vector<i
     if (int64_t(n) + *fields.max_tokens > limit)
       throw ApiError::invalid_request(
           "this server's limit (--max-seq-len) is " + std::to_string(limit) +
-              " tokens for prompt and output together; the request asks for " +
-              std::to_string(n) + " prompt + " + std::to_string(*fields.max_tokens) +
-              " output tokens",
+              " tokens for prompt and output together; the request asks for " + std::to_string(n) +
+              " prompt + " + std::to_string(*fields.max_tokens) + " output tokens",
           "max_tokens");
     fields.sampling.max_tokens = *fields.max_tokens;
   } else {
     // OpenAI's default is "the rest of the context"; the KV pool reserves it whole, so it is
     // bounded by the pool too.
-    const int room = std::min(limit, options_.kv_pool_tokens > 0 ? options_.kv_pool_tokens : limit) - n;
+    const int room =
+        std::min(limit, options_.kv_pool_tokens > 0 ? options_.kv_pool_tokens : limit) - n;
     if (room < 1)
       throw ApiError::invalid_request("the prompt has " + std::to_string(n) +
                                           " tokens and leaves no room for output in this "
@@ -176,7 +179,13 @@ void OpenAiRoutes::generate(ApiKind kind, GenerationFields fields, std::vector<i
   setup.eos_ids = options_.eos_ids;
   setup.request_timeout_s = options_.request_timeout_s;
   auto call = std::make_shared<GenerationCall>(std::move(setup), codec_, &metrics_, exchange);
-  call->start(engine_);
+  try {
+    call->start(engine_);
+  } catch (const ApiError&) {
+    // The engine stops admitting once shutdown began; that refusal is not the request's fault.
+    if (draining_.load()) throw ApiError::shutting_down();
+    throw;
+  }
 }
 
 }  // namespace sparkglm::server

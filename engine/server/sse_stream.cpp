@@ -9,7 +9,9 @@ std::string sse_event(const nlohmann::json& data) {
   return "data: " + data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
 }
 
-std::string sse_done() { return "data: [DONE]\n\n"; }
+std::string sse_done() {
+  return "data: [DONE]\n\n";
+}
 
 void SseStream::begin() {
   if (begun_) return;
@@ -17,9 +19,13 @@ void SseStream::begin() {
   exchange_->begin_stream(200, "text/event-stream; charset=utf-8");
 }
 
-void SseStream::send(const nlohmann::json& data) { exchange_->write(sse_event(data)); }
+void SseStream::send(const nlohmann::json& data) {
+  exchange_->write(sse_event(data));
+}
 
-void SseStream::send_error(const ApiError& e) { exchange_->write(sse_event(e.to_json())); }
+void SseStream::send_error(const ApiError& e) {
+  exchange_->write(sse_event(e.to_json()));
+}
 
 void SseStream::done() {
   exchange_->write(sse_done());

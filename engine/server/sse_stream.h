@@ -20,7 +20,7 @@ class SseStream {
  public:
   explicit SseStream(std::shared_ptr<HttpExchange> exchange) : exchange_(std::move(exchange)) {}
 
-  void begin();                          // 200, text/event-stream
+  void begin();                           // 200, text/event-stream
   void send(const nlohmann::json& data);  // one event
   void send_error(const ApiError& e);     // an error event (the status is already sent)
   void done();                            // [DONE], then the end of the body

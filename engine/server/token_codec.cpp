@@ -18,8 +18,8 @@ namespace {
 // Special tokens that carry structure the text parsers read, so they stay in the output text.
 bool is_text_tag(std::string_view text) {
   static const std::unordered_set<std::string_view> kTags = {
-      "<think>",       "</think>",        "<tool_call>", "</tool_call>", "<tool_response>",
-      "</tool_response>", "<arg_key>",     "</arg_key>",  "<arg_value>",  "</arg_value>"};
+      "<think>",          "</think>",  "<tool_call>", "</tool_call>", "<tool_response>",
+      "</tool_response>", "<arg_key>", "</arg_key>",  "<arg_value>",  "</arg_value>"};
   return kTags.count(text) > 0;
 }
 
@@ -82,7 +82,9 @@ class BpeCodec : public TokenCodec {
 
 }  // namespace
 
-std::unique_ptr<TokenCodec> make_byte_codec() { return std::make_unique<ByteCodec>(); }
+std::unique_ptr<TokenCodec> make_byte_codec() {
+  return std::make_unique<ByteCodec>();
+}
 
 std::unique_ptr<TokenCodec> make_bpe_codec(const std::string& path) {
   return std::make_unique<BpeCodec>(BpeTokenizer::load(path));

@@ -5,8 +5,8 @@
 #include <functional>
 
 #include "engine/core/error.h"
-#include "engine/options/effective_config.h"
 #include "engine/core/sha256.h"
+#include "engine/options/effective_config.h"
 
 namespace sparkglm {
 namespace {
@@ -236,10 +236,8 @@ TEST(OptionSecret, ApiKeyNeverAppearsInMessages) {
 }
 
 TEST(OptionSha256, MatchesTheStandardVectors) {
-  EXPECT_EQ(sha256_hex("abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  EXPECT_EQ(sha256_hex(""),
-            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
 }  // namespace

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -50,9 +51,10 @@ class ServerProcess:
     def __init__(self, *extra, bin_dir=None):
         binary = os.path.join(bin_dir or BIN_DIR, "sparkglm-serve")
         # `extra` flags (all `--name value` pairs) replace the base values of the same name.
+        # A value of None drops the flag.
         flags = dict(zip(BASE_ARGS[::2], BASE_ARGS[1::2]))
         flags.update(zip(extra[::2], extra[1::2]))
-        self.args = [binary] + [x for kv in flags.items() for x in kv]
+        self.args = [binary] + [x for k, v in flags.items() if v is not None for x in (k, v)]
         self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      errors="replace")
@@ -228,25 +230,25 @@ class LifecycleTest(unittest.TestCase):
             self.assertEqual(srv.stop(signal.SIGINT), 0, srv.log())
 
     def test_sigterm_lets_in_flight_request_finish(self):
-        with ServerProcess("--shutdown-grace", "30") as srv:
+        with ServerProcess("--shutdown-grace", "120") as srv:
             result = {}
 
             def run():
                 result["r"] = post_json(srv.port, "/v1/completions",
-                                        {"prompt": "hello", "max_tokens": 8000, "temperature": 0,
-                                         "ignore_eos": True})
+                                        {"prompt": "hello", "max_tokens": 3000, "temperature": 0,
+                                         "ignore_eos": True}, timeout=150)
 
             t = threading.Thread(target=run)
             t.start()
             # Wait until the engine runs it, then ask the server to stop.
             self.assertEqual(wait_metric(srv.port, "sparkglm_num_requests_running", 1), 1)
             srv.proc.send_signal(signal.SIGTERM)
-            t.join(30)
+            t.join(150)
             status, body = result["r"]
             self.assertEqual(status, 200, body)
             self.assertEqual(body["choices"][0]["finish_reason"], "length")
-            self.assertEqual(body["usage"]["completion_tokens"], 8000)
-            self.assertEqual(srv.stop(), 0, srv.log())
+            self.assertEqual(body["usage"]["completion_tokens"], 3000)
+            self.assertEqual(srv.stop(timeout=60), 0, srv.log())
             # No longer accepting.
             with self.assertRaises(OSError):
                 call(srv.port, "GET", "/health", timeout=2)
@@ -270,6 +272,52 @@ class LifecycleTest(unittest.TestCase):
             text = body.decode(errors="replace")
             self.assertIn("shutting_down", text)  # the stream says why it ended
             self.assertIn("data: [DONE]", text)
+
+
+class ModelDirTest(unittest.TestCase):
+    def test_checkpoint_dir_serves_like_its_preset_and_loads_its_tokenizer(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            ckpt = os.path.join(tmp, "micro-ckpt")
+            out = subprocess.run([os.path.join(BIN_DIR, "sparkglm"), "tinyglm", "make", "--preset",
+                                  "tinyglm-micro", "--out", ckpt], capture_output=True, text=True,
+                                 timeout=120)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            body = {"prompt": "same weights, same words", "max_tokens": 16, "temperature": 0,
+                    "ignore_eos": True, "return_token_ids": True}
+            with ServerProcess() as srv:
+                status, want = post_json(srv.port, "/v1/completions", body)
+                self.assertEqual(status, 200, want)
+                self.assertEqual(srv.stop(), 0)
+            with ServerProcess("--model", ckpt, "--preset", None) as srv:
+                self.assertIn("tokenizer: byte", srv.log())
+                status, _, data = call(srv.port, "GET", "/v1/models")
+                self.assertEqual(json.loads(data)["data"][0]["id"], "micro-ckpt")
+                status, got = post_json(srv.port, "/v1/completions", body)
+                self.assertEqual(status, 200, got)
+                self.assertEqual(got["choices"][0]["token_ids"], want["choices"][0]["token_ids"])
+                self.assertEqual(srv.stop(), 0)
+            # A tokenizer.json with a merge of its own is a BPE tokenizer: "hi" is one token.
+            path = os.path.join(ckpt, "tokenizer.json")
+            with open(path) as f:
+                tok = json.load(f)
+            # Id 276 is a reserved added token of the byte vocabulary; here it becomes "hi".
+            tok["added_tokens"] = [t for t in tok["added_tokens"] if t["id"] != 276]
+            tok["model"]["vocab"]["hi"] = 276
+            tok["model"]["merges"] = ["h i"]
+            with open(path, "w") as f:
+                json.dump(tok, f)
+            with ServerProcess("--model", ckpt, "--preset", None) as srv:
+                self.assertIn("tokenizer: bpe", srv.log())
+                status, r = post_json(srv.port, "/tokenize", {"prompt": "hi there",
+                                                              "add_special_tokens": False})
+                self.assertEqual(r["tokens"][0], 276, r)
+                status, r = post_json(srv.port, "/detokenize", {"tokens": r["tokens"]})
+                self.assertEqual(r["prompt"], "hi there")
+                status, r = post_json(srv.port, "/v1/chat/completions",
+                                      {"messages": [{"role": "user", "content": "hi"}],
+                                       "max_tokens": 4})
+                self.assertEqual(status, 200, r)
+                self.assertEqual(srv.stop(), 0)
 
 
 if __name__ == "__main__":

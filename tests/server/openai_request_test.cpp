@@ -32,8 +32,12 @@ ApiError error_of(Parse parse, const json& body) {
   return ApiError::internal("accepted");
 }
 
-ApiError chat_error(const json& body) { return error_of(parse_chat_completion, body); }
-ApiError completion_error(const json& body) { return error_of(parse_completion, body); }
+ApiError chat_error(const json& body) {
+  return error_of(parse_chat_completion, body);
+}
+ApiError completion_error(const json& body) {
+  return error_of(parse_completion, body);
+}
 
 TEST(ParseJsonBody, MalformedJsonIs400InvalidJson) {
   for (const char* body :
@@ -49,7 +53,8 @@ TEST(ParseJsonBody, MalformedJsonIs400InvalidJson) {
 }
 
 TEST(ParseJsonBody, NonObjectAndDeepNestingAre400) {
-  for (std::string body : {std::string("[1]"), std::string("3"), std::string(100, '[') + std::string(100, ']')}) {
+  for (std::string body :
+       {std::string("[1]"), std::string("3"), std::string(100, '[') + std::string(100, ']')}) {
     try {
       parse_json_body(body);
       ADD_FAILURE() << "accepted " << body;
@@ -127,12 +132,21 @@ TEST(ParseChatCompletion, StopAsList) {
 }
 
 TEST(ParseChatCompletion, WrongTypesNameTheField) {
-  const std::vector<std::pair<std::string, json>> cases = {
-      {"temperature", "hot"}, {"top_p", true},        {"top_k", 1.5},
-      {"seed", "7"},          {"max_tokens", "10"},   {"stream", 1},
-      {"stop", 3},            {"stop_token_ids", "1"}, {"logprobs", "yes"},
-      {"top_logprobs", 2.5},  {"return_token_ids", 0}, {"cache_salt", 5},
-      {"stream_options", "x"}, {"ignore_eos", "no"},  {"model", 1}};
+  const std::vector<std::pair<std::string, json>> cases = {{"temperature", "hot"},
+                                                           {"top_p", true},
+                                                           {"top_k", 1.5},
+                                                           {"seed", "7"},
+                                                           {"max_tokens", "10"},
+                                                           {"stream", 1},
+                                                           {"stop", 3},
+                                                           {"stop_token_ids", "1"},
+                                                           {"logprobs", "yes"},
+                                                           {"top_logprobs", 2.5},
+                                                           {"return_token_ids", 0},
+                                                           {"cache_salt", 5},
+                                                           {"stream_options", "x"},
+                                                           {"ignore_eos", "no"},
+                                                           {"model", 1}};
   for (const auto& [field, value] : cases) {
     const ApiError e = chat_error(chat({{field, value}}));
     EXPECT_EQ(e.status(), 400) << field;
@@ -144,9 +158,9 @@ TEST(ParseChatCompletion, WrongTypesNameTheField) {
 
 TEST(ParseChatCompletion, OutOfRangeValuesNameTheField) {
   const std::vector<std::pair<std::string, json>> cases = {
-      {"temperature", 2.5}, {"top_p", 0.0},          {"min_p", 1.5},
-      {"max_tokens", 0},    {"top_logprobs", 21},    {"presence_penalty", 3},
-      {"top_k", -2},        {"repetition_penalty", 0}, {"stop_token_ids", {320}}};
+      {"temperature", 2.5},     {"top_p", 0.0},          {"min_p", 1.5}, {"max_tokens", 0},
+      {"top_logprobs", 21},     {"presence_penalty", 3}, {"top_k", -2},  {"repetition_penalty", 0},
+      {"stop_token_ids", {320}}};
   for (const auto& [field, value] : cases) {
     const ApiError e = chat_error(chat({{field, value}}));
     EXPECT_EQ(e.status(), 400) << field;
@@ -159,7 +173,8 @@ TEST(ParseChatCompletion, OutOfRangeValuesNameTheField) {
 }
 
 TEST(ParseChatCompletion, MessagesErrorsNameThePath) {
-  const ApiError e = chat_error(json{{"messages", json::array({{{"role", "user"}, {"content", 5}}})}});
+  const ApiError e =
+      chat_error(json{{"messages", json::array({{{"role", "user"}, {"content", 5}}})}});
   EXPECT_EQ(e.status(), 400);
   EXPECT_NE(std::string(e.what()).find("messages[0]"), std::string::npos) << e.what();
   EXPECT_EQ(chat_error(json{{"model", "tinyglm-micro"}}).status(), 400);
@@ -175,9 +190,9 @@ TEST(ParseChatCompletion, UnknownModelIs404) {
 }
 
 TEST(ParseChatCompletion, UnsupportedFeaturesAre400) {
-  for (const json& extra : {json{{"n", 2}}, json{{"logit_bias", {{"1", 5}}}},
-                            json{{"response_format", {{"type", "json_object"}}}},
-                            json{{"tool_choice", "required"}}}) {
+  for (const json& extra :
+       {json{{"n", 2}}, json{{"logit_bias", {{"1", 5}}}},
+        json{{"response_format", {{"type", "json_object"}}}}, json{{"tool_choice", "required"}}}) {
     EXPECT_EQ(chat_error(chat(extra)).status(), 400) << extra.dump();
   }
   EXPECT_NO_THROW(parse_chat_completion(
@@ -186,8 +201,8 @@ TEST(ParseChatCompletion, UnsupportedFeaturesAre400) {
 }
 
 TEST(ParseChatCompletion, ThinkingSwitches) {
-  auto r = parse_chat_completion(chat({{"chat_template_kwargs", {{"enable_thinking", false}}}}),
-                                 kModel);
+  auto r =
+      parse_chat_completion(chat({{"chat_template_kwargs", {{"enable_thinking", false}}}}), kModel);
   EXPECT_FALSE(thinking_enabled(r.chat.options));
   r = parse_chat_completion(chat({{"reasoning_effort", "none"}}), kModel);
   EXPECT_FALSE(thinking_enabled(r.chat.options));
@@ -240,8 +255,9 @@ TEST(ParseTokenize, PromptOrMessages) {
   ASSERT_TRUE(r.chat.has_value());
   EXPECT_FALSE(r.add_special_tokens);
   EXPECT_EQ(error_of(parse_tokenize, json::object()).status(), 400);
-  EXPECT_EQ(error_of(parse_tokenize, json{{"prompt", "a"}, {"messages", chat()["messages"]}}).status(),
-            400);
+  EXPECT_EQ(
+      error_of(parse_tokenize, json{{"prompt", "a"}, {"messages", chat()["messages"]}}).status(),
+      400);
   EXPECT_EQ(error_of(parse_tokenize, json{{"prompt", 1}}).param(), "prompt");
 }
 

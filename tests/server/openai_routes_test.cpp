@@ -297,6 +297,22 @@ TEST_F(RoutesTest, StreamingChatEventOrder) {
   for (size_t i = 0; i < 5; ++i) EXPECT_TRUE(ev[i]["usage"].is_null());
 }
 
+TEST_F(RoutesTest, CompletionStreamStartsWithTheFirstText) {
+  auto ex = call("POST", "/v1/completions",
+                 {{"prompt", {7, 8}}, {"stream", true}, {"return_token_ids", true}});
+  EXPECT_TRUE(ex->body.find("data: ") == std::string::npos);  // nothing before the first token
+  engine_.token('a');
+  engine_.token('b', FinishReason::kLength);
+  ex->run_posted();
+  const auto ev = ex->events();
+  ASSERT_EQ(ev.size(), 4u) << ex->body;
+  EXPECT_EQ(ev[0]["choices"][0]["text"], "a");
+  EXPECT_EQ(ev[0]["prompt_token_ids"], json({7, 8}));
+  EXPECT_FALSE(ev[1].contains("prompt_token_ids"));
+  EXPECT_EQ(ev[2]["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(ev[3], "[DONE]");
+}
+
 TEST_F(RoutesTest, StopStringFinishesAndCancelsTheEngineRequest) {
   auto ex = call("POST", "/v1/completions",
                  {{"prompt", "x"}, {"stop", "XY"}, {"stream", true}, {"max_tokens", 50}});

@@ -1,0 +1,445 @@
+#include "engine/server/http_connection.h"
+
+// Boost 1.74's asio headers use std::exchange without including <utility>; it must come first.
+#include <utility>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include <array>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "engine/server/api_error.h"
+#include "engine/server/metrics.h"
+#include "engine/server/server_log.h"
+
+namespace sparkglm::server {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+namespace {
+
+constexpr size_t kReadChunk = 4096;
+// While a request runs the connection keeps reading, to notice a disconnect; pipelined bytes
+// beyond this are left in the socket.
+constexpr size_t kMaxPipelinedBytes = 64u << 10;
+// After the last response of a connection, its unread input is drained this long (so that closing
+// does not reset the connection before the client has read the response).
+constexpr std::chrono::milliseconds kLingerTime{1000};
+constexpr size_t kLingerBytes = 1u << 20;
+
+std::string head(int status, const std::string& content_type, bool keep_alive,
+                 const std::vector<std::pair<std::string, std::string>>& extra) {
+  std::string h = "HTTP/1.1 " + std::to_string(status) + " " + status_reason(status) + "\r\n";
+  h += "Server: sparkglm\r\n";
+  if (!content_type.empty()) h += "Content-Type: " + content_type + "\r\n";
+  h += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
+  for (const auto& [k, v] : extra) h += k + ": " + v + "\r\n";
+  return h;
+}
+
+// A parse error of the request itself (worth a 400), as opposed to the client going away.
+bool malformed(const beast::error_code& ec) {
+  static const auto& http_category = beast::error_code(http::error::bad_method).category();
+  return ec && ec.category() == http_category && ec != http::error::end_of_stream &&
+         ec != http::error::partial_message;
+}
+
+}  // namespace
+
+// One client connection: reads requests one after another and writes their answers in order. All
+// its state is touched on its strand only.
+class Connection final : public HttpConnection, public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, ListenerState& server, bool counted)
+      : server_(server), stream_(std::move(socket)), counted_(counted) {
+    beast::error_code ec;
+    const tcp::endpoint ep = stream_.socket().remote_endpoint(ec);
+    if (!ec) peer_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+    stream_.socket().set_option(tcp::no_delay(true), ec);
+    if (server_.metrics && counted_) server_.metrics->connection_opened();
+  }
+
+  ~Connection() override { release(); }
+
+  void start() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      self->wait_for_request(self->server_.options.header_timeout);
+    });
+  }
+
+  void reject() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      self->reply_and_close(ApiError::too_many_connections(self->server_.options.max_connections));
+    });
+  }
+
+  void close_if_idle() override {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (!self->in_exchange_) self->close();
+    });
+  }
+
+  // The exchange's operations, valid while `id` is the current exchange.
+  bool current(uint64_t id) const { return id == exchange_id_ && exchange_open_ && !closed_; }
+  void post(std::function<void()> fn) { net::post(stream_.get_executor(), std::move(fn)); }
+
+  void respond(HttpResponse r) {
+    status_ = r.status;
+    std::string out = head(r.status, r.content_type, keep_alive(), r.headers);
+    out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n\r\n";
+    out += r.body;
+    end_exchange(std::move(out));
+  }
+
+  void begin_stream(int status, const std::string& content_type) {
+    if (streaming_) return;
+    streaming_ = true;
+    status_ = status;
+    // HTTP/1.0 has no chunked encoding: the body then ends when the connection closes.
+    if (http10_) keep_alive_ = false;
+    std::string out = head(status, content_type, keep_alive(),
+                           {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
+    out += http10_ ? "\r\n" : "Transfer-Encoding: chunked\r\n\r\n";
+    queue(std::move(out));
+  }
+
+  void write_chunk(const std::string& bytes) {
+    if (bytes.empty()) return;
+    if (http10_) return queue(bytes);
+    char size[24];
+    std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
+    std::string out = size;
+    out += bytes;
+    out += "\r\n";
+    queue(std::move(out));
+  }
+
+  void end_stream() { end_exchange(http10_ ? "" : "0\r\n\r\n"); }
+
+  void set_on_abandon(std::function<void()> fn) { on_abandon_ = std::move(fn); }
+
+ private:
+  enum class AfterWatch { kKeepWatching, kNextRequest, kLinger };
+
+  bool keep_alive() const { return keep_alive_ && !server_.draining.load(); }
+
+  // Waits for the first byte of the next request, then reads its header.
+  void wait_for_request(std::chrono::milliseconds timeout) {
+    if (closed_) return;
+    if (server_.draining.load()) return close();
+    if (buffer_.size() > 0) return read_header();
+    stream_.expires_after(timeout);
+    stream_.async_read_some(buffer_.prepare(kReadChunk),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->buffer_.commit(n);
+                              if (ec) return self->close();
+                              self->read_header();
+                            });
+  }
+
+  void read_header() {
+    parser_.emplace();
+    parser_->header_limit(uint32_t(server_.options.max_header_bytes));
+    parser_->body_limit(uint64_t(server_.options.max_body_bytes));
+    stream_.expires_after(server_.options.header_timeout);
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+  }
+
+  void on_header(beast::error_code ec) {
+    if (ec == http::error::header_limit)
+      return reply_and_close(ApiError(431, "invalid_request_error", "header_too_large",
+                                      "the request header is larger than " +
+                                          std::to_string(server_.options.max_header_bytes) +
+                                          " bytes"));
+    if (ec == http::error::body_limit)  // a Content-Length beyond the limit
+      return reply_and_close(ApiError::body_too_large(server_.options.max_body_bytes));
+    if (malformed(ec))
+      return reply_and_close(ApiError::invalid_request("malformed HTTP request: " + ec.message()));
+    if (ec) return close();  // timeout, reset or end of stream
+    const auto& req = parser_->get();
+    if (beast::iequals(req[http::field::expect], "100-continue"))
+      queue("HTTP/1.1 100 Continue\r\n\r\n");
+    if (parser_->is_done()) return on_request();
+    stream_.expires_after(server_.options.header_timeout);
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code e, size_t) { self->on_body(e); });
+  }
+
+  void on_body(beast::error_code ec) {
+    if (ec == http::error::body_limit)
+      return reply_and_close(ApiError::body_too_large(server_.options.max_body_bytes));
+    if (malformed(ec))
+      return reply_and_close(ApiError::invalid_request("malformed HTTP request: " + ec.message()));
+    if (ec) return close();
+    on_request();
+  }
+
+  void on_request();
+
+  // Answers outside any route (a malformed or oversized request, too many connections) and
+  // closes once the answer is written.
+  void reply_and_close(const ApiError& e) {
+    keep_alive_ = false;
+    in_exchange_ = true;
+    exchange_open_ = true;
+    ++exchange_id_;
+    path_ = parser_ ? std::string(parser_->get().target()) : "";
+    if (auto q = path_.find('?'); q != std::string::npos) path_.resize(q);
+    respond(HttpResponse::error(e));
+  }
+
+  void end_exchange(std::string last) {
+    exchange_open_ = false;
+    on_abandon_ = nullptr;
+    if (server_.metrics && status_ != 0) server_.metrics->record_response(path_, status_);
+    queue(std::move(last));
+  }
+
+  void queue(std::string bytes) {
+    if (closed_) return;
+    pending_ += bytes;
+    if (pending_.size() + sending_.size() > server_.options.max_queued_bytes) {
+      // The client does not read what it asked for; it is treated as gone.
+      log_line("closing " + peer_ + ": it left more than " +
+               std::to_string(server_.options.max_queued_bytes) + " bytes unread");
+      return close();
+    }
+    write_pending();
+  }
+
+  void write_pending() {
+    if (writing_ || closed_) return;
+    if (pending_.empty()) {
+      if (in_exchange_ && !exchange_open_) finish_exchange();  // an answer that ended on nothing
+      return;
+    }
+    writing_ = true;
+    sending_.swap(pending_);
+    pending_.clear();
+    stream_.expires_after(server_.options.write_timeout);
+    net::async_write(stream_, net::buffer(sending_),
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       self->writing_ = false;
+                       self->sending_.clear();
+                       if (ec) return self->close();
+                       self->write_pending();
+                     });
+  }
+
+  // The answer is fully written: the next request, or the end of the connection.
+  void finish_exchange() {
+    in_exchange_ = false;
+    streaming_ = false;
+    if (!keep_alive()) return linger(false);
+    if (watching_) {
+      after_watch_ = AfterWatch::kNextRequest;
+      beast::error_code ec;
+      stream_.socket().cancel(ec);
+      return;
+    }
+    wait_for_request(server_.options.idle_timeout);
+  }
+
+  // Reads while a request runs so that a disconnect is noticed at once.
+  void watch() {
+    if (watching_ || closed_ || buffer_.size() >= kMaxPipelinedBytes) return;
+    watching_ = true;
+    after_watch_ = AfterWatch::kKeepWatching;
+    stream_.expires_never();
+    stream_.async_read_some(
+        buffer_.prepare(kReadChunk),
+        [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_watch(ec, n); });
+  }
+
+  void on_watch(beast::error_code ec, size_t n) {
+    watching_ = false;
+    buffer_.commit(n);
+    switch (after_watch_) {
+      case AfterWatch::kNextRequest:
+        return wait_for_request(server_.options.idle_timeout);
+      case AfterWatch::kLinger:
+        return linger(true);
+      case AfterWatch::kKeepWatching:
+        if (ec) return close();  // the client went away
+        if (in_exchange_) return watch();
+        return;
+    }
+  }
+
+  // Half-closes and discards input for a moment, then closes.
+  void linger(bool watched) {
+    if (closed_) return;
+    if (!watched && watching_) {
+      after_watch_ = AfterWatch::kLinger;
+      beast::error_code ec;
+      stream_.socket().cancel(ec);
+      return;
+    }
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.expires_after(kLingerTime);
+    drain();
+  }
+
+  void drain() {
+    stream_.async_read_some(net::buffer(discard_),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->drained_ += n;
+                              if (ec || self->drained_ > kLingerBytes) return self->close();
+                              self->drain();
+                            });
+  }
+
+  // Gives back the connection's place under max_connections.
+  void release() {
+    if (released_) return;
+    released_ = true;
+    {
+      std::lock_guard<std::mutex> lock(server_.mutex);
+      server_.connections.erase(static_cast<HttpConnection*>(this));
+    }
+    if (counted_) {
+      server_.open.fetch_sub(1);
+      if (server_.metrics) server_.metrics->connection_closed();
+    } else {
+      server_.rejecting.fetch_sub(1);
+    }
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.close();
+    release();
+    const bool abandoned = in_exchange_ && exchange_open_;
+    exchange_open_ = false;
+    auto fn = std::move(on_abandon_);
+    on_abandon_ = nullptr;
+    if (abandoned && server_.metrics) server_.metrics->record_response(path_, 499);
+    if (abandoned && fn) fn();
+  }
+
+  ListenerState& server_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::string peer_;
+  bool counted_;
+  bool closed_ = false;
+  bool released_ = false;
+  // The current exchange.
+  uint64_t exchange_id_ = 0;
+  bool in_exchange_ = false;    // its answer is not fully written yet
+  bool exchange_open_ = false;  // the route may still write
+  bool streaming_ = false;
+  bool keep_alive_ = false;
+  bool http10_ = false;
+  int status_ = 0;
+  std::string path_;
+  std::function<void()> on_abandon_;
+  // Output: bytes queued, and the bytes of the one write in flight.
+  std::string pending_, sending_;
+  bool writing_ = false;
+  bool watching_ = false;
+  AfterWatch after_watch_ = AfterWatch::kKeepWatching;
+  std::array<char, kReadChunk> discard_{};
+  size_t drained_ = 0;
+};
+
+namespace {
+
+class ConnectionExchange : public HttpExchange {
+ public:
+  ConnectionExchange(std::shared_ptr<Connection> c, uint64_t id) : c_(std::move(c)), id_(id) {}
+
+  void post(std::function<void()> fn) override { c_->post(std::move(fn)); }
+  void respond(HttpResponse response) override {
+    if (c_->current(id_)) c_->respond(std::move(response));
+  }
+  void begin_stream(int status, const std::string& content_type) override {
+    if (c_->current(id_)) c_->begin_stream(status, content_type);
+  }
+  void write(std::string bytes) override {
+    if (c_->current(id_)) c_->write_chunk(bytes);
+  }
+  void end_stream() override {
+    if (c_->current(id_)) c_->end_stream();
+  }
+  void on_abandon(std::function<void()> fn) override {
+    if (c_->current(id_)) c_->set_on_abandon(std::move(fn));
+  }
+  bool open() const override { return c_->current(id_); }
+
+ private:
+  std::shared_ptr<Connection> c_;
+  uint64_t id_;
+};
+
+}  // namespace
+
+void Connection::on_request() {
+  auto& req = parser_->get();
+  HttpRequest r;
+  r.method = std::string(req.method_string());
+  r.path = std::string(req.target());
+  if (auto q = r.path.find('?'); q != std::string::npos) r.path.resize(q);
+  r.authorization = std::string(req[http::field::authorization]);
+  r.body = std::move(req.body());
+  r.peer = peer_;
+  keep_alive_ = req.keep_alive();
+  http10_ = req.version() < 11;
+  parser_.reset();
+
+  ++exchange_id_;
+  in_exchange_ = true;
+  exchange_open_ = true;
+  streaming_ = false;
+  status_ = 0;
+  path_ = r.path;
+  watch();
+  auto exchange = std::make_shared<ConnectionExchange>(shared_from_this(), exchange_id_);
+  try {
+    server_.handler.handle(std::move(r), exchange);
+  } catch (const ApiError& e) {
+    if (exchange->open() && !streaming_) exchange->respond(HttpResponse::error(e));
+    if (exchange->open()) exchange->end_stream();
+  } catch (const std::exception& e) {
+    log_line(std::string("internal error: ") + e.what());
+    if (exchange->open() && !streaming_)
+      exchange->respond(HttpResponse::error(ApiError::internal(e.what())));
+    if (exchange->open()) exchange->end_stream();
+  }
+}
+
+void HttpConnection::serve(tcp::socket socket, ListenerState& listener, bool reject) {
+  auto c = std::make_shared<Connection>(std::move(socket), listener, !reject);
+  {
+    std::lock_guard<std::mutex> lock(listener.mutex);
+    listener.connections.emplace(c.get(), c);
+  }
+  if (reject)
+    c->reject();
+  else
+    c->start();
+}
+
+}  // namespace sparkglm::server
