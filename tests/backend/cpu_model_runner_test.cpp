@@ -10,15 +10,13 @@
 #include "engine/core/error.h"
 #include "engine/model/model_loader.h"
 #include "engine/runtime/block_allocator.h"
-#include "tinyglm/dummy_weights.h"
+#include "tests/support/micro_model.h"
 
 namespace sparkglm {
 namespace {
 
 const LoadedModel& micro() {
-  static ThreadPool pool(2);
-  static const auto model = load_model_preset("tinyglm-micro", 0, kDefaultDummySeed, pool);
-  return *model;
+  return testing::micro_model();
 }
 
 std::vector<int32_t> tokens_of(int n, int salt) {

@@ -1,6 +1,6 @@
 """Independent numpy reference of the GLM-5.3-Flash forward pass.
 
-Written only from the contract, /work/shared/design/MODEL.md ("MODEL.md") and docs/checkpoint.md
+Written only from the contract, ../shared/design/MODEL.md ("MODEL.md") and docs/checkpoint.md
 ("checkpoint.md"), never from the engine's C++ sources, so that it can catch bugs there.
 Everything is computed in float64, token by token where the contract is recurrent (KDA), with full
 causal MLA plus the DSA indexer selection, MoE, mHC with Sinkhorn, the head reduction and the MTP
