@@ -62,6 +62,23 @@ def http_round(port, concurrency, max_tokens):
     return sum(len(t) - 1 for t in all_times) / (last - first)
 
 
+def curl_round(port, concurrency, max_tokens):
+    """Generated tokens / wall time with curl as the client: C code that parses nothing, so the
+    number charges the server, not the client."""
+    procs = []
+    start = time.perf_counter()
+    for c in range(concurrency):
+        prompt = [(i * 7 + c * 13 + 1) % 256 for i in range(PROMPT_TOKENS)]
+        body = json.dumps({"model": "tinyglm-micro", "prompt": prompt, "max_tokens": max_tokens,
+                           "temperature": 0, "ignore_eos": True, "stream": True})
+        procs.append(subprocess.Popen(
+            ["curl", "-sN", "-o", "/dev/null", "-H", "content-type: application/json", "-d", body,
+             f"http://127.0.0.1:{port}/v1/completions"]))
+    for p in procs:
+        assert p.wait() == 0
+    return concurrency * max_tokens / (time.perf_counter() - start)
+
+
 def peak_rss(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -92,9 +109,10 @@ def main():
             except OSError:
                 time.sleep(0.05)
         http_round(port, 1, 8)  # warmup
-        http_rates = {}
+        http_rates, curl_rates = {}, {}
         for conc in (1, 4, 8):
             http_rates[str(conc)] = [http_round(port, conc, a.max_tokens) for _ in range(a.reps)]
+            curl_rates[str(conc)] = [curl_round(port, conc, a.max_tokens) for _ in range(a.reps)]
         server_peak = peak_rss(server.pid)
     finally:
         server.terminate()
@@ -102,14 +120,19 @@ def main():
     inproc = json.loads(subprocess.check_output(
         [os.path.join(a.bin_dir, "bench", "engine_bench"), "--reps", str(a.reps),
          "--max-tokens", str(a.max_tokens), "--prompt-tokens", str(PROMPT_TOKENS)]))
+    inproc_wall = inproc["in_process_wall_tok_s"]
     inproc = inproc["in_process_aggregate_decode_tok_s"]
     cells = {}
     for conc in ("1", "4", "8"):
         h, i = statistics.median(http_rates[conc]), statistics.median(inproc[conc])
-        # Per generated token: HTTP time / in-process time - 1 = the server's added share.
-        cells[conc] = {"http_tok_s_runs": http_rates[conc], "in_process_tok_s_runs": inproc[conc],
-                       "http_tok_s_median": h, "in_process_tok_s_median": i,
-                       "overhead_per_token": i / h - 1.0}
+        cw, iw = statistics.median(curl_rates[conc]), statistics.median(inproc_wall[conc])
+        # Per generated token: HTTP time / in-process time - 1 = the share HTTP adds.
+        cells[conc] = {"python_client_tok_s_runs": http_rates[conc], "in_process_tok_s_runs": inproc[conc],
+                       "python_client_tok_s_median": h, "in_process_tok_s_median": i,
+                       "python_client_overhead_per_token": i / h - 1.0,
+                       "curl_wall_tok_s_runs": curl_rates[conc], "in_process_wall_tok_s_runs": inproc_wall[conc],
+                       "curl_wall_tok_s_median": cw, "in_process_wall_tok_s_median": iw,
+                       "curl_overhead_per_token": iw / cw - 1.0}
     doc = {"schema": "sparkglm.bench.serve_overhead/1", "created_at": int(time.time()),
            "preset": "tinyglm-micro", "prompt_tokens": PROMPT_TOKENS, "max_tokens": a.max_tokens,
            "reps": a.reps, "server_peak_rss_bytes": server_peak,
@@ -120,8 +143,10 @@ def main():
     with open(a.out, "w") as f:
         json.dump(doc, f, indent=2)
     for conc, c in cells.items():
-        print(f"C{conc}: http {c['http_tok_s_median']:.0f} tok/s, in-process {c['in_process_tok_s_median']:.0f} tok/s, "
-              f"overhead {100 * c['overhead_per_token']:.1f}% per token")
+        print(f"C{conc}: python client {c['python_client_tok_s_median']:.0f} vs in-process "
+              f"{c['in_process_tok_s_median']:.0f} tok/s ({100 * c['python_client_overhead_per_token']:.1f}%); "
+              f"curl {c['curl_wall_tok_s_median']:.0f} vs in-process wall {c['in_process_wall_tok_s_median']:.0f} tok/s "
+              f"({100 * c['curl_overhead_per_token']:.1f}%)")
     print(f"server peak RSS {server_peak / 2**20:.0f} MiB; wrote {a.out}")
 
 
