@@ -26,13 +26,8 @@ bool is_text_tag(std::string_view text) {
 class ByteCodec : public TokenCodec {
  public:
   std::vector<int32_t> encode(std::string_view text) const override { return tok_.encode(text); }
-  std::string decode(const std::vector<int32_t>& ids, bool skip_special) const override {
-    if (!skip_special) return tok_.decode(ids, false);
-    std::vector<int32_t> kept;
-    kept.reserve(ids.size());
-    for (int32_t id : ids)
-      if (!is_control(id)) kept.push_back(id);
-    return tok_.decode(kept, false);
+  std::string decode_all(const std::vector<int32_t>& ids) const override {
+    return tok_.decode(ids, false);
   }
   std::string token_bytes(int32_t id) const override {
     if (id < 0 || id >= ByteTokenizer::kVocabSize) return "";
@@ -60,13 +55,8 @@ class BpeCodec : public TokenCodec {
     }
   }
   std::vector<int32_t> encode(std::string_view text) const override { return tok_.encode(text); }
-  std::string decode(const std::vector<int32_t>& ids, bool skip_special) const override {
-    if (!skip_special) return tok_.decode(ids, false);
-    std::vector<int32_t> kept;
-    kept.reserve(ids.size());
-    for (int32_t id : ids)
-      if (!is_control(id)) kept.push_back(id);
-    return tok_.decode(kept, false);
+  std::string decode_all(const std::vector<int32_t>& ids) const override {
+    return tok_.decode(ids, false);
   }
   std::string token_bytes(int32_t id) const override { return tok_.decode({id}, false); }
   bool is_control(int32_t id) const override {
@@ -81,6 +71,15 @@ class BpeCodec : public TokenCodec {
 };
 
 }  // namespace
+
+std::string TokenCodec::decode(const std::vector<int32_t>& ids, bool skip_special) const {
+  if (!skip_special) return decode_all(ids);
+  std::vector<int32_t> kept;
+  kept.reserve(ids.size());
+  for (int32_t id : ids)
+    if (!is_control(id)) kept.push_back(id);
+  return decode_all(kept);
+}
 
 std::unique_ptr<TokenCodec> make_byte_codec() {
   return std::make_unique<ByteCodec>();

@@ -17,7 +17,8 @@ class TokenCodec {
   virtual ~TokenCodec() = default;
   // Special-token texts ("[gMASK]", "<|user|>") become their ids.
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
-  virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special) const = 0;
+  // With skip_special, control ids are dropped first (the same rule for every vocabulary).
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special) const;
   // The bytes one id stands for (not necessarily whole UTF-8 characters); "" for no token.
   virtual std::string token_bytes(int32_t id) const = 0;
   virtual bool is_control(int32_t id) const = 0;
@@ -26,6 +27,9 @@ class TokenCodec {
 
   // [gMASK]<sop>: what add_special_tokens puts before a prompt.
   std::vector<int32_t> prefix() const { return encode("[gMASK]<sop>"); }
+
+ protected:
+  virtual std::string decode_all(const std::vector<int32_t>& ids) const = 0;
 };
 
 std::unique_ptr<TokenCodec> make_byte_codec();
