@@ -9,6 +9,7 @@ packages=(
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev libcurl4-openssl-dev libboost-dev
   clang libclang-rt-14-dev clang-format
+  chromium
   python3 python3-venv python3-pip
 )
 missing=()

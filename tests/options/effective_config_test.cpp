@@ -106,9 +106,9 @@ TEST(EffectiveConfig, PrecedenceIsBuiltinThenProfileThenFlags) {
   EXPECT_EQ(c.source("max-seq-len"), ValueSource::kProfile);
   EXPECT_EQ(c.number("header-timeout"), 10.0);
   EXPECT_EQ(c.source("header-timeout"), ValueSource::kBuiltin);
-  EXPECT_EQ(c.integer("threads"), 8);  // a flag with no profile value logs nothing
-  EXPECT_EQ(c.str("kv-cache-dtype"), "fp8_g128");
-  EXPECT_TRUE(c.boolean("enable-prefix-caching"));
+  EXPECT_EQ(c.integer("threads"), 8);          // a flag with no profile value logs nothing
+  EXPECT_EQ(c.str("kv-cache-dtype"), "bf16");  // fp8_g128 waits for a receipt (G0)
+  EXPECT_FALSE(c.boolean("enable-prefix-caching"));
   EXPECT_EQ(c.str("preset"), "glm-5.3-flash");
   EXPECT_EQ(c.log_lines(),
             std::vector<std::string>{"--max-num-seqs=2 overrides profile 4x1m value 4"});
@@ -121,15 +121,16 @@ TEST(EffectiveConfig, PrecedenceIsBuiltinThenProfileThenFlags) {
 
 TEST(EffectiveConfig, EveryOverridingFlagLogsOneLine) {
   const EffectiveConfig c =
-      serve({"--profile=8x128k", "--device", "cpu", "--no-enable-prefix-caching",
-             "--gpu-memory-utilization=0.5", "--max-num-seqs=8", "--kv-cache-dtype=bf16"});
-  EXPECT_EQ(c.log_lines(), (std::vector<std::string>{
-                               "--device=cpu overrides profile 8x128k value cuda",
-                               "--enable-prefix-caching=false overrides profile 8x128k value true",
-                               "--gpu-memory-utilization=0.5 overrides profile 8x128k value 0.88",
-                               "--kv-cache-dtype=bf16 overrides profile 8x128k value fp8_g128"}));
-  EXPECT_EQ(c.source("max-num-seqs"), ValueSource::kCommandLine);  // same value: no line
-  EXPECT_FALSE(c.boolean("enable-prefix-caching"));
+      serve({"--profile=8x128k", "--device", "cpu", "--max-prefill-tokens=4096",
+             "--gpu-memory-utilization=0.5", "--max-num-seqs=8", "--kv-cache-dtype=fp8_g128"});
+  EXPECT_EQ(c.log_lines(),
+            (std::vector<std::string>{
+                "--device=cpu overrides profile 8x128k value cuda",
+                "--max-prefill-tokens=4096 overrides profile 8x128k value 8192",
+                "--gpu-memory-utilization=0.5 overrides profile 8x128k value 0.88"}));
+  EXPECT_EQ(c.source("max-num-seqs"), ValueSource::kCommandLine);    // same value: no line
+  EXPECT_EQ(c.source("kv-cache-dtype"), ValueSource::kCommandLine);  // not in the profile: no line
+  EXPECT_EQ(c.str("kv-cache-dtype"), "fp8_g128");
 }
 
 TEST(EffectiveConfig, ModelFlagReplacesTheProfileModel) {

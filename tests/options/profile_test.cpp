@@ -86,8 +86,10 @@ TEST(Profile, EveryShippedProfileLoadsAndValidates) {
     EXPECT_EQ(c.integer("max-seq-len"), s.context);
     EXPECT_EQ(c.integer("max-prefill-tokens"), 8192);
     EXPECT_EQ(c.integer("block-size"), 16);
-    EXPECT_EQ(c.str("kv-cache-dtype"), "fp8_g128");
-    EXPECT_TRUE(c.boolean("enable-prefix-caching"));
+    // Behaviour options stay at their defaults until a receipt promotes them (G0 checks this).
+    EXPECT_TRUE(p.unbacked_options().empty());
+    EXPECT_EQ(c.str("kv-cache-dtype"), "bf16");
+    EXPECT_FALSE(c.boolean("enable-prefix-caching"));
     EXPECT_EQ(c.integer("world-size"), s.ranks);
     EXPECT_EQ(c.integer("tp-size"), s.ranks);
     EXPECT_EQ(c.str("device"), "cuda");
@@ -102,7 +104,8 @@ TEST(Profile, LoadsByPathAndByNameWithTheSameIdentity) {
   EXPECT_EQ(by_name.sha256(), by_path.sha256());
   EXPECT_EQ(by_name.values(), by_path.values());
   EXPECT_EQ(by_name.field_of("max-num-seqs"), "limits.max_num_seqs");
-  EXPECT_EQ(by_name.field_of("kv-cache-dtype"), "options.kv-cache-dtype");
+  EXPECT_EQ(by_name.field_of("block-size"), "options.block-size");
+  EXPECT_EQ(by_name.field_of("kv-cache-dtype"), "");
   EXPECT_EQ(by_name.field_of("preset"), "model");
   EXPECT_EQ(by_name.field_of("rank"), "");
 }

@@ -1,0 +1,54 @@
+#pragma once
+// What the client observed for one request: every time is seconds on the monotonic clock since the
+// run's epoch, taken when the event's bytes arrived. One RequestRecord is one line of the bundle's
+// `requests.jsonl`; metrics are recomputed from these and nothing else.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sparkglm::harness {
+
+struct RequestRecord {
+  // Identity (copied from the RequestSpec).
+  std::string arm;  // "baseline" / "candidate" / "" for a single-arm run
+  std::string case_id;
+  int32_t repetition = 0;
+  int32_t index = 0;
+  std::string marker;
+
+  // Times (seconds since the run epoch, monotonic).
+  double start_s = 0;                    // just before the request bytes were handed to the socket
+  std::optional<double> first_output_s;  // first delta carrying content or reasoning (TTFT)
+  std::optional<double>
+      first_visible_s;                 // first delta carrying content (time to first visible token)
+  std::vector<double> output_event_s;  // every SSE event that carried content or reasoning
+  double end_s = 0;                    // "data: [DONE]" (or the failure)
+
+  // Outcome.
+  bool ok = false;
+  int32_t http_status = 0;
+  std::string error;          // "" when ok; otherwise what went wrong (timeout, HTTP 400: ..., ...)
+  std::string finish_reason;  // "stop" / "length" / ...
+  int32_t prompt_tokens = 0;  // from the usage chunk
+  int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0;
+  int32_t reasoning_tokens = 0;
+  std::vector<int32_t> token_ids;  // from return_token_ids
+  std::string output_text;         // the concatenated content deltas
+  std::string reasoning_text;      // the concatenated reasoning deltas
+  std::string output_sha256;       // of output_text
+  std::string reasoning_sha256;    // of reasoning_text
+  std::string token_ids_sha256;    // of the ids as decimal text joined by "," (the G2 identity)
+
+  // The client's own cost: seconds spent parsing and recording, per event (median and max).
+  double client_overhead_median_s = 0;
+  double client_overhead_max_s = 0;
+};
+
+nlohmann::json to_json(const RequestRecord& record);
+RequestRecord record_from_json(const nlohmann::json& j);  // throws Error naming the bad field
+
+}  // namespace sparkglm::harness
