@@ -13,9 +13,12 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/backend/cpu/cpu_model_runner.h"
 #include "engine/core/build_info.h"
 #include "engine/core/error.h"
+#include "engine/core/sha256.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/model_loader.h"
 #include "engine/options/effective_config.h"
@@ -105,6 +108,11 @@ int serve(const std::vector<std::string>& args) {
   limits.max_prefill_tokens = int(cfg.integer("max-prefill-tokens"));
   limits.max_seq_len = max_seq_len;
   const int pool_tokens = num_blocks * block_size;
+  // The model half of the run identity (ARCHITECTURE.md), one JSON line that a harness can read.
+  log_line("model identity: " + nlohmann::json{{"model_id", model_id},
+                                                {"config_sha256", sha256_hex(mc.to_json().dump())},
+                                                {"weights", model->weights.identity}}
+                                    .dump());
   log_line("model " + model_id + ": " + std::to_string(mc.num_hidden_layers) + " layers, vocab " +
            std::to_string(mc.vocab_size) + ", " + std::to_string(pool.size()) + " CPU threads");
   log_line("KV pool: " + std::to_string(num_blocks) + " blocks of " + std::to_string(block_size) +
