@@ -14,6 +14,7 @@ namespace sparkglm::harness {
 struct RequestRecord {
   // Identity (copied from the RequestSpec).
   std::string arm;  // "baseline" / "candidate" / "" for a single-arm run
+  std::string workload;
   std::string case_id;
   int32_t repetition = 0;
   int32_t index = 0;

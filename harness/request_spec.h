@@ -9,6 +9,7 @@
 namespace sparkglm::harness {
 
 struct RequestSpec {
+  std::string workload;        // the workload this request belongs to, e.g. "tinyglm-gate"
   std::string case_id;         // the workload case this request belongs to, e.g. "decode_c1"
   int32_t repetition = 0;      // 0-based repetition of the case (warmups are negative: -1, -2, ...)
   int32_t index = 0;           // 0-based position of the request within one repetition
