@@ -1,0 +1,286 @@
+#include "workloads/grader.h"
+
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <set>
+
+#include "engine/core/error.h"
+#include "workloads/prompt_builder.h"
+
+namespace sparkglm::workloads {
+
+using harness::RequestRecord;
+using nlohmann::json;
+
+namespace {
+
+std::string where(const RequestRecord& r) {
+  return "repetition " + std::to_string(r.repetition) + " request " + std::to_string(r.index);
+}
+
+// Collects per-request failures: how many, and the first few spelled out.
+class Failures {
+ public:
+  void add(const std::string& what) {
+    if (count_++ < 3) detail_ += (detail_.empty() ? "" : "; ") + what;
+  }
+  int count() const { return count_; }
+  std::string detail(const std::string& ok) const {
+    if (count_ == 0) return ok;
+    return detail_ + (count_ > 3 ? "; and " + std::to_string(count_ - 3) + " more" : "");
+  }
+
+ private:
+  int count_ = 0;
+  std::string detail_;
+};
+
+std::vector<const RequestRecord*> measured(const std::vector<RequestRecord>& records,
+                                           const std::string& case_id) {
+  std::vector<const RequestRecord*> out;
+  for (const RequestRecord& r : records)
+    if (r.case_id == case_id && r.repetition >= 0) out.push_back(&r);
+  return out;
+}
+
+size_t planned(const CasePlan& plan) {
+  size_t n = 0;
+  for (const RepetitionPlan& r : plan.repetitions)
+    if (!r.warmup()) n += r.requests.size();
+  return n;
+}
+
+const std::string* expected_of(const CasePlan& plan, const RequestRecord& r) {
+  for (const RepetitionPlan& rep : plan.repetitions)
+    if (rep.repetition == r.repetition && r.index >= 0 && size_t(r.index) < rep.expected.size())
+      return &rep.expected[size_t(r.index)];
+  return nullptr;
+}
+
+// Every "[[sg:...]]" in the text.
+std::vector<std::string> markers_in(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t at = text.find("[[sg:"); at != std::string::npos; at = text.find("[[sg:", at + 1)) {
+    const size_t end = text.find("]]", at);
+    if (end == std::string::npos) break;
+    const std::string m = text.substr(at, end + 2 - at);
+    if (is_marker_text(m)) out.push_back(m);
+  }
+  return out;
+}
+
+// Groups the token-id hashes by request index; a group passes when it holds one non-empty hash.
+int differing_groups(const std::vector<const RequestRecord*>& records, Failures& failures,
+                     const std::string& what) {
+  std::map<int32_t, std::map<std::string, std::string>> by_index;  // index -> hash -> first seen
+  for (const RequestRecord* r : records)
+    by_index[r->index].emplace(r->token_ids_sha256, r->case_id + " " + where(*r));
+  int differing = 0;
+  for (const auto& [index, hashes] : by_index) {
+    if (hashes.size() == 1 && !hashes.begin()->first.empty()) continue;
+    ++differing;
+    std::string seen;
+    for (const auto& [hash, first] : hashes)
+      seen += (seen.empty() ? "" : ", ") +
+              (hash.empty() ? std::string("(no ids)") : hash.substr(0, 12)) + " at " + first;
+    failures.add("request " + std::to_string(index) + " " + what + ": " + seen);
+  }
+  return differing;
+}
+
+GradeResult finish(GradeResult g, const Failures& failures, const std::string& ok) {
+  g.observed = failures.count();
+  g.expected = 0;
+  g.pass = failures.count() == 0;
+  g.detail = failures.detail(ok);
+  return g;
+}
+
+}  // namespace
+
+json to_json(const GradeResult& g) {
+  return {{"name", g.name},
+          {"case", g.case_id},
+          {"pass", g.pass},
+          {"observed", g.observed},
+          {"expected", g.expected},
+          {"detail", g.detail},
+          {"informational", g.informational}};
+}
+
+const std::vector<std::string>& grader_names() {
+  static const std::vector<std::string> names = {
+      "exact_length", "structured_50", "arithmetic",          "needle",
+      "isolation",    "determinism",   "repetition_identical"};
+  return names;
+}
+
+bool is_grader(const std::string& name) {
+  const auto& n = grader_names();
+  return std::find(n.begin(), n.end(), name) != n.end();
+}
+
+bool needs_real_model(const GraderSpec& g) {
+  if (g.name == "isolation") return g.params.value("require_own", false);
+  return g.name == "structured_50" || g.name == "arithmetic" || g.name == "needle";
+}
+
+std::string last_answer(const std::string& text) {
+  // "−" (U+2212) is how some models write a minus.
+  std::string t = std::regex_replace(text, std::regex("\xE2\x88\x92"), "-");
+  static const std::regex answer(R"(Answer\s*:\s*\**\s*(-?\s*[0-9][0-9,]*))");
+  std::string last;
+  for (auto it = std::sregex_iterator(t.begin(), t.end(), answer); it != std::sregex_iterator();
+       ++it)
+    last = (*it)[1].str();
+  std::string digits;
+  for (char c : last)
+    if (c == '-' || (c >= '0' && c <= '9')) digits += c;
+  return digits;
+}
+
+std::string check_structured_50(const std::string& text) {
+  // Every balanced {...} that parses as a JSON object, in order; strings are skipped when
+  // matching braces so that a "}" inside a string does not end an object.
+  std::vector<json> objects;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '{') continue;
+    int depth = 0;
+    bool in_string = false;
+    size_t end = std::string::npos;
+    for (size_t k = i; k < text.size(); ++k) {
+      const char c = text[k];
+      if (in_string) {
+        if (c == '\\')
+          ++k;
+        else if (c == '"')
+          in_string = false;
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '{') {
+        ++depth;
+      } else if (c == '}' && --depth == 0) {
+        end = k;
+        break;
+      }
+    }
+    if (end == std::string::npos) break;
+    json j = json::parse(text.substr(i, end + 1 - i), nullptr, false);
+    if (!j.is_discarded() && j.is_object()) {
+      objects.push_back(std::move(j));
+      i = end;
+    }
+  }
+  if (objects.size() != 50)
+    return "found " + std::to_string(objects.size()) + " JSON objects, expected exactly 50";
+  for (size_t k = 0; k < objects.size(); ++k) {
+    const json& o = objects[k];
+    const int64_t index = int64_t(k) + 1;
+    const std::string at = "object " + std::to_string(k) + " " + o.dump();
+    if (o.size() != 2 || !o.contains("index") || !o.contains("square"))
+      return at + ": expected exactly the keys index and square";
+    if (!o["index"].is_number_integer() || o["index"].get<int64_t>() != index)
+      return at + ": expected index " + std::to_string(index);
+    if (!o["square"].is_number_integer() || o["square"].get<int64_t>() != index * index)
+      return at + ": expected square " + std::to_string(index * index);
+  }
+  return "";
+}
+
+GradeResult grade(const GraderSpec& grader, const CaseSpec& spec, const CasePlan& plan,
+                  const std::vector<RequestRecord>& records) {
+  GradeResult g;
+  g.name = grader.name;
+  g.case_id = spec.id;
+  Failures failures;
+  const std::vector<const RequestRecord*> mine = measured(records, spec.id);
+  if (mine.size() != planned(plan))
+    failures.add("expected " + std::to_string(planned(plan)) + " measured records, got " +
+                 std::to_string(mine.size()));
+  for (const RequestRecord* r : mine)
+    if (!r->ok) failures.add(where(*r) + " failed: " + r->error);
+
+  if (grader.name == "exact_length") {
+    for (const RequestRecord* r : mine) {
+      if (!r->ok) continue;
+      if (spec.ignore_eos && r->completion_tokens != spec.max_tokens)
+        failures.add(where(*r) + ": " + std::to_string(r->completion_tokens) +
+                     " completion tokens, expected " + std::to_string(spec.max_tokens));
+      if (spec.return_token_ids && int32_t(r->token_ids.size()) != r->completion_tokens)
+        failures.add(where(*r) + ": " + std::to_string(r->token_ids.size()) +
+                     " token ids returned for " + std::to_string(r->completion_tokens) +
+                     " completion tokens");
+    }
+    return finish(
+        g, failures,
+        "every output is exactly " + std::to_string(spec.max_tokens) + " tokens with its ids");
+  }
+  if (grader.name == "structured_50") {
+    for (const RequestRecord* r : mine)
+      if (const std::string why = check_structured_50(r->output_text); r->ok && !why.empty())
+        failures.add(where(*r) + ": " + why);
+    return finish(g, failures, "every output holds the 50 {index, square} objects");
+  }
+  if (grader.name == "arithmetic" || grader.name == "needle") {
+    const bool arithmetic = grader.name == "arithmetic";
+    for (const RequestRecord* r : mine) {
+      const std::string* want = expected_of(plan, *r);
+      if (!r->ok) continue;
+      if (!want || want->empty()) {
+        failures.add(where(*r) + ": the plan has no expected value");
+      } else if (arithmetic) {
+        if (const std::string got = last_answer(r->output_text); got != *want)
+          failures.add(where(*r) + ": last answer " + (got.empty() ? "(none)" : got) +
+                       ", expected " + *want);
+      } else if (r->output_text.find(*want) == std::string::npos) {
+        failures.add(where(*r) + ": output lacks the value " + *want);
+      }
+    }
+    return finish(
+        g, failures,
+        arithmetic ? "every last Answer: is right" : "every output contains its needle's value");
+  }
+  if (grader.name == "isolation") {
+    const bool require_own = grader.params.value("require_own", false);
+    for (const RequestRecord* r : mine) {
+      if (!r->ok) continue;
+      const std::string text = r->reasoning_text + "\n" + r->output_text;
+      std::set<std::string> foreign;
+      for (const std::string& m : markers_in(text))
+        if (m != r->marker) foreign.insert(m);
+      for (const std::string& m : foreign) failures.add(where(*r) + ": foreign marker " + m);
+      if (require_own && (r->marker.empty() || r->output_text.find(r->marker) == std::string::npos))
+        failures.add(where(*r) + ": own marker " + r->marker + " not echoed");
+    }
+    return finish(
+        g, failures,
+        require_own ? "own marker echoed, no foreign marker" : "no foreign marker in any output");
+  }
+  if (grader.name == "determinism") {
+    const std::string ref = grader.params.value("reference_case", std::string());
+    std::vector<const RequestRecord*> both = measured(records, ref);
+    if (both.empty()) failures.add("no measured records of the reference case " + ref);
+    both.insert(both.end(), mine.begin(), mine.end());
+    differing_groups(both, failures, "differs from " + ref);
+    return finish(g, failures, "every output equals its " + ref + " output");
+  }
+  if (grader.name == "repetition_identical") {
+    differing_groups(mine, failures, "differs across repetitions");
+    return finish(g, failures, "every request repeats its token ids across repetitions");
+  }
+  throw Error(ErrorKind::kInvalidConfig, "grader \"" + grader.name + "\" is unknown");
+}
+
+std::vector<GradeResult> grade_workload(const WorkloadSpec& spec, const WorkloadPlan& plan,
+                                        const std::vector<RequestRecord>& records) {
+  std::vector<GradeResult> out;
+  for (const CaseSpec& c : spec.cases) {
+    const CasePlan* p = plan.find_case(c.id);
+    if (!p) throw Error(ErrorKind::kInvalidArgument, "grade_workload: no plan for case " + c.id);
+    for (const GraderSpec& g : c.graders) out.push_back(grade(g, c, *p, records));
+  }
+  return out;
+}
+
+}  // namespace sparkglm::workloads
