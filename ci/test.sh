@@ -7,6 +7,9 @@ bash ci/setup.sh
 bash ci/build.sh
 echo "== tests"
 ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 1200
+echo "== G0 (static gate: committed receipts, results index, profile defaults, unit tests)"
+g0="out/ci/$(date -u +%Y%m%d-%H%M%S)-g0"
+./build/sparkglm-qualify run --gate G0 --ctest-dir build --id "$(basename "$g0")" --out "$g0"
 echo "== fuzz (safetensors header parser)"
 bash ci/fuzz.sh
 echo "== format"

@@ -1,0 +1,113 @@
+#include "gates/operator_gate.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "engine/core/error.h"
+
+extern char** environ;
+
+namespace sparkglm::gates {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorKind::kIo, "cannot read " + path.string());
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Whether a row passes one criterion field; error_ok compares error with tolerance.
+bool row_passes(const json& row, const std::string& field) {
+  if (field == "error_ok")
+    return row.contains("error") && row.contains("tolerance") && row["error"].is_number() &&
+           row["error"].get<double>() <= row["tolerance"].get<double>();
+  return row.value(field, false) == true;
+}
+
+std::string row_name(const json& row) {
+  return row.value("operator", "?") + " " + row.value("shape", "") + " rows " +
+         std::to_string(row.value("rows", 0));
+}
+
+int run_runner(const fs::path& runner, const fs::path& out_file, std::ostream& err) {
+  const std::string bin = runner.string(), flag = "--out", out = out_file.string();
+  std::vector<char*> argv = {const_cast<char*>(bin.c_str()), const_cast<char*>(flag.c_str()),
+                             const_cast<char*>(out.c_str()), nullptr};
+  pid_t pid = 0;
+  if (posix_spawn(&pid, bin.c_str(), nullptr, nullptr, argv.data(), environ) != 0)
+    throw Error(ErrorKind::kIo, "cannot start the operator runner " + bin);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  err << "operator runner " << bin << " exited with status " << status << '\n';
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+GateResult judge_operator_table(const GateDefinition& definition, const json& table) {
+  if (table.value("schema", "") != "sparkglm.operators/1" || !table.contains("operators") ||
+      !table["operators"].is_array() || table["operators"].empty())
+    throw Error(ErrorKind::kInvalidArgument,
+                "operator table: expected schema \"sparkglm.operators/1\" with a non-empty "
+                "\"operators\" array");
+  const json& rows = table["operators"];
+  GateResult result;
+  result.id = definition.id;
+  for (const Criterion& c : definition.criteria) {
+    if (c.check != "operators")
+      throw Error(ErrorKind::kInvalidConfig,
+                  "G1 criterion " + c.name + ": expected check operators");
+    int64_t failing = 0;
+    std::string first;
+    for (const json& row : rows)
+      if (!row_passes(row, c.field) && ++failing == 1) first = "first: " + row_name(row);
+    result.criteria.push_back(
+        {c.name, std::to_string(failing) + " of " + std::to_string(rows.size()) + " rows fail",
+         "0 rows fail", failing == 0, first});
+  }
+  int64_t timed = 0, within = 0;
+  for (const json& row : rows)
+    if (row.contains("median_us") && row.contains("floor_us") && row["floor_us"].is_number() &&
+        row["floor_us"].get<double>() > 0) {
+      ++timed;
+      within += row["median_us"].get<double>() <= 1.0 / 0.7 * row["floor_us"].get<double>();
+    }
+  result.summary = std::to_string(rows.size()) + " operator rows; " + std::to_string(within) +
+                   " of " + std::to_string(timed) + " timed rows within 1/0.7 of their floor";
+  result.conclude();
+  return result;
+}
+
+GateResult evaluate_operator_gate(const GateDefinition& definition, const fs::path& table,
+                                  const fs::path& runner, bool gpu, receipts::BundleWriter& bundle,
+                                  std::ostream& err) {
+  std::string bytes;
+  if (!table.empty()) {
+    bytes = read_bytes(table);
+    bundle.add_bytes("operators.json", bytes, "operators");
+  } else if (gpu && !runner.empty() && fs::exists(runner)) {
+    bundle.add_file("operators.json", "operators");
+    const int code = run_runner(runner, bundle.where_is("operators.json"), err);
+    if (!fs::exists(bundle.where_is("operators.json")))
+      throw Error(ErrorKind::kIo, "the operator runner exited " + std::to_string(code) +
+                                      " without writing its table");
+    bytes = read_bytes(bundle.where_is("operators.json"));
+  } else {
+    return not_run(definition.id,
+                   gpu ? "no operator runner at " + runner.string() + " (build with CUDA)"
+                       : "needs a GPU for the CUDA operators (nvidia-smi found none); pass "
+                         "--operators FILE to judge a table made on a GPU machine");
+  }
+  return judge_operator_table(definition, json::parse(bytes));
+}
+
+}  // namespace sparkglm::gates

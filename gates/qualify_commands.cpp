@@ -1,0 +1,180 @@
+#include "gates/qualify_commands.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <ctime>
+#include <filesystem>
+#include <sstream>
+
+#include "engine/core/cli_args.h"
+#include "engine/core/error.h"
+#include "gates/gate_definition.h"
+#include "gates/promotion.h"
+#include "gates/qualification_run.h"
+
+namespace sparkglm::gates {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path self_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::current_path() : exe.parent_path();
+}
+
+std::string default_id(const std::string& gate, const std::string& preset,
+                       const std::string& device) {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%d-%H%M%S", &tm);
+  std::string id = std::string(stamp) + "-" + gate + "-" + preset + "-" + device;
+  std::transform(id.begin(), id.end(), id.begin(), [](unsigned char c) { return std::tolower(c); });
+  return id;
+}
+
+const char* const kRunUsage =
+    "usage: sparkglm-qualify run [--gate G0..G5] [--scale S] [--preset P] [--device cpu|cuda]\n"
+    "         [--server-args \"FLAGS\"] [--candidate-args \"FLAGS\"] [--option NAME=VALUE]\n"
+    "         [--ab] [--baseline-args \"FLAGS\"] [--baseline-bin PATH] [--server-bin PATH]\n"
+    "         [--id ID] [--out DIR] [--title T] [--target T] [--state S] [--change-class C]\n"
+    "         [--repetitions N] [--ctest-dir DIR] [--operators FILE] [--operator-runner PATH]\n"
+    "         [--workloads DIR] [--gates DIR] [--receipts DIR] [--profiles DIR]\n";
+
+}  // namespace
+
+std::vector<std::string> split_flags(const std::string& text, const std::string& where) {
+  if (text.find_first_of("'\"\\") != std::string::npos)
+    throw Error(ErrorKind::kInvalidArgument,
+                where + ": quotes and backslashes are not supported; give plain flags");
+  std::istringstream in(text);
+  std::vector<std::string> out;
+  std::string word;
+  while (in >> word) out.push_back(word);
+  return out;
+}
+
+int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  try {
+    const CliArgs a(args, {"--ab", "--help"});
+    if (a.has("--help")) {
+      out << kRunUsage;
+      return 0;
+    }
+    a.allow_only({"--gate",         "--scale",        "--preset",
+                  "--device",       "--server-args",  "--candidate-args",
+                  "--option",       "--ab",           "--baseline-args",
+                  "--baseline-bin", "--server-bin",   "--id",
+                  "--out",          "--title",        "--target",
+                  "--state",        "--change-class", "--repetitions",
+                  "--ctest-dir",    "--operators",    "--operator-runner",
+                  "--workloads",    "--gates",        "--receipts",
+                  "--profiles",     "--help"});
+    if (!a.positional().empty())
+      throw Error(ErrorKind::kInvalidArgument, "unexpected argument \"" + a.positional()[0] + "\"");
+    RunRequest r;
+    r.gate = a.str("--gate", "G2");
+    if (!is_gate_id(r.gate))
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--gate: expected one of G0..G5, got \"" + r.gate + "\"");
+    const std::string scale = a.str("--scale", "1");
+    try {
+      size_t used = 0;
+      r.scale = std::stod(scale, &used);
+      if (used != scale.size() || !(r.scale > 0 && r.scale <= 1)) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--scale: expected a number in (0, 1], got \"" + scale + "\"");
+    }
+    const std::string preset = a.str("--preset", "tinyglm");
+    const std::string device = a.str("--device", "cpu");
+    if (device != "cpu" && device != "cuda")
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--device: expected cpu or cuda, got \"" + device + "\"");
+    const fs::path bin_dir = self_dir();
+    std::vector<std::string> shared = {"--preset", preset, "--device", device};
+    const auto extra = split_flags(a.str("--server-args", ""), "--server-args");
+    shared.insert(shared.end(), extra.begin(), extra.end());
+
+    r.candidate.binary = a.str("--server-bin", (bin_dir / "sparkglm-serve").string());
+    r.candidate.args = shared;
+    const auto cand = split_flags(a.str("--candidate-args", ""), "--candidate-args");
+    r.candidate.args.insert(r.candidate.args.end(), cand.begin(), cand.end());
+    if (a.has("--option")) {
+      const std::string o = a.str("--option", "");
+      const size_t eq = o.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == o.size())
+        throw Error(ErrorKind::kInvalidArgument,
+                    "--option: expected NAME=VALUE, got \"" + o + "\"");
+      r.option = std::make_pair(o.substr(0, eq), o.substr(eq + 1));
+      r.candidate.args.push_back("--" + o);  // the candidate runs with the option under test
+    }
+    if (a.has("--ab") || a.has("--baseline-args") || a.has("--baseline-bin")) {
+      ArmCommand base;
+      base.binary = a.str("--baseline-bin", r.candidate.binary);
+      base.args = shared;
+      const auto b = split_flags(a.str("--baseline-args", ""), "--baseline-args");
+      base.args.insert(base.args.end(), b.begin(), b.end());
+      r.baseline = base;
+    }
+    r.id = a.str("--id", default_id(r.gate, preset, device));
+    r.out = a.str("--out", (fs::path("out") / "qualify" / r.id).string());
+    if (fs::path(r.out).filename() != r.id && a.has("--id"))
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--out: the bundle folder's name must be the id " + r.id);
+    r.title = a.str("--title", gate_level(r.gate) < 2 ? r.gate + " qualification of this build"
+                                                      : r.gate + " tinyGLM qualification (" +
+                                                            preset + ", " + device + ")");
+    r.target = a.str("--target", "");
+    r.state = a.str("--state", "measurement");
+    r.change_class = a.str("--change-class", r.option ? "" : "launcher-profile");
+    r.repetitions = int32_t(a.integer("--repetitions", 0, 0, 1000));
+    r.ctest_dir = a.str("--ctest-dir", "");
+    r.operators_json = a.str("--operators", "");
+    r.operator_runner =
+        a.str("--operator-runner", (bin_dir / "bench" / "cuda" / "g1_operators").string());
+    r.workloads = a.str("--workloads", "workloads");
+    r.gates = a.str("--gates", "gates");
+    r.receipts = a.str("--receipts", "receipts");
+    r.profiles = a.str("--profiles", "profiles");
+    if (r.change_class.empty()) {  // the option's own class
+      r.change_class = ChangeClassPolicy::load(r.gates.string()).for_option(r.option->first).name;
+    }
+    return run_qualification(r, out, err);
+  } catch (const Error& e) {
+    err << "sparkglm-qualify run: " << e.what() << '\n';
+    return 2;
+  } catch (const std::exception& e) {
+    err << "sparkglm-qualify run: " << e.what() << '\n';
+    return 2;
+  }
+}
+
+int promote_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  try {
+    const CliArgs a(args, {});
+    a.allow_only({"--profile", "--option", "--value", "--receipt", "--profile-dir", "--receipts",
+                  "--gates"});
+    PromoteRequest r;
+    r.profile = a.required("--profile");
+    r.option = a.required("--option");
+    r.value = a.required("--value");
+    r.receipt = a.required("--receipt");
+    r.profile_dir = a.str("--profile-dir", "profiles");
+    r.receipts = a.str("--receipts", "receipts");
+    r.gates = a.str("--gates", "gates");
+    promote(r);
+    out << "promoted " << r.option << " = " << r.value << " in profile " << r.profile
+        << " with receipt " << r.receipt.filename().string() << '\n';
+    return 0;
+  } catch (const Error& e) {
+    err << "sparkglm-qualify promote: " << e.what() << '\n';
+    return e.kind() == ErrorKind::kInvalidArgument ? 1 : 2;
+  }
+}
+
+}  // namespace sparkglm::gates

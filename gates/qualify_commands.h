@@ -1,0 +1,18 @@
+#pragma once
+// The gate commands of sparkglm-qualify: `run` and `promote`. Each takes the arguments after its
+// name and returns the exit status (0 done / gates passed, 1 a gate failed or promotion refused,
+// 2 bad arguments or a run that could not be made).
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace sparkglm::gates {
+
+int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int promote_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// Splits a flag string on whitespace (`--server-args "--preset tinyglm --threads 2"`); flags
+// with spaces inside a value are not supported, and a quote is refused rather than misread.
+std::vector<std::string> split_flags(const std::string& text, const std::string& where);
+
+}  // namespace sparkglm::gates

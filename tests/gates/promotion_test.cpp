@@ -1,0 +1,236 @@
+#include "gates/promotion.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/core/error.h"
+#include "engine/options/profile.h"
+#include "gates/static_gate.h"
+#include "receipts/bundle_writer.h"
+#include "receipts/results_index.h"
+
+namespace sparkglm::gates {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+const std::string kRoot = SPARKGLM_SOURCE_DIR;
+
+json identity(const std::string& label) {
+  return {{"label", label},
+          {"commit", "0123456789abcdef0123456789abcdef01234567"},
+          {"clean_tree", true},
+          {"binary_sha256", std::string(64, 'a')},
+          {"profile", "8x128k"},
+          {"profile_sha256", std::string(64, 'b')},
+          {"effective_config_sha256", std::string(64, 'c')},
+          {"model",
+           {{"preset", "tinyglm"},
+            {"config_sha256", std::string(64, 'd')},
+            {"weights", "dummy:seed=1"}}},
+          {"device", "cpu"},
+          {"args", json::array()}};
+}
+
+json gate(const std::string& id, const std::string& status) {
+  return {{"id", id}, {"status", status}, {"summary", status}, {"criteria", json::array()}};
+}
+
+struct Receipt {
+  std::string state = "accepted";
+  std::string level = "G4";
+  std::string option = "enable-prefix-caching";
+  json value = true;
+  json ran_with = true;  // the candidate's effective configuration value
+  std::vector<std::pair<std::string, std::string>> gates = {
+      {"G0", "pass"}, {"G1", "not-applicable"}, {"G2", "pass"}, {"G3", "pass"}, {"G4", "pass"}};
+  std::string metric_verdict = "better";
+  bool attested = true;
+};
+
+class Promotion : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("promotion-" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "profiles");
+    fs::create_directories(root_ / "receipts" / "results");
+    fs::copy_file(kRoot + "/profiles/8x128k.json", root_ / "profiles" / "8x128k.json");
+    receipts::write_index(root_ / "receipts");
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  fs::path make(const std::string& id, const Receipt& r) {
+    const fs::path dir = root_ / "receipts" / "results" / id;
+    receipts::BundleWriter w(dir);
+    w.add_bytes("server/candidate/effective-config.json",
+                json{{r.option, r.ran_with}, {"device", "cpu"}}.dump(2), "config");
+    json gates = json::array();
+    for (const auto& [g, s] : r.gates) gates.push_back(gate(g, s));
+    json record = {
+        {"schema", "sparkglm.qualification/1"},
+        {"id", id},
+        {"title", "t"},
+        {"created_at", "2026-11-29T21:00:00Z"},
+        {"state", r.state},
+        {"level", r.level},
+        {"target", "the option passes"},
+        {"change",
+         {{"class", "scheduler-cache-parallelism"},
+          {"option", {{"name", r.option}, {"value", r.value}}},
+          {"baseline", identity("baseline")},
+          {"candidate", identity("candidate")}}},
+        {"environment",
+         {{"host", "h"},
+          {"os", "o"},
+          {"cpu", "c"},
+          {"cpu_cores", 2},
+          {"memory_bytes", 1},
+          {"gpus", json::array()},
+          {"driver", ""},
+          {"cuda", ""},
+          {"nccl", ""},
+          {"compiler", "g"}}},
+        {"workloads", json::array()},
+        {"gates", gates},
+        {"metrics",
+         {{{"name", "wall_s"},
+           {"unit", "s"},
+           {"workload", "w"},
+           {"case", "c"},
+           {"direction", "lower"},
+           {"n", 3},
+           {"baseline",
+            {{"median", 2.0}, {"min", 2.0}, {"max", 2.0}, {"samples", {2.0, 2.0, 2.0}}}},
+           {"candidate",
+            {{"median", 1.0}, {"min", 1.0}, {"max", 1.0}, {"samples", {1.0, 1.0, 1.0}}}},
+           {"change_pct", -50.0},
+           {"ci95", {0.5, 0.5}},
+           {"p", 0.1},
+           {"verdict", r.metric_verdict}}}},
+        {"limitations", json::array()},
+        {"attestation", r.attested ? json{{"status", "maintainer-reviewed"},
+                                          {"by", "tester"},
+                                          {"date", "2026-11-29T21:00:00Z"}}
+                                   : json{{"status", "unattested"}, {"by", ""}, {"date", ""}}}};
+    w.finish(record);
+    receipts::write_index(root_ / "receipts");
+    return dir;
+  }
+
+  std::string promote_error(const fs::path& bundle, const std::string& value = "true") {
+    PromoteRequest p;
+    p.profile = "8x128k";
+    p.profile_dir = (root_ / "profiles").string();
+    p.option = "enable-prefix-caching";
+    p.value = value;
+    p.receipt = bundle;
+    p.receipts = root_ / "receipts";
+    p.gates = kRoot + "/gates";
+    try {
+      promote(p);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+  GateResult g0() {
+    StaticGateInputs in{root_ / "receipts", root_ / "profiles", kRoot + "/gates", {}};
+    return evaluate_static_gate(load_gate(kRoot + "/gates", "G0"), in);
+  }
+
+  std::string profile_text() {
+    std::ifstream in(root_ / "profiles" / "8x128k.json");
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  fs::path root_;
+};
+
+TEST_F(Promotion, AVerifyingReceiptPromotesAndG0AcceptsIt) {
+  EXPECT_EQ(g0().status, "pass") << g0().to_json().dump(2);
+  const fs::path bundle = make("2026-11-29-prefix-g4", Receipt{});
+  EXPECT_EQ(promote_error(bundle), "");
+  const Profile p = Profile::load("8x128k", (root_ / "profiles").string());
+  EXPECT_EQ(p.values().at("enable-prefix-caching"), OptionValue(true));
+  ASSERT_EQ(p.promotions().count("enable-prefix-caching"), 1u);
+  EXPECT_EQ(p.promotions().at("enable-prefix-caching").receipt.id, "2026-11-29-prefix-g4");
+  EXPECT_TRUE(p.unbacked_options().empty());
+  const GateResult g = g0();
+  EXPECT_EQ(g.status, "pass") << g.summary;
+}
+
+TEST_F(Promotion, EditingAProfileByHandPromotesNothing) {
+  std::string text = profile_text();
+  text.replace(text.find("\"block-size\": 16"), 16,
+               "\"block-size\": 16, \"enable-prefix-caching\": true");
+  std::ofstream(root_ / "profiles" / "8x128k.json") << text;
+  const GateResult g = g0();
+  EXPECT_EQ(g.status, "fail");
+  bool named = false;
+  for (const CriterionResult& c : g.criteria)
+    named = named || (!c.pass && c.note.find("options.enable-prefix-caching") != std::string::npos);
+  EXPECT_TRUE(named);
+}
+
+TEST_F(Promotion, ChangingTheReceiptAfterPromotionFailsG0) {
+  const fs::path bundle = make("2026-11-29-prefix-g4", Receipt{});
+  ASSERT_EQ(promote_error(bundle), "");
+  // Re-issue a different record under the same id: the profile's sha256 no longer matches.
+  fs::remove_all(bundle);
+  Receipt r;
+  r.metric_verdict = "neutral-noisy";
+  make("2026-11-29-prefix-g4", r);
+  const GateResult g = g0();
+  EXPECT_EQ(g.status, "fail");
+  bool named = false;
+  for (const CriterionResult& c : g.criteria)
+    named = named || c.note.find("changed after promotion") != std::string::npos;
+  EXPECT_TRUE(named) << g.to_json().dump(2);
+}
+
+TEST_F(Promotion, RefusalsNameWhatIsMissing) {
+  const std::string before = profile_text();
+  Receipt low;
+  low.level = "G2";
+  low.gates = {{"G0", "pass"}, {"G2", "pass"}};
+  EXPECT_NE(promote_error(make("low-level", low)).find("level: G2 is below G4"), std::string::npos);
+  Receipt measured;
+  measured.state = "measurement";
+  measured.attested = false;
+  EXPECT_NE(promote_error(make("just-measured", measured)).find("only an accepted"),
+            std::string::npos);
+  Receipt worse;
+  worse.metric_verdict = "worse";
+  EXPECT_NE(promote_error(make("regressed", worse)).find("a protected metric regressed"),
+            std::string::npos);
+  Receipt other;
+  other.ran_with = false;  // the candidate did not run with the option
+  EXPECT_NE(promote_error(make("not-run-with", other)).find("the candidate ran with"),
+            std::string::npos);
+  EXPECT_NE(promote_error(make("good", Receipt{}), "false").find("change.option.value"),
+            std::string::npos);
+  Receipt failed_gate;
+  failed_gate.gates[4].second = "fail";  // its own level may fail and still be attested
+  EXPECT_NE(promote_error(make("g4-failed", failed_gate)).find("gates.G4"), std::string::npos);
+  EXPECT_EQ(profile_text(), before);  // nothing was written by any refusal
+}
+
+TEST_F(Promotion, OnlyACommittedBundlePromotes) {
+  const fs::path bundle = make("2026-11-29-prefix-g4", Receipt{});
+  const fs::path elsewhere = root_ / "elsewhere" / "2026-11-29-prefix-g4";
+  fs::create_directories(elsewhere.parent_path());
+  fs::rename(bundle, elsewhere);
+  EXPECT_NE(promote_error(elsewhere).find("a promotion cites a committed bundle"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace sparkglm::gates
