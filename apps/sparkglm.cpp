@@ -1,6 +1,6 @@
-// sparkglm: the operator tool. This issue's commands: version, `tinyglm make`, and two offline
-// commands on the CPU reference backend (`generate`, `logits`) that later issues keep for
-// debugging beside the server.
+// sparkglm: the operator tool. version, `tinyglm make`, two offline commands on the CPU reference
+// backend (`generate`, `logits`) kept for debugging beside the server, and the operator commands
+// (operator/commands.h): recipe apply, profile, start, stop, status, logs.
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -15,6 +15,7 @@
 #include "engine/model/model_loader.h"
 #include "engine/runtime/offline_generator.h"
 #include "engine/text/byte_tokenizer.h"
+#include "operator/commands.h"
 #include "tinyglm/checkpoint_writer.h"
 #include "tinyglm/dummy_weights.h"
 
@@ -31,8 +32,9 @@ constexpr const char* kUsage = R"(usage: sparkglm <command> [flags]
   logits (--preset P | --model DIR) --tokens a,b,c --out FILE.npz [--mtp]
        logits [T, vocab] and hidden [T, D] of every position (and MTP logits [T-1, vocab])
 
-presets: glm-5.3-flash, tinyglm, tinyglm-micro
 )";
+
+constexpr const char* kPresets = "\npresets: glm-5.3-flash, tinyglm, tinyglm-micro\n";
 
 const std::set<std::string> kModelFlags = {"--preset", "--model", "--seed", "--num-layers",
                                            "--threads"};
@@ -146,7 +148,10 @@ int cmd_logits(const CliArgs& a) {
 
 int run(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "help") {
-    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    std::FILE* out = args.empty() ? stderr : stdout;
+    std::fputs(kUsage, out);
+    std::fputs(operator_tool::kOperatorUsage, out);
+    std::fputs(kPresets, out);
     return args.empty() ? 2 : 0;
   }
   const std::string& cmd = args[0];
@@ -154,6 +159,11 @@ int run(const std::vector<std::string>& args) {
     std::fputs(version_text("sparkglm").c_str(), stdout);
     return 0;
   }
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (cmd == "recipe") return operator_tool::recipe_command(rest);
+  if (cmd == "profile") return operator_tool::profile_command(rest);
+  if (cmd == "start" || cmd == "stop" || cmd == "status" || cmd == "logs")
+    return operator_tool::engine_command(cmd, rest);
   const std::set<std::string> switches = {"--force", "--mtp"};
   if (cmd == "tinyglm") {
     if (args.size() < 2 || args[1] != "make")

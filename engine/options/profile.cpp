@@ -16,8 +16,9 @@ using nlohmann::json;
 
 namespace {
 
-const char* const kTopLevelFields[] = {"name",   "description", "model",       "precision_mode",
-                                       "limits", "options",     "server_args", "promotions"};
+const char* const kTopLevelFields[] = {"name",           "description", "model",
+                                       "precision_mode", "limits",      "options",
+                                       "server_args",    "promotions",  "provenance"};
 // A profile states at least its sequences, context and prefill chunk (ARCHITECTURE.md).
 const char* const kRequiredLimits[] = {"max-num-seqs", "max-seq-len", "max-prefill-tokens"};
 
@@ -98,7 +99,7 @@ Profile Profile::parse(std::string_view bytes, const std::string& path,
         std::end(kTopLevelFields))
       invalid(path, key,
               "unknown field (expected name, description, model, precision_mode, limits, options, "
-              "server_args, promotions)");
+              "server_args, promotions, provenance)");
   }
   Profile p;
   p.path_ = path;
@@ -207,6 +208,22 @@ Profile Profile::parse(std::string_view bytes, const std::string& path,
       r.receipt = {id.get<std::string>(), sha.get<std::string>()};
       p.promotions_.emplace(name, std::move(r));
     }
+  }
+  if (root.contains("provenance")) {
+    // Where an imported profile came from (`sparkglm recipe apply`): a record for people, never
+    // read as settings. Only the identity fields are checked.
+    const json& record = root["provenance"];
+    if (!record.is_object())
+      invalid(path, "provenance", "expected an object, got " + record.dump());
+    for (const char* field : {"source", "fetched_at", "sha256"}) {
+      if (record.contains(field) && !record[field].is_string())
+        invalid(path, std::string("provenance.") + field,
+                "expected a string, got " + record[field].dump());
+    }
+    if (record.contains("sha256") && !ReceiptRef::is_sha256(record["sha256"].get<std::string>()))
+      invalid(path, "provenance.sha256",
+              "expected 64 lowercase hex digits, got " + record["sha256"].dump());
+    p.provenance_ = record;
   }
   for (const auto& [name, value] : p.values_) {
     const OptionSpec& spec = registry.at(name);

@@ -11,7 +11,8 @@
 //     "options": {"kv-cache-dtype": "fp8_g128", ...},
 //     "server_args": {"world-size": 2, ...},
 //     "promotions": {"kv-cache-dtype": {"value": "fp8_g128", "receipt_id": "...",
-//                                       "receipt_sha256": "<64 hex>"}}
+//                                       "receipt_sha256": "<64 hex>"}},
+//     "provenance": {"source": "https://...", "sha256": "<64 hex>", "fetched_at": "...", ...}
 //   }
 //
 // Keys are option names; '_' may stand for '-'. Each option belongs to one section (its
@@ -57,6 +58,8 @@ class Profile {
   // `options` values that differ from the registry default with no promotion record: what G0
   // reports as a default not backed by a receipt.
   const std::vector<std::string>& unbacked_options() const { return unbacked_; }
+  // The optional `provenance` object of an imported profile (null when absent): inert notes.
+  const nlohmann::json& provenance() const { return provenance_; }
 
  private:
   std::string name_, description_, path_, sha256_;
@@ -64,6 +67,7 @@ class Profile {
   std::map<std::string, std::string> fields_;
   std::map<std::string, PromotionRecord> promotions_;
   std::vector<std::string> unbacked_;
+  nlohmann::json provenance_;
 };
 
 bool is_profile_path(const std::string& name_or_path);

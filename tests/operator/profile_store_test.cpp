@@ -1,0 +1,93 @@
+#include "operator/profile_store.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/core/error.h"
+
+namespace sparkglm::operator_tool {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ProfileStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("sparkglm-store-" + std::to_string(getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  std::vector<std::string> files(const fs::path& dir) const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  fs::path root_;
+};
+
+const char* const kMicro = R"({
+  "name": "micro", "description": "d", "model": "tinyglm-micro", "precision_mode": "strict",
+  "limits": {"max_num_seqs": 2, "max_seq_len": 4096, "max_prefill_tokens": 256}
+}
+)";
+
+TEST_F(ProfileStoreTest, WritesANewFileAndKeepsABackupOfAReplacedOne) {
+  const ProfileStore store((root_ / "profiles").string(), (root_ / "state").string());
+  const ProfileStore::Written first = store.write("micro", "one\n");
+  EXPECT_EQ(first.backup, "");
+  EXPECT_EQ(read_text_file(first.path), "one\n");
+  const ProfileStore::Written second = store.write("micro", "two\n");
+  EXPECT_EQ(second.path, first.path);
+  ASSERT_NE(second.backup, "");
+  EXPECT_EQ(read_text_file(second.path), "two\n");
+  EXPECT_EQ(read_text_file(second.backup), "one\n");
+  const ProfileStore::Written third = store.write("micro", "three\n");
+  EXPECT_NE(third.backup, second.backup);  // an earlier backup is never overwritten
+  EXPECT_EQ(read_text_file(second.backup), "one\n");
+  // No temporary file is left behind, and backups are not profiles.
+  EXPECT_EQ(files(root_ / "profiles").size(), 3u);
+  EXPECT_EQ(store.names(), std::vector<std::string>{"micro"});
+}
+
+TEST_F(ProfileStoreTest, NamesCannotReachOutsideTheFolder) {
+  const ProfileStore store((root_ / "profiles").string(), (root_ / "state").string());
+  for (const char* name : {"../x", "a/b", "..", ".hidden", "", "UPPER", "/etc/passwd"})
+    EXPECT_THROW(store.path_of(name), Error) << name;
+  fs::create_directories(root_ / "profiles");
+  fs::create_symlink(root_ / "elsewhere.json", root_ / "profiles" / "link.json");
+  EXPECT_THROW(store.write("link", "x"), Error);
+  EXPECT_FALSE(fs::exists(root_ / "elsewhere.json"));
+}
+
+TEST_F(ProfileStoreTest, UseRecordsAValidProfileOnly) {
+  const ProfileStore store((root_ / "profiles").string(), (root_ / "state").string());
+  EXPECT_EQ(store.used(), "");
+  store.write("micro", kMicro);
+  store.use("micro");
+  EXPECT_EQ(store.used(), "micro");
+  store.write("broken", "{}\n");
+  EXPECT_THROW(store.use("broken"), Error);
+  EXPECT_THROW(store.use("missing"), Error);
+  EXPECT_EQ(store.used(), "micro");
+}
+
+TEST_F(ProfileStoreTest, ResolveListsTheAvailableNamesForAnUnknownOne) {
+  const ProfileStore store((root_ / "profiles").string(), (root_ / "state").string());
+  store.write("micro", kMicro);
+  try {
+    store.resolve("mikro");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("available: micro"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace sparkglm::operator_tool
