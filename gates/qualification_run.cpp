@@ -19,10 +19,12 @@
 #include "gates/serving_gate.h"
 #include "gates/static_gate.h"
 #include "harness/ab_runner.h"
+#include "harness/request_metrics.h"
 #include "harness/run_environment.h"
 #include "harness/server_api.h"
 #include "harness/server_identity.h"
 #include "harness/server_process.h"
+#include "harness/statistics.h"
 #include "receipts/bundle_verifier.h"
 #include "receipts/bundle_writer.h"
 #include "reports/progress_line.h"
@@ -195,6 +197,9 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
     for (const std::string& w : d->workloads)
       if (std::find(workload_ids.begin(), workload_ids.end(), w) == workload_ids.end())
         workload_ids.push_back(w);
+  for (const std::string& w : req.extra_workloads)
+    if (std::find(workload_ids.begin(), workload_ids.end(), w) == workload_ids.end())
+      workload_ids.push_back(w);
 
   json change = {
       {"class", cls.name},
@@ -204,7 +209,8 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
       {"candidate", nullptr}};
   std::vector<MetricSeries> metrics;
   ServingRun run;
-  if (!serving.empty()) {
+  json client = nullptr;
+  if (!workload_ids.empty()) {
     std::vector<Arm> arms;
     arms.push_back(start_arm("candidate", req.candidate, bundle, err));
     if (req.baseline) arms.push_back(start_arm("baseline", *req.baseline, bundle, err));
@@ -277,6 +283,19 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
     for (const harness::RequestRecord& r : run.records) jsonl += harness::to_json(r).dump() + "\n";
     bundle.add_bytes("requests.jsonl", jsonl, "requests");
 
+    // The client's own cost per event against the gaps it timed (QUALIFICATION.md: it must stay
+    // far below them); recorded so that a reader can judge every ITL in the bundle.
+    std::vector<double> overhead;
+    double overhead_max = 0;
+    for (const harness::RequestRecord& r : run.records)
+      if (r.ok && r.client_overhead_median_s > 0) {
+        overhead.push_back(r.client_overhead_median_s);
+        overhead_max = std::max(overhead_max, r.client_overhead_max_s);
+      }
+    const auto share = harness::client_overhead_to_itl(run.records);
+    client = {{"overhead_per_event_median_s", overhead.empty() ? 0.0 : harness::median(overhead)},
+              {"overhead_per_event_max_s", overhead_max},
+              {"worst_median_overhead_over_median_itl", share ? json(*share) : json(nullptr)}};
     run.baseline = req.baseline ? "baseline" : "";
     run.dummy_weights = dummy_weights(arms[0]);
     metrics = case_metrics(run.records, "candidate", run.baseline);
@@ -331,7 +350,8 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
                  {"workloads", workloads_json},
                  {"gates", gates},
                  {"metrics", metric_json},
-                 {"limitations", limitations}};
+                 {"limitations", limitations},
+                 {"client", client}};
   bundle.finish(record);
   const receipts::Problems problems = receipts::verify_bundle(req.out);
   for (const receipts::Problem& p : problems) err << "verify: " << p.to_string() << '\n';

@@ -29,10 +29,11 @@ struct RunRequest {
   std::filesystem::path out;  // the bundle folder (must not exist or be empty)
   std::filesystem::path workloads = "workloads", gates = "gates", receipts = "receipts",
                         profiles = "profiles";
-  std::filesystem::path ctest_dir;        // G0's unit-test evidence, when given
-  std::filesystem::path operators_json;   // G1's operator table, made on a GPU machine
-  std::filesystem::path operator_runner;  // G1's runner binary, run when a GPU is present
-  int32_t repetitions = 0;                // > 0 replaces every case's measured repetitions
+  std::filesystem::path ctest_dir;           // G0's unit-test evidence, when given
+  std::filesystem::path operators_json;      // G1's operator table, made on a GPU machine
+  std::filesystem::path operator_runner;     // G1's runner binary, run when a GPU is present
+  int32_t repetitions = 0;                   // > 0 replaces every case's measured repetitions
+  std::vector<std::string> extra_workloads;  // measured beside the gates' own; no gate judges them
 };
 
 // Runs it, prints progress to `err` and the card to `out`; returns 0 when every evaluated gate

@@ -43,7 +43,8 @@ const char* const kRunUsage =
     "         [--ab] [--baseline-args \"FLAGS\"] [--baseline-bin PATH] [--server-bin PATH]\n"
     "         [--id ID] [--out DIR] [--title T] [--target T] [--state S] [--change-class C]\n"
     "         [--repetitions N] [--ctest-dir DIR] [--operators FILE] [--operator-runner PATH]\n"
-    "         [--workloads DIR] [--gates DIR] [--receipts DIR] [--profiles DIR]\n";
+    "         [--workload ID,ID...] [--workloads DIR] [--gates DIR] [--receipts DIR]\n"
+    "         [--profiles DIR]\n";
 
 }  // namespace
 
@@ -65,15 +66,33 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
       out << kRunUsage;
       return 0;
     }
-    a.allow_only({"--gate",         "--scale",        "--preset",
-                  "--device",       "--server-args",  "--candidate-args",
-                  "--option",       "--ab",           "--baseline-args",
-                  "--baseline-bin", "--server-bin",   "--id",
-                  "--out",          "--title",        "--target",
-                  "--state",        "--change-class", "--repetitions",
-                  "--ctest-dir",    "--operators",    "--operator-runner",
-                  "--workloads",    "--gates",        "--receipts",
-                  "--profiles",     "--help"});
+    a.allow_only({"--gate",
+                  "--workload",
+                  "--scale",
+                  "--preset",
+                  "--device",
+                  "--server-args",
+                  "--candidate-args",
+                  "--option",
+                  "--ab",
+                  "--baseline-args",
+                  "--baseline-bin",
+                  "--server-bin",
+                  "--id",
+                  "--out",
+                  "--title",
+                  "--target",
+                  "--state",
+                  "--change-class",
+                  "--repetitions",
+                  "--ctest-dir",
+                  "--operators",
+                  "--operator-runner",
+                  "--workloads",
+                  "--gates",
+                  "--receipts",
+                  "--profiles",
+                  "--help"});
     if (!a.positional().empty())
       throw Error(ErrorKind::kInvalidArgument, "unexpected argument \"" + a.positional()[0] + "\"");
     RunRequest r;
@@ -138,6 +157,16 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     r.operator_runner =
         a.str("--operator-runner", (bin_dir / "bench" / "cuda" / "g1_operators").string());
     r.workloads = a.str("--workloads", "workloads");
+    for (const std::string& w : split_flags(a.str("--workload", ""), "--workload")) {
+      std::string rest = w;
+      for (size_t at; (at = rest.find(',')) != std::string::npos; rest = rest.substr(at + 1))
+        if (at > 0) r.extra_workloads.push_back(rest.substr(0, at));
+      if (!rest.empty()) r.extra_workloads.push_back(rest);
+    }
+    for (const std::string& w : r.extra_workloads)
+      if (!std::filesystem::exists(r.workloads / (w + ".json")))
+        throw Error(ErrorKind::kInvalidArgument,
+                    "--workload: no workload \"" + w + "\" in " + r.workloads.string());
     r.gates = a.str("--gates", "gates");
     r.receipts = a.str("--receipts", "receipts");
     r.profiles = a.str("--profiles", "profiles");

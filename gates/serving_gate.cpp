@@ -44,15 +44,16 @@ CriterionResult no_errors(const Criterion& c, const GateDefinition& gate, const 
 }
 
 // Every case of the gate's workloads that declares the grader is graded with its parameters; when
-// none declares it, every case is graded with none.
+// no case of any of them declares it, every case is graded with none.
 void grader_criteria(const Criterion& c, const GateDefinition& gate, const ServingRun& run,
                      GateResult& result, std::vector<std::string>& informational) {
+  bool declared = false;
+  for (const std::string& w : gate.workloads)
+    for (const auto& cs : run.specs.at(w).cases)
+      for (const auto& g : cs.graders) declared = declared || g.name == c.grader;
   for (const std::string& w : gate.workloads) {
     const workloads::WorkloadSpec& spec = run.specs.at(w);
     const workloads::WorkloadPlan& plan = run.plans.at(w);
-    bool declared = false;
-    for (const auto& cs : spec.cases)
-      for (const auto& g : cs.graders) declared = declared || g.name == c.grader;
     const std::vector<RequestRecord> records = arm_records(run, w, run.candidate);
     for (const workloads::CaseSpec& cs : spec.cases) {
       workloads::GraderSpec grader{c.grader, nlohmann::json::object()};
