@@ -20,10 +20,12 @@ class Card {
   void blank() { lines_.emplace_back(); }
   // "label     value", the value wrapped under itself.
   void labeled(const std::string& label, const std::string& value, size_t indent = 0) {
-    const size_t column = indent + kLabel;
+    // A label longer than the column ("G1  not-run") keeps one space before its value.
+    const size_t width = std::max(kLabel, printable(label).size() + 1);
+    const size_t column = indent + width;
     const auto wrapped = wrap_words(printable(value), kCardWidth - column);
     for (size_t i = 0; i < wrapped.size(); ++i)
-      line(std::string(indent, ' ') + pad_right(i == 0 ? printable(label) : "", kLabel) +
+      line(std::string(indent, ' ') + pad_right(i == 0 ? printable(label) : "", width) +
            wrapped[i]);
   }
   void wrapped(const std::string& text, size_t indent, size_t hanging) {
