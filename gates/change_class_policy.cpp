@@ -9,6 +9,7 @@
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
 #include "gates/gate_definition.h"
+#include "receipts/bundle_file.h"
 
 namespace sparkglm::gates {
 namespace {
@@ -28,18 +29,15 @@ std::vector<std::string> gate_list(const nlohmann::json& j, const std::string& w
 
 ChangeClassPolicy ChangeClassPolicy::load(const std::string& gates_dir) {
   const std::string path = (std::filesystem::path(gates_dir) / "change-classes.json").string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::kIo, "cannot read " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
+  const std::string bytes = receipts::read_file(path);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(s.str());
+    j = nlohmann::json::parse(bytes);
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(ErrorKind::kInvalidConfig, path + ": not JSON: " + e.what());
   }
   ChangeClassPolicy p;
-  p.sha256_ = sha256_hex(s.str());
+  p.sha256_ = sha256_hex(bytes);
   if (!j.contains("classes") || !j["classes"].is_object() || j["classes"].empty())
     throw Error(ErrorKind::kInvalidConfig, path + ".classes: expected a non-empty object");
   for (const auto& [name, c] : j["classes"].items()) {

@@ -6,17 +6,10 @@
 
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
+#include "receipts/bundle_file.h"
 
 namespace sparkglm::gates {
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::kIo, "cannot read gate definition " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::string string_field(const nlohmann::json& j, const char* key, const std::string& where,
                          bool required) {
@@ -65,7 +58,7 @@ GateDefinition load_gate(const std::string& gates_dir, const std::string& id) {
   if (!is_gate_id(id))
     throw Error(ErrorKind::kInvalidArgument, "--gate: expected one of G0..G5, got \"" + id + "\"");
   const std::string path = (std::filesystem::path(gates_dir) / (id + ".json")).string();
-  const std::string bytes = read_file(path);
+  const std::string bytes = receipts::read_file(path);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(bytes);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "receipts/bundle_file.h"
 
 extern char** environ;
 
@@ -16,14 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::kIo, "cannot read " + path.string());
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Whether a row passes one criterion field; error_ok compares error with tolerance.
 bool row_passes(const json& row, const std::string& field) {
@@ -92,7 +85,7 @@ GateResult evaluate_operator_gate(const GateDefinition& definition, const fs::pa
                                   std::ostream& err) {
   std::string bytes;
   if (!table.empty()) {
-    bytes = read_bytes(table);
+    bytes = receipts::read_file(table);
     bundle.add_bytes("operators.json", bytes, "operators");
   } else if (gpu && !runner.empty() && fs::exists(runner)) {
     bundle.add_file("operators.json", "operators");
@@ -100,7 +93,7 @@ GateResult evaluate_operator_gate(const GateDefinition& definition, const fs::pa
     if (!fs::exists(bundle.where_is("operators.json")))
       throw Error(ErrorKind::kIo, "the operator runner exited " + std::to_string(code) +
                                       " without writing its table");
-    bytes = read_bytes(bundle.where_is("operators.json"));
+    bytes = receipts::read_file(bundle.where_is("operators.json"));
   } else {
     return not_run(definition.id,
                    gpu ? "no operator runner at " + runner.string() + " (build with CUDA)"

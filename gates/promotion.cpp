@@ -1,7 +1,5 @@
 #include "gates/promotion.h"
 
-#include <unistd.h>
-
 #include <fstream>
 #include <sstream>
 
@@ -11,6 +9,7 @@
 #include "engine/core/sha256.h"
 #include "engine/options/profile.h"
 #include "gates/gate_definition.h"
+#include "receipts/bundle_file.h"
 #include "receipts/bundle_verifier.h"
 
 namespace sparkglm::gates {
@@ -20,20 +19,12 @@ namespace fs = std::filesystem;
 using receipts::Problem;
 using receipts::Problems;
 
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::kIo, "cannot read " + path.string());
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // The candidate's effective configuration as the server printed it, from the bundle.
 std::optional<nlohmann::json> candidate_config(const fs::path& bundle) {
   const fs::path p = bundle / "server" / "candidate" / "effective-config.json";
   if (!fs::exists(p)) return std::nullopt;
   try {
-    return nlohmann::json::parse(read_bytes(p));
+    return nlohmann::json::parse(receipts::read_file(p));
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -47,7 +38,7 @@ Problems receipt_backs_option(const fs::path& bundle, const OptionSpec& option,
   const std::string where = bundle.filename().string();
   Problems problems = receipts::verify_bundle(bundle);
   if (!problems.empty()) return problems;
-  const std::string bytes = read_bytes(bundle / "qualification.json");
+  const std::string bytes = receipts::read_file(bundle / "qualification.json");
   const nlohmann::json record = nlohmann::json::parse(bytes);
   auto add = [&](const std::string& field, const std::string& what) {
     problems.push_back({where + ": " + field, what});
@@ -126,22 +117,16 @@ void promote(const PromoteRequest& request) {
     throw Error(ErrorKind::kInvalidArgument, text);
   }
 
-  const std::string old_bytes = read_bytes(profile.path());
+  const std::string old_bytes = receipts::read_file(profile.path());
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(old_bytes);
   j["options"][option.name] = option.to_json(value);
   j["promotions"][option.name] = {
       {"value", option.to_json(value)},
       {"receipt_id", bundle.filename().string()},
-      {"receipt_sha256", sha256_hex(read_bytes(bundle / "qualification.json"))}};
+      {"receipt_sha256", sha256_hex(receipts::read_file(bundle / "qualification.json"))}};
   const std::string new_bytes = j.dump(2) + "\n";
   Profile::parse(new_bytes, profile.path(), registry);  // an invalid result writes nothing
-  const std::string tmp = profile.path() + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << new_bytes;
-    if (!out.flush()) throw Error(ErrorKind::kIo, "cannot write " + tmp);
-  }
-  fs::rename(tmp, profile.path());
+  receipts::write_file_atomically(profile.path(), new_bytes);
 }
 
 }  // namespace sparkglm::gates

@@ -25,6 +25,7 @@
 #include "harness/server_identity.h"
 #include "harness/server_process.h"
 #include "harness/statistics.h"
+#include "receipts/bundle_file.h"
 #include "receipts/bundle_verifier.h"
 #include "receipts/bundle_writer.h"
 #include "reports/progress_line.h"
@@ -38,14 +39,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::kIo, "cannot read " + path.string());
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
@@ -81,7 +74,7 @@ Arm start_arm(const std::string& label, const ArmCommand& cmd, receipts::BundleW
   arm.server = std::make_unique<harness::ServerProcess>(o);
   std::vector<std::string> argv = {cmd.binary};
   argv.insert(argv.end(), cmd.args.begin(), cmd.args.end());
-  arm.identity = harness::read_server_identity(label, argv, read_bytes(o.log_path));
+  arm.identity = harness::read_server_identity(label, argv, receipts::read_file(o.log_path));
   bundle.add_bytes("server/" + label + "/effective-config.json",
                    arm.identity.effective_config.dump(2) + "\n", "config");
   bundle.add_bytes("server/" + label + "/identity.json", arm.identity.identity.dump(2) + "\n",
@@ -236,7 +229,7 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
           workloads::scaled(workloads::load_workload(path.string()), req.scale);
       if (req.repetitions > 0)
         for (workloads::CaseSpec& c : spec.cases) c.repetitions = req.repetitions;
-      bundle.add_bytes("workloads/" + w + ".json", read_bytes(path), "workload");
+      bundle.add_bytes("workloads/" + w + ".json", receipts::read_file(path), "workload");
       err << "planning " << w << " at scale " << req.scale
           << " (calibrating prompts with /tokenize)\n";
       run.plans[w] = workloads::plan_workload(spec, plan_options);

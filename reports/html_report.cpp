@@ -128,24 +128,9 @@ std::string render_html(const BundleView& bundle) {
   h << "<header class=\"" << css_class << "\"><h1>" << esc(headline) << " &middot; "
     << esc(text_at(record, "level")) << " &middot; " << esc(text_at(record, "title"))
     << "</h1></header>\n<section id=\"summary\">";
-  table(h, {"field", "value"},
-        {{"id", text_at(record, "id")},
-         {"state", text_at(record, "state")},
-         {"level", text_at(record, "level")},
-         {"created", text_at(record, "created_at")},
-         {"target", text_at(record, "target")},
-         {"change", change_summary(record)},
-         {"attestation", text_at(record, "attestation.status")}});
+  table(h, {"field", "value"}, summary_rows(record));
   h << "</section>\n<section id=\"system\"><h2>System</h2>";
-  std::vector<std::vector<std::string>> system;
-  for (const auto& [label, value] : system_facts(record)) system.push_back({label, value});
-  for (const auto& [label, value] : arm_facts(record)) system.push_back({label, value});
-  const nlohmann::json* workloads = find_path(record, "workloads");
-  if (workloads && workloads->is_array())
-    for (const nlohmann::json& w : *workloads)
-      system.push_back({"workload", text_at(w, "id") + ", scale " + text_at(w, "scale") +
-                                        ", spec sha256 " + text_at(w, "spec_sha256")});
-  table(h, {"", ""}, system);
+  table(h, {"", ""}, system_rows(record));
   h << "</section>\n<section id=\"results\"><h2>Results</h2>"
        "<p>Median [min .. max] over repetitions.</p>";
   std::vector<std::vector<std::string>> results;

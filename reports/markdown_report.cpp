@@ -69,25 +69,10 @@ std::string render_markdown(const BundleView& bundle) {
   std::ostringstream md;
   md << "# " << gate_headline(record) << ": " << markdown_escape(text_at(record, "title"))
      << "\n\n";
-  md << markdown_table({"field", "value"},
-                       {{"id", text_at(record, "id")},
-                        {"state", text_at(record, "state")},
-                        {"level", text_at(record, "level")},
-                        {"created", text_at(record, "created_at")},
-                        {"target", text_at(record, "target")},
-                        {"change", change_summary(record)},
-                        {"attestation", text_at(record, "attestation.status")}});
+  md << markdown_table({"field", "value"}, summary_rows(record));
 
   md << "\n## System\n\n";
-  std::vector<std::vector<std::string>> system;
-  for (const auto& [label, value] : system_facts(record)) system.push_back({label, value});
-  for (const auto& [label, value] : arm_facts(record)) system.push_back({label, value});
-  const nlohmann::json* workloads = find_path(record, "workloads");
-  if (workloads && workloads->is_array())
-    for (const nlohmann::json& w : *workloads)
-      system.push_back({"workload", text_at(w, "id") + ", scale " + text_at(w, "scale") +
-                                        ", spec sha256 " + text_at(w, "spec_sha256")});
-  md << markdown_table({"", ""}, system);
+  md << markdown_table({"", ""}, system_rows(record));
 
   md << "\n## Results\n\nMedian [min .. max] over repetitions.\n\n";
   std::vector<std::vector<std::string>> results;

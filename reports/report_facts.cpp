@@ -124,4 +124,26 @@ std::vector<std::string> limitations(const nlohmann::json& record) {
   return out;
 }
 
+std::vector<std::vector<std::string>> summary_rows(const nlohmann::json& record) {
+  return {{"id", text_at(record, "id")},
+          {"state", text_at(record, "state")},
+          {"level", text_at(record, "level")},
+          {"created", text_at(record, "created_at")},
+          {"target", text_at(record, "target")},
+          {"change", change_summary(record)},
+          {"attestation", text_at(record, "attestation.status")}};
+}
+
+std::vector<std::vector<std::string>> system_rows(const nlohmann::json& record) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [label, value] : system_facts(record)) rows.push_back({label, value});
+  for (const auto& [label, value] : arm_facts(record)) rows.push_back({label, value});
+  const nlohmann::json* workloads = find_path(record, "workloads");
+  if (workloads && workloads->is_array())
+    for (const nlohmann::json& w : *workloads)
+      rows.push_back({"workload", text_at(w, "id") + ", scale " + text_at(w, "scale") +
+                                      ", spec sha256 " + text_at(w, "spec_sha256")});
+  return rows;
+}
+
 }  // namespace sparkglm::reports

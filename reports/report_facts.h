@@ -19,6 +19,10 @@ std::vector<Fact> system_facts(const nlohmann::json& record);
 std::vector<Fact> arm_facts(const nlohmann::json& record);
 // Each criterion of a gate as "[pass] name: observed X, threshold Y".
 std::vector<std::string> criterion_lines(const nlohmann::json& gate);
+// The summary table (id, state, level, created, target, change, attestation) and the system table
+// (system facts, arm facts, one row per workload) that the Markdown and HTML pages both show.
+std::vector<std::vector<std::string>> summary_rows(const nlohmann::json& record);
+std::vector<std::vector<std::string>> system_rows(const nlohmann::json& record);
 std::vector<std::string> limitations(const nlohmann::json& record);
 
 }  // namespace sparkglm::reports
