@@ -1,8 +1,6 @@
 #include "gates/change_class_policy.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 

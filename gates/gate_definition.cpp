@@ -1,8 +1,6 @@
 #include "gates/gate_definition.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"

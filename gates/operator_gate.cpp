@@ -4,8 +4,6 @@
 #include <sys/wait.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "engine/core/error.h"
 #include "receipts/bundle_file.h"

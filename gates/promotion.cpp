@@ -1,7 +1,5 @@
 #include "gates/promotion.h"
 
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 

@@ -2,11 +2,9 @@
 
 #include <chrono>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
