@@ -137,6 +137,49 @@ bool dummy_weights(const Arm& arm) {
   return arm.identity.identity["model"].value("weights", "").rfind("dummy", 0) == 0;
 }
 
+// The client's own cost per event against the gaps it timed (QUALIFICATION.md: it must stay far
+// below them); recorded so that a reader can judge every ITL in the bundle.
+json client_cost(const std::vector<harness::RequestRecord>& records) {
+  std::vector<double> overhead;
+  double overhead_max = 0;
+  for (const harness::RequestRecord& r : records)
+    if (r.ok && r.client_overhead_median_s > 0) {
+      overhead.push_back(r.client_overhead_median_s);
+      overhead_max = std::max(overhead_max, r.client_overhead_max_s);
+    }
+  const auto share = harness::client_overhead_to_itl(records);
+  return {{"overhead_per_event_median_s", overhead.empty() ? 0.0 : harness::median(overhead)},
+          {"overhead_per_event_max_s", overhead_max},
+          {"worst_median_overhead_over_median_itl", share ? json(*share) : json(nullptr)}};
+}
+
+// Feeds the terminal progress line: the case and arm about to run, and each finished request.
+harness::RunProgress progress_hooks(const std::vector<harness::CaseLoad>& loads, size_t arms,
+                                    harness::Clock::time_point epoch, reports::ProgressLine& line,
+                                    reports::Progress& progress) {
+  progress.total = 0;
+  for (const harness::CaseLoad& l : loads)
+    for (const harness::Repetition& r : l.repetitions)
+      progress.total += int64_t(r.requests.size() * arms);
+  harness::RunProgress hooks;
+  hooks.begin = [&loads, &progress](const std::string& label, int32_t rep, const std::string& arm,
+                                    size_t) {
+    progress.case_id = label + " [" + arm + "]";
+    progress.repetition = rep;
+    for (const harness::CaseLoad& l : loads)
+      if (l.label == label) {
+        progress.repetitions = 0;
+        for (const harness::Repetition& r : l.repetitions) progress.repetitions += r.number >= 0;
+      }
+  };
+  hooks.request_done = [&line, &progress, epoch](const harness::RequestRecord&, size_t, size_t) {
+    ++progress.done;
+    progress.elapsed_s = std::chrono::duration<double>(harness::Clock::now() - epoch).count();
+    line.update(progress);
+  };
+  return hooks;
+}
+
 std::string default_target(const RunRequest& r) {
   if (!r.baseline) return r.gate + " measurement of the candidate server; no claim of a change";
   if (r.option) return r.option->first + " = " + r.option->second + " passes " + r.gate;
@@ -237,28 +280,9 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
 
     std::vector<harness::ArmEndpoint> endpoints;
     for (const Arm& a : arms) endpoints.push_back({a.label, a.server->base_url()});
-    int64_t total = 0;
-    for (const harness::CaseLoad& l : loads)
-      for (const harness::Repetition& r : l.repetitions)
-        total += int64_t(r.requests.size() * arms.size());
     reports::ProgressLine line = reports::ProgressLine::for_stderr();
     reports::Progress progress;
-    progress.total = total;
-    harness::RunProgress hooks;
-    hooks.begin = [&](const std::string& label, int32_t rep, const std::string& arm, size_t) {
-      progress.case_id = label + " [" + arm + "]";
-      progress.repetition = rep;
-      for (const harness::CaseLoad& l : loads)
-        if (l.label == label) {
-          progress.repetitions = 0;
-          for (const harness::Repetition& r : l.repetitions) progress.repetitions += r.number >= 0;
-        }
-    };
-    hooks.request_done = [&](const harness::RequestRecord&, size_t, size_t) {
-      ++progress.done;
-      progress.elapsed_s = std::chrono::duration<double>(harness::Clock::now() - epoch).count();
-      line.update(progress);
-    };
+    const harness::RunProgress hooks = progress_hooks(loads, arms.size(), epoch, line, progress);
     run.records = harness::run_interleaved(loads, endpoints, epoch, hooks);
     line.finish();
 
@@ -274,19 +298,7 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
     for (const harness::RequestRecord& r : run.records) jsonl += harness::to_json(r).dump() + "\n";
     bundle.add_bytes("requests.jsonl", jsonl, "requests");
 
-    // The client's own cost per event against the gaps it timed (QUALIFICATION.md: it must stay
-    // far below them); recorded so that a reader can judge every ITL in the bundle.
-    std::vector<double> overhead;
-    double overhead_max = 0;
-    for (const harness::RequestRecord& r : run.records)
-      if (r.ok && r.client_overhead_median_s > 0) {
-        overhead.push_back(r.client_overhead_median_s);
-        overhead_max = std::max(overhead_max, r.client_overhead_max_s);
-      }
-    const auto share = harness::client_overhead_to_itl(run.records);
-    client = {{"overhead_per_event_median_s", overhead.empty() ? 0.0 : harness::median(overhead)},
-              {"overhead_per_event_max_s", overhead_max},
-              {"worst_median_overhead_over_median_itl", share ? json(*share) : json(nullptr)}};
+    client = client_cost(run.records);
     run.baseline = req.baseline ? "baseline" : "";
     run.dummy_weights = dummy_weights(arms[0]);
     metrics = case_metrics(run.records, "candidate", run.baseline);
