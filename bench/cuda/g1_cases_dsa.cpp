@@ -1,0 +1,139 @@
+// G1 rows for the DSA indexer: pooled keys, pool scores (decode rows over an 8192-token context),
+// and the attended-set selection across the dense/sparse edge, tails of 0-3 tokens, tied scores
+// and NaN scores. Reference: cpu::pooled_index_key, cpu::index_pool_scores, cpu::select_attended.
+#include <algorithm>
+#include <cmath>
+#include <span>
+
+#include "bench/cuda/g1_harness.h"
+#include "engine/backend/cpu/dsa_indexer.h"
+#include "engine/backend/cuda/dsa_indexer.h"
+
+namespace sparkglm::g1 {
+
+namespace {
+
+constexpr int kDi = cuda::kIndexDim, kPool = cuda::kIndexKpool, kHeads = 32, kTopk = 512;
+
+void run_pool_keys(Harness& h, int64_t context) {
+  const int64_t pools = context / kPool;
+  const auto keys = host_uniform("dsa.keys", context * kDi, 0.0f, 2.0f);
+  const auto gates = host_uniform("dsa.gates", context, 0.0f, 1.0f);
+  const auto ape = host_uniform("dsa.ape", kPool, 0.0f, 0.5f);
+  auto d_keys = upload(keys), d_gates = upload(gates), d_ape = upload(ape);
+  auto d_out = device_alloc(size_t(pools * kDi * 4));
+  std::vector<float> ref(size_t(pools * kDi));
+  for (int64_t p = 0; p < pools; ++p) {
+    const float* rows[kPool];
+    for (int i = 0; i < kPool; ++i) rows[i] = &keys[size_t((p * kPool + i) * kDi)];
+    cpu::pooled_index_key(rows, &gates[size_t(p * kPool)], ape.data(), kPool, kDi,
+                          &ref[size_t(p * kDi)]);
+  }
+  OperatorCase c;
+  c.op = "dsa.pool_keys";
+  c.shape = "keys[" + std::to_string(context) + ",128] -> " + std::to_string(pools) + " pools";
+  c.rows = pools;
+  c.tolerance = 1e-12;
+  c.bytes = double(context * (kDi + 1) * 4 + pools * kDi * 4);
+  c.flops = double(context * kDi * 2);
+  c.flops_on_tensor_cores = false;
+  const float *kp = ptr<float>(d_keys), *gp = ptr<float>(d_gates), *ap = ptr<float>(d_ape);
+  float* op = ptr<float>(d_out);
+  c.launch = [=](cudaStream_t s) { cuda::dsa_pool_keys(kp, gp, ap, pools, op, s); };
+  c.outputs.push_back({"pooled", op, pools * kDi, false, 0, ref, {}});
+  c.keep = {d_keys, d_gates, d_ape, d_out};
+  h.run(c);
+}
+
+void run_scores(Harness& h, int64_t rows, bool decode) {
+  const int64_t pools = 2048;  // an 8192-token context
+  const auto pooled = host_uniform("dsa.pooled", pools * kDi, 0.0f, 1.0f);
+  const auto q = host_uniform("dsa.q", rows * kHeads * kDi, 0.0f, 1.0f);
+  const auto w = host_uniform("dsa.w", rows * kHeads, 0.0f, 1.0f);
+  auto d_pooled = upload(pooled), d_q = upload(q), d_w = upload(w);
+  auto d_scores = device_alloc(size_t(rows * pools * 4));
+  std::vector<float> ref;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto s = cpu::index_pool_scores(&q[size_t(r * kHeads * kDi)], &w[size_t(r * kHeads)],
+                                          kHeads, kDi, pooled.data(), pools, h.pool());
+    ref.insert(ref.end(), s.begin(), s.end());
+  }
+  OperatorCase c;
+  c.op = "dsa.pool_scores";
+  c.shape = std::to_string(rows) + " rows x 2048 pools, 32 heads x 128";
+  c.rows = rows;
+  c.decode = decode;
+  c.tolerance = 1e-10;
+  c.bytes = double(pools * kDi * 4 + rows * (kHeads * kDi + kHeads + pools) * 4);
+  c.flops = double(rows * pools) * kHeads * (2.0 * kDi + 2);
+  c.flops_on_tensor_cores = false;
+  c.note = "CUDA-core dots through shared memory";
+  const float *qp = ptr<float>(d_q), *wp = ptr<float>(d_w), *pp = ptr<float>(d_pooled);
+  float* sp = ptr<float>(d_scores);
+  c.launch = [=](cudaStream_t s) { cuda::dsa_pool_scores(qp, wp, rows, kHeads, pp, pools, sp, s); };
+  c.outputs.push_back({"scores", sp, rows * pools, false, pools, ref, {}});
+  c.keep = {d_pooled, d_q, d_w, d_scores};
+  h.run(c);
+}
+
+void run_select(Harness& h) {
+  // Query positions: the last dense one (512 pools, 2051 tokens), the first sparse ones, tails of
+  // 0-3 tokens at an 8192-token context, a row of tied scores and one with NaN scores.
+  const std::vector<int32_t> positions = {2050, 2051, 2052, 8187, 8188, 8189, 8190, 8191, 8191};
+  const int64_t rows = int64_t(positions.size()), stride = 2048;  // score row stride (pools)
+  auto scores = host_uniform("dsa.sel_scores", rows * stride, 0.0f, 1.0f);
+  for (int64_t p = 0; p < stride; ++p) scores[size_t(7 * stride + p)] = 0.5f;  // all tied
+  for (int64_t p = 0; p < stride; p += 3) scores[size_t(8 * stride + p)] = NAN;
+  for (int64_t p = 0; p < stride; p += 7) scores[size_t(3 * stride + p)] = 0.25f;  // some ties
+  const int64_t out_stride = kTopk * kPool + 3;
+  std::vector<float> ref_pos;
+  std::vector<int64_t> checked;
+  std::vector<float> ref_counts;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto sel =
+        cpu::select_attended(std::span<const float>(&scores[size_t(r * stride)], size_t(stride)),
+                             positions[size_t(r)], kPool, kTopk);
+    for (size_t i = 0; i < sel.size(); ++i) {
+      ref_pos.push_back(float(sel[i]));
+      checked.push_back(r * out_stride + int64_t(i));
+    }
+    ref_counts.push_back(float(sel.size()));
+  }
+  auto d_scores = upload(scores), d_pos = upload(positions);
+  auto d_out = device_alloc(size_t(rows * out_stride * 4)),
+       d_counts = device_alloc(size_t(rows * 4));
+  OperatorCase c;
+  c.op = "dsa.select";
+  c.shape = "9 queries: dense edge 2050, sparse 2051-2052, tails 0-3 at 8188-8191, ties, NaN";
+  c.rows = rows;
+  c.tolerance = 0;
+  c.bytes = double(rows * stride * 4 + rows * out_stride * 4);
+  c.flops = double(rows) * stride * 512;
+  c.flops_on_tensor_cores = false;
+  c.note =
+      "rank by counting (O(P * topk) per query): fine to 8192 pools, a radix select is the "
+      "long-context fix";
+  const float* sp = ptr<float>(d_scores);
+  const int32_t* pp = ptr<int32_t>(d_pos);
+  int32_t *op = ptr<int32_t>(d_out), *cp = ptr<int32_t>(d_counts);
+  c.launch = [=](cudaStream_t s) {
+    cuda::dsa_select(sp, stride, pp, rows, kTopk, op, out_stride, cp, s);
+  };
+  CaseOutput pos{"attended", op, rows * out_stride, true, 0, ref_pos, checked};
+  pos.only_checked_written = true;
+  c.outputs.push_back(std::move(pos));
+  c.outputs.push_back({"count", cp, rows, true, 0, ref_counts, {}});
+  c.keep = {d_scores, d_pos, d_out, d_counts};
+  h.run(c);
+}
+
+}  // namespace
+
+void run_dsa_cases(Harness& h) {
+  for (int64_t context : {2048, 8192, 32768}) run_pool_keys(h, context);
+  for (int r : kDecodeRows) run_scores(h, r, true);
+  run_scores(h, 512, false);
+  run_select(h);
+}
+
+}  // namespace sparkglm::g1

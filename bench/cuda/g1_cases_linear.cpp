@@ -1,0 +1,112 @@
+// G1 rows for the BF16 projections: gemv_bf16 for decode rows, cuBLASLt for prefill chunks, with
+// cuBLASLt timed beside each shape as the peer. Reference: cpu::linear on the same BF16 values.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "bench/cuda/g1_harness.h"
+#include "engine/backend/cpu/linear.h"
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/dummy_weights.h"
+#include "engine/core/dtype.h"
+
+namespace sparkglm::g1 {
+
+namespace {
+
+struct ProjectionShape {
+  const char* name;
+  int64_t n, k;  // W: [n, k]
+};
+
+// Rows of a prefill chunk checked on the CPU: the reference of every row at 8192 x 154880-wide
+// shapes would take minutes on the device machine's 16 cores.
+constexpr int kSampledRows = 16;
+
+std::vector<int64_t> checked_rows(int64_t m) {
+  std::vector<int64_t> rows;
+  if (m <= 32) {
+    for (int64_t i = 0; i < m; ++i) rows.push_back(i);
+  } else {
+    for (int i = 0; i < kSampledRows; ++i) rows.push_back(i * (m - 1) / (kSampledRows - 1));
+  }
+  return rows;
+}
+
+void run_shape(Harness& h, const ProjectionShape& s, const std::vector<int>& row_counts,
+               bool decode) {
+  const int64_t max_m = *std::max_element(row_counts.begin(), row_counts.end());
+  auto w = device_alloc(size_t(s.n * s.k * 2));
+  auto x = device_alloc(size_t(max_m * s.k * 2));
+  auto y = device_alloc(size_t(max_m * s.n * 4));
+  // Variance 1/k keeps outputs of order one, like the dummy checkpoint's projections.
+  cuda::fill_dummy_bf16(ptr<uint16_t>(w), s.n * s.k, 0x5eed0000u + uint64_t(s.n * 7 + s.k), 0.0f,
+                        std::sqrt(3.0f / float(s.k)), h.stream());
+  cuda::fill_dummy_bf16(ptr<uint16_t>(x), max_m * s.k, 0xa11ce000u + uint64_t(s.k), 0.0f, 1.0f,
+                        h.stream());
+  SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(h.stream()));
+  std::vector<uint16_t> w_host(size_t(s.n * s.k)), x_host(size_t(max_m * s.k));
+  w->copy_to_host(w_host.data(), w_host.size() * 2);
+  x->copy_to_host(x_host.data(), x_host.size() * 2);
+  const Linear lin{DType::kBF16, s.n, s.k, w_host.data()};
+
+  for (int m : row_counts) {
+    OperatorCase c;
+    c.op = std::string("linear.") + s.name;
+    c.shape = "x[" + std::to_string(m) + "," + std::to_string(s.k) + "] W[" + std::to_string(s.n) +
+              "," + std::to_string(s.k) + "] bf16 -> f32";
+    c.rows = m;
+    c.decode = decode;
+    // FP32 accumulation of exact BF16 products in another order: 1e-14 to 3e-10 seen (cuBLASLt
+    // at k = 16384 the highest); 1e-9 still rejects any wrong or missing term.
+    c.tolerance = 1e-9;
+    c.bytes = double(s.n * s.k * 2 + m * s.k * 2 + m * s.n * 4);
+    c.flops = 2.0 * double(m) * double(s.n) * double(s.k);
+    c.note = m <= cuda::kGemvMaxRows ? "gemv_bf16 (own tensor-core kernel)" : "cuBLASLt";
+    const std::vector<int64_t> rows = checked_rows(m);
+    if (m > 32) c.note += "; CPU reference on " + std::to_string(rows.size()) + " sampled rows";
+    cuda::Gemm& g = h.gemm();
+    const uint16_t* xp = ptr<uint16_t>(x);
+    const uint16_t* wp = ptr<uint16_t>(w);
+    float* yp = ptr<float>(y);
+    c.launch = [&g, xp, wp, yp, m, s](cudaStream_t st) { g.linear(xp, m, wp, s.n, s.k, yp, st); };
+    CaseOutput out{"y", yp, int64_t(m) * s.n, false, s.n, {}, {}};
+    std::vector<float> xs(rows.size() * size_t(s.k));
+    for (size_t r = 0; r < rows.size(); ++r)
+      for (int64_t i = 0; i < s.k; ++i)
+        xs[r * size_t(s.k) + size_t(i)] = bf16_to_f32(x_host[size_t(rows[r] * s.k + i)]);
+    out.reference.resize(rows.size() * size_t(s.n));
+    cpu::linear(xs.data(), int64_t(rows.size()), lin, out.reference.data(), h.pool());
+    for (int64_t r : rows)
+      for (int64_t i = 0; i < s.n; ++i) out.checked.push_back(r * s.n + i);
+    c.outputs.push_back(std::move(out));
+    h.run(c);
+    h.add_peer("cublas", c.op, c.shape, [&g, xp, wp, yp, m, s](cudaStream_t st) {
+      g.cublaslt(xp, m, wp, s.n, s.k, yp, st);
+    });
+  }
+}
+
+}  // namespace
+
+void run_linear_cases(Harness& h) {
+  const std::vector<int> decode(std::begin(kDecodeRows), std::end(kDecodeRows));
+  std::vector<int> prefill(std::begin(kPrefillRows), std::end(kPrefillRows));
+  if (h.quick()) prefill.pop_back();
+  const ProjectionShape decode_shapes[] = {
+      {"kda_qkv", 8192, 4096},      // W_q / W_k / W_v of a KDA layer
+      {"mla_q_b", 16384, 1536},     // q_b_proj: 64 heads x 256 from the q LoRA rank
+      {"dense_down", 4096, 12288},  // dense MLP down
+      {"expert_up", 2048, 4096},    // one routed expert's gate or up
+      {"lm_head", 154880, 4096},    // the LM head
+  };
+  for (const auto& s : decode_shapes) run_shape(h, s, decode, true);
+  const ProjectionShape prefill_shapes[] = {
+      {"kda_qkv", 8192, 4096},
+      {"dense_up", 12288, 4096},
+      {"mla_o", 4096, 16384},
+  };
+  for (const auto& s : prefill_shapes) run_shape(h, s, prefill, false);
+}
+
+}  // namespace sparkglm::g1

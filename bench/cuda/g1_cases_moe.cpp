@@ -1,0 +1,158 @@
+// G1 rows for the MoE experts of a decode batch: 288 routed experts (BF16, generated on the device
+// with the dummy-weight function), top-8 choices from cpu::select_experts, the shared expert, and
+// the combine. Boundary: every token routed to the same 8 experts. Reference: cpu::swiglu_forward
+// per (token, expert) with the clamp, combined in cpu::moe_forward's order.
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "bench/cuda/g1_harness.h"
+#include "engine/backend/cpu/expert_router.h"
+#include "engine/backend/cpu/mlp.h"
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/dummy_weights.h"
+#include "engine/backend/cuda/moe_experts.h"
+#include "engine/core/dtype.h"
+#include "engine/model/config.h"
+
+namespace sparkglm::g1 {
+
+namespace {
+
+constexpr int kE = 288, kK = 8;
+constexpr int64_t kD = 4096, kW = 2048;
+constexpr int64_t kGateUp = 2 * kW * kD, kDown = kD * kW;  // elements per expert
+
+struct ExpertBank {
+  std::shared_ptr<cuda::DeviceBuffer> gate_up, down, shared_gate_up, shared_down, ptrs;
+  std::map<int, std::vector<uint16_t>> host;  // expert (kE: shared) -> [gate_up | down] on the host
+
+  const std::vector<uint16_t>& fetch(int e) {
+    auto it = host.find(e);
+    if (it != host.end()) return it->second;
+    std::vector<uint16_t> v(size_t(kGateUp + kDown));
+    const auto* gu =
+        e == kE ? ptr<uint16_t>(shared_gate_up) : ptr<uint16_t>(gate_up) + int64_t(e) * kGateUp;
+    const auto* dn =
+        e == kE ? ptr<uint16_t>(shared_down) : ptr<uint16_t>(down) + int64_t(e) * kDown;
+    SPARKGLM_CUDA_CHECK(cudaMemcpy(v.data(), gu, size_t(kGateUp) * 2, cudaMemcpyDeviceToHost));
+    SPARKGLM_CUDA_CHECK(
+        cudaMemcpy(v.data() + kGateUp, dn, size_t(kDown) * 2, cudaMemcpyDeviceToHost));
+    return host.emplace(e, std::move(v)).first->second;
+  }
+  SwiGluWeights weights(int e) {
+    const auto& v = fetch(e);
+    return SwiGluWeights{Linear{DType::kBF16, kW, kD, v.data()},
+                         Linear{DType::kBF16, kW, kD, v.data() + kW * kD},
+                         Linear{DType::kBF16, kD, kW, v.data() + kGateUp}};
+  }
+};
+
+ExpertBank make_bank(cudaStream_t s) {
+  ExpertBank b;
+  b.gate_up = device_alloc(size_t(kE * kGateUp * 2));
+  b.down = device_alloc(size_t(kE * kDown * 2));
+  b.shared_gate_up = device_alloc(size_t(kGateUp * 2));
+  b.shared_down = device_alloc(size_t(kDown * 2));
+  const float in_scale = std::sqrt(3.0f / float(kD)), mid_scale = std::sqrt(3.0f / float(kW));
+  cuda::fill_dummy_bf16(ptr<uint16_t>(b.gate_up), kE * kGateUp, 0xe0e0, 0.0f, in_scale, s);
+  cuda::fill_dummy_bf16(ptr<uint16_t>(b.down), kE * kDown, 0xe1e1, 0.0f, mid_scale, s);
+  cuda::fill_dummy_bf16(ptr<uint16_t>(b.shared_gate_up), kGateUp, 0xe2e2, 0.0f, in_scale, s);
+  cuda::fill_dummy_bf16(ptr<uint16_t>(b.shared_down), kDown, 0xe3e3, 0.0f, mid_scale, s);
+  std::vector<const uint16_t*> ptrs(2 * kE);
+  for (int e = 0; e < kE; ++e) {
+    ptrs[size_t(e)] = ptr<uint16_t>(b.gate_up) + int64_t(e) * kGateUp;
+    ptrs[size_t(kE + e)] = ptr<uint16_t>(b.down) + int64_t(e) * kDown;
+  }
+  b.ptrs = upload(ptrs);
+  SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(s));
+  return b;
+}
+
+void run_rows(Harness& h, ExpertBank& bank, const ModelConfig& config, int64_t rows, bool tied) {
+  const auto xf = host_uniform("moe.x", rows * kD, 0.0f, 1.0f);
+  const auto xb = to_bf16(xf);
+  const auto x = from_bf16(xb);  // the values both sides multiply
+  auto logits = host_uniform("moe.logits", rows * kE, 0.0f, 4.0f);
+  if (tied) std::fill(logits.begin(), logits.end(), 0.3f);
+  const auto bias = host_uniform("moe.bias", kE, 0.0f, 0.05f);
+  std::vector<int32_t> experts(size_t(rows * kK));
+  std::vector<float> weights(size_t(rows * kK));
+  for (int64_t t = 0; t < rows; ++t) {
+    cpu::ExpertChoice ch[kK];
+    cpu::select_experts(config, &logits[size_t(t * kE)], tied ? nullptr : bias.data(), ch);
+    for (int r = 0; r < kK; ++r)
+      experts[size_t(t * kK + r)] = ch[r].expert, weights[size_t(t * kK + r)] = ch[r].weight;
+  }
+  // Reference: per token, ranks in order, then the shared expert.
+  std::vector<float> ref(size_t(rows * kD), 0.0f), y(static_cast<size_t>(kD));
+  double distinct = 1;  // the shared expert
+  std::map<int, int> used;
+  for (int64_t t = 0; t < rows; ++t) {
+    float* o = &ref[size_t(t * kD)];
+    for (int r = 0; r < kK; ++r) {
+      const int e = experts[size_t(t * kK + r)];
+      if (e < 0) continue;
+      used[e] = 1;
+      cpu::swiglu_forward(bank.weights(e), &x[size_t(t * kD)], 1, y.data(), h.pool(),
+                          config.swiglu_limit);
+      for (int64_t d = 0; d < kD; ++d) o[d] += weights[size_t(t * kK + r)] * y[size_t(d)];
+    }
+    cpu::swiglu_forward(bank.weights(kE), &x[size_t(t * kD)], 1, y.data(), h.pool(),
+                        config.swiglu_limit);
+    for (int64_t d = 0; d < kD; ++d) o[d] += y[size_t(d)];
+  }
+  distinct += double(used.size());
+
+  auto d_x = upload(xb), d_e = upload(experts), d_w = upload(weights);
+  auto d_h = device_alloc(size_t(rows * kK * kW * 2)),
+       d_y = device_alloc(size_t(rows * kK * kD * 4));
+  auto d_sgu = device_alloc(size_t(rows * 2 * kW * 4)), d_sh = device_alloc(size_t(rows * kW * 2));
+  auto d_sy = device_alloc(size_t(rows * kD * 4)), d_out = device_alloc(size_t(rows * kD * 4));
+  cuda::MoeExpertArgs a;
+  a.tokens = rows;
+  a.top_k = kK;
+  a.hidden = kD;
+  a.width = kW;
+  a.clamp_limit = config.swiglu_limit;
+  a.x = ptr<uint16_t>(d_x);
+  a.experts = ptr<int32_t>(d_e);
+  a.weights = ptr<float>(d_w);
+  a.gate_up = ptr<const uint16_t*>(bank.ptrs);
+  a.down = ptr<const uint16_t*>(bank.ptrs) + kE;
+  a.shared_gate_up = ptr<uint16_t>(bank.shared_gate_up);
+  a.shared_down = ptr<uint16_t>(bank.shared_down);
+  a.h = ptr<uint16_t>(d_h);
+  a.y = ptr<float>(d_y);
+  a.shared_gu = ptr<float>(d_sgu);
+  a.shared_h = ptr<uint16_t>(d_sh);
+  a.shared_y = ptr<float>(d_sy);
+  a.out = ptr<float>(d_out);
+
+  OperatorCase c;
+  c.op = tied ? "moe.experts.one_expert_set" : "moe.experts";
+  c.shape = std::to_string(rows) + " tokens, 288 experts top-8 + shared, D 4096, W 2048, bf16";
+  c.rows = rows;
+  c.decode = !tied;
+  // h enters the down projection as BF16 (2^-9 relative): about 1e-6 seen in practice.
+  c.tolerance = 1e-5;
+  c.bytes = distinct * double(kGateUp + kDown) * 2 + double(rows * kD * 6);
+  c.flops = double(rows) * (kK + 1) * 2.0 * double(kGateUp + kDown);
+  c.note = "per (token, rank) weight streams on tensor cores; " + std::to_string(used.size()) +
+           " distinct routed experts, weights re-read by every token that shares one";
+  c.launch = [a](cudaStream_t s) { cuda::moe_experts_decode(a, s); };
+  c.outputs.push_back({"out", a.out, rows * kD, false, kD, ref, {}});
+  c.keep = {d_x, d_e, d_w, d_h, d_y, d_sgu, d_sh, d_sy, d_out};
+  h.run(c);
+}
+
+}  // namespace
+
+void run_moe_cases(Harness& h) {
+  const ModelConfig config = preset_config("glm-5.3-flash");
+  ExpertBank bank = make_bank(h.stream());
+  for (int r : kDecodeRows) run_rows(h, bank, config, r, false);
+  run_rows(h, bank, config, 32, true);
+}
+
+}  // namespace sparkglm::g1

@@ -1,0 +1,128 @@
+// G1 rows for the MoE router's expert choice and greedy sampling, with their boundary cases (all
+// experts tied, NaN logits; tied maxima across the vocabulary).
+#include <algorithm>
+#include <cmath>
+
+#include "bench/cuda/g1_harness.h"
+#include "engine/backend/cpu/expert_router.h"
+#include "engine/backend/cuda/moe_router.h"
+#include "engine/backend/cuda/sampling.h"
+#include "engine/model/config.h"
+
+namespace sparkglm::g1 {
+
+namespace {
+
+constexpr int kExperts = 288, kTopK = 8;
+constexpr int64_t kVocab = 154880;
+
+void run_router(Harness& h, const ModelConfig& config, int64_t rows, bool decode,
+                const std::string& variant, std::vector<float> logits,
+                const std::vector<float>& bias) {
+  auto d_logits = upload(logits), d_bias = upload(bias);
+  auto d_experts = device_alloc(size_t(rows * kTopK * 4)),
+       d_weights = device_alloc(size_t(rows * kTopK * 4));
+  std::vector<float> ref_e(size_t(rows * kTopK)), ref_w(size_t(rows * kTopK));
+  for (int64_t r = 0; r < rows; ++r) {
+    cpu::ExpertChoice out[kTopK];
+    cpu::select_experts(config, &logits[size_t(r * kExperts)], bias.data(), out);
+    for (int i = 0; i < kTopK; ++i) {
+      ref_e[size_t(r * kTopK + i)] = float(out[i].expert);
+      ref_w[size_t(r * kTopK + i)] = out[i].weight;
+    }
+  }
+  OperatorCase c;
+  c.op = "moe.router" + variant;
+  c.shape = "logits[" + std::to_string(rows) + ",288] f32, top-8";
+  c.rows = rows;
+  c.decode = decode;
+  c.tolerance = 1e-12;  // expert ids must match exactly; weights to FP32 rounding
+  c.bytes = double(rows * (kExperts * 4 + kTopK * 8));
+  c.flops = double(rows * kExperts) * 10;
+  c.flops_on_tensor_cores = false;
+  c.note = "sigmoid + bias, top-8 by (value desc, index asc), NaN never chosen";
+  const float *lp = ptr<float>(d_logits), *bp = ptr<float>(d_bias);
+  int32_t* ep = ptr<int32_t>(d_experts);
+  float* wp = ptr<float>(d_weights);
+  const float scale = config.routed_scaling_factor;
+  c.launch = [=](cudaStream_t s) {
+    cuda::route_experts(lp, bp, rows, kExperts, kTopK, true, scale, ep, wp, s);
+  };
+  c.outputs.push_back({"experts", ep, rows * kTopK, true, kTopK, ref_e, {}});
+  c.outputs.push_back({"weights", wp, rows * kTopK, false, kTopK, ref_w, {}});
+  c.keep = {d_logits, d_bias, d_experts, d_weights};
+  h.run(c);
+}
+
+void run_greedy(Harness& h, int64_t rows, bool decode, const std::string& variant,
+                const std::vector<float>& logits) {
+  auto d_logits = upload(logits), d_tokens = device_alloc(size_t(rows * 4));
+  std::vector<float> ref(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t best = -1;
+    for (int64_t i = 0; i < kVocab; ++i) {
+      const float v = logits[size_t(r * kVocab + i)];
+      if (std::isnan(v) || v == -INFINITY) continue;
+      if (best < 0 || v > logits[size_t(r * kVocab + best)]) best = i;
+    }
+    ref[size_t(r)] = float(best);
+  }
+  OperatorCase c;
+  c.op = "sampling.greedy" + variant;
+  c.shape = "logits[" + std::to_string(rows) + ",154880] f32";
+  c.rows = rows;
+  c.decode = decode;
+  c.tolerance = 0;
+  c.bytes = double(rows * kVocab * 4);
+  c.flops = double(rows * kVocab);
+  c.flops_on_tensor_cores = false;
+  c.note = "lowest id among the maxima; NaN as -inf";
+  const float* lp = ptr<float>(d_logits);
+  int32_t* tp = ptr<int32_t>(d_tokens);
+  c.launch = [=](cudaStream_t s) { cuda::sample_greedy(lp, rows, kVocab, tp, s); };
+  c.outputs.push_back({"token", tp, rows, true, 1, ref, {}});
+  c.keep = {d_logits, d_tokens};
+  h.run(c);
+}
+
+}  // namespace
+
+void run_router_and_sampling_cases(Harness& h) {
+  const ModelConfig config = preset_config("glm-5.3-flash");
+  const auto bias = host_uniform("router.bias", kExperts, 0.0f, 0.05f);
+  std::vector<int> rows(std::begin(kDecodeRows), std::end(kDecodeRows));
+  for (int r : kPrefillRows)
+    if (!(h.quick() && r == 8192)) rows.push_back(r);
+  for (int r : rows) {
+    const auto logits = host_uniform("router.logits", int64_t(r) * kExperts, 0.0f, 4.0f);
+    run_router(h, config, r, r <= 32, "", logits, bias);
+  }
+  // Boundary: every expert tied (the lowest 8 indices win), and NaN logits scattered in.
+  {
+    const int r = 64;
+    std::vector<float> tied(size_t(r * kExperts), 0.25f);
+    run_router(h, config, r, false, ".all_tied", tied, std::vector<float>(kExperts, 0.0f));
+    auto with_nan = host_uniform("router.nan", int64_t(r) * kExperts, 0.0f, 4.0f);
+    for (size_t i = 0; i < with_nan.size(); i += 5) with_nan[i] = NAN;
+    run_router(h, config, r, false, ".nan", with_nan, bias);
+  }
+  for (int r : kDecodeRows) {
+    auto logits = host_uniform("greedy.logits", int64_t(r) * kVocab, 0.0f, 8.0f);
+    run_greedy(h, r, true, "", logits);
+  }
+  {
+    // Boundary: the maximum repeated at several ids (lowest wins), NaN and -inf logits around it.
+    const int r = 8;
+    auto logits = host_uniform("greedy.ties", int64_t(r) * kVocab, 0.0f, 8.0f);
+    for (int64_t row = 0; row < r; ++row) {
+      float* x = &logits[size_t(row * kVocab)];
+      x[100 + row] = 20.0f;
+      x[kVocab - 1 - row] = 20.0f;
+      x[7 + row] = NAN;
+      x[50000] = INFINITY * -1.0f;
+    }
+    run_greedy(h, r, false, ".ties", logits);
+  }
+}
+
+}  // namespace sparkglm::g1

@@ -1,0 +1,272 @@
+#include "engine/backend/cuda/gemm.h"
+
+#include <string>
+
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/device_math.cuh"
+#include "engine/core/error.h"
+
+namespace sparkglm::cuda {
+
+namespace {
+
+constexpr int kWarps = 8;        // warps per block
+constexpr int kRowsPerWarp = 4;  // output rows (of W) per warp: each x chunk feeds 4 rows
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+void check_cublas(cublasStatus_t status, const char* call, int line) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw Error(ErrorKind::kUnsupported, std::string(call) +
+                                             " failed at gemm.cu:" + std::to_string(line) +
+                                             " (status " + std::to_string(int(status)) + ")");
+}
+#define SPARKGLM_CUBLAS_CHECK(call) check_cublas((call), #call, __LINE__)
+
+struct GemvParams {
+  const uint16_t* x;  // [m, k]
+  const uint16_t* w;  // [n, k]
+  float* y;           // [m, n]
+  int64_t m, n, k;
+};
+
+__device__ __forceinline__ void unpack8(const uint4& v, float* f) {
+  const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(u[i] << 16);
+    f[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+  }
+}
+
+// Grid: (ceil(n / (kWarps * kRowsPerWarp)), ceil(m / kMt)). One warp: kRowsPerWarp rows of W
+// against up to kMt rows of x; lane l takes the 8-value chunks l, l+32, l+64, ...
+template <int kMt>
+__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const __grid_constant__ GemvParams p) {
+  const int lane = threadIdx.x & 31;
+  const int64_t n0 = (int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * kRowsPerWarp;
+  const int64_t m0 = int64_t(blockIdx.y) * kMt;
+  if (n0 >= p.n) return;
+  const int rows = int(p.n - n0 < kRowsPerWarp ? p.n - n0 : kRowsPerWarp);
+  const int mt = int(p.m - m0 < kMt ? p.m - m0 : kMt);
+  const int64_t chunks = p.k / 8;
+
+  float acc[kRowsPerWarp][kMt];  // [rows of W, rows of x]
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r)
+#pragma unroll
+    for (int i = 0; i < kMt; ++i) acc[r][i] = 0.0f;
+
+#pragma unroll 2
+  for (int64_t c = lane; c < chunks; c += 32) {
+    float wf[kRowsPerWarp][8];
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      // A missing W row (n not a multiple of 4) repeats the last one; its sums are not stored.
+      const int rr = r < rows ? r : rows - 1;
+      unpack8(load_stream(p.w + (n0 + rr) * p.k + c * 8), wf[r]);
+    }
+#pragma unroll
+    for (int i = 0; i < kMt; ++i) {
+      if (i >= mt) break;
+      float xf[8];
+      unpack8(__ldg(reinterpret_cast<const uint4*>(p.x + (m0 + i) * p.k + c * 8)), xf);
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r][i] = fmaf(wf[r][e], xf[e], acc[r][i]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r)
+#pragma unroll
+    for (int i = 0; i < kMt; ++i) {
+      const float s = warp_sum(acc[r][i]);
+      if (lane == (r * kMt + i) % 32 && r < rows && i < mt) p.y[(m0 + i) * p.n + n0 + r] = s;
+    }
+}
+
+// Tensor-core GEMV: mma.m16n8k16 (BF16 in, FP32 accumulate) with W as the 16-row A operand and
+// up to 32 x rows as B columns. Block: kSplitK warps, each a contiguous quarter of k; the warps'
+// partial sums are added in warp order. Lane (g = lane / 4, t = lane % 4) loads 8 consecutive k of
+// W rows g and g + 8 and of x row g per 32-k block; the two MMAs of a block take k 8t..8t+3 and
+// 8t+4..8t+7 at the fragment slots of logical k 2t, 2t+1, 2t+8, 2t+9 (the same permutation in A
+// and B, so each dot product still covers every k once). A column's sums never involve another
+// column's values, so a row's result does not depend on how many rows share the batch.
+constexpr int kSplitK = 4;
+constexpr int kMmaRows = 16;
+constexpr int kStages = 4;                         // 32-k blocks of W loaded ahead per warp
+constexpr int64_t kMmaK = 32 * kSplitK * kStages;  // k must be a multiple of this
+
+template <int kTiles>  // ceil(m / 8) column tiles of B
+__global__ void __launch_bounds__(kSplitK * 32)
+    gemv_mma_kernel(const __grid_constant__ GemvParams p) {
+  __shared__ float partial[kSplitK - 1][kTiles][32][4];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t n0 = int64_t(blockIdx.x) * kMmaRows;
+  const int64_t r0 = min(n0 + g, p.n - 1), r1 = min(n0 + g + 8, p.n - 1);  // clamped loads
+  const int64_t k_per_warp = p.k / kSplitK;
+  const int64_t k_begin = warp * k_per_warp, k_end = k_begin + k_per_warp;
+  const uint16_t* w0 = p.w + r0 * p.k + t * 8;
+  const uint16_t* w1 = p.w + r1 * p.k + t * 8;
+
+  float acc[kTiles][4];
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+  // kStages k blocks of W are requested before any is used: a decode GEMV is a stream of
+  // weights, and only bytes in flight hide the memory latency.
+  for (int64_t kb0 = k_begin; kb0 < k_end; kb0 += 32 * kStages) {
+    uint4 wa[kStages], wb[kStages];
+#pragma unroll
+    for (int u = 0; u < kStages; ++u) {
+      wa[u] = load_stream(w0 + kb0 + 32 * u);
+      wb[u] = load_stream(w1 + kb0 + 32 * u);
+    }
+#pragma unroll
+    for (int u = 0; u < kStages; ++u) {
+      const int64_t kb = kb0 + 32 * u;
+#pragma unroll
+      for (int j = 0; j < kTiles; ++j) {
+        const int64_t m = j * 8 + g;
+        uint4 xv = make_uint4(0, 0, 0, 0);
+        if (m < p.m) xv = __ldg(reinterpret_cast<const uint4*>(p.x + m * p.k + kb + t * 8));
+        mma_bf16(acc[j], wa[u].x, wb[u].x, wa[u].y, wb[u].y, xv.x, xv.y);
+        mma_bf16(acc[j], wa[u].z, wb[u].z, wa[u].w, wb[u].w, xv.z, xv.w);
+      }
+    }
+  }
+  if (warp > 0) {
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) partial[warp - 1][j][lane][e] = acc[j][e];
+  }
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float v = acc[j][e];
+#pragma unroll
+      for (int w = 0; w < kSplitK - 1; ++w) v = v + partial[w][j][lane][e];
+      const int64_t n = n0 + g + (e >= 2 ? 8 : 0);
+      const int64_t m = j * 8 + t * 2 + (e & 1);
+      if (n < p.n && m < p.m) p.y[m * p.n + n] = v;
+    }
+}
+
+template <int kTiles>
+void launch_gemv_mma(const GemvParams& p, cudaStream_t stream) {
+  const unsigned blocks = unsigned((p.n + kMmaRows - 1) / kMmaRows);
+  gemv_mma_kernel<kTiles><<<blocks, kSplitK * 32, 0, stream>>>(p);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+template <int kMt>
+void launch_gemv(const GemvParams& p, cudaStream_t stream) {
+  const int64_t rows_per_block = kWarps * kRowsPerWarp;
+  const dim3 grid(unsigned((p.n + rows_per_block - 1) / rows_per_block),
+                  unsigned((p.m + kMt - 1) / kMt));
+  gemv_kernel<kMt><<<grid, kWarps * 32, 0, stream>>>(p);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void gemv_bf16(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
+               cudaStream_t stream) {
+  SPARKGLM_ASSERT(k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(w) % 16 == 0,
+                  "gemv_bf16: k must be a multiple of 8 and operands 16-byte aligned");
+  if (m <= 0 || n <= 0) return;
+  const GemvParams p{x, w, y, m, n, k};
+  if (m <= kGemvMaxRows && k % kMmaK == 0) {
+    // The tile count only pads B; every column's MMA sequence is the same.
+    if (m <= 8) {
+      launch_gemv_mma<1>(p, stream);
+    } else if (m <= 16) {
+      launch_gemv_mma<2>(p, stream);
+    } else if (m <= 24) {
+      launch_gemv_mma<3>(p, stream);
+    } else {
+      launch_gemv_mma<4>(p, stream);
+    }
+    return;
+  }
+  // Other k: the CUDA-core kernel. The tile width only groups rows for reuse of each W chunk.
+  if (m == 1) {
+    launch_gemv<1>(p, stream);
+  } else if (m == 2) {
+    launch_gemv<2>(p, stream);
+  } else if (m <= 4) {
+    launch_gemv<4>(p, stream);
+  } else {
+    launch_gemv<8>(p, stream);
+  }
+}
+
+Gemm::Gemm() : workspace_(kWorkspaceBytes) {
+  SPARKGLM_CUBLAS_CHECK(cublasLtCreate(&handle_));
+}
+
+Gemm::~Gemm() {
+  if (handle_) cublasLtDestroy(handle_);
+}
+
+void Gemm::linear(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
+                  cudaStream_t stream) {
+  if (m <= kGemvMaxRows) {
+    gemv_bf16(x, m, w, n, k, y, stream);
+  } else {
+    cublaslt(x, m, w, n, k, y, stream);
+  }
+}
+
+// Column-major view: D [n, m] (= y row-major [m, n]) = op(A) B with A = W viewed as [k, n]
+// transposed, B = x viewed as [k, m].
+void Gemm::cublaslt(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
+                    cudaStream_t stream) {
+  if (m <= 0 || n <= 0) return;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  SPARKGLM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t trans = CUBLAS_OP_T, no_trans = CUBLAS_OP_N;
+  SPARKGLM_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)));
+  SPARKGLM_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &no_trans, sizeof(no_trans)));
+  SPARKGLM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, uint64_t(k), uint64_t(n), k));
+  SPARKGLM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, uint64_t(k), uint64_t(m), k));
+  SPARKGLM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d, CUDA_R_32F, uint64_t(n), uint64_t(m), n));
+
+  const auto key = std::make_tuple(m, n, k);
+  auto it = algos_.find(key);
+  if (it == algos_.end()) {
+    cublasLtMatmulPreference_t pref = nullptr;
+    SPARKGLM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t ws = workspace_.bytes();
+    SPARKGLM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    SPARKGLM_CUBLAS_CHECK(
+        cublasLtMatmulAlgoGetHeuristic(handle_, op, a, b, d, d, pref, 1, &result, &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (found == 0)
+      throw Error(ErrorKind::kUnsupported,
+                  "cuBLASLt has no algorithm for a BF16 GEMM of m=" + std::to_string(m) +
+                      " n=" + std::to_string(n) + " k=" + std::to_string(k));
+    it = algos_.emplace(key, result.algo).first;
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  SPARKGLM_CUBLAS_CHECK(cublasLtMatmul(handle_, op, &alpha, w, a, x, b, &beta, y, d, y, d,
+                                       &it->second, workspace_.data(), workspace_.bytes(), stream));
+  cublasLtMatrixLayoutDestroy(a);
+  cublasLtMatrixLayoutDestroy(b);
+  cublasLtMatrixLayoutDestroy(d);
+  cublasLtMatmulDescDestroy(op);
+}
+
+}  // namespace sparkglm::cuda

@@ -1,0 +1,249 @@
+#include "engine/backend/cuda/kda.h"
+
+#include <cfloat>
+
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/device_math.cuh"
+#include "engine/core/error.h"
+
+namespace sparkglm::cuda {
+
+namespace {
+
+constexpr int kK = kKdaHeadDim;
+constexpr int kHist = kKdaTaps - 1;
+constexpr float kL2NormEps = 1e-6f;  // docs/checkpoint.md
+
+// Grid: (H, B*n); block: K threads, one channel each.
+__global__ void __launch_bounds__(kK)
+    prepare_kernel(const KdaBatch batch, const __grid_constant__ KdaPrepareArgs a) {
+  __shared__ float scratch[32];
+  const int h = blockIdx.x, row = blockIdx.y, i = threadIdx.x;
+  const int n = batch.rows_per_seq, seq = row / n, t = row % n;
+  const int64_t hk = int64_t(batch.heads) * kK;
+  const int64_t c = int64_t(h) * kK + i;  // channel
+  const float* raws[3] = {a.raw_q, a.raw_k, a.raw_v};
+  float out[3];
+#pragma unroll
+  for (int part = 0; part < 3; ++part) {
+    const float* w = a.conv_w + (part * hk + c) * kKdaTaps;
+    const float* hist = a.conv_hist + (int64_t(seq) * 3 + part) * kHist * hk;
+    // Input p of the combined sequence [history; rows] is history row p for p < kHist.
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kKdaTaps; ++j) {
+      const int p = t + j;  // combined index of tap j for output t
+      const float in =
+          p < kHist ? hist[p * hk + c] : raws[part][(int64_t(seq) * n + p - kHist) * hk + c];
+      acc = j == 0 ? w[0] * in : acc + w[j] * in;
+    }
+    out[part] = acc / (1.0f + expf(-acc));  // SiLU
+  }
+  const float q_ss = block_sum(out[0] * out[0], scratch);
+  const float k_ss = block_sum(out[1] * out[1], scratch);
+  const int64_t at = int64_t(row) * hk + c;
+  a.q[at] = out[0] * (1.0f / sqrtf(q_ss + kL2NormEps)) / sqrtf(float(kK));
+  a.k[at] = out[1] * (1.0f / sqrtf(k_ss + kL2NormEps));
+  a.v[at] = out[2];
+  // exp(A_log) is capped so an overflow cannot meet f + dt_bias == 0 as inf * 0.
+  const float scale = fminf(expf(a.a_log[h]), FLT_MAX);
+  const float g = a.gate_lower_bound * sigmoidf_dev(scale * (a.f[at] + a.dt_bias[c]));
+  a.decay[at] = expf(g);
+  if (i == 0)
+    a.beta[int64_t(row) * batch.heads + h] =
+        sigmoidf_dev(a.b_logit[int64_t(row) * batch.heads + h]);
+}
+
+// Grid: (H*K / 128, B); the new history of each sequence from its old history and rows.
+__global__ void advance_hist_kernel(const KdaBatch batch, const float* raw_q, const float* raw_k,
+                                    const float* raw_v, float* conv_hist) {
+  const int64_t hk = int64_t(batch.heads) * kK;
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int seq = blockIdx.y, n = batch.rows_per_seq;
+  const float* raws[3] = {raw_q, raw_k, raw_v};
+  for (int part = 0; part < 3; ++part) {
+    float* hist = conv_hist + (int64_t(seq) * 3 + part) * kHist * hk;
+    float next[kHist];
+    for (int p = 0; p < kHist; ++p) {
+      const int q = n + p;  // combined index of the new history row p
+      next[p] = q < kHist ? hist[q * hk + c] : raws[part][(int64_t(seq) * n + q - kHist) * hk + c];
+    }
+    for (int p = 0; p < kHist; ++p) hist[p * hk + c] = next[p];
+  }
+}
+
+// One block: 4 warps of one head of one sequence. A warp holds 32 / kParts value columns x kParts
+// key parts; lane = part * (32 / kParts) + column, and a thread holds S[part*K/kParts ..][column]
+// in registers, so a step's decay, read, write and query touch registers only; S^T k and S^T q
+// reduce over the parts by a xor butterfly (every lane gets the same bits). Decode uses 4 parts
+// (8 adjacent columns: each state load fills whole 32-byte sectors); prefill uses 8 parts (more
+// warps, shorter FMA chains: a prefill step is latency-bound) and loads the next row's inputs
+// while the current row computes.
+template <int kParts>
+struct KdaTiling {
+  static constexpr int kColsPerWarp = 32 / kParts;
+  static constexpr int kColsPerBlock = 4 * kColsPerWarp;
+  static constexpr int kKeysPerPart = kK / kParts;
+  static constexpr int kVec = kKeysPerPart / 4;  // float4 loads per input per step
+};
+
+template <int kVec>
+struct StepInputs {
+  float4 k[kVec], q[kVec], d[kVec];
+  float v, beta;
+};
+
+template <int kVec>
+__device__ __forceinline__ void load_step(StepInputs<kVec>& in, const float* k, const float* q,
+                                          const float* decay, const float* v, const float* beta,
+                                          int64_t at, int64_t col_at, int64_t beta_at) {
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    in.k[i] = __ldg(reinterpret_cast<const float4*>(k + at) + i);
+    in.q[i] = __ldg(reinterpret_cast<const float4*>(q + at) + i);
+    in.d[i] = __ldg(reinterpret_cast<const float4*>(decay + at) + i);
+  }
+  in.v = __ldg(v + col_at);
+  in.beta = __ldg(beta + beta_at);
+}
+
+template <int kParts>
+__device__ __forceinline__ float part_sum(float x) {
+#pragma unroll
+  for (int m = 32 / kParts; m < 32; m <<= 1) x = x + __shfl_xor_sync(0xffffffffu, x, m);
+  return x;
+}
+
+template <int kParts>
+__global__ void __launch_bounds__(128)
+    recurrent_kernel(const KdaBatch batch, const float* __restrict__ q, const float* __restrict__ k,
+                     const float* __restrict__ v, const float* __restrict__ decay,
+                     const float* __restrict__ beta, float* __restrict__ state,
+                     float* __restrict__ o) {
+  using T = KdaTiling<kParts>;
+  constexpr int kKeysPerPart = T::kKeysPerPart, kVec = T::kVec;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int part = lane / T::kColsPerWarp;
+  const int col = blockIdx.x * T::kColsPerBlock + warp * T::kColsPerWarp + lane % T::kColsPerWarp;
+  const int h = blockIdx.y, seq = blockIdx.z, n = batch.rows_per_seq;
+  const int64_t hk = int64_t(batch.heads) * kK;
+  const int key0 = part * kKeysPerPart;
+  float* s_ptr = state + ((int64_t(seq) * batch.heads + h) * kK + key0) * kK + col;
+
+  float s[kKeysPerPart];  // S[key0 + i][col]
+#pragma unroll
+  for (int i = 0; i < kKeysPerPart; ++i) s[i] = s_ptr[int64_t(i) * kK];
+
+  const int64_t row0 = int64_t(seq) * n;
+  StepInputs<kVec> cur, next;
+  load_step(cur, k, q, decay, v, beta, row0 * hk + h * kK + key0, row0 * hk + h * kK + col,
+            row0 * batch.heads + h);
+  for (int t = 0; t < n; ++t) {
+    const int64_t row = row0 + t;
+    if (t + 1 < n)
+      load_step(next, k, q, decay, v, beta, (row + 1) * hk + h * kK + key0,
+                (row + 1) * hk + h * kK + col, (row + 1) * batch.heads + h);
+    float kv = 0.0f;
+#pragma unroll
+    for (int i4 = 0; i4 < kVec; ++i4) {
+      const float4 kk = cur.k[i4], dd = cur.d[i4];
+      s[4 * i4 + 0] *= dd.x, s[4 * i4 + 1] *= dd.y, s[4 * i4 + 2] *= dd.z, s[4 * i4 + 3] *= dd.w;
+      kv = fmaf(kk.x, s[4 * i4 + 0], kv);
+      kv = fmaf(kk.y, s[4 * i4 + 1], kv);
+      kv = fmaf(kk.z, s[4 * i4 + 2], kv);
+      kv = fmaf(kk.w, s[4 * i4 + 3], kv);
+    }
+    kv = part_sum<kParts>(kv);
+    const float d = cur.beta * (cur.v - kv);
+    float out = 0.0f;
+#pragma unroll
+    for (int i4 = 0; i4 < kVec; ++i4) {
+      const float4 kk = cur.k[i4], qq = cur.q[i4];
+      s[4 * i4 + 0] = fmaf(kk.x, d, s[4 * i4 + 0]);
+      s[4 * i4 + 1] = fmaf(kk.y, d, s[4 * i4 + 1]);
+      s[4 * i4 + 2] = fmaf(kk.z, d, s[4 * i4 + 2]);
+      s[4 * i4 + 3] = fmaf(kk.w, d, s[4 * i4 + 3]);
+      out = fmaf(qq.x, s[4 * i4 + 0], out);
+      out = fmaf(qq.y, s[4 * i4 + 1], out);
+      out = fmaf(qq.z, s[4 * i4 + 2], out);
+      out = fmaf(qq.w, s[4 * i4 + 3], out);
+    }
+    out = part_sum<kParts>(out);
+    if (part == 0) o[row * hk + h * kK + col] = out;
+    cur = next;
+  }
+#pragma unroll
+  for (int i = 0; i < kKeysPerPart; ++i) s_ptr[int64_t(i) * kK] = s[i];
+}
+
+struct GateParams {
+  const float* o;
+  const float* gate;
+  const float* o_norm;
+  float* out;
+  uint16_t* out_bf16;
+  int heads;
+  float eps;
+};
+
+// Grid: (H, rows); block: V threads.
+__global__ void __launch_bounds__(kK) output_gate_kernel(const __grid_constant__ GateParams p) {
+  __shared__ float scratch[32];
+  const int64_t at = (int64_t(blockIdx.y) * p.heads + blockIdx.x) * kK + threadIdx.x;
+  const float x = p.o[at];
+  const float ss = block_sum(x * x, scratch);
+  const float r = 1.0f / sqrtf(ss / float(kK) + p.eps);
+  const float y = x * r * p.o_norm[threadIdx.x] * sigmoidf_dev(p.gate[at]);
+  p.out[at] = y;
+  if (p.out_bf16) p.out_bf16[at] = f32_to_bf16_bits(y);
+}
+
+void check_batch(const KdaBatch& b) {
+  SPARKGLM_ASSERT(b.num_seqs > 0 && b.rows_per_seq > 0 && b.heads > 0 && b.num_seqs <= 65535 &&
+                      b.rows_per_seq <= 65535 * 1024,
+                  "kda: batch shape out of range");
+}
+
+}  // namespace
+
+void kda_prepare(const KdaBatch& batch, const KdaPrepareArgs& args, cudaStream_t stream) {
+  check_batch(batch);
+  const dim3 grid(unsigned(batch.heads), unsigned(batch.num_seqs * batch.rows_per_seq));
+  prepare_kernel<<<grid, kK, 0, stream>>>(batch, args);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+void kda_advance_conv_history(const KdaBatch& batch, const float* raw_q, const float* raw_k,
+                              const float* raw_v, float* conv_hist, cudaStream_t stream) {
+  check_batch(batch);
+  const dim3 grid(unsigned(batch.heads), unsigned(batch.num_seqs));
+  advance_hist_kernel<<<grid, kK, 0, stream>>>(batch, raw_q, raw_k, raw_v, conv_hist);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+void kda_recurrent(const KdaBatch& batch, const float* q, const float* k, const float* v,
+                   const float* decay, const float* beta, float* state, float* o,
+                   cudaStream_t stream) {
+  check_batch(batch);
+  if (batch.rows_per_seq == 1) {
+    const dim3 grid(kK / KdaTiling<4>::kColsPerBlock, unsigned(batch.heads),
+                    unsigned(batch.num_seqs));
+    recurrent_kernel<4><<<grid, 128, 0, stream>>>(batch, q, k, v, decay, beta, state, o);
+  } else {
+    const dim3 grid(kK / KdaTiling<8>::kColsPerBlock, unsigned(batch.heads),
+                    unsigned(batch.num_seqs));
+    recurrent_kernel<8><<<grid, 128, 0, stream>>>(batch, q, k, v, decay, beta, state, o);
+  }
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+void kda_output_gate(const KdaBatch& batch, const float* o, const float* gate, const float* o_norm,
+                     float eps, float* out, uint16_t* out_bf16, cudaStream_t stream) {
+  check_batch(batch);
+  const dim3 grid(unsigned(batch.heads), unsigned(batch.num_seqs * batch.rows_per_seq));
+  output_gate_kernel<<<grid, kK, 0, stream>>>(
+      GateParams{o, gate, o_norm, out, out_bf16, batch.heads, eps});
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace sparkglm::cuda

@@ -1,0 +1,63 @@
+#pragma once
+// KDA (gated delta rule with per-channel decay), MODEL.md section 3, on the device. H heads,
+// K = V = 128. A batch is B sequences of n consecutive rows each (decode: n = 1; prefill: B = 1),
+// rows seq-major: row b*n + t. All activations FP32; the per-sequence state stays FP32.
+//
+// The recurrence runs token by token (the CPU's kda_recurrent_run, per column of S): each thread
+// owns 16 keys of one value column, so the read S^T k and the query S^T q reduce over 8 lanes in a
+// fixed order. It is not the chunked WY form yet; see docs/cuda-operators.md.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace sparkglm::cuda {
+
+inline constexpr int kKdaHeadDim = 128;  // K = V; the kernels are specialised for it
+inline constexpr int kKdaTaps = 4;
+
+struct KdaBatch {
+  int num_seqs = 0;      // B
+  int rows_per_seq = 0;  // n
+  int heads = 0;         // H
+};
+
+// Short conv + SiLU + l2norm (q also / sqrt(K)), gates and beta, MODEL.md section 3.
+// raw_q, raw_k, raw_v, f: [B*n, H*K] projections (f = W_fb W_fa x); b_logit: [B*n, H];
+// conv_w: [3][H*K, taps] (q, k, v); conv_hist: [B][3][taps-1][H*K], read here and advanced by
+// kda_advance_conv_history; a_log: [H]; dt_bias: [H*K].
+// Outputs q, k, v: [B*n, H*K]; decay: [B*n, H*K] = e^g; beta: [B*n, H].
+struct KdaPrepareArgs {
+  const float* raw_q;
+  const float* raw_k;
+  const float* raw_v;
+  const float* f;
+  const float* b_logit;
+  const float* conv_w;
+  const float* conv_hist;
+  const float* a_log;
+  const float* dt_bias;
+  float gate_lower_bound;
+  float* q;
+  float* k;
+  float* v;
+  float* decay;
+  float* beta;
+};
+void kda_prepare(const KdaBatch& batch, const KdaPrepareArgs& args, cudaStream_t stream);
+
+// conv_hist[b] <- the last taps-1 raw inputs of [conv_hist[b]; raw rows of sequence b].
+void kda_advance_conv_history(const KdaBatch& batch, const float* raw_q, const float* raw_k,
+                              const float* raw_v, float* conv_hist, cudaStream_t stream);
+
+// Per row and head: S = diag(decay) S; S += beta k (v - S^T k)^T; o = S^T q.
+// q, k, v, decay, o: [B*n, H*K]; beta: [B*n, H]; state: [B, H, K, V] (S[i][j], i over keys).
+void kda_recurrent(const KdaBatch& batch, const float* q, const float* k, const float* v,
+                   const float* decay, const float* beta, float* state, float* o,
+                   cudaStream_t stream);
+
+// out = RMSNorm_per_head(o; o_norm, eps) * sigmoid(gate). o, gate, out: [B*n, H*V] FP32;
+// out_bf16 (may be null): the same as BF16 bits for W_o.
+void kda_output_gate(const KdaBatch& batch, const float* o, const float* gate, const float* o_norm,
+                     float eps, float* out, uint16_t* out_bf16, cudaStream_t stream);
+
+}  // namespace sparkglm::cuda

@@ -1,0 +1,199 @@
+#include "engine/backend/cuda/mhc.h"
+
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/device_math.cuh"
+
+namespace sparkglm::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kN = kHcStreams * kHcWidth;         // 16384 values in a row
+constexpr int kVecPerThread = kN / 4 / kThreads;  // 16 float4: 4 per stream
+constexpr int kVecPerStream = kVecPerThread / kHcStreams;
+
+struct HcParams {
+  HcConstants k;
+  const float* fn;
+  const float* base;
+  const float* scale;
+  const float* X;
+  float* y;
+  float* post;
+  float* comb;
+};
+
+// Float4 index u of a thread covers stream u / kVecPerStream and width position
+// threadIdx.x + kThreads * (u % kVecPerStream) (in float4 units), so one thread holds all 4
+// streams at the same positions and forms y without exchanging data.
+__device__ __forceinline__ int vec_index(int u) {
+  return threadIdx.x + kThreads * u;
+}
+
+// cpu::hc_pre's Sinkhorn on one 4x4 matrix, in place (one thread).
+__device__ void sinkhorn(float* m, int iters, float eps) {
+  for (int s = 0; s < kHcStreams; ++s) {
+    float mx = m[s * 4];
+    for (int j = 1; j < 4; ++j) mx = fmaxf(mx, m[s * 4 + j]);
+    float sum = 0.0f;
+    for (int j = 0; j < 4; ++j) {
+      m[s * 4 + j] = expf(m[s * 4 + j] - mx);
+      sum += m[s * 4 + j];
+    }
+    const float inv = 1.0f / sum;
+    for (int j = 0; j < 4; ++j) m[s * 4 + j] = m[s * 4 + j] * inv + eps;
+  }
+  auto columns = [&] {
+    for (int j = 0; j < 4; ++j) {
+      float sum = 0.0f;
+      for (int s = 0; s < 4; ++s) sum += m[s * 4 + j];
+      const float den = sum + eps;
+      for (int s = 0; s < 4; ++s) m[s * 4 + j] /= den;
+    }
+  };
+  columns();
+  for (int it = 1; it < iters; ++it) {
+    for (int s = 0; s < 4; ++s) {
+      float sum = 0.0f;
+      for (int j = 0; j < 4; ++j) sum += m[s * 4 + j];
+      const float den = sum + eps;
+      for (int j = 0; j < 4; ++j) m[s * 4 + j] /= den;
+    }
+    columns();
+  }
+}
+
+// Grid: T. kMix = 24 (a layer site: pre, post, comb) or 4 (the head: pre only).
+template <int kMix>
+__global__ void __launch_bounds__(kThreads) hc_reduce_kernel(const __grid_constant__ HcParams p) {
+  __shared__ float warp_part[kThreads / 32][kMix + 1];
+  __shared__ float pre[kHcStreams];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t t = blockIdx.x;
+  const float4* x4 = reinterpret_cast<const float4*>(p.X + t * kN);
+  float4 v[kVecPerThread];
+#pragma unroll
+  for (int u = 0; u < kVecPerThread; ++u) v[u] = x4[vec_index(u)];
+
+  float part[kMix + 1];  // [mixes..., sum of squares]
+#pragma unroll
+  for (int j = 0; j <= kMix; ++j) part[j] = 0.0f;
+#pragma unroll
+  for (int u = 0; u < kVecPerThread; ++u) {
+    part[kMix] = fmaf(v[u].x, v[u].x, part[kMix]);
+    part[kMix] = fmaf(v[u].y, v[u].y, part[kMix]);
+    part[kMix] = fmaf(v[u].z, v[u].z, part[kMix]);
+    part[kMix] = fmaf(v[u].w, v[u].w, part[kMix]);
+  }
+#pragma unroll 4
+  for (int j = 0; j < kMix; ++j) {
+    const float4* f4 = reinterpret_cast<const float4*>(p.fn + int64_t(j) * kN);
+    float acc = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kVecPerThread; ++u) {
+      const float4 f = __ldg(f4 + vec_index(u));
+      acc = fmaf(f.x, v[u].x, acc);
+      acc = fmaf(f.y, v[u].y, acc);
+      acc = fmaf(f.z, v[u].z, acc);
+      acc = fmaf(f.w, v[u].w, acc);
+    }
+    part[j] = acc;
+  }
+#pragma unroll
+  for (int j = 0; j <= kMix; ++j) {
+    const float s = warp_sum(part[j]);
+    if (lane == 0) warp_part[warp][j] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float mixes[kMix + 1];
+    for (int j = 0; j <= kMix; ++j) {
+      float s = 0.0f;
+      for (int w = 0; w < kThreads / 32; ++w) s += warp_part[w][j];
+      mixes[j] = s;
+    }
+    const float rs = 1.0f / sqrtf(mixes[kMix] / float(kN) + p.k.rms_eps);
+    for (int j = 0; j < kMix; ++j) mixes[j] = mixes[j] * rs;
+    for (int s = 0; s < kHcStreams; ++s)
+      pre[s] = sigmoidf_dev(mixes[s] * p.scale[0] + p.base[s]) + p.k.hc_eps;
+    if (kMix > kHcStreams) {
+      for (int s = 0; s < kHcStreams; ++s)
+        p.post[t * kHcStreams + s] =
+            2.0f * sigmoidf_dev(mixes[kHcStreams + s] * p.scale[1] + p.base[kHcStreams + s]);
+      float m[16];
+      for (int i = 0; i < 16 && 2 * kHcStreams + i < kMix; ++i)
+        m[i] = mixes[2 * kHcStreams + i] * p.scale[2] + p.base[2 * kHcStreams + i];
+      sinkhorn(m, p.k.sinkhorn_iters, p.k.hc_eps);
+      for (int i = 0; i < 16; ++i) p.comb[t * 16 + i] = m[i];
+    }
+  }
+  __syncthreads();
+  // y = sum_s pre[s] X[s], s increasing, at this thread's width positions.
+  float4* y4 = reinterpret_cast<float4*>(p.y + t * kHcWidth);
+#pragma unroll
+  for (int c = 0; c < kVecPerStream; ++c) {
+    float4 acc = make_float4(0, 0, 0, 0);
+#pragma unroll
+    for (int s = 0; s < kHcStreams; ++s) {
+      const float4 xv = v[s * kVecPerStream + c];
+      acc.x += pre[s] * xv.x, acc.y += pre[s] * xv.y, acc.z += pre[s] * xv.z,
+          acc.w += pre[s] * xv.w;
+    }
+    y4[vec_index(c)] = acc;
+  }
+}
+
+// Grid: T; each thread a float4 column block of the row's 4 streams.
+__global__ void __launch_bounds__(kThreads)
+    hc_post_kernel(const float* b, const float* post, const float* comb, float* X) {
+  const int64_t t = blockIdx.x;
+  float4* x4 = reinterpret_cast<float4*>(X + t * kN);
+  const float4* b4 = reinterpret_cast<const float4*>(b + t * kHcWidth);
+  float pst[kHcStreams], cm[16];
+  for (int s = 0; s < kHcStreams; ++s) pst[s] = post[t * kHcStreams + s];
+  for (int i = 0; i < 16; ++i) cm[i] = comb[t * 16 + i];
+  for (int c = threadIdx.x; c < kHcWidth / 4; c += blockDim.x) {
+    float4 old[kHcStreams];
+#pragma unroll
+    for (int s = 0; s < kHcStreams; ++s) old[s] = x4[s * (kHcWidth / 4) + c];
+    const float4 bv = b4[c];
+#pragma unroll
+    for (int s = 0; s < kHcStreams; ++s) {
+      float4 acc = make_float4(0, 0, 0, 0);
+#pragma unroll
+      for (int j = 0; j < kHcStreams; ++j) {
+        acc.x += cm[s * 4 + j] * old[j].x, acc.y += cm[s * 4 + j] * old[j].y;
+        acc.z += cm[s * 4 + j] * old[j].z, acc.w += cm[s * 4 + j] * old[j].w;
+      }
+      x4[s * (kHcWidth / 4) + c] = make_float4(pst[s] * bv.x + acc.x, pst[s] * bv.y + acc.y,
+                                               pst[s] * bv.z + acc.z, pst[s] * bv.w + acc.w);
+    }
+  }
+}
+
+}  // namespace
+
+void hc_pre(const HcConstants& k, const float* fn, const float* base, const float* scale,
+            const float* X, int64_t T, float* y, float* post, float* comb, cudaStream_t stream) {
+  if (T <= 0) return;
+  hc_reduce_kernel<kHcMixes>
+      <<<unsigned(T), kThreads, 0, stream>>>(HcParams{k, fn, base, scale, X, y, post, comb});
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+void hc_post(const float* b, const float* post, const float* comb, float* X, int64_t T,
+             cudaStream_t stream) {
+  if (T <= 0) return;
+  hc_post_kernel<<<unsigned(T), kThreads, 0, stream>>>(b, post, comb, X);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+void hc_head(const HcConstants& k, const float* fn, const float* base, const float* scale,
+             const float* X, int64_t T, float* h, cudaStream_t stream) {
+  if (T <= 0) return;
+  hc_reduce_kernel<kHcStreams>
+      <<<unsigned(T), kThreads, 0, stream>>>(HcParams{k, fn, base, scale, X, h, nullptr, nullptr});
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace sparkglm::cuda

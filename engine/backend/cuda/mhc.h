@@ -1,0 +1,35 @@
+#pragma once
+// Hyper-connections (mHC, MODEL.md section 2) on the device, cpu::hc_pre / hc_post / hc_head's
+// arithmetic. The residual is X [T, 4, D] (hc_mult = 4 streams); one block works on one row, with
+// the row's 4*D values held in registers, so a row never depends on other rows.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace sparkglm::cuda {
+
+inline constexpr int kHcStreams = 4;   // hc_mult: the kernels are specialised for it
+inline constexpr int kHcWidth = 4096;  // D
+inline constexpr int kHcMixes = 24;    // 4 pre + 4 post + 16 comb
+
+struct HcConstants {
+  float rms_eps = 1e-5f;  // rms_norm_eps
+  float hc_eps = 1e-6f;
+  int sinkhorn_iters = 20;
+};
+
+// X: [T, 4, D] -> y: [T, D], post: [T, 4], comb: [T, 4, 4] (after Sinkhorn).
+// fn: [24, 4*D], base: [24], scale: [3] (FP32).
+void hc_pre(const HcConstants& k, const float* fn, const float* base, const float* scale,
+            const float* X, int64_t T, float* y, float* post, float* comb, cudaStream_t stream);
+
+// In place: X[s] = post[s] * b + sum over s' (increasing) of comb[s][s'] * X[s'].  b: [T, D].
+void hc_post(const float* b, const float* post, const float* comb, float* X, int64_t T,
+             cudaStream_t stream);
+
+// The final reduction: pre = sigmoid(mixes * scale[0] + base) + hc_eps, h = sum_s pre[s] X[s].
+// fn: [4, 4*D], base: [4], scale: [1]; h: [T, D].
+void hc_head(const HcConstants& k, const float* fn, const float* base, const float* scale,
+             const float* X, int64_t T, float* h, cudaStream_t stream);
+
+}  // namespace sparkglm::cuda

@@ -1,0 +1,39 @@
+#pragma once
+// MoE experts for decode batches (MODEL.md section 5): every (token, rank) pair runs its routed
+// expert's SwiGLU with the clamp; the shared expert runs once for all tokens through gemv_bf16;
+// the combine adds them per token in rank order, the shared expert last (cpu::moe_forward's
+// order). Each pair streams its expert's weights on tensor cores (mma.m16n8k16, BF16 in, FP32
+// accumulate; h = SwiGLU(g, u) enters the down projection as BF16), and no arithmetic mixes
+// tokens, so a token's result does not depend on the batch. Two tokens that share an expert read
+// its weights twice: grouping pairs by expert (and a grouped GEMM for prefill chunks) is the next
+// step (docs/cuda-operators.md).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace sparkglm::cuda {
+
+struct MoeExpertArgs {
+  int64_t tokens = 0;                        // T (decode rows)
+  int top_k = 0;                             // k routed experts per token
+  int64_t hidden = 0;                        // D (a multiple of 512)
+  int64_t width = 0;                         // W, the expert width (a multiple of 512)
+  float clamp_limit = 0;                     // swiglu_limit (<= 0: no clamp)
+  const uint16_t* x = nullptr;               // [T, D] BF16
+  const int32_t* experts = nullptr;          // [T, k] routed choices (-1: empty slot)
+  const float* weights = nullptr;            // [T, k]
+  const uint16_t* const* gate_up = nullptr;  // [E] device pointers to [2W, D]: gate rows, then up
+  const uint16_t* const* down = nullptr;     // [E] device pointers to [D, W]
+  const uint16_t* shared_gate_up = nullptr;  // [2W, D] or null: no shared expert
+  const uint16_t* shared_down = nullptr;     // [D, W]
+  uint16_t* h = nullptr;                     // workspace [T * k, W] BF16
+  float* y = nullptr;                        // workspace [T * k, D] FP32
+  float* shared_gu = nullptr;                // workspace [T, 2W] FP32 (with a shared expert)
+  uint16_t* shared_h = nullptr;              // workspace [T, W] BF16
+  float* shared_y = nullptr;                 // workspace [T, D] FP32
+  float* out = nullptr;                      // [T, D]
+};
+
+void moe_experts_decode(const MoeExpertArgs& args, cudaStream_t stream);
+
+}  // namespace sparkglm::cuda

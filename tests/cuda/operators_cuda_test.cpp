@@ -1,0 +1,294 @@
+// The CUDA operators against the CPU reference at small, awkward shapes (widths that are not a
+// multiple of the tiles, short and paged contexts, ties and NaN). Production shapes and timings
+// are the G1 runner's (bench/cuda/g1_operators); these tests pin the edge behaviour. They skip
+// on machines without a device.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "engine/backend/cpu/expert_router.h"
+#include "engine/backend/cpu/kda_delta_rule.h"
+#include "engine/backend/cpu/linear.h"
+#include "engine/backend/cpu/ops.h"
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/device_buffer.h"
+#include "engine/backend/cuda/embedding.h"
+#include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/kda.h"
+#include "engine/backend/cuda/mla_decode.h"
+#include "engine/backend/cuda/moe_router.h"
+#include "engine/backend/cuda/sampling.h"
+#include "engine/core/dtype.h"
+#include "engine/model/config.h"
+#include "tinyglm/dummy_hash.h"
+
+namespace sparkglm {
+namespace {
+
+bool have_device() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+std::vector<float> uniform(uint64_t key, size_t n, float center, float half) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = dummy::value(key, i, center, half);
+  return v;
+}
+
+template <typename T>
+cuda::DeviceBuffer to_device(const std::vector<T>& v) {
+  cuda::DeviceBuffer b(v.size() * sizeof(T) + 16);
+  b.copy_from_host(v.data(), v.size() * sizeof(T));
+  return b;
+}
+
+template <typename T>
+std::vector<T> to_host(const cuda::DeviceBuffer& b, size_t n) {
+  SPARKGLM_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<T> v(n);
+  b.copy_to_host(v.data(), n * sizeof(T));
+  return v;
+}
+
+double nmse(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    den += double(want[i]) * want[i];
+  }
+  return num / den;
+}
+
+TEST(CudaOperators, GemvMatchesCpuLinearAndRowsDoNotDependOnTheBatch) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  cuda::Gemm gemm;
+  for (int64_t k : {512, 264}) {  // the tensor-core path, and the CUDA-core fallback (k % 512 != 0)
+    const int64_t n = 40;         // not a multiple of 16 output rows
+    std::vector<uint16_t> w(size_t(n * k)), x(size_t(32 * k));
+    const auto wf = uniform(1, w.size(), 0.0f, 0.2f), xf = uniform(2, x.size(), 0.0f, 1.0f);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(wf[i]);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = f32_to_bf16(xf[i]);
+    auto dw = to_device(w), dx = to_device(x);
+    cuda::DeviceBuffer dy(size_t(32 * n * 4));
+    std::vector<float> x32(x.size()), want(size_t(32 * n));
+    for (size_t i = 0; i < x.size(); ++i) x32[i] = bf16_to_f32(x[i]);
+    ThreadPool pool(1);
+    cpu::linear(x32.data(), 32, Linear{DType::kBF16, n, k, w.data()}, want.data(), pool);
+    gemm.linear(static_cast<uint16_t*>(dx.data()), 32, static_cast<uint16_t*>(dw.data()), n, k,
+                static_cast<float*>(dy.data()), nullptr);
+    const auto all = to_host<float>(dy, size_t(32 * n));
+    EXPECT_LT(nmse(all, want), 1e-9) << "k " << k;
+    for (int64_t m : {1, 3, 9, 17}) {
+      SPARKGLM_CUDA_CHECK(cudaMemset(dy.data(), 0xff, dy.bytes()));
+      gemm.linear(static_cast<uint16_t*>(dx.data()), m, static_cast<uint16_t*>(dw.data()), n, k,
+                  static_cast<float*>(dy.data()), nullptr);
+      const auto part = to_host<float>(dy, size_t(m * n));
+      EXPECT_EQ(std::memcmp(part.data(), all.data(), part.size() * 4), 0)
+          << "k " << k << " m " << m;
+    }
+  }
+}
+
+TEST(CudaOperators, MlaDecodeMatchesTheReferenceOverScatteredPagesAndLists) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const int rows = 3, heads = 16, r = cuda::kMlaLatentDim, block = 16, context = 200;
+  const int blocks_per_row = (context + block - 1) / block, total = rows * blocks_per_row;
+  std::vector<int32_t> table(static_cast<size_t>(total));
+  for (int i = 0; i < total; ++i) table[size_t(i)] = (i * 7) % total;  // scattered, a bijection
+  const auto lat = uniform(3, size_t(rows) * context * r, 0.0f, 2.0f);
+  const auto qt = uniform(4, size_t(rows) * heads * r, 0.0f, 1.0f);
+  const std::vector<int32_t> lengths = {1, 33, 200};
+  // Row 2 attends an explicit ascending list (a DSA selection); rows 0 and 1 are dense.
+  std::vector<int32_t> list(size_t(rows) * context, 0);
+  for (int j = 0; j < 200; ++j) list[size_t(2 * context + j)] = j;
+  for (auto format : {cuda::LatentFormat::kBF16, cuda::LatentFormat::kFp8G128}) {
+    const int64_t rec = cuda::latent_record_bytes(format);
+    std::vector<uint8_t> pages(size_t(total) * block * size_t(rec));
+    std::vector<float> back(lat.size());
+    for (int row = 0; row < rows; ++row)
+      for (int pos = 0; pos < context; ++pos) {
+        uint8_t* out = &pages[(size_t(table[size_t(row * blocks_per_row + pos / block)]) * block +
+                               size_t(pos % block)) *
+                              size_t(rec)];
+        const float* v = &lat[(size_t(row) * context + size_t(pos)) * r];
+        float* b = &back[(size_t(row) * context + size_t(pos)) * r];
+        if (format == cuda::LatentFormat::kBF16) {
+          for (int i = 0; i < r; ++i) {
+            const uint16_t h = f32_to_bf16(v[i]);
+            std::memcpy(out + 2 * i, &h, 2);
+            b[i] = bf16_to_f32(h);
+          }
+          continue;
+        }
+        for (int g = 0; g < r / 128; ++g) {
+          float amax = 0.0f;
+          for (int i = g * 128; i < g * 128 + 128; ++i) amax = std::max(amax, std::fabs(v[i]));
+          const float scale = amax / 448.0f;
+          for (int i = g * 128; i < g * 128 + 128; ++i) {
+            out[i] = f32_to_e4m3(v[i] / scale);
+            b[i] = e4m3_to_f32(out[i]) * scale;
+          }
+          std::memcpy(out + r + 4 * g, &scale, 4);
+        }
+      }
+    std::vector<float> want(size_t(rows) * heads * r, 0.0f);
+    for (int row = 0; row < rows; ++row)
+      for (int h = 0; h < heads; ++h) {
+        const int n = lengths[size_t(row)];
+        std::vector<float> p(static_cast<size_t>(n));
+        const float* q = &qt[(size_t(row) * heads + size_t(h)) * r];
+        for (int j = 0; j < n; ++j)
+          p[size_t(j)] = 0.0625f * cpu::dot(q, &back[(size_t(row) * context + size_t(j)) * r], r);
+        cpu::softmax(p.data(), n);
+        float* o = &want[(size_t(row) * heads + size_t(h)) * r];
+        for (int j = 0; j < n; ++j)
+          for (int e = 0; e < r; ++e)
+            o[e] = std::fma(p[size_t(j)], back[(size_t(row) * context + size_t(j)) * r + size_t(e)],
+                            o[e]);
+      }
+    auto dq = to_device(qt), dp = to_device(pages), dt = to_device(table), dl = to_device(lengths);
+    cuda::DeviceBuffer dws(size_t(cuda::mla_decode_workspace_floats(rows, heads, context)) * 4);
+    cuda::DeviceBuffer dout(size_t(rows) * heads * r * 4);
+    for (bool with_list : {false, true}) {
+      auto dlist = to_device(list);
+      cuda::MlaDecodeArgs a;
+      a.rows = rows;
+      a.heads = heads;
+      a.q_tilde = static_cast<float*>(dq.data());
+      a.pages = static_cast<uint8_t*>(dp.data());
+      a.format = format;
+      a.block_size = block;
+      a.block_table = static_cast<int32_t*>(dt.data());
+      a.table_stride = blocks_per_row;
+      a.lengths = static_cast<int32_t*>(dl.data());
+      a.attended = with_list ? static_cast<int32_t*>(dlist.data()) : nullptr;
+      a.max_len = context;
+      a.scale = 0.0625f;
+      a.workspace = static_cast<float*>(dws.data());
+      a.o_bar = static_cast<float*>(dout.data());
+      SPARKGLM_CUDA_CHECK(cudaMemset(dout.data(), 0xff, dout.bytes()));
+      cuda::mla_decode(a, nullptr);
+      const auto got = to_host<float>(dout, want.size());
+      // With the list, only row 2's list is meaningful (rows 0 and 1 would attend position 0
+      // repeatedly), so the list run compares row 2 alone.
+      const size_t per_row = size_t(heads) * r;
+      const size_t from = with_list ? 2 * per_row : 0;
+      const std::vector<float> g(got.begin() + long(from), got.end()),
+          w(want.begin() + long(from), want.end());
+      EXPECT_LT(nmse(g, w), 1e-5) << cuda::latent_record_bytes(format) << " list " << with_list;
+    }
+  }
+}
+
+TEST(CudaOperators, KdaRecurrenceMatchesTheCpuTokenByTokenForm) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const int heads = 2, kd = cuda::kKdaHeadDim;
+  const int64_t hk = int64_t(heads) * kd;
+  for (int n : {1, 5}) {  // the decode kernel and the prefill kernel
+    const int seqs = 2;
+    const int64_t rows = int64_t(seqs) * n;
+    auto q = uniform(5, size_t(rows * hk), 0.0f, 1.0f),
+         k = uniform(6, size_t(rows * hk), 0.0f, 1.0f);
+    const auto v = uniform(7, size_t(rows * hk), 0.0f, 1.0f);
+    const auto gz = uniform(8, size_t(rows * hk), -2.5f, 2.5f);
+    const auto beta = uniform(9, size_t(rows * heads), 0.5f, 0.5f);
+    const auto s0 = uniform(10, size_t(seqs * hk * kd), 0.0f, 0.1f);
+    std::vector<float> g(gz.size()), decay(gz.size());
+    for (size_t i = 0; i < gz.size(); ++i)
+      g[i] = -5.0f * cpu::sigmoid(gz[i]), decay[i] = std::exp(g[i]);
+    for (int64_t i = 0; i < rows * heads; ++i) {
+      cpu::l2_normalize(&q[size_t(i * kd)], kd, 1e-6f);
+      cpu::l2_normalize(&k[size_t(i * kd)], kd, 1e-6f);
+    }
+    std::vector<float> o(q.size()), state(s0);
+    for (int s = 0; s < seqs; ++s)
+      for (int h = 0; h < heads; ++h) {
+        cpu::KdaHeadRun run;
+        run.n = n, run.k_dim = kd, run.v_dim = kd, run.stride = hk, run.beta_stride = heads;
+        const size_t at = size_t(s * n * hk + h * kd);
+        run.q = &q[at], run.k = &k[at], run.v = &v[at], run.g = &g[at], run.o = &o[at];
+        run.beta = &beta[size_t(s * n * heads + h)];
+        cpu::kda_recurrent_run(run, &state[size_t((s * heads + h) * kd * kd)]);
+      }
+    auto dq = to_device(q), dk = to_device(k), dv = to_device(v), dd = to_device(decay);
+    auto db = to_device(beta), ds = to_device(s0);
+    cuda::DeviceBuffer dout(q.size() * 4);
+    cuda::kda_recurrent(cuda::KdaBatch{seqs, n, heads}, static_cast<float*>(dq.data()),
+                        static_cast<float*>(dk.data()), static_cast<float*>(dv.data()),
+                        static_cast<float*>(dd.data()), static_cast<float*>(db.data()),
+                        static_cast<float*>(ds.data()), static_cast<float*>(dout.data()), nullptr);
+    EXPECT_LT(nmse(to_host<float>(dout, o.size()), o), 1e-10) << "n " << n;
+    EXPECT_LT(nmse(to_host<float>(ds, state.size()), state), 1e-10) << "n " << n;
+  }
+}
+
+TEST(CudaOperators, RouterKeepsTheTieRuleAndNeverChoosesNan) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const ModelConfig c = preset_config("glm-5.3-flash");
+  const int e = c.n_routed_experts, top = c.num_experts_per_tok;
+  std::vector<float> logits(size_t(2 * e), 0.5f);  // row 0: all tied
+  const auto r1 = uniform(11, size_t(e), 0.0f, 3.0f);
+  for (int i = 0; i < e; ++i) logits[size_t(e + i)] = i % 3 == 0 ? NAN : r1[size_t(i)];
+  const std::vector<float> bias(static_cast<size_t>(e), 0.0f);
+  auto dl = to_device(logits), dbias = to_device(bias);
+  cuda::DeviceBuffer de(size_t(2 * top * 4)), dw(size_t(2 * top * 4));
+  cuda::route_experts(static_cast<float*>(dl.data()), static_cast<float*>(dbias.data()), 2, e, top,
+                      c.norm_topk_prob, c.routed_scaling_factor, static_cast<int32_t*>(de.data()),
+                      static_cast<float*>(dw.data()), nullptr);
+  const auto experts = to_host<int32_t>(de, size_t(2 * top));
+  const auto weights = to_host<float>(dw, size_t(2 * top));
+  for (int row = 0; row < 2; ++row) {
+    std::vector<cpu::ExpertChoice> want(static_cast<size_t>(top));
+    cpu::select_experts(c, &logits[size_t(row * e)], bias.data(), want.data());
+    for (int i = 0; i < top; ++i) {
+      EXPECT_EQ(experts[size_t(row * top + i)], want[size_t(i)].expert) << row << " " << i;
+      EXPECT_NEAR(weights[size_t(row * top + i)], want[size_t(i)].weight, 1e-6f);
+    }
+  }
+  for (int i = 0; i < top; ++i) EXPECT_EQ(experts[size_t(i)], i);  // ties: lowest index first
+}
+
+TEST(CudaOperators, GreedyTakesTheLowestIdAmongTheMaxima) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const int64_t vocab = 5003;  // not a multiple of the block
+  std::vector<float> logits = uniform(12, size_t(2 * vocab), 0.0f, 4.0f);
+  logits[17] = NAN;
+  logits[4000] = 9.0f;
+  logits[4999] = 9.0f;
+  for (int64_t i = 0; i < vocab; ++i) logits[size_t(vocab + i)] = i == 3 ? NAN : -INFINITY;
+  logits[size_t(vocab + vocab - 1)] = -1.0f;  // row 1's only finite logit is the last id
+  auto dl = to_device(logits);
+  cuda::DeviceBuffer dt(8);
+  cuda::sample_greedy(static_cast<float*>(dl.data()), 2, vocab, static_cast<int32_t*>(dt.data()),
+                      nullptr);
+  const auto tokens = to_host<int32_t>(dt, 2);
+  EXPECT_EQ(tokens[0], 4000);
+  EXPECT_EQ(tokens[1], vocab - 1);
+}
+
+TEST(CudaOperators, EmbeddingCopiesTheRowIntoEveryStreamAndMarksBadIds) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const int64_t vocab = 10, d = 64;
+  std::vector<uint16_t> table(size_t(vocab * d));
+  for (size_t i = 0; i < table.size(); ++i) table[i] = f32_to_bf16(float(i) * 0.25f);
+  const std::vector<int32_t> ids = {9, 0, 10};  // the last id is out of range
+  auto dt = to_device(table), di = to_device(ids);
+  cuda::DeviceBuffer out(size_t(3 * 4 * d * 4));
+  cuda::embed_tokens(static_cast<uint16_t*>(dt.data()), vocab, d, static_cast<int32_t*>(di.data()),
+                     3, 4, static_cast<float*>(out.data()), nullptr);
+  const auto got = to_host<float>(out, size_t(3 * 4 * d));
+  for (int s = 0; s < 4; ++s)
+    for (int64_t i = 0; i < d; ++i) {
+      EXPECT_EQ(got[size_t(s * d + i)], bf16_to_f32(table[size_t(9 * d + i)]));
+      EXPECT_EQ(got[size_t((4 + s) * d + i)], bf16_to_f32(table[size_t(i)]));
+      EXPECT_TRUE(std::isnan(got[size_t((8 + s) * d + i)]));
+    }
+}
+
+}  // namespace
+}  // namespace sparkglm
