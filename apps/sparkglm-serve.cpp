@@ -110,8 +110,8 @@ int serve(const std::vector<std::string>& args) {
   const int pool_tokens = num_blocks * block_size;
   // The model half of the run identity (ARCHITECTURE.md), one JSON line that a harness can read.
   log_line("model identity: " + nlohmann::json{{"model_id", model_id},
-                                                {"config_sha256", sha256_hex(mc.to_json().dump())},
-                                                {"weights", model->weights.identity}}
+                                               {"config_sha256", sha256_hex(mc.to_json().dump())},
+                                               {"weights", model->weights.identity}}
                                     .dump());
   log_line("model " + model_id + ": " + std::to_string(mc.num_hidden_layers) + " layers, vocab " +
            std::to_string(mc.vocab_size) + ", " + std::to_string(pool.size()) + " CPU threads");
@@ -130,6 +130,8 @@ int serve(const std::vector<std::string>& args) {
   route_options.request_timeout_s = cfg.number("request-timeout");
   route_options.kv_pool_tokens = pool_tokens;
   route_options.eos_ids = mc.eos_token_ids;
+  route_options.stream_flush_interval =
+      std::chrono::microseconds(int64_t(cfg.number("sse-flush-interval") * 1e6));
   server::OpenAiRoutes routes(route_options, adapter, *codec, metrics);
 
   server::HttpServerOptions http;
@@ -139,6 +141,8 @@ int serve(const std::vector<std::string>& args) {
   http.max_body_bytes = size_t(cfg.integer("max-body-bytes"));
   http.header_timeout = millis(cfg.number("header-timeout"));
   http.idle_timeout = millis(cfg.number("idle-timeout"));
+  http.write_timeout = millis(cfg.number("write-timeout"));
+  http.io_threads = int(cfg.integer("io-threads"));
   server::HttpServer http_server(http, routes, &metrics);
   // The engine goes before the server: its last events still reach live connections.
   struct EngineFirst {

@@ -87,8 +87,12 @@ int run(const std::vector<std::string>& args) {
   const int prompt_len = int(a.integer("--prompt-tokens", 64, 1, 1 << 20));
   const int max_tokens = int(a.integer("--max-tokens", 256, 2, 1 << 20));
   const int reps = int(a.integer("--reps", 3, 1, 100));
+  // --concurrency C measures C alone, so that serve_bench.py can interleave in-process and HTTP
+  // rounds on a machine whose load drifts.
+  std::vector<std::string> levels = {"1", "4", "8"};
+  if (a.has("--concurrency")) levels = {std::to_string(a.integer("--concurrency", 1, 1, 64))};
   nlohmann::json out = nlohmann::json::object(), wall_out = nlohmann::json::object();
-  for (const std::string& cs : {std::string("1"), std::string("4"), std::string("8")}) {
+  for (const std::string& cs : levels) {
     const int c = std::stoi(cs);
     const int blocks = c * ((prompt_len + max_tokens) / 16 + 2);
     cpu::CpuModelRunner runner(model->config, model->weights,

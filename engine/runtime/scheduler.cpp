@@ -44,6 +44,8 @@ void SchedulerLimits::validate(const CacheGeometry& g) const {
     bad_limit("max-prefill-tokens",
               "at least " + std::to_string(prefill_align) + " (one KDA chunk)", max_prefill_tokens);
   if (max_seq_len < 2) bad_limit("max-seq-len", "at least 2", max_seq_len);
+  if (reserve_output_tokens < 1)
+    bad_limit("reserve-output-tokens", "at least 1", reserve_output_tokens);
 }
 
 Scheduler::Scheduler(ModelRunner& runner, const SchedulerLimits& limits)
@@ -56,8 +58,10 @@ Scheduler::Scheduler(ModelRunner& runner, const SchedulerLimits& limits)
 }
 
 int Scheduler::blocks_for(const Sequence& s) const {
-  const int64_t tokens =
-      std::min<int64_t>(int64_t(s.prompt_len) + s.request.sampling.max_tokens, limits_.max_seq_len);
+  const int64_t remaining = int64_t(s.request.sampling.max_tokens) - s.generated();
+  const int64_t tokens = std::min<int64_t>(
+      int64_t(s.tokens.size()) + std::min<int64_t>(remaining, limits_.reserve_output_tokens),
+      limits_.max_seq_len);
   return int((tokens + geometry_.block_size - 1) / geometry_.block_size);
 }
 
@@ -98,14 +102,47 @@ void Scheduler::admit() {
   while (!waiting_.empty() && int(running_.size()) < limits_.max_num_seqs && !free_slots_.empty()) {
     Sequence& s = *waiting_.front();
     const int need = blocks_for(s);
-    if (need > blocks_.num_free()) break;  // first come, first served: later requests wait too
+    // First come, first served: later requests wait too. Headroom of one block per running
+    // sequence keeps a new admission from being preempted by the next step's growth.
+    const int headroom = running_.empty() ? 0 : int(running_.size());
+    if (need + headroom > blocks_.num_free()) break;
     s.blocks = blocks_.allocate(need);
     s.slot = free_slots_.back();
     free_slots_.pop_back();
-    s.sampler.emplace(s.request.sampling, s.request.prompt, next_seed_++);
+    // A preempted sequence keeps its sampler: penalties and draws continue where they were.
+    if (!s.sampler) s.sampler.emplace(s.request.sampling, s.request.prompt, next_seed_++);
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
+}
+
+void Scheduler::grow_or_preempt() {
+  const int bs = geometry_.block_size;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Sequence& s = *running_[i];
+    if (s.prefilling()) continue;
+    const size_t need =
+        size_t((int64_t(s.computed) + 1 + bs - 1) / bs);  // covers position computed
+    while (s.blocks.size() < need && i < running_.size()) {
+      if (blocks_.num_free() > 0) {
+        s.blocks.push_back(blocks_.allocate(1)[0]);
+        continue;
+      }
+      // The newest goes; it may be `s` itself, which then leaves the loop with it.
+      std::unique_ptr<Sequence> victim = std::move(running_.back());
+      running_.pop_back();
+      preempt(std::move(victim));
+    }
+  }
+}
+
+void Scheduler::preempt(std::unique_ptr<Sequence> s) {
+  blocks_.release_all(s->blocks);
+  if (s->slot >= 0) free_slots_.push_back(s->slot);
+  s->slot = -1;
+  s->computed = 0;  // recompute: prefill restarts at position 0, which resets the state slot
+  ++counters_.preemptions;
+  waiting_.push_front(std::move(s));  // it was admitted before everything still waiting
 }
 
 void Scheduler::finish(Sequence& s, FinishReason reason, const std::string& error) {
@@ -173,6 +210,7 @@ void Scheduler::emit_token(Sequence& s, const float* logits) {
 
 bool Scheduler::step() {
   reap_cancelled();
+  grow_or_preempt();  // before admission: running sequences have the first claim on free blocks
   admit();
   if (running_.empty()) return false;
   const auto t0 = Clock::now();
@@ -199,18 +237,20 @@ bool Scheduler::step() {
     Sequence& s = *sp;
     if (!s.prefilling() || budget <= 0) continue;
     const int start = s.computed;
-    int end = std::min(s.prompt_len, start + budget);
-    if (end < s.prompt_len) {
+    const int prefill_end = s.prefill_end();
+    int end = std::min(prefill_end, start + budget);
+    if (end < prefill_end) {
       // Split only on the KDA chunk grid so the arithmetic matches an unshared prefill.
       const int aligned = end / limits_.prefill_align * limits_.prefill_align;
       if (aligned <= start) continue;  // this step's leftover budget cannot reach the next boundary
       end = aligned;
     }
-    const bool last = end == s.prompt_len;
+    // Only a first prefill samples; a recomputed one ends where the next decode step takes over.
+    const bool sample = end == prefill_end && s.generated() == 0;
     batch.add_sequence({s.tokens.begin() + start, s.tokens.begin() + end}, start, s.slot, s.blocks,
-                       last);
+                       sample);
     members.push_back(&s);
-    wants_token.push_back(last);
+    wants_token.push_back(sample);
     rows.push_back(end - start);
     budget -= end - start;
     counters_.prompt_tokens += uint64_t(end - start);

@@ -3,9 +3,20 @@
 // are free, then builds one batch: a decode row for every running sequence (up to max_batch_size)
 // and prefill chunks up to max_prefill_tokens, mixed in one forward call.
 //
-// Admission reserves the blocks for the whole request (prompt + max_tokens), so a running
-// sequence never waits for memory and nothing is preempted; a request that cannot fit even in an
-// empty pool is refused at submission.
+// KV reservation: admission reserves blocks for the tokens a sequence has (the prompt, or prompt
+// and output after a preemption) plus min(remaining max_tokens, reserve_output_tokens), not for
+// the whole of max_tokens: a request without max_tokens gets the rest of the context window as its
+// bound, and reserving all of it would let one request hold the pool. A running sequence takes one
+// more block whenever its next decode position needs it. When the pool is empty at that point, the
+// newest running sequence is preempted: its blocks and state slot are freed, it goes back to the
+// front of the queue keeping its generated tokens, and when it is admitted again its prompt and
+// output are prefilled anew (recompute; it sends no events meanwhile, and its later tokens may
+// differ in the last bits from an unpreempted run, since prefill and decode sum differently).
+// The oldest sequence is never preempted for a newer one, and any one request fits the pool
+// alone (check_fits), so the oldest always progresses: no deadlock, no lost request. Admission
+// keeps one free block per running sequence as headroom, so that a sequence just admitted is not
+// preempted at the next step. A request that cannot fit even in an empty pool is refused at
+// submission.
 //
 // Prefill is split only at absolute positions that are multiples of `prefill_align` (the KDA chunk
 // size), so a prompt's arithmetic does not depend on how the prefill budget was shared: greedy
@@ -24,16 +35,17 @@
 namespace sparkglm {
 
 struct SchedulerLimits {
-  int max_num_seqs = 4;          // sequences admitted at once (at most the runner's state slots)
-  int max_batch_size = 4;        // decode rows per step
-  int max_prefill_tokens = 512;  // prefill rows per step
-  int max_seq_len = 4096;        // prompt + output tokens of one request
-  int prefill_align = 64;        // prefill splits land on multiples of this
+  int max_num_seqs = 4;             // sequences admitted at once (at most the runner's state slots)
+  int max_batch_size = 4;           // decode rows per step
+  int max_prefill_tokens = 512;     // prefill rows per step
+  int max_seq_len = 4096;           // prompt + output tokens of one request
+  int prefill_align = 64;           // prefill splits land on multiples of this
+  int reserve_output_tokens = 256;  // output tokens reserved at admission (see above)
   void validate(const CacheGeometry& g) const;  // Error(kInvalidArgument) naming the limit
 };
 
 struct SchedulerCounters {
-  uint64_t steps = 0, prompt_tokens = 0, generated_tokens = 0, finished = 0;
+  uint64_t steps = 0, prompt_tokens = 0, generated_tokens = 0, finished = 0, preemptions = 0;
   double last_step_seconds = 0, total_step_seconds = 0;
 };
 
@@ -59,8 +71,12 @@ class Scheduler {
   const CacheGeometry& geometry() const { return geometry_; }
 
  private:
-  int blocks_for(const Sequence& s) const;
+  int blocks_for(const Sequence& s) const;  // what admission reserves
   void admit();
+  // Gives every decoding sequence the block its next position needs, preempting the newest
+  // running sequences while the pool is empty.
+  void grow_or_preempt();
+  void preempt(std::unique_ptr<Sequence> s);
   void finish(Sequence& s, FinishReason reason, const std::string& error = "");
   void reap_cancelled();
   // Samples the next token of `s` from `logits` and reports it; may finish `s`.

@@ -24,7 +24,10 @@ struct Sequence {
   FinishReason finish = FinishReason::kNone;
 
   int generated() const { return int(tokens.size()) - prompt_len; }
-  bool prefilling() const { return computed < prompt_len; }
+  // Prefill covers the prompt; after a preemption, every token but the last (whose KV the next
+  // decode step computes, as for any sampled token).
+  int prefill_end() const { return generated() == 0 ? prompt_len : int(tokens.size()) - 1; }
+  bool prefilling() const { return computed < prefill_end(); }
 };
 
 }  // namespace sparkglm

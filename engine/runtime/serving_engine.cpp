@@ -1,5 +1,7 @@
 #include "engine/runtime/serving_engine.h"
 
+#include <pthread.h>
+
 #include <cstdio>
 
 #include "engine/core/error.h"
@@ -9,7 +11,10 @@ namespace sparkglm {
 ServingEngine::ServingEngine(ModelRunner& runner, const SchedulerLimits& limits)
     : scheduler_(runner, limits) {
   publish_stats();
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "sparkglm-engine");  // for per-thread CPU accounting
+    loop();
+  });
 }
 
 ServingEngine::~ServingEngine() {
@@ -51,6 +56,7 @@ void ServingEngine::publish_stats() {
   s.prompt_tokens = c.prompt_tokens;
   s.generated_tokens = c.generated_tokens;
   s.requests_finished = c.finished;
+  s.preemptions = c.preemptions;
   s.last_step_seconds = c.last_step_seconds;
   s.total_step_seconds = c.total_step_seconds;
   std::lock_guard<std::mutex> lock(mutex_);

@@ -26,6 +26,7 @@ struct EngineStats {
   uint64_t prompt_tokens = 0;  // processed since start
   uint64_t generated_tokens = 0;
   uint64_t requests_finished = 0;
+  uint64_t preemptions = 0;  // running requests sent back to the queue when the pool ran out
   double last_step_seconds = 0;
   double total_step_seconds = 0;
 };

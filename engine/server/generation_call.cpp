@@ -25,6 +25,7 @@ OutputTextOptions text_options(const GenerationSetup& s) {
   o.skip_special_tokens = s.fields.skip_special_tokens;
   o.split_reasoning = s.kind == ApiKind::kChat;
   o.starts_in_reasoning = s.thinking;
+  o.min_tokens = s.fields.sampling.min_tokens;
   return o;
 }
 
@@ -39,7 +40,11 @@ GenerationCall::GenerationCall(GenerationSetup setup, const TokenCodec& codec, M
       sse_(exchange_),
       text_(codec_, text_options(setup_)),
       id_(new_request_id(setup_.kind == ApiKind::kChat ? "chatcmpl" : "cmpl")),
-      created_(unix_seconds()) {}
+      created_(unix_seconds()) {
+  const GenerationFields& f = setup_.fields;
+  if (f.stream && !f.sampling.logprobs && !f.return_token_ids)
+    chunk_.emplace(setup_.kind == ApiKind::kChat, id_, created_, setup_.model_id, f.include_usage);
+}
 
 void GenerationCall::start(GenerationEngine& engine) {
   GenerationRequest request;
@@ -49,19 +54,9 @@ void GenerationCall::start(GenerationEngine& engine) {
     request.deadline =
         setup_.arrived + std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::duration<double>(setup_.request_timeout_s));
-  // The engine thread only posts; the call lives as long as the engine holds this closure.
+  // The engine thread only queues; the call lives as long as the engine holds this closure.
   auto self = shared_from_this();
-  request.on_event = [self](const RequestEvent& e) {
-    self->exchange_->post([self, e] {
-      try {
-        self->on_event(e);
-      } catch (const std::exception& ex) {
-        // A defect here must still end the request, for the client and for the engine.
-        if (self->handle_) self->handle_->cancel();
-        if (!self->done_) self->fail(ApiError::internal(ex.what()), "error");
-      }
-    });
-  };
+  request.on_event = [self](const RequestEvent& e) { self->deliver(e); };
   try {
     handle_ = engine.submit(std::move(request));
   } catch (const Error& e) {
@@ -79,6 +74,60 @@ void GenerationCall::start(GenerationEngine& engine) {
     json first = envelope(
         json::array({choice({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr, nullptr)}));
     send_chunk(std::move(first));
+  }
+  sse_.flush();
+}
+
+void GenerationCall::deliver(const RequestEvent& e) {
+  bool post;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    inbox_.push_back(e);
+    post = !drain_scheduled_;
+    drain_scheduled_ = true;
+  }
+  if (post) exchange_->post([self = shared_from_this()] { self->drain(); });
+}
+
+void GenerationCall::drain_on_timer() {
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    if (inbox_.empty()) {
+      drain_scheduled_ = false;  // quiet: the next event is posted at once
+      return;
+    }
+  }
+  drain();
+}
+
+void GenerationCall::drain() {
+  const bool timed = setup_.fields.stream && setup_.flush_interval.count() > 0;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    draining_.swap(inbox_);
+    // Without a timer, the next event posts a drain again. (With one, drain_scheduled_ stays
+    // set until a timer finds the inbox empty.)
+    if (!timed) drain_scheduled_ = false;
+  }
+  for (const RequestEvent& e : draining_) {
+    try {
+      on_event(e);
+    } catch (const std::exception& ex) {
+      // A defect here must still end the request, for the client and for the engine.
+      if (handle_) handle_->cancel();
+      if (!done_) fail(ApiError::internal(ex.what()), "error");
+    }
+  }
+  draining_.clear();  // keeps its capacity for the next drain
+  if (setup_.fields.stream) sse_.flush();
+  if (timed && !done_) {
+    // The next multiple of the interval on the steady clock, the same instant for every stream:
+    // one wake-up of the I/O thread then drains them all.
+    const auto iv =
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(setup_.flush_interval);
+    const auto now = std::chrono::steady_clock::now();
+    exchange_->post_at(now + iv - now.time_since_epoch() % iv,
+                       [self = shared_from_this()] { self->drain_on_timer(); });
   }
 }
 
@@ -173,6 +222,10 @@ void GenerationCall::emit(const ReasoningDelta& d, const std::vector<GeneratedTo
   }
   if (d.empty() && tokens.empty()) return;
   if (d.empty() && !logprobs && !setup_.fields.return_token_ids) return;
+  if (chunk_ && chunk_->append_delta(sse_.gathered(), d.reasoning, d.content)) {
+    prompt_ids_sent_ = true;
+    return;
+  }
   json lp = nullptr;
   if (logprobs && !tokens.empty()) {
     if (chat) {

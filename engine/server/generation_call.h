@@ -1,14 +1,17 @@
 #pragma once
 // One chat or text completion in flight: submits the request, turns the engine's token events into
 // text (OutputText) and answers the client, as one JSON body or as server-sent events. The engine
-// calls back on its own thread; every event is posted to the connection's strand, so this object
-// is only ever touched there and the engine never waits on a client.
+// calls back on its own thread, which only appends the event to this call's inbox and, when the
+// inbox was empty, posts one drain to the connection's strand; so this object is otherwise only
+// touched there, the engine never waits on a client, and the events that piled up while the
+// connection was busy go out in one write. (With a flush interval, see GenerationSetup.)
 //
 // Endings: eos / stop token -> "stop"; a stop string -> "stop" and the engine request is cancelled
 // at once; max_tokens -> "length"; the client gone -> the engine request is cancelled; the deadline
 // -> 504 (or an error event mid-stream); server shutdown -> 503 (or an error event).
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +25,7 @@
 #include "engine/server/openai_response.h"
 #include "engine/server/output_text.h"
 #include "engine/server/sse_stream.h"
+#include "engine/server/stream_chunk.h"
 #include "engine/server/token_codec.h"
 
 namespace sparkglm::server {
@@ -39,6 +43,12 @@ struct GenerationSetup {
   bool thinking = false;  // chat: the prompt leaves the reasoning section open
   std::vector<int> eos_ids;
   double request_timeout_s = 0;  // 0: none
+  // Streams: 0 = a drain per batch of events, posted by the engine thread (each engine step wakes
+  // the connection). Otherwise, while events keep coming, the strand drains once per interval by
+  // a timer and the engine thread posts nothing: a step shorter than a thread wake-up then does
+  // not pay one per token. The first event after a quiet interval is posted at once. The timers of
+  // all streams fire on one grid, so one wake-up serves every connection.
+  std::chrono::microseconds flush_interval{0};
   std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
 };
 
@@ -53,6 +63,12 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   const std::string& id() const { return id_; }
 
  private:
+  // Engine thread: queues `e`; posts drain() unless one is already scheduled.
+  void deliver(const RequestEvent& e);
+  // Strand: handles every queued event, then writes what they produced at once; with a flush
+  // interval, schedules the next drain by timer while the stream runs.
+  void drain();
+  void drain_on_timer();
   void on_event(const RequestEvent& e);
   bool is_stop_token(int32_t id) const;
   // Stream: one chunk with the text and logprobs of this event. Body: accumulates.
@@ -74,7 +90,11 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   std::shared_ptr<HttpExchange> exchange_;
   SseStream sse_;
   OutputText text_;
+  std::optional<StreamChunk> chunk_;  // streams without logprobs or token ids
   std::shared_ptr<RequestHandle> handle_;
+  std::mutex inbox_mutex_;  // guards inbox_ and drain_scheduled_
+  std::vector<RequestEvent> inbox_, draining_;
+  bool drain_scheduled_ = false;  // a drain is posted or its timer runs: deliver() posts nothing
   std::string id_;
   int64_t created_ = 0;
   bool done_ = false;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
@@ -14,6 +15,7 @@
 #include <boost/beast/http/string_body.hpp>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <optional>
@@ -96,6 +98,10 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
   // The exchange's operations, valid while `id` is the current exchange.
   bool current(uint64_t id) const { return id == exchange_id_ && exchange_open_ && !closed_; }
   void post(std::function<void()> fn) { net::post(stream_.get_executor(), std::move(fn)); }
+  void post_at(std::chrono::steady_clock::time_point when, std::function<void()> fn) {
+    auto timer = std::make_shared<net::steady_timer>(stream_.get_executor(), when);
+    timer->async_wait([timer, fn = std::move(fn)](beast::error_code) { fn(); });
+  }
 
   void respond(HttpResponse r) {
     status_ = r.status;
@@ -118,14 +124,15 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
   }
 
   void write_chunk(const std::string& bytes) {
-    if (bytes.empty()) return;
+    if (bytes.empty() || closed_) return;
     if (http10_) return queue(bytes);
+    // Framed in place: no temporary string per chunk.
     char size[24];
-    std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
-    std::string out = size;
-    out += bytes;
-    out += "\r\n";
-    queue(std::move(out));
+    const int n = std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
+    pending_.append(size, size_t(n));
+    pending_ += bytes;
+    pending_ += "\r\n";
+    after_queued();
   }
 
   void end_stream() { end_exchange(http10_ ? "" : "0\r\n\r\n"); }
@@ -212,9 +219,13 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
     queue(std::move(last));
   }
 
-  void queue(std::string bytes) {
+  void queue(const std::string& bytes) {
     if (closed_) return;
     pending_ += bytes;
+    after_queued();
+  }
+
+  void after_queued() {
     if (pending_.size() + sending_.size() > server_.options.max_queued_bytes) {
       // The client does not read what it asked for; it is treated as gone.
       log_line("closing " + peer_ + ": it left more than " +
@@ -372,6 +383,9 @@ class ConnectionExchange : public HttpExchange {
   ConnectionExchange(std::shared_ptr<Connection> c, uint64_t id) : c_(std::move(c)), id_(id) {}
 
   void post(std::function<void()> fn) override { c_->post(std::move(fn)); }
+  void post_at(std::chrono::steady_clock::time_point when, std::function<void()> fn) override {
+    c_->post_at(when, std::move(fn));
+  }
   void respond(HttpResponse response) override {
     if (c_->current(id_)) c_->respond(std::move(response));
   }

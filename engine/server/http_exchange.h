@@ -2,6 +2,7 @@
 // What a route sees of HTTP: a parsed request, and the exchange that answers it, either once
 // (respond) or as a chunked stream (begin_stream, write..., end_stream). Beast stays inside
 // http_server.cpp so that routes and their tests compile without it.
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -42,6 +43,8 @@ class HttpExchange {
 
   // Runs `fn` on the connection's strand; never blocks and never runs `fn` inline.
   virtual void post(std::function<void()> fn) = 0;
+  // Runs `fn` on the strand at `when` (also after the client has gone).
+  virtual void post_at(std::chrono::steady_clock::time_point when, std::function<void()> fn) = 0;
   virtual void respond(HttpResponse response) = 0;  // a whole answer; ends the exchange
   virtual void begin_stream(int status, const std::string& content_type) = 0;
   virtual void write(std::string bytes) = 0;  // one chunk of a stream's body

@@ -7,6 +7,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -33,7 +35,12 @@ constexpr int kMaxRejecting = 64;
 
 struct HttpServer::Impl {
   Impl(const HttpServerOptions& o, HttpHandler& h, Metrics* m)
-      : state(o, h, m), acceptor(net::make_strand(ioc)), retry(ioc) {}
+      : state(o, h, m),
+        // With one thread, asio may queue work posted from inside a handler without waking
+        // anyone: the per-token hops between strands then cost no system call.
+        ioc(o.io_threads <= 1 ? 1 : BOOST_ASIO_CONCURRENCY_HINT_DEFAULT),
+        acceptor(net::make_strand(ioc)),
+        retry(ioc) {}
 
   void accept();
   void on_accept(tcp::socket socket);
@@ -105,6 +112,7 @@ void HttpServer::start() {
   const int n = std::max(1, s.state.options.io_threads);
   for (int i = 0; i < n; ++i)
     s.threads.emplace_back([&s] {
+      pthread_setname_np(pthread_self(), "sparkglm-io");  // for per-thread CPU accounting
       // A handler that throws loses its own request, not the thread.
       for (;;) {
         try {

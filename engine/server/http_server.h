@@ -16,8 +16,8 @@ class Metrics;
 
 struct HttpServerOptions {
   std::string bind = "127.0.0.1";
-  int port = 8893;  // 0 picks a free port (see HttpServer::port)
-  int io_threads = 2;
+  int port = 8893;     // 0 picks a free port (see HttpServer::port)
+  int io_threads = 1;  // one keeps strand hops free of wake-ups; more for many busy connections
   int max_connections = 256;         // beyond it a client gets 503 and the connection is closed
   size_t max_body_bytes = 8u << 20;  // beyond it 413
   size_t max_header_bytes = 16u << 10;

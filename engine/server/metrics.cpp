@@ -147,6 +147,9 @@ std::string Metrics::render(const EngineStats& e) const {
   sample(out, "sparkglm_kv_blocks_total", double(e.total_blocks));
   header(out, "sparkglm_kv_block_size_tokens", "gauge", "Tokens per KV block.");
   sample(out, "sparkglm_kv_block_size_tokens", double(e.block_size));
+  header(out, "sparkglm_num_preemptions_total", "counter",
+         "Running requests preempted (recomputed later) because the KV pool ran out.");
+  sample(out, "sparkglm_num_preemptions_total", double(e.preemptions));
   header(out, "sparkglm_engine_steps_total", "counter", "Engine steps run.");
   sample(out, "sparkglm_engine_steps_total", double(e.steps));
   header(out, "sparkglm_engine_step_seconds", "summary", "Time of one engine step.");

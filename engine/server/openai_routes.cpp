@@ -178,6 +178,7 @@ void OpenAiRoutes::generate(ApiKind kind, GenerationFields fields, std::vector<i
   setup.thinking = thinking;
   setup.eos_ids = options_.eos_ids;
   setup.request_timeout_s = options_.request_timeout_s;
+  setup.flush_interval = options_.stream_flush_interval;
   auto call = std::make_shared<GenerationCall>(std::move(setup), codec_, &metrics_, exchange);
   try {
     call->start(engine_);

@@ -3,6 +3,7 @@
 // POST /tokenize, POST /detokenize, GET /health, GET /metrics. Bearer authentication on /v1/*
 // when an API key is set. Unknown paths are 404, known paths with another method 405.
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ struct RouteOptions {
   double request_timeout_s = 0;  // 0 = none
   int kv_pool_tokens = 0;        // what the whole KV pool holds; bounds the default max_tokens
   std::vector<int> eos_ids;
+  // --sse-flush-interval: a running stream gathers its events this long before it writes them
+  // (0: each engine step's events go out at once). See GenerationSetup.
+  std::chrono::microseconds stream_flush_interval{0};
 };
 
 class OpenAiRoutes : public HttpHandler {

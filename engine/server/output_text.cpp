@@ -29,7 +29,7 @@ ReasoningDelta OutputText::add(int32_t id, bool terminal) {
   if (options_.split_reasoning && reasoning_.in_reasoning()) ++reasoning_tokens_;
   if (stop_ || finished_ || terminal) return {};
   if (options_.skip_special_tokens && codec_.is_control(id)) return {};
-  StopMatch m = stops_.feed(utf8_.feed(codec_.token_bytes(id)));
+  StopMatch m = stops_.feed(utf8_.feed(codec_.token_bytes(id)), tokens_ >= options_.min_tokens);
   if (m.stop) {
     stop_ = m.stop;
     if (options_.include_stop_str_in_output) m.text += *m.stop;
@@ -45,7 +45,7 @@ ReasoningDelta OutputText::add(int32_t id, bool terminal) {
 ReasoningDelta OutputText::finish() {
   if (finished_) return {};
   finished_ = true;
-  StopMatch m = stops_.feed(utf8_.flush());
+  StopMatch m = stops_.feed(utf8_.flush(), tokens_ >= options_.min_tokens);
   std::string text = std::move(m.text);
   if (m.stop) {
     stop_ = m.stop;

@@ -21,6 +21,7 @@ struct OutputTextOptions {
   bool skip_special_tokens = true;
   bool split_reasoning = false;      // chat: reasoning_content apart from content
   bool starts_in_reasoning = false;  // thinking on in the rendered prompt
+  int min_tokens = 0;  // stop strings only count from the min_tokens-th token on (vLLM's rule)
 };
 
 class OutputText {

@@ -20,15 +20,23 @@ void SseStream::begin() {
 }
 
 void SseStream::send(const nlohmann::json& data) {
-  exchange_->write(sse_event(data));
+  gathered_ += sse_event(data);
 }
 
 void SseStream::send_error(const ApiError& e) {
-  exchange_->write(sse_event(e.to_json()));
+  gathered_ += sse_event(e.to_json());
+}
+
+void SseStream::flush() {
+  if (gathered_.empty()) return;
+  std::string bytes;
+  bytes.swap(gathered_);
+  exchange_->write(std::move(bytes));
 }
 
 void SseStream::done() {
-  exchange_->write(sse_done());
+  gathered_ += sse_done();
+  flush();
   exchange_->end_stream();
 }
 

@@ -1,6 +1,9 @@
 #pragma once
 // Server-sent events as OpenAI streams them: `data: <json>\n\n` per event, an error as
 // `data: {"error": {...}}`, and `data: [DONE]` last, over a chunked HTTP body.
+//
+// Events are gathered and go out in one write at flush(): the events of one engine step (or of
+// several, when the client's connection fell behind) cost one HTTP chunk and one system call.
 #include <memory>
 #include <string>
 
@@ -21,13 +24,17 @@ class SseStream {
   explicit SseStream(std::shared_ptr<HttpExchange> exchange) : exchange_(std::move(exchange)) {}
 
   void begin();                           // 200, text/event-stream
-  void send(const nlohmann::json& data);  // one event
+  void send(const nlohmann::json& data);  // one event, gathered
   void send_error(const ApiError& e);     // an error event (the status is already sent)
-  void done();                            // [DONE], then the end of the body
+  // Where a caller appends an event it wrote itself (`data: ...\n\n`), gathered like send()'s.
+  std::string& gathered() { return gathered_; }
+  void flush();  // writes what was gathered
+  void done();   // [DONE], then the end of the body
   bool begun() const { return begun_; }
 
  private:
   std::shared_ptr<HttpExchange> exchange_;
+  std::string gathered_;
   bool begun_ = false;
 };
 

@@ -10,19 +10,22 @@ StopMatcher::StopMatcher(std::vector<std::string> stops) {
     if (!s.empty()) stops_.push_back(std::move(s));
 }
 
-StopMatch StopMatcher::feed(std::string_view delta) {
+StopMatch StopMatcher::feed(std::string_view delta, bool may_match) {
   StopMatch out;
   if (stopped_) return out;
+  const size_t old = held_.size();
   held_ += delta;
   const std::string_view text = held_;
 
-  // The stop that completes first. Held text never contains a whole stop (it would have matched
-  // on an earlier call), so every match found here ends in the new delta.
+  // The stop that completes first among those that end in the new delta. (Held text can hold a
+  // whole stop only if it went by while matching was off; such a stop does not count.)
   size_t best_start = std::string_view::npos;
   size_t best_end = std::string_view::npos;
   const std::string* best = nullptr;
   for (const auto& s : stops_) {
-    const size_t start = text.find(s);
+    if (!may_match) break;
+    const size_t from = old + 1 > s.size() ? old + 1 - s.size() : 0;
+    const size_t start = text.find(s, from);
     if (start == std::string_view::npos) continue;
     const size_t end = start + s.size();
     if (end < best_end || (end == best_end && start < best_start)) {

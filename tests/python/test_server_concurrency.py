@@ -190,8 +190,83 @@ class ConcurrencyTest(unittest.TestCase):
         conn.close()
 
 
-def finished_count(reason):
-    status, _, data = harness.call(SERVER.port, "GET", "/metrics")
+class StalledReaderTest(unittest.TestCase):
+    """--io-threads 1 and --write-timeout: a client that stops reading holds no thread, others are
+    served meanwhile, and the write timeout closes it and cancels its request. --sse-flush-interval
+    gathers a stream's events into fewer writes without changing what the client reads."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = harness.ServerProcess("--io-threads", "1", "--write-timeout", "1",
+                                           "--sse-flush-interval", "0.002")
+
+    def test_gathered_stream_reads_the_same_as_a_blocking_answer(self):
+        body = {"prompt": "gather me", "max_tokens": 300, "temperature": 0, "ignore_eos": True}
+        status, whole = harness.post_json(self.server.port, "/v1/completions", body)
+        self.assertEqual(status, 200, whole)
+        s, got = harness.open_stream(self.server.port, dict(body, stream=True))
+        while not got.endswith(b"\r\n0\r\n\r\n"):  # the chunked body's end
+            chunk = s.recv(65536)
+            self.assertTrue(chunk, "the stream ended early")
+            got += chunk
+        s.close()
+        # De-chunk the body, then read its events.
+        raw, rest = b"", got.split(b"\r\n\r\n", 1)[1]
+        while rest:
+            size, rest = rest.split(b"\r\n", 1)
+            raw, rest = raw + rest[:int(size, 16)], rest[int(size, 16) + 2:]
+        events = harness.sse_events(raw.decode().splitlines())
+        self.assertEqual(events[-1], "[DONE]")
+        text = "".join(e["choices"][0]["text"] for e in events[:-1])
+        self.assertEqual(text, whole["choices"][0]["text"])
+        self.assertEqual(events[-2]["choices"][0]["finish_reason"], "length")
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        assert code == 0, f"exit code {code}\n{cls.server.log()}"
+
+    def test_stalled_reader_is_closed_by_the_write_timeout_and_others_are_served(self):
+        port = self.server.port
+        self.assertIn("io-threads", self.server.log())
+        # A tiny receive window and large events (20 top logprobs each) fill the socket buffers
+        # after a few hundred tokens; the client then reads nothing.
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.settimeout(30)
+        s.connect(("127.0.0.1", port))
+        body = json.dumps(dict(harness.LONG_STREAM, logprobs=5)).encode()
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                  b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        self.assertEqual(harness.wait_metric(port, "sparkglm_num_requests_running", 1), 1)
+        # The one I/O thread still serves everyone else.
+        for i in range(3):
+            status, reply = harness.post_json(port, "/v1/completions",
+                                              {"prompt": f"hello {i}", "max_tokens": 8,
+                                               "temperature": 0}, timeout=60)
+            self.assertEqual(status, 200, reply)
+        # The stalled write times out: the connection is closed and its request cancelled.
+        self.assertEqual(harness.wait_metric(port, "sparkglm_num_requests_running", 0,
+                                             timeout=60), 0, self.server.log())
+        self.assertEqual(harness.wait_metric(port, "sparkglm_kv_blocks_used", 0), 0)
+        self.assertGreaterEqual(finished_count("abort", port), 1)
+        # What the client reads now ends (the server closed it) without the stream's end.
+        got = b""
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+        except ConnectionResetError:
+            pass
+        s.close()
+        self.assertIn(b"200 OK", got[:200])
+        self.assertNotIn(b"data: [DONE]", got)
+
+
+def finished_count(reason, port=None):
+    status, _, data = harness.call(port or SERVER.port, "GET", "/metrics")
     for line in data.decode().splitlines():
         if line.startswith(f'sparkglm_requests_finished_total{{finish_reason="{reason}"}}'):
             return float(line.split()[1])

@@ -131,6 +131,85 @@ TEST_F(SchedulerTest, AdmissionWaitsForRoomAndEveryRequestCompletes) {
   EXPECT_EQ(s.blocks().num_free(), 4);
 }
 
+TEST_F(SchedulerTest, AdmissionReservesOnlyPartOfALongOutputSoShortRequestsRunAlongside) {
+  // A request with a long max_tokens (as one without max_tokens gets: the rest of the context)
+  // reserves prompt + reserve_output_tokens, not its whole output, so a short request admitted
+  // after it runs beside it and finishes first. Reserving all 190 tokens (12 of 14 blocks) would
+  // have left the short one waiting for the long one.
+  auto runner = make_runner(14, 4);
+  SchedulerLimits limits;
+  limits.reserve_output_tokens = 16;
+  Scheduler s(runner, limits);
+  std::vector<int> finish_order;
+  std::vector<GenerationRequest> reqs = {greedy(40, 1, 150), greedy(30, 2, 4)};
+  std::vector<Outcome> out(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].on_event = [&, i](const RequestEvent& e) {
+      for (const auto& t : e.tokens) out[i].tokens.push_back(t.id);
+      if (e.finish != FinishReason::kNone) {
+        out[i].finish = e.finish;
+        finish_order.push_back(int(i));
+      }
+    };
+    s.add(std::make_shared<RequestHandle>(i + 1), reqs[i]);
+  }
+  for (int guard = 0; !s.idle() && guard < 10000; ++guard) s.step();
+  ASSERT_TRUE(s.idle());
+  EXPECT_EQ(finish_order, (std::vector<int>{1, 0}));
+  EXPECT_EQ(out[0].tokens.size(), 150u);
+  EXPECT_EQ(out[1].tokens.size(), 4u);
+  EXPECT_EQ(s.blocks().num_free(), 14);
+}
+
+TEST_F(SchedulerTest, OversubscribedPoolPreemptsTheNewestAndLosesNoRequest) {
+  // Each request ends at 40 + 60 = 100 tokens (7 blocks) but is admitted with 4; the pool of 12
+  // cannot hold two finished ones, so growth runs dry and the newest running sequence is
+  // preempted, recomputed later, and completes. Nothing deadlocks, nothing is lost, every block
+  // comes back.
+  auto runner = make_runner(12, 4);
+  SchedulerLimits limits;
+  limits.reserve_output_tokens = 16;
+  Scheduler s(runner, limits);
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 5; ++i) reqs.push_back(greedy(40, i, 60));
+  const auto out = run(s, reqs);
+  ASSERT_TRUE(s.idle()) << "the scheduler stopped making progress";
+  EXPECT_GT(s.counters().preemptions, 0u);
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(out[i].finish, FinishReason::kLength) << "request " << i;
+    EXPECT_EQ(out[i].tokens.size(), 60u) << "request " << i;
+  }
+  EXPECT_EQ(s.blocks().num_free(), 12);
+  // The oldest request is never preempted: its output is that of a run alone.
+  auto lone_runner = make_runner(12, 4);
+  Scheduler alone(lone_runner, limits);
+  EXPECT_EQ(run(alone, {reqs[0]})[0].tokens, out[0].tokens);
+}
+
+TEST_F(SchedulerTest, APreemptedRequestCanStillBeCancelledAndReturnsEverything) {
+  auto runner = make_runner(12, 4);
+  SchedulerLimits limits;
+  limits.reserve_output_tokens = 16;
+  Scheduler s(runner, limits);
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  std::vector<Outcome> out(3);
+  for (int i = 0; i < 3; ++i) {
+    GenerationRequest r = greedy(40, i, 60);
+    r.on_event = [&out, i](const RequestEvent& e) {
+      if (e.finish != FinishReason::kNone) out[size_t(i)].finish = e.finish;
+    };
+    handles.push_back(std::make_shared<RequestHandle>(i + 1));
+    s.add(handles.back(), std::move(r));
+  }
+  for (int guard = 0; s.counters().preemptions == 0 && guard < 10000; ++guard) s.step();
+  ASSERT_GT(s.counters().preemptions, 0u);
+  for (auto& h : handles) h->cancel();
+  s.step();
+  EXPECT_TRUE(s.idle());
+  for (const auto& o : out) EXPECT_EQ(o.finish, FinishReason::kCancelled);
+  EXPECT_EQ(s.blocks().num_free(), 12);
+}
+
 TEST_F(SchedulerTest, FinishedCancelledTimedOutAndFailedRequestsAllReturnTheirBlocks) {
   auto runner = make_runner(32, 4);
   Scheduler s(runner, {});

@@ -58,6 +58,9 @@ class ScriptedEngine : public GenerationEngine {
 class RecordingExchange : public HttpExchange {
  public:
   void post(std::function<void()> fn) override { posted.push_back(std::move(fn)); }
+  void post_at(std::chrono::steady_clock::time_point, std::function<void()> fn) override {
+    posted.push_back(std::move(fn));
+  }
   void respond(HttpResponse r) override {
     if (!is_open) return;
     response = std::move(r);
@@ -70,7 +73,9 @@ class RecordingExchange : public HttpExchange {
     content_type = type;
   }
   void write(std::string bytes) override {
-    if (is_open) body += bytes;
+    if (!is_open) return;
+    body += bytes;
+    ++writes;
   }
   void end_stream() override {
     is_open = false;
@@ -80,6 +85,11 @@ class RecordingExchange : public HttpExchange {
   void on_abandon(std::function<void()> fn) override { on_abandon_fn = std::move(fn); }
   bool open() const override { return is_open; }
 
+  void run_one() {
+    auto fn = std::move(posted.front());
+    posted.pop_front();
+    fn();
+  }
   void run_posted() {
     while (!posted.empty()) {
       auto fn = std::move(posted.front());
@@ -110,6 +120,7 @@ class RecordingExchange : public HttpExchange {
   int stream_status = 0;
   std::string content_type, body;
   bool is_open = true, ended = false;
+  int writes = 0;
   std::function<void()> on_abandon_fn;
 };
 
@@ -117,8 +128,10 @@ class RoutesTest : public ::testing::Test {
  protected:
   RoutesTest() : codec_(make_byte_codec()) { make_routes(""); }
 
-  void make_routes(const std::string& api_key) {
+  void make_routes(const std::string& api_key,
+                   std::chrono::microseconds flush_interval = std::chrono::microseconds(0)) {
     RouteOptions o;
+    o.stream_flush_interval = flush_interval;
     o.model = {"tinyglm-micro", 256, 320};
     o.api_key = api_key;
     o.kv_pool_tokens = 200;
@@ -295,6 +308,41 @@ TEST_F(RoutesTest, StreamingChatEventOrder) {
   EXPECT_EQ(ev[5]["usage"]["completion_tokens"], 3);
   EXPECT_EQ(ev[6], "[DONE]");
   for (size_t i = 0; i < 5; ++i) EXPECT_TRUE(ev[i]["usage"].is_null());
+}
+
+TEST_F(RoutesTest, EventsOfOneBusyPeriodAreDrainedTogether) {
+  // Without a flush interval: one drain is posted for the events that arrive before it runs,
+  // and they go out in one write.
+  auto ex = call("POST", "/v1/completions", {{"prompt", "x"}, {"stream", true}});
+  engine_.token('a');
+  engine_.token('b');
+  EXPECT_EQ(ex->posted.size(), 1u);
+  ex->run_posted();
+  EXPECT_EQ(ex->writes, 1);
+  engine_.token('c');
+  EXPECT_EQ(ex->posted.size(), 1u);  // the inbox was drained: the next event posts again
+}
+
+TEST_F(RoutesTest, FlushIntervalDrainsByTimerWhileEventsKeepComing) {
+  make_routes("", std::chrono::microseconds(1000));
+  auto ex = call("POST", "/v1/completions", {{"prompt", "x"}, {"stream", true}});
+  engine_.token('a');
+  ASSERT_EQ(ex->posted.size(), 1u);  // the first event of a quiet stream is posted at once
+  ex->run_one();                     // its drain writes "a" and starts the timer
+  engine_.token('b');
+  engine_.token('c');
+  EXPECT_EQ(ex->posted.size(), 1u);  // only the timer: the engine thread posted nothing
+  ex->run_one();                     // the timer drains b and c in one write
+  EXPECT_EQ(ex->writes, 2);
+  ex->run_posted();  // the next timer finds nothing: the stream is quiet again
+  engine_.token('d', FinishReason::kLength);
+  EXPECT_EQ(ex->posted.size(), 1u);
+  ex->run_posted();
+  EXPECT_TRUE(ex->ended);
+  std::string text;
+  for (const auto& e : ex->events())
+    if (e.is_object() && !e["choices"].empty()) text += e["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, "abcd");
 }
 
 TEST_F(RoutesTest, CompletionStreamStartsWithTheFirstText) {

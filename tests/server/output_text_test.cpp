@@ -146,3 +146,47 @@ TEST(OutputText, StopStringInsideReasoningEndsBoth) {
 
 }  // namespace
 }  // namespace sparkglm::server
+
+namespace sparkglm::server {
+namespace {
+
+// min_tokens holds stop strings back: a stop completed by one of the first min_tokens - 1 tokens
+// is plain text; one completed by the min_tokens-th token or later ends the text, even when it
+// began earlier.
+TEST(OutputText, MinTokensHoldsStopStringsBack) {
+  const auto codec = make_byte_codec();
+  OutputTextOptions o;
+  o.stop = {"ab"};
+  o.min_tokens = 4;
+  {
+    OutputText out(*codec, o);
+    // "ab" completes at token 2 (too early) and again at token 6.
+    const Collected c = run(out, ids_of("abxxabyy"));
+    EXPECT_EQ(c.content, "abxx");
+    EXPECT_EQ(out.stop_string(), std::optional<std::string>("ab"));
+    EXPECT_EQ(out.tokens(), 6);
+  }
+  {
+    OutputText out(*codec, o);
+    // "ab" begins at token 3 and completes at token 4, the min_tokens-th: it counts.
+    const Collected c = run(out, ids_of("xxabyy"));
+    EXPECT_EQ(c.content, "xx");
+    EXPECT_EQ(out.tokens(), 4);
+  }
+  {
+    o.min_tokens = 5;
+    OutputText out(*codec, o);
+    // Only early stops (tokens 2 and 4): all of it is text.
+    const Collected c = run(out, ids_of("abab"));
+    EXPECT_EQ(c.content, "abab");
+    EXPECT_FALSE(out.stop_string());
+  }
+  {
+    o.min_tokens = 0;  // the default: the first "ab" stops
+    OutputText out(*codec, o);
+    EXPECT_EQ(run(out, ids_of("abxxab")).content, "");
+  }
+}
+
+}  // namespace
+}  // namespace sparkglm::server
