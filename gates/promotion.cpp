@@ -1,6 +1,5 @@
 #include "gates/promotion.h"
 
-
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"

@@ -181,7 +181,10 @@ harness::RunProgress progress_hooks(const std::vector<harness::CaseLoad>& loads,
 }
 
 std::string default_target(const RunRequest& r) {
-  if (!r.baseline) return r.gate + " measurement of the candidate server; no claim of a change";
+  if (!r.baseline)
+    return r.gate + " measurement of " +
+           (gate_level(r.gate) < 2 ? "this build" : "the candidate server") +
+           "; no claim of a change";
   if (r.option) return r.option->first + " = " + r.option->second + " passes " + r.gate;
   return "the candidate passes " + r.gate + " against the baseline";
 }
@@ -309,7 +312,14 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
           "dummy weights: outputs carry no meaning; quality graders are informational, and "
           "tinyGLM numbers are never full-model throughput");
   }
-  if (change["candidate"].is_null()) change["candidate"] = build_identity(req.candidate);
+  if (change["candidate"].is_null()) {
+    // No server ran: the candidate is the binary that was judged, the operator runner for G1.
+    ArmCommand judged = req.candidate;
+    std::error_code ec;
+    if (top >= 1 && fs::exists(req.operator_runner, ec))
+      judged = {req.operator_runner.string(), {}};
+    change["candidate"] = build_identity(judged);
+  }
   for (int g = 2; g <= 5; ++g) {
     const std::string gid = "G" + std::to_string(g);
     bool have = false;
