@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <map>
 
 #include "engine/core/error.h"
 #include "receipts/bundle_file.h"
@@ -43,6 +44,68 @@ int run_runner(const fs::path& runner, const fs::path& out_file, std::ostream& e
 }
 
 }  // namespace
+
+std::vector<std::string> operator_table_limitations(const json& table) {
+  struct Worst {
+    int misses = 0, shapes = 0;
+    double fraction = 1;
+    std::string shape, note;
+  };
+  std::map<std::string, Worst> targets;  // by operator
+  for (const json& row : table.value("operators", json::array())) {
+    if (!row.contains("median_us") || !row.contains("floor_us") || !row["floor_us"].is_number())
+      continue;
+    const double floor = row["floor_us"].get<double>(), t = row["median_us"].get<double>();
+    if (!(floor > 0 && t > 0)) continue;
+    const double fraction = floor / t;
+    const double target = row.value("floor_kind", "hbm") == "compute" ? 0.6 : 0.7;
+    Worst& w = targets[row.value("operator", "?")];
+    ++w.shapes;
+    if (fraction >= target) continue;
+    ++w.misses;
+    if (fraction < w.fraction)
+      w = {w.misses, w.shapes, fraction,
+           row.value("shape", "") + " rows " + std::to_string(row.value("rows", 0)),
+           row.value("note", "")};
+  }
+  std::vector<std::string> out;
+  char buf[64];
+  for (const auto& [op, w] : targets) {
+    if (w.misses == 0) continue;
+    std::snprintf(buf, sizeof buf, "%.0f %%", 100 * w.fraction);
+    out.push_back("G1 target missed: " + op + " below its floor target on " +
+                  std::to_string(w.misses) + " of " + std::to_string(w.shapes) + " shapes, worst " +
+                  buf + " of floor at " + w.shape + (w.note.empty() ? "" : " (" + w.note + ")"));
+  }
+  // Peers timed on the same (operator, shape): where the best peer is faster than our best row.
+  std::map<std::pair<std::string, std::string>, double> ours;
+  for (const json& row : table.value("operators", json::array()))
+    if (row.contains("median_us")) {
+      const auto key = std::make_pair(row.value("operator", ""), row.value("shape", ""));
+      const double t = row["median_us"].get<double>();
+      if (!ours.count(key) || t < ours[key]) ours[key] = t;
+    }
+  std::map<std::string, std::pair<int, int>> peers;             // peer -> (slower, compared)
+  std::map<std::string, std::pair<double, std::string>> worst;  // peer -> (ratio, where)
+  for (const json& peer : table.value("peers", json::array())) {
+    const auto key = std::make_pair(peer.value("operator", ""), peer.value("shape", ""));
+    if (!ours.count(key) || !peer.contains("median_us")) continue;
+    const std::string name = peer.value("peer", "?");
+    const double ratio = ours[key] / peer["median_us"].get<double>();
+    ++peers[name].second;
+    if (ratio <= 1) continue;
+    ++peers[name].first;
+    if (ratio > worst[name].first) worst[name] = {ratio, key.first + " " + key.second};
+  }
+  for (const auto& [name, counts] : peers) {
+    if (counts.first == 0) continue;
+    std::snprintf(buf, sizeof buf, "%.2fx", worst[name].first);
+    out.push_back("G1 peer faster: " + name + " beats ours on " + std::to_string(counts.first) +
+                  " of " + std::to_string(counts.second) + " shared shapes, worst ours " + buf +
+                  " its time at " + worst[name].second);
+  }
+  return out;
+}
 
 GateResult judge_operator_table(const GateDefinition& definition, const json& table) {
   if (table.value("schema", "") != "sparkglm.operators/1" || !table.contains("operators") ||

@@ -213,6 +213,11 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
     results.push_back(
         evaluate_operator_gate(defs[1], req.operators_json, req.operator_runner, gpu, bundle, err));
     err << "G1: " << results.back().status << " (" << results.back().summary << ")\n";
+    if (results.back().status != "not-run") {
+      const auto speed = operator_table_limitations(
+          json::parse(receipts::read_file(bundle.where_is("operators.json"))));
+      limitations.insert(limitations.end(), speed.begin(), speed.end());
+    }
   }
   const bool g1_passed = top >= 1 && results.back().status == "pass";
 
