@@ -90,6 +90,18 @@ std::vector<Fact> system_facts(const nlohmann::json& record) {
   }
   add(facts, "stack", stack);
   add(facts, "compiler", text_at(*env, "compiler", ""));
+  // The harness's own cost per SSE event, beside what it measured (QUALIFICATION.md: far below).
+  const nlohmann::json* client = find_path(record, "client");
+  if (client && client->is_object()) {
+    const nlohmann::json* median = find_path(*client, "overhead_per_event_median_s");
+    const nlohmann::json* max = find_path(*client, "overhead_per_event_max_s");
+    if (median && median->is_number() && max && max->is_number()) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%.1f us per event (median), %.1f us max",
+                    median->get<double>() * 1e6, max->get<double>() * 1e6);
+      add(facts, "client", buf);
+    }
+  }
   return facts;
 }
 
