@@ -22,8 +22,6 @@ std::vector<RequestRecord> run_interleaved(const std::vector<CaseLoad>& cases,
         if (progress.begin) progress.begin(c.label, rep.number, arms[a].label, rep.requests.size());
         std::vector<RequestRecord> records = run_load(arms[a].base_url, rep.requests, c.arrival,
                                                       arms[a].label, epoch, progress.request_done);
-        for (size_t i = 0; i < records.size() && i < rep.requests.size(); ++i)
-          records[i].workload = rep.requests[i].workload;
         all.insert(all.end(), std::make_move_iterator(records.begin()),
                    std::make_move_iterator(records.end()));
       }
