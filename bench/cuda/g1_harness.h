@@ -122,6 +122,9 @@ void run_router_and_sampling_cases(Harness& h);
 void run_mhc_cases(Harness& h);
 void run_dsa_cases(Harness& h);
 void run_moe_cases(Harness& h);
+void run_sampling_cases(Harness& h);
+void run_moe_prefill_cases(Harness& h);
+void run_mla_prefill_cases(Harness& h);
 
 inline constexpr int kDecodeRows[] = {32, 1, 2, 4, 8, 16};  // widest first: the invariance baseline
 inline constexpr int kPrefillRows[] = {512, 2048, 8192};

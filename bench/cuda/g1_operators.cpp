@@ -3,7 +3,7 @@
 // bundle. sparkglm-qualify's G1 gate turns each row into a criterion.
 //
 //   g1_operators --out operators.json [--peers peers.json] [--only
-//   linear,norm,kda,mla,dsa,moe,router,mhc]
+//   linear,norm,kda,mla,dsa,moe,router,mhc,sampling,moe_prefill,mla_prefill]
 //                [--quick]
 //                [--runs N]
 #include <cstdio>
@@ -31,13 +31,15 @@ int run(int argc, char** argv) {
     for (std::string item; std::getline(ss, item, ',');)
       if (!item.empty()) only.insert(item);
   }
-  const std::set<std::string> families = {"linear", "norm", "kda",    "mla",
-                                          "dsa",    "moe",  "router", "mhc"};
+  const std::set<std::string> families = {"linear",   "norm",        "kda",        "mla",
+                                          "dsa",      "moe",         "router",     "mhc",
+                                          "sampling", "moe_prefill", "mla_prefill"};
   for (const std::string& f : only)
     if (!families.count(f))
       throw Error(ErrorKind::kInvalidArgument,
                   "--only: unknown family \"" + f +
-                      "\" (expected linear, norm, kda, mla, dsa, moe, router, mhc)");
+                      "\" (expected linear, norm, kda, mla, dsa, moe, router, mhc, sampling, "
+                      "moe_prefill, mla_prefill)");
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
     throw Error(ErrorKind::kUnsupported, "g1_operators needs a CUDA device; none was found");
@@ -53,6 +55,9 @@ int run(int argc, char** argv) {
   if (want("moe")) g1::run_moe_cases(h);
   if (want("router")) g1::run_router_and_sampling_cases(h);
   if (want("mhc")) g1::run_mhc_cases(h);
+  if (want("sampling")) g1::run_sampling_cases(h);
+  if (want("moe_prefill")) g1::run_moe_prefill_cases(h);
+  if (want("mla_prefill")) g1::run_mla_prefill_cases(h);
 
   if (args.has("--peers")) {
     std::ifstream in(args.required("--peers"));

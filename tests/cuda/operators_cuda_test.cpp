@@ -5,14 +5,17 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <set>
 #include <vector>
 
 #include "engine/backend/cpu/expert_router.h"
 #include "engine/backend/cpu/kda_delta_rule.h"
 #include "engine/backend/cpu/linear.h"
+#include "engine/backend/cpu/mlp.h"
 #include "engine/backend/cpu/ops.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_buffer.h"
@@ -20,49 +23,22 @@
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/kda.h"
 #include "engine/backend/cuda/mla_decode.h"
+#include "engine/backend/cuda/mla_prefill.h"
+#include "engine/backend/cuda/moe_prefill.h"
 #include "engine/backend/cuda/moe_router.h"
 #include "engine/backend/cuda/sampling.h"
+#include "engine/backend/cuda/sampling_topk_topp.h"
 #include "engine/core/dtype.h"
+#include "engine/core/thread_pool.h"
 #include "engine/model/config.h"
+#include "engine/runtime/sampler.h"
+#include "tests/cuda/cuda_test_support.h"
 #include "tinyglm/dummy_hash.h"
 
 namespace sparkglm {
 namespace {
 
-bool have_device() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-std::vector<float> uniform(uint64_t key, size_t n, float center, float half) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = dummy::value(key, i, center, half);
-  return v;
-}
-
-template <typename T>
-cuda::DeviceBuffer to_device(const std::vector<T>& v) {
-  cuda::DeviceBuffer b(v.size() * sizeof(T) + 16);
-  b.copy_from_host(v.data(), v.size() * sizeof(T));
-  return b;
-}
-
-template <typename T>
-std::vector<T> to_host(const cuda::DeviceBuffer& b, size_t n) {
-  SPARKGLM_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<T> v(n);
-  b.copy_to_host(v.data(), n * sizeof(T));
-  return v;
-}
-
-double nmse(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    den += double(want[i]) * want[i];
-  }
-  return num / den;
-}
+using namespace cuda_test;
 
 TEST(CudaOperators, GemvMatchesCpuLinearAndRowsDoNotDependOnTheBatch) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
@@ -271,6 +247,7 @@ TEST(CudaOperators, GreedyTakesTheLowestIdAmongTheMaxima) {
   EXPECT_EQ(tokens[1], vocab - 1);
 }
 
+// The CPU sampler's token for `s` (draw index skipped by accepting tokens; penalties are off).
 TEST(CudaOperators, EmbeddingCopiesTheRowIntoEveryStreamAndMarksBadIds) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   const int64_t vocab = 10, d = 64;

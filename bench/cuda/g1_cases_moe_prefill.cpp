@@ -1,0 +1,153 @@
+// G1 rows for the MoE experts of a prefill chunk (cuda/moe_prefill.h): 512 and 2048 tokens, 288
+// routed experts (BF16, generated on the device with the dummy-weight function) with top-8
+// choices from cpu::select_experts, the shared expert, and the combine. The CPU reference
+// (cpu::swiglu_forward per (token, expert) with the clamp, combined in cpu::moe_forward's order)
+// would take hours for every token on the host, so 16 evenly spaced tokens are checked.
+#include <cmath>
+#include <map>
+
+#include "bench/cuda/g1_harness.h"
+#include "engine/backend/cpu/expert_router.h"
+#include "engine/backend/cpu/mlp.h"
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/dummy_weights.h"
+#include "engine/backend/cuda/moe_prefill.h"
+#include "engine/core/dtype.h"
+#include "engine/model/config.h"
+
+namespace sparkglm::g1 {
+
+namespace {
+
+constexpr int kE = 288, kK = 8, kSampled = 16;
+constexpr int64_t kD = 4096, kW = 2048;
+constexpr int64_t kGateUp = 2 * kW * kD, kDown = kD * kW;  // elements per expert
+
+// The experts on the device, and the host copies of those the reference uses.
+struct Bank {
+  std::shared_ptr<cuda::DeviceBuffer> gate_up, down, shared_gate_up, shared_down;
+  std::map<int, std::vector<uint16_t>> host;  // expert (kE: shared) -> [gate_up | down]
+
+  SwiGluWeights weights(int e) {
+    auto it = host.find(e);
+    if (it == host.end()) {
+      std::vector<uint16_t> v(size_t(kGateUp + kDown));
+      const auto* gu =
+          e == kE ? ptr<uint16_t>(shared_gate_up) : ptr<uint16_t>(gate_up) + int64_t(e) * kGateUp;
+      const auto* dn =
+          e == kE ? ptr<uint16_t>(shared_down) : ptr<uint16_t>(down) + int64_t(e) * kDown;
+      SPARKGLM_CUDA_CHECK(cudaMemcpy(v.data(), gu, size_t(kGateUp) * 2, cudaMemcpyDeviceToHost));
+      SPARKGLM_CUDA_CHECK(
+          cudaMemcpy(v.data() + kGateUp, dn, size_t(kDown) * 2, cudaMemcpyDeviceToHost));
+      it = host.emplace(e, std::move(v)).first;
+    }
+    const uint16_t* v = it->second.data();
+    return SwiGluWeights{Linear{DType::kBF16, kW, kD, v}, Linear{DType::kBF16, kW, kD, v + kW * kD},
+                         Linear{DType::kBF16, kD, kW, v + kGateUp}};
+  }
+};
+
+Bank make_bank(cudaStream_t s) {
+  Bank b;
+  b.gate_up = device_alloc(size_t(kE * kGateUp * 2));
+  b.down = device_alloc(size_t(kE * kDown * 2));
+  b.shared_gate_up = device_alloc(size_t(kGateUp * 2));
+  b.shared_down = device_alloc(size_t(kDown * 2));
+  const float in_scale = std::sqrt(3.0f / float(kD)), mid_scale = std::sqrt(3.0f / float(kW));
+  // Seeds of their own, so these rows do not share weights with the decode rows by accident.
+  cuda::fill_dummy_bf16(ptr<uint16_t>(b.gate_up), kE * kGateUp, 0xf0f0, 0.0f, in_scale, s);
+  cuda::fill_dummy_bf16(ptr<uint16_t>(b.down), kE * kDown, 0xf1f1, 0.0f, mid_scale, s);
+  cuda::fill_dummy_bf16(ptr<uint16_t>(b.shared_gate_up), kGateUp, 0xf2f2, 0.0f, in_scale, s);
+  cuda::fill_dummy_bf16(ptr<uint16_t>(b.shared_down), kDown, 0xf3f3, 0.0f, mid_scale, s);
+  SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(s));
+  return b;
+}
+
+void run_rows(Harness& h, Bank& bank, const ModelConfig& config, int64_t rows) {
+  const auto xb = to_bf16(host_uniform("moe_prefill.x", rows * kD, 0.0f, 1.0f));
+  const auto x = from_bf16(xb);  // the values both sides multiply
+  const auto logits = host_uniform("moe_prefill.logits", rows * kE, 0.0f, 4.0f);
+  const auto bias = host_uniform("moe_prefill.bias", kE, 0.0f, 0.05f);
+  std::vector<int32_t> experts(size_t(rows * kK));
+  std::vector<float> weights(size_t(rows * kK));
+  std::map<int, int> used;
+  for (int64_t t = 0; t < rows; ++t) {
+    cpu::ExpertChoice ch[kK];
+    cpu::select_experts(config, &logits[size_t(t * kE)], bias.data(), ch);
+    for (int r = 0; r < kK; ++r) {
+      experts[size_t(t * kK + r)] = ch[r].expert, weights[size_t(t * kK + r)] = ch[r].weight;
+      if (ch[r].expert >= 0) used[ch[r].expert] = 1;
+    }
+  }
+  // Reference for the sampled tokens: ranks in order, then the shared expert.
+  std::vector<float> ref;
+  std::vector<int64_t> checked;
+  std::vector<float> y(static_cast<size_t>(kD));
+  for (int i = 0; i < kSampled; ++i) {
+    const int64_t t = i * (rows - 1) / (kSampled - 1);
+    std::vector<float> o(static_cast<size_t>(kD), 0.0f);
+    for (int r = 0; r < kK; ++r) {
+      const int e = experts[size_t(t * kK + r)];
+      if (e < 0) continue;
+      cpu::swiglu_forward(bank.weights(e), &x[size_t(t * kD)], 1, y.data(), h.pool(),
+                          config.swiglu_limit);
+      for (int64_t d = 0; d < kD; ++d) o[size_t(d)] += weights[size_t(t * kK + r)] * y[size_t(d)];
+    }
+    cpu::swiglu_forward(bank.weights(kE), &x[size_t(t * kD)], 1, y.data(), h.pool(),
+                        config.swiglu_limit);
+    for (int64_t d = 0; d < kD; ++d) {
+      ref.push_back(o[size_t(d)] + y[size_t(d)]);
+      checked.push_back(t * kD + d);
+    }
+  }
+
+  auto d_x = upload(xb), d_e = upload(experts), d_w = upload(weights);
+  auto d_ws = device_alloc(cuda::moe_prefill_workspace_bytes(rows, kK, kE, kD, kW));
+  auto d_out = device_alloc(size_t(rows * kD * 4));
+  cuda::MoePrefillArgs a;
+  a.tokens = rows;
+  a.top_k = kK;
+  a.n_experts = kE;
+  a.hidden = kD;
+  a.width = kW;
+  a.clamp_limit = config.swiglu_limit;
+  a.x = ptr<uint16_t>(d_x);
+  a.experts = ptr<int32_t>(d_e);
+  a.weights = ptr<float>(d_w);
+  for (int e = 0; e < kE; ++e) {
+    a.gate_up.push_back(ptr<uint16_t>(bank.gate_up) + int64_t(e) * kGateUp);
+    a.down.push_back(ptr<uint16_t>(bank.down) + int64_t(e) * kDown);
+  }
+  a.shared_gate_up = ptr<uint16_t>(bank.shared_gate_up);
+  a.shared_down = ptr<uint16_t>(bank.shared_down);
+  a.workspace = d_ws->data();
+  a.out = ptr<float>(d_out);
+
+  OperatorCase c;
+  c.op = "moe.experts_prefill";
+  c.shape = std::to_string(rows) + " tokens, 288 experts top-8 + shared, D 4096, W 2048, bf16";
+  c.rows = rows;
+  c.decode = false;
+  // h enters the down projection as BF16 (2^-9 relative), as in the decode rows.
+  c.tolerance = 1e-5;
+  c.bytes = double(used.size() + 1) * double(kGateUp + kDown) * 2 + double(rows * kD * 6);
+  c.flops = double(rows) * (kK + 1) * 2.0 * double(kGateUp + kDown);
+  c.note = "grouped by expert on the device, one GEMM per expert and projection (host reads the " +
+           std::to_string(used.size()) +
+           " group sizes once per call); reference on 16 evenly spaced tokens";
+  cuda::Gemm* gemm = &h.gemm();
+  c.launch = [a, gemm](cudaStream_t s) { cuda::moe_experts_prefill(a, *gemm, s); };
+  c.outputs.push_back({"out", a.out, rows * kD, false, 0, ref, checked});
+  c.keep = {d_x, d_e, d_w, d_ws, d_out};
+  h.run(c);
+}
+
+}  // namespace
+
+void run_moe_prefill_cases(Harness& h) {
+  const ModelConfig config = preset_config("glm-5.3-flash");
+  Bank bank = make_bank(h.stream());
+  for (int r : {512, 2048}) run_rows(h, bank, config, r);
+}
+
+}  // namespace sparkglm::g1
