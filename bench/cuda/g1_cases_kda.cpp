@@ -1,7 +1,8 @@
 // G1 rows for KDA: short conv + gates (kda_prepare with the history advance), the gated delta rule
-// (decode: B sequences x 1 row; prefill: 1 sequence x n rows) and the gated output norm.
-// References: the formulas of cpu::kda_layer (conv, SiLU, l2norm, gates) and
-// cpu::kda_recurrent_run.
+// (decode: B sequences x 1 row; prefill: 1 sequence x n rows, token by token and chunked) and the
+// gated output norm. References: the formulas of cpu::kda_layer (conv, SiLU, l2norm, gates),
+// cpu::kda_recurrent_run for the token-by-token kernel and cpu::kda_chunked_run for the chunked
+// one.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include "engine/backend/cpu/ops.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/kda.h"
+#include "engine/backend/cuda/kda_chunked.h"
 
 namespace sparkglm::g1 {
 
@@ -125,7 +127,10 @@ void run_prepare(Harness& h, int seqs, int n, bool decode) {
   h.run(c);
 }
 
-void run_recurrent(Harness& h, int seqs, int n, bool decode) {
+// chunked: kda_chunked_prefill with row 0 at absolute position `start`, against the CPU's chunked
+// form; else kda_recurrent against the CPU's token-by-token form.
+void run_recurrent(Harness& h, int seqs, int n, bool decode, bool chunked = false,
+                   int64_t start = 0) {
   const int64_t rows = int64_t(seqs) * n;
   auto q = host_uniform("kda.q", rows * kHK, 0.0f, 1.0f);
   auto k = host_uniform("kda.k", rows * kHK, 0.0f, 1.0f);
@@ -164,25 +169,42 @@ void run_recurrent(Harness& h, int seqs, int n, bool decode) {
       run.g = &g[size_t(at)];
       run.beta = &beta[size_t(s * n * kH + head)];
       run.o = &o[size_t(at)];
-      cpu::kda_recurrent_run(run, &state[size_t((s * kH + head) * kK * kK)]);
+      float* st = &state[size_t((s * kH + head) * kK * kK)];
+      if (chunked)
+        cpu::kda_chunked_run(run, start, st);
+      else
+        cpu::kda_recurrent_run(run, st);
     }
   });
 
   OperatorCase c;
-  c.op = decode ? "kda.recurrent_decode" : "kda.prefill";
-  c.shape = batch_shape(seqs, n);
+  c.op = decode ? "kda.recurrent_decode" : chunked ? "kda.prefill_chunked" : "kda.prefill";
+  c.shape = batch_shape(seqs, n) + (start ? ", from position " + std::to_string(start) : "");
   c.rows = rows;
   c.decode = decode;
   // FP32 throughout; over thousands of steps the state's rounding differences grow slowly.
-  c.tolerance = decode ? 1e-10 : 1e-8;
+  // Chunked: every product takes TF32 inputs (10 mantissa bits), about 2e-7 on random data.
+  c.tolerance = decode ? 1e-10 : chunked ? 1e-5 : 1e-8;
   const double state_bytes = double(seqs) * kH * kK * kK * 4;
   c.bytes = 2 * state_bytes + double(rows) * kHK * 4 * 5 + double(rows) * kH * 4;
   c.flops = double(rows) * kH * kK * kK * 7.0;  // decay multiply + 3 FMAs per state element
   c.flops_on_tensor_cores = false;
   c.note = decode ? "token-by-token recurrence, state in registers"
-                  : "sequential recurrence over the chunk (not yet the WY chunked form); floor "
+                  : "token-by-token recurrence (the path below kKdaChunkedMinRows rows); floor "
                     "counts the recurrence on FP32 cores";
   const cuda::KdaBatch batch{seqs, n, kH};
+  std::shared_ptr<cuda::DeviceBuffer> d_ws;
+  if (chunked) {
+    // Per chunk of C rows: Grams and T products ~4 C^2 K, the scan 6 C K V + C^2 V: 8.5 K V a row.
+    c.flops = double(rows) * kH * kK * kK * 8.5;
+    c.flops_on_tensor_cores = true;
+    c.note =
+        "chunked WY form, 64-position chunks: TF32 mma (half the BF16 peak the floor uses), "
+        "per-chunk terms through an HBM workspace; kda_prefill does not select it while it is "
+        "slower than the token-by-token kernel";
+    d_ws = device_alloc(cuda::kda_chunked_workspace_bytes(batch, start));
+  }
+  void* wsp = d_ws ? d_ws->data() : nullptr;
   const float *qp = ptr<float>(d_q), *kp = ptr<float>(d_k), *vp = ptr<float>(d_v);
   const float *dp = ptr<float>(d_decay), *bp = ptr<float>(d_beta), *s0 = ptr<float>(d_state0);
   float *sp = ptr<float>(d_state), *op = ptr<float>(d_o);
@@ -190,12 +212,26 @@ void run_recurrent(Harness& h, int seqs, int n, bool decode) {
   c.reset = [=](cudaStream_t st) {
     SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(sp, s0, sbytes, cudaMemcpyDeviceToDevice, st));
   };
-  c.launch = [=](cudaStream_t st) { cuda::kda_recurrent(batch, qp, kp, vp, dp, bp, sp, op, st); };
+  if (chunked)
+    c.launch = [=](cudaStream_t st) {
+      cuda::kda_chunked_prefill(batch, start, qp, kp, vp, dp, bp, sp, op, wsp, st);
+    };
+  else
+    c.launch = [=](cudaStream_t st) { cuda::kda_recurrent(batch, qp, kp, vp, dp, bp, sp, op, st); };
   c.outputs.push_back({"o", op, rows * kHK, false, kHK, o, {}});
   c.outputs.push_back(
       {"state", sp, int64_t(state.size()), false, int64_t(kH) * kK * kK, state, {}});
   c.keep = {d_q, d_k, d_v, d_decay, d_beta, d_state0, d_state, d_o};
+  if (d_ws) c.keep.push_back(d_ws);
   h.run(c);
+  if (chunked && start == 0) {
+    // The two kernels apart (the workspace holds the run's terms, so the scan has real input).
+    h.add_peer("split", c.op + ".prepare", c.shape, [=](cudaStream_t st) {
+      cuda::kda_chunked_prepare(batch, start, qp, kp, vp, dp, bp, wsp, st);
+    });
+    h.add_peer("split", c.op + ".scan", c.shape,
+               [=](cudaStream_t st) { cuda::kda_chunked_scan(batch, start, sp, op, wsp, st); });
+  }
 }
 
 void run_output_gate(Harness& h, int64_t rows, bool decode) {
@@ -240,6 +276,12 @@ void run_kda_cases(Harness& h) {
     if (!(h.quick() && r == 8192)) run_recurrent(h, 1, r, false);
   // Boundary: a chunk that is not a multiple of 64 positions.
   run_recurrent(h, 1, 77, false);
+  // The chunked form at the same rows, then odd lengths from positions inside a chunk.
+  for (int r : kPrefillRows)
+    if (!(h.quick() && r == 8192)) run_recurrent(h, 1, r, false, true);
+  run_recurrent(h, 1, 77, false, true);
+  run_recurrent(h, 1, 77, false, true, 37);
+  run_recurrent(h, 1, 2048, false, true, 37);
   for (int r : kDecodeRows) run_output_gate(h, r, true);
   for (int r : kPrefillRows)
     if (!(h.quick() && r == 8192)) run_output_gate(h, r, false);
