@@ -149,17 +149,7 @@ std::string render_html(const BundleView& bundle) {
   h << "\n";
   if (ab) ab_section(h, metrics);
   h << "\n<section id=\"gates\"><h2>Gates</h2>";
-  std::vector<std::vector<std::string>> gates;
-  const nlohmann::json* gate_list = find_path(record, "gates");
-  if (gate_list && gate_list->is_array())
-    for (const nlohmann::json& g : *gate_list) {
-      std::string criteria;
-      for (const std::string& c : criterion_lines(g))
-        criteria += (criteria.empty() ? "" : "; ") + c;
-      gates.push_back(
-          {text_at(g, "id"), text_at(g, "status"), text_at(g, "summary", ""), criteria});
-    }
-  table(h, {"gate", "status", "summary", "criteria"}, gates);
+  table(h, {"gate", "status", "summary", "criteria"}, gate_rows(record));
   h << "</section>\n<section id=\"limitations\"><h2>Limitations</h2><ul>";
   for (const std::string& l : limitations(record)) h << "<li>" << esc(l) << "</li>";
   h << "</ul></section>\n<footer><p>Receipt: sha256 of qualification.json <code>"

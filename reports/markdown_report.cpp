@@ -86,17 +86,7 @@ std::string render_markdown(const BundleView& bundle) {
             : markdown_table({"case", "metric", "unit", "n", "measured"}, results));
 
   md << "\n## Gates\n\n";
-  std::vector<std::vector<std::string>> gates;
-  const nlohmann::json* gate_list = find_path(record, "gates");
-  if (gate_list && gate_list->is_array())
-    for (const nlohmann::json& g : *gate_list) {
-      std::string criteria;
-      for (const std::string& c : criterion_lines(g))
-        criteria += (criteria.empty() ? "" : "; ") + c;
-      gates.push_back(
-          {text_at(g, "id"), text_at(g, "status"), text_at(g, "summary", ""), criteria});
-    }
-  md << markdown_table({"gate", "status", "summary", "criteria"}, gates);
+  md << markdown_table({"gate", "status", "summary", "criteria"}, gate_rows(record));
 
   if (ab) {
     md << "\n## A/B\n\nChange of the candidate's median; 95% bootstrap CI of the median ratio "

@@ -158,4 +158,18 @@ std::vector<std::vector<std::string>> system_rows(const nlohmann::json& record) 
   return rows;
 }
 
+std::vector<std::vector<std::string>> gate_rows(const nlohmann::json& record) {
+  std::vector<std::vector<std::string>> gates;
+  const nlohmann::json* gate_list = find_path(record, "gates");
+  if (gate_list && gate_list->is_array())
+    for (const nlohmann::json& g : *gate_list) {
+      std::string criteria;
+      for (const std::string& c : criterion_lines(g))
+        criteria += (criteria.empty() ? "" : "; ") + c;
+      gates.push_back(
+          {text_at(g, "id"), text_at(g, "status"), text_at(g, "summary", ""), criteria});
+    }
+  return gates;
+}
+
 }  // namespace sparkglm::reports

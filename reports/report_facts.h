@@ -23,6 +23,8 @@ std::vector<std::string> criterion_lines(const nlohmann::json& gate);
 // (system facts, arm facts, one row per workload) that the Markdown and HTML pages both show.
 std::vector<std::vector<std::string>> summary_rows(const nlohmann::json& record);
 std::vector<std::vector<std::string>> system_rows(const nlohmann::json& record);
+// One row per gate: id, status, summary, and its criteria joined by "; ".
+std::vector<std::vector<std::string>> gate_rows(const nlohmann::json& record);
 std::vector<std::string> limitations(const nlohmann::json& record);
 
 }  // namespace sparkglm::reports

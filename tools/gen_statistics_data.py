@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generates tests/data/statistics/scipy_cases.json: reference numbers for harness/statistics.cpp.
 
-    /work/main/.venv/bin/python3 tools/gen_statistics_data.py > tests/data/statistics/scipy_cases.json
+    .venv/bin/python3 tools/gen_statistics_data.py > tests/data/statistics/scipy_cases.json
 
 scipy is needed only here, once; the JSON is committed and the C++ test reads it. For each case of
 two samples `a` and `b` it records:
