@@ -6,6 +6,7 @@
 #include <set>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "engine/options/option_registry.h"
 
 namespace sparkglm::receipts {
@@ -307,25 +308,7 @@ class RecordChecker {
 }  // namespace
 
 json parse_record_text(std::string_view bytes, const std::string& name) {
-  std::vector<std::set<std::string>> open;  // the keys seen in each object being parsed
-  std::string repeated;
-  const json::parser_callback_t watch = [&](int, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) open.emplace_back();
-    if (event == json::parse_event_t::object_end) open.pop_back();
-    if (event == json::parse_event_t::key &&
-        !open.back().insert(parsed.get<std::string>()).second && repeated.empty())
-      repeated = parsed.get<std::string>();
-    return true;
-  };
-  json record;
-  try {
-    record = json::parse(bytes.begin(), bytes.end(), watch);
-  } catch (const json::exception& e) {
-    throw Error(ErrorKind::kInvalidArgument, name + ": not valid JSON: " + e.what());
-  }
-  if (!repeated.empty())
-    throw Error(ErrorKind::kInvalidArgument, name + ": key \"" + repeated + "\" appears twice");
-  return record;
+  return parse_json_unique_keys(bytes, name, ErrorKind::kInvalidArgument);
 }
 
 std::string record_file_text(const json& record) {

@@ -8,6 +8,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
+#include "engine/core/strict_json.h"
 
 namespace sparkglm {
 
@@ -37,28 +38,8 @@ std::string limit_key(std::string name) {
   return name;
 }
 
-// Parses JSON and refuses a key repeated within one object, which a plain parse would resolve by
-// silently keeping one of the values.
 json parse_strict(std::string_view bytes, const std::string& path) {
-  std::vector<std::set<std::string>> open;
-  std::string repeated;
-  const json::parser_callback_t watch = [&](int, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) open.emplace_back();
-    if (event == json::parse_event_t::object_end) open.pop_back();
-    if (event == json::parse_event_t::key &&
-        !open.back().insert(parsed.get<std::string>()).second && repeated.empty())
-      repeated = parsed.get<std::string>();
-    return true;
-  };
-  json j;
-  try {
-    j = json::parse(bytes.begin(), bytes.end(), watch);
-  } catch (const json::exception& e) {
-    throw Error(ErrorKind::kInvalidConfig, path + ": not valid JSON: " + e.what());
-  }
-  if (!repeated.empty())
-    throw Error(ErrorKind::kInvalidConfig, path + ": key \"" + repeated + "\" appears twice");
-  return j;
+  return parse_json_unique_keys(bytes, path, ErrorKind::kInvalidConfig);
 }
 
 [[noreturn]] void invalid(const std::string& path, const std::string& field,
