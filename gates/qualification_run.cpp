@@ -180,6 +180,25 @@ harness::RunProgress progress_hooks(const std::vector<harness::CaseLoad>& loads,
   return hooks;
 }
 
+// QUALIFICATION.md: counters are reported as deltas over the run, never cumulative. Every
+// Prometheus counter (`*_total`) the server exposes, after minus before, per arm.
+json counter_deltas(const std::string& before_text, const std::string& after_text) {
+  json out = json::object();
+  try {
+    const auto before = harness::parse_prometheus_text(before_text);
+    for (const auto& [name, value] : harness::parse_prometheus_text(after_text)) {
+      const size_t brace = name.find('{');
+      const std::string base = name.substr(0, brace);
+      if (base.size() < 6 || base.compare(base.size() - 6, 6, "_total") != 0) continue;
+      const auto it = before.find(name);
+      out[name] = value - (it == before.end() ? 0.0 : it->second);
+    }
+  } catch (const Error& e) {
+    out["error"] = e.what();  // a malformed scrape is recorded, not hidden
+  }
+  return out;
+}
+
 std::string default_target(const RunRequest& r) {
   if (!r.baseline)
     return r.gate + " measurement of " +
@@ -252,6 +271,7 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
   std::vector<MetricSeries> metrics;
   ServingRun run;
   json client = nullptr;
+  json counters = json::object();
   if (!workload_ids.empty()) {
     std::vector<Arm> arms;
     arms.push_back(start_arm("candidate", req.candidate, bundle, err));
@@ -295,8 +315,9 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
     line.finish();
 
     for (Arm& a : arms) {
-      bundle.add_bytes("server/" + a.label + "/metrics-after.txt",
-                       harness::http_get(a.server->base_url() + "/metrics").body, "metrics");
+      const std::string after = harness::http_get(a.server->base_url() + "/metrics").body;
+      bundle.add_bytes("server/" + a.label + "/metrics-after.txt", after, "metrics");
+      counters[a.label] = counter_deltas(a.metrics_before, after);
       const harness::ServerExit exit = a.server->stop();
       if (!exit.clean())
         limitations.push_back("the " + a.label +
@@ -369,7 +390,8 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
                  {"gates", gates},
                  {"metrics", metric_json},
                  {"limitations", limitations},
-                 {"client", client}};
+                 {"client", client},
+                 {"counters", counters}};
   bundle.finish(record);
   const receipts::Problems problems = receipts::verify_bundle(req.out);
   for (const receipts::Problem& p : problems) err << "verify: " << p.to_string() << '\n';

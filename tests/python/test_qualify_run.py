@@ -140,8 +140,14 @@ class QualifyAb(unittest.TestCase):
                 self.assertIsNotNone(m["ci95"], m)
                 self.assertEqual(len(m["ci95"]), 2, m)
             # else a resampled ratio to zero has no finite interval: null, never invented
-        arms = {json.loads(line)["arm"] for line in open(os.path.join(bundle, "requests.jsonl"))}
-        self.assertEqual(arms, {"candidate", "baseline"})
+        lines = [json.loads(line) for line in open(os.path.join(bundle, "requests.jsonl"))]
+        self.assertEqual({x["arm"] for x in lines}, {"candidate", "baseline"})
+        # Counters are deltas over the run, per arm: every request this arm sent, no more.
+        for arm in ("candidate", "baseline"):
+            sent = sum(1 for x in lines if x["arm"] == arm)
+            served = sum(v for k, v in r["counters"][arm].items()
+                         if k.startswith("sparkglm_requests_finished_total"))
+            self.assertEqual(served, sent, (arm, r["counters"][arm]))
         self.assertEqual(qualify("verify", bundle).returncode, 0)
 
     def test_bad_flags_are_refused_naming_them(self):
