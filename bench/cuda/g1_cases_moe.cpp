@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "bench/cuda/g1_expert_bank.h"
 #include "bench/cuda/g1_harness.h"
 #include "engine/backend/cpu/expert_router.h"
 #include "engine/backend/cpu/mlp.h"
@@ -19,55 +20,8 @@ namespace sparkglm::g1 {
 
 namespace {
 
-constexpr int kE = 288, kK = 8;
-constexpr int64_t kD = 4096, kW = 2048;
-constexpr int64_t kGateUp = 2 * kW * kD, kDown = kD * kW;  // elements per expert
-
-struct ExpertBank {
-  std::shared_ptr<cuda::DeviceBuffer> gate_up, down, shared_gate_up, shared_down, ptrs;
-  std::map<int, std::vector<uint16_t>> host;  // expert (kE: shared) -> [gate_up | down] on the host
-
-  const std::vector<uint16_t>& fetch(int e) {
-    auto it = host.find(e);
-    if (it != host.end()) return it->second;
-    std::vector<uint16_t> v(size_t(kGateUp + kDown));
-    const auto* gu =
-        e == kE ? ptr<uint16_t>(shared_gate_up) : ptr<uint16_t>(gate_up) + int64_t(e) * kGateUp;
-    const auto* dn =
-        e == kE ? ptr<uint16_t>(shared_down) : ptr<uint16_t>(down) + int64_t(e) * kDown;
-    SPARKGLM_CUDA_CHECK(cudaMemcpy(v.data(), gu, size_t(kGateUp) * 2, cudaMemcpyDeviceToHost));
-    SPARKGLM_CUDA_CHECK(
-        cudaMemcpy(v.data() + kGateUp, dn, size_t(kDown) * 2, cudaMemcpyDeviceToHost));
-    return host.emplace(e, std::move(v)).first->second;
-  }
-  SwiGluWeights weights(int e) {
-    const auto& v = fetch(e);
-    return SwiGluWeights{Linear{DType::kBF16, kW, kD, v.data()},
-                         Linear{DType::kBF16, kW, kD, v.data() + kW * kD},
-                         Linear{DType::kBF16, kD, kW, v.data() + kGateUp}};
-  }
-};
-
-ExpertBank make_bank(cudaStream_t s) {
-  ExpertBank b;
-  b.gate_up = device_alloc(size_t(kE * kGateUp * 2));
-  b.down = device_alloc(size_t(kE * kDown * 2));
-  b.shared_gate_up = device_alloc(size_t(kGateUp * 2));
-  b.shared_down = device_alloc(size_t(kDown * 2));
-  const float in_scale = std::sqrt(3.0f / float(kD)), mid_scale = std::sqrt(3.0f / float(kW));
-  cuda::fill_dummy_bf16(ptr<uint16_t>(b.gate_up), kE * kGateUp, 0xe0e0, 0.0f, in_scale, s);
-  cuda::fill_dummy_bf16(ptr<uint16_t>(b.down), kE * kDown, 0xe1e1, 0.0f, mid_scale, s);
-  cuda::fill_dummy_bf16(ptr<uint16_t>(b.shared_gate_up), kGateUp, 0xe2e2, 0.0f, in_scale, s);
-  cuda::fill_dummy_bf16(ptr<uint16_t>(b.shared_down), kDown, 0xe3e3, 0.0f, mid_scale, s);
-  std::vector<const uint16_t*> ptrs(2 * kE);
-  for (int e = 0; e < kE; ++e) {
-    ptrs[size_t(e)] = ptr<uint16_t>(b.gate_up) + int64_t(e) * kGateUp;
-    ptrs[size_t(kE + e)] = ptr<uint16_t>(b.down) + int64_t(e) * kDown;
-  }
-  b.ptrs = upload(ptrs);
-  SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(s));
-  return b;
-}
+constexpr int kE = kExperts, kK = kTopK;
+constexpr int64_t kD = kExpertD, kW = kExpertW;
 
 void run_rows(Harness& h, ExpertBank& bank, const ModelConfig& config, int64_t rows, bool tied) {
   const auto xf = host_uniform("moe.x", rows * kD, 0.0f, 1.0f);
@@ -150,7 +104,7 @@ void run_rows(Harness& h, ExpertBank& bank, const ModelConfig& config, int64_t r
 
 void run_moe_cases(Harness& h) {
   const ModelConfig config = preset_config("glm-5.3-flash");
-  ExpertBank bank = make_bank(h.stream());
+  ExpertBank bank = make_expert_bank(0xe0e0, h.stream());
   for (int r : kDecodeRows) run_rows(h, bank, config, r, false);
   run_rows(h, bank, config, 32, true);
 }

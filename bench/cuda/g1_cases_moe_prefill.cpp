@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "bench/cuda/g1_expert_bank.h"
 #include "bench/cuda/g1_harness.h"
 #include "engine/backend/cpu/expert_router.h"
 #include "engine/backend/cpu/mlp.h"
@@ -19,51 +20,10 @@ namespace sparkglm::g1 {
 
 namespace {
 
-constexpr int kE = 288, kK = 8, kSampled = 16;
-constexpr int64_t kD = 4096, kW = 2048;
-constexpr int64_t kGateUp = 2 * kW * kD, kDown = kD * kW;  // elements per expert
+constexpr int kE = kExperts, kK = kTopK, kSampled = 16;
+constexpr int64_t kD = kExpertD, kW = kExpertW;
 
-// The experts on the device, and the host copies of those the reference uses.
-struct Bank {
-  std::shared_ptr<cuda::DeviceBuffer> gate_up, down, shared_gate_up, shared_down;
-  std::map<int, std::vector<uint16_t>> host;  // expert (kE: shared) -> [gate_up | down]
-
-  SwiGluWeights weights(int e) {
-    auto it = host.find(e);
-    if (it == host.end()) {
-      std::vector<uint16_t> v(size_t(kGateUp + kDown));
-      const auto* gu =
-          e == kE ? ptr<uint16_t>(shared_gate_up) : ptr<uint16_t>(gate_up) + int64_t(e) * kGateUp;
-      const auto* dn =
-          e == kE ? ptr<uint16_t>(shared_down) : ptr<uint16_t>(down) + int64_t(e) * kDown;
-      SPARKGLM_CUDA_CHECK(cudaMemcpy(v.data(), gu, size_t(kGateUp) * 2, cudaMemcpyDeviceToHost));
-      SPARKGLM_CUDA_CHECK(
-          cudaMemcpy(v.data() + kGateUp, dn, size_t(kDown) * 2, cudaMemcpyDeviceToHost));
-      it = host.emplace(e, std::move(v)).first;
-    }
-    const uint16_t* v = it->second.data();
-    return SwiGluWeights{Linear{DType::kBF16, kW, kD, v}, Linear{DType::kBF16, kW, kD, v + kW * kD},
-                         Linear{DType::kBF16, kD, kW, v + kGateUp}};
-  }
-};
-
-Bank make_bank(cudaStream_t s) {
-  Bank b;
-  b.gate_up = device_alloc(size_t(kE * kGateUp * 2));
-  b.down = device_alloc(size_t(kE * kDown * 2));
-  b.shared_gate_up = device_alloc(size_t(kGateUp * 2));
-  b.shared_down = device_alloc(size_t(kDown * 2));
-  const float in_scale = std::sqrt(3.0f / float(kD)), mid_scale = std::sqrt(3.0f / float(kW));
-  // Seeds of their own, so these rows do not share weights with the decode rows by accident.
-  cuda::fill_dummy_bf16(ptr<uint16_t>(b.gate_up), kE * kGateUp, 0xf0f0, 0.0f, in_scale, s);
-  cuda::fill_dummy_bf16(ptr<uint16_t>(b.down), kE * kDown, 0xf1f1, 0.0f, mid_scale, s);
-  cuda::fill_dummy_bf16(ptr<uint16_t>(b.shared_gate_up), kGateUp, 0xf2f2, 0.0f, in_scale, s);
-  cuda::fill_dummy_bf16(ptr<uint16_t>(b.shared_down), kDown, 0xf3f3, 0.0f, mid_scale, s);
-  SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(s));
-  return b;
-}
-
-void run_rows(Harness& h, Bank& bank, const ModelConfig& config, int64_t rows) {
+void run_rows(Harness& h, ExpertBank& bank, const ModelConfig& config, int64_t rows) {
   const auto xb = to_bf16(host_uniform("moe_prefill.x", rows * kD, 0.0f, 1.0f));
   const auto x = from_bf16(xb);  // the values both sides multiply
   const auto logits = host_uniform("moe_prefill.logits", rows * kE, 0.0f, 4.0f);
@@ -146,7 +106,7 @@ void run_rows(Harness& h, Bank& bank, const ModelConfig& config, int64_t rows) {
 
 void run_moe_prefill_cases(Harness& h) {
   const ModelConfig config = preset_config("glm-5.3-flash");
-  Bank bank = make_bank(h.stream());
+  ExpertBank bank = make_expert_bank(0xf0f0, h.stream());
   for (int r : {512, 2048}) run_rows(h, bank, config, r);
 }
 
