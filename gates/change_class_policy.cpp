@@ -27,15 +27,10 @@ std::vector<std::string> gate_list(const nlohmann::json& j, const std::string& w
 
 ChangeClassPolicy ChangeClassPolicy::load(const std::string& gates_dir) {
   const std::string path = (std::filesystem::path(gates_dir) / "change-classes.json").string();
-  const std::string bytes = receipts::read_file(path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(bytes);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(ErrorKind::kInvalidConfig, path + ": not JSON: " + e.what());
-  }
+  const GateFile file = read_gate_file(path);
+  const nlohmann::json& j = file.json;
   ChangeClassPolicy p;
-  p.sha256_ = sha256_hex(bytes);
+  p.sha256_ = file.sha256;
   if (!j.contains("classes") || !j["classes"].is_object() || j["classes"].empty())
     throw Error(ErrorKind::kInvalidConfig, path + ".classes: expected a non-empty object");
   for (const auto& [name, c] : j["classes"].items()) {

@@ -52,19 +52,26 @@ int gate_level(const std::string& id) {
   return id[1] - '0';
 }
 
+GateFile read_gate_file(const std::string& path) {
+  const std::string bytes = receipts::read_file(path);
+  GateFile file;
+  try {
+    file.json = nlohmann::json::parse(bytes);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(ErrorKind::kInvalidConfig, path + ": not JSON: " + e.what());
+  }
+  file.sha256 = sha256_hex(bytes);
+  return file;
+}
+
 GateDefinition load_gate(const std::string& gates_dir, const std::string& id) {
   if (!is_gate_id(id))
     throw Error(ErrorKind::kInvalidArgument, "--gate: expected one of G0..G5, got \"" + id + "\"");
   const std::string path = (std::filesystem::path(gates_dir) / (id + ".json")).string();
-  const std::string bytes = receipts::read_file(path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(bytes);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(ErrorKind::kInvalidConfig, path + ": not JSON: " + e.what());
-  }
+  const GateFile file = read_gate_file(path);
+  const nlohmann::json& j = file.json;
   GateDefinition g;
-  g.sha256 = sha256_hex(bytes);
+  g.sha256 = file.sha256;
   g.id = string_field(j, "id", path, true);
   if (g.id != id) throw Error(ErrorKind::kInvalidConfig, path + ".id: expected \"" + id + "\"");
   g.title = string_field(j, "title", path, true);

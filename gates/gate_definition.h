@@ -34,7 +34,14 @@ struct GateDefinition {
 // Errors name the file and the field.
 GateDefinition load_gate(const std::string& gates_dir, const std::string& id);
 bool is_gate_id(const std::string& id);  // G0..G5
-int gate_level(const std::string& id);   // "G3" -> 3
+
+// A JSON file of gates/ with the sha256 of its bytes; errors name the file.
+struct GateFile {
+  nlohmann::json json;
+  std::string sha256;
+};
+GateFile read_gate_file(const std::string& path);
+int gate_level(const std::string& id);  // "G3" -> 3
 
 // One evaluated criterion and one evaluated gate, in qualification.json's shape.
 struct CriterionResult {
