@@ -28,27 +28,14 @@ cuda::SampleParams seeded(int64_t row, float t, int32_t k, float p, float min_p)
   return s;
 }
 
-// The CPU sampler's token for one row: index draws are skipped by accepting tokens (penalties are
-// off, so accepted tokens change only the draw counter).
-int32_t cpu_token(const cuda::SampleParams& s, const float* logits) {
-  SamplingParams params;
-  params.temperature = s.temperature;
-  params.top_k = s.top_k;
-  params.top_p = s.top_p;
-  params.min_p = s.min_p;
-  params.seed = s.seed;
-  SequenceSampler sampler(params, {}, 0);
-  for (uint64_t i = 0; i < s.index; ++i) sampler.accept(0);
-  return sampler.sample(logits, kVocab, {}).token;
-}
-
 void run_case(Harness& h, const std::string& variant, int64_t rows, bool decode,
               const std::vector<float>& logits, ParamsOf params_of, const std::string& note) {
   std::vector<cuda::SampleParams> params(static_cast<size_t>(rows));
   std::vector<float> ref(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     params[size_t(r)] = params_of(r);
-    ref[size_t(r)] = float(cpu_token(params[size_t(r)], &logits[size_t(r * kVocab)]));
+    ref[size_t(r)] =
+        float(cuda::cpu_sampler_token(params[size_t(r)], &logits[size_t(r * kVocab)], kVocab));
   }
   auto d_logits = upload(logits), d_params = upload(params);
   auto d_scratch = device_alloc(cuda::sample_scratch_bytes(rows, kVocab));

@@ -39,18 +39,6 @@ namespace {
 
 using namespace cuda_test;
 
-int32_t cpu_sampled(const cuda::SampleParams& s, const float* logits, int64_t vocab) {
-  SamplingParams params;
-  params.temperature = s.temperature;
-  params.top_k = s.top_k;
-  params.top_p = s.top_p;
-  params.min_p = s.min_p;
-  params.seed = s.seed;
-  SequenceSampler sampler(params, {}, 0);
-  for (uint64_t i = 0; i < s.index; ++i) sampler.accept(0);
-  return sampler.sample(logits, vocab, {}).token;
-}
-
 // The kept set written the plain way: sort by (weight desc, id asc), cut by top-k, then the
 // smallest prefix reaching top_p of the top-k mass, then min_p.
 std::set<int32_t> kept_set(const cuda::SampleParams& s, const float* x, int64_t vocab) {
@@ -111,7 +99,7 @@ TEST(CudaOperators, SeededSamplingDrawsTheCpuSamplersTokenFromTheKeptSet) {
   for (int64_t r = 0; r < rows; ++r) {
     const cuda::SampleParams& s = params[size_t(r)];
     const float* x = &logits[size_t(r * vocab)];
-    EXPECT_EQ(tokens[size_t(r)], cpu_sampled(s, x, vocab)) << "row " << r;
+    EXPECT_EQ(tokens[size_t(r)], cuda::cpu_sampler_token(s, x, vocab)) << "row " << r;
     if (s.temperature > 0.0f && r != 9) {
       EXPECT_TRUE(kept_set(s, x, vocab).count(tokens[size_t(r)])) << "row " << r;
     }

@@ -1,5 +1,7 @@
 #include "engine/backend/cuda/sampling_topk_topp.h"
 
+#include "engine/runtime/sampler.h"
+
 #include "engine/backend/cuda/cuda_check.h"
 
 namespace sparkglm::cuda {
@@ -298,6 +300,19 @@ void sample_top_k_top_p(const float* logits, int64_t rows, int64_t vocab,
   auto* bs = reinterpret_cast<double*>(static_cast<char*>(scratch) + weights_bytes(rows, vocab));
   sample_kernel<<<unsigned(rows), kThreads, 0, stream>>>(logits, vocab, params, w, bs, tokens);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+int32_t cpu_sampler_token(const SampleParams& s, const float* logits, int64_t vocab) {
+  SamplingParams params;
+  params.temperature = s.temperature;
+  params.top_k = s.top_k;
+  params.top_p = s.top_p;
+  params.min_p = s.min_p;
+  params.seed = s.seed;
+  SequenceSampler sampler(params, {}, 0);
+  // Accepted tokens only advance the draw counter while penalties are off.
+  for (uint64_t i = 0; i < s.index; ++i) sampler.accept(0);
+  return sampler.sample(logits, vocab, {}).token;
 }
 
 }  // namespace sparkglm::cuda

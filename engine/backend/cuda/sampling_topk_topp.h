@@ -38,4 +38,8 @@ void sample_top_k_top_p(const float* logits, int64_t rows, int64_t vocab,
                         const SampleParams* params, void* scratch, int32_t* tokens,
                         cudaStream_t stream);
 
+// The contract on the host: the token runtime/sampler.h's SequenceSampler draws for one row of
+// `params` (its index-th draw, penalties off). What the G1 table and the tests compare against.
+int32_t cpu_sampler_token(const SampleParams& params, const float* logits, int64_t vocab);
+
 }  // namespace sparkglm::cuda
