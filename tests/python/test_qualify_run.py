@@ -12,6 +12,9 @@ import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_server_lifecycle as harness  # noqa: E402  (the shared --bin-dir main)
+
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN_DIR = None
@@ -160,10 +163,4 @@ class QualifyAb(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    import argparse
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin-dir", required=True)
-    args, rest = parser.parse_known_args()
-    BIN_DIR = os.path.abspath(args.bin_dir)
-    prog = unittest.main(argv=[sys.argv[0]] + rest, verbosity=2, exit=False)
-    sys.exit(0 if prog.result.wasSuccessful() else 1)
+    harness.parse_args_and_run(globals())
