@@ -6,10 +6,10 @@
 #include <cctype>
 #include <ctime>
 #include <filesystem>
-#include <sstream>
 
 #include "engine/core/cli_args.h"
 #include "engine/core/error.h"
+#include "engine/core/shell_words.h"
 #include "gates/gate_definition.h"
 #include "gates/promotion.h"
 #include "gates/qualification_run.h"
@@ -47,17 +47,6 @@ const char* const kRunUsage =
     "         [--profiles DIR]\n";
 
 }  // namespace
-
-std::vector<std::string> split_flags(const std::string& text, const std::string& where) {
-  if (text.find_first_of("'\"\\") != std::string::npos)
-    throw Error(ErrorKind::kInvalidArgument,
-                where + ": quotes and backslashes are not supported; give plain flags");
-  std::istringstream in(text);
-  std::vector<std::string> out;
-  std::string word;
-  while (in >> word) out.push_back(word);
-  return out;
-}
 
 int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   try {
@@ -116,12 +105,12 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
                   "--device: expected cpu or cuda, got \"" + device + "\"");
     const fs::path bin_dir = self_dir();
     std::vector<std::string> shared = {"--preset", preset, "--device", device};
-    const auto extra = split_flags(a.str("--server-args", ""), "--server-args");
+    const auto extra = split_shell_words(a.str("--server-args", ""), "--server-args");
     shared.insert(shared.end(), extra.begin(), extra.end());
 
     r.candidate.binary = a.str("--server-bin", (bin_dir / "sparkglm-serve").string());
     r.candidate.args = shared;
-    const auto cand = split_flags(a.str("--candidate-args", ""), "--candidate-args");
+    const auto cand = split_shell_words(a.str("--candidate-args", ""), "--candidate-args");
     r.candidate.args.insert(r.candidate.args.end(), cand.begin(), cand.end());
     if (a.has("--option")) {
       const std::string o = a.str("--option", "");
@@ -136,7 +125,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
       ArmCommand base;
       base.binary = a.str("--baseline-bin", r.candidate.binary);
       base.args = shared;
-      const auto b = split_flags(a.str("--baseline-args", ""), "--baseline-args");
+      const auto b = split_shell_words(a.str("--baseline-args", ""), "--baseline-args");
       base.args.insert(base.args.end(), b.begin(), b.end());
       r.baseline = base;
     }
@@ -157,7 +146,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     r.operator_runner =
         a.str("--operator-runner", (bin_dir / "bench" / "cuda" / "g1_operators").string());
     r.workloads = a.str("--workloads", "workloads");
-    for (const std::string& w : split_flags(a.str("--workload", ""), "--workload")) {
+    for (const std::string& w : split_shell_words(a.str("--workload", ""), "--workload")) {
       std::string rest = w;
       for (size_t at; (at = rest.find(',')) != std::string::npos; rest = rest.substr(at + 1))
         if (at > 0) r.extra_workloads.push_back(rest.substr(0, at));

@@ -11,8 +11,4 @@ namespace sparkglm::gates {
 int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int promote_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
-// Splits a flag string on whitespace (`--server-args "--preset tinyglm --threads 2"`); flags
-// with spaces inside a value are not supported, and a quote is refused rather than misread.
-std::vector<std::string> split_flags(const std::string& text, const std::string& where);
-
 }  // namespace sparkglm::gates

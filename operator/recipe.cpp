@@ -4,7 +4,7 @@
 #include <set>
 
 #include "engine/core/error.h"
-#include "operator/shell_words.h"
+#include "engine/core/shell_words.h"
 
 namespace sparkglm::operator_tool {
 

@@ -1,8 +1,8 @@
-#include "operator/shell_words.h"
+#include "engine/core/shell_words.h"
 
 #include "engine/core/error.h"
 
-namespace sparkglm::operator_tool {
+namespace sparkglm {
 
 namespace {
 
@@ -88,4 +88,4 @@ std::vector<std::string> split_shell_words(std::string_view text, const std::str
   return words;
 }
 
-}  // namespace sparkglm::operator_tool
+}  // namespace sparkglm

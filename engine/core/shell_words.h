@@ -7,11 +7,11 @@
 #include <string_view>
 #include <vector>
 
-namespace sparkglm::operator_tool {
+namespace sparkglm {
 
 // Throws Error(kInvalidArgument, "<where>: ...") naming the offending character and its offset
 // for an unquoted operator (; & | < > ( ) or a newline between words), command substitution
 // ($( or `), or an unterminated quote. `$NAME` is kept literally: nothing is expanded.
 std::vector<std::string> split_shell_words(std::string_view text, const std::string& where);
 
-}  // namespace sparkglm::operator_tool
+}  // namespace sparkglm

@@ -1,10 +1,10 @@
-#include "operator/shell_words.h"
+#include "engine/core/shell_words.h"
 
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"
 
-namespace sparkglm::operator_tool {
+namespace sparkglm {
 namespace {
 
 using Words = std::vector<std::string>;
@@ -63,4 +63,4 @@ TEST(ShellWords, ATrailingNewlineIsFine) {
 }
 
 }  // namespace
-}  // namespace sparkglm::operator_tool
+}  // namespace sparkglm
