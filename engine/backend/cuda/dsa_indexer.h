@@ -10,7 +10,7 @@ namespace sparkglm::cuda {
 
 inline constexpr int kIndexDim = 128;        // d_i: the kernels are specialised for it
 inline constexpr int kIndexKpool = 4;        // tokens per pool
-inline constexpr int kIndexMaxPools = 8192;  // per query; contexts up to 32768 tokens
+inline constexpr int kIndexMaxPools = 16384;  // per query; contexts up to 65539 tokens
 
 // pooled[p] = sum_i a_i keys[4p + i], a = softmax_i(gates[4p + i] + ape[i]), i increasing.
 // keys: [4P, d_i] one sequence's indexer keys by position; gates: [4P]; ape: [4]; pooled: [P, d_i].

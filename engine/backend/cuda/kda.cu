@@ -14,6 +14,11 @@ constexpr int kK = kKdaHeadDim;
 constexpr int kHist = kKdaTaps - 1;
 constexpr float kL2NormEps = 1e-6f;  // docs/checkpoint.md
 
+// The pool slot holding sequence seq's conv history and state.
+__device__ __forceinline__ int64_t slot_of(const KdaBatch& batch, int seq) {
+  return batch.slots ? int64_t(batch.slots[seq]) : int64_t(seq);
+}
+
 // Grid: (H, B*n); block: K threads, one channel each.
 __global__ void __launch_bounds__(kK)
     prepare_kernel(const KdaBatch batch, const __grid_constant__ KdaPrepareArgs a) {
@@ -27,7 +32,7 @@ __global__ void __launch_bounds__(kK)
 #pragma unroll
   for (int part = 0; part < 3; ++part) {
     const float* w = a.conv_w + (part * hk + c) * kKdaTaps;
-    const float* hist = a.conv_hist + (int64_t(seq) * 3 + part) * kHist * hk;
+    const float* hist = a.conv_hist + (slot_of(batch, seq) * 3 + part) * kHist * hk;
     // Input p of the combined sequence [history; rows] is history row p for p < kHist.
     float acc = 0.0f;
 #pragma unroll
@@ -62,7 +67,7 @@ __global__ void advance_hist_kernel(const KdaBatch batch, const float* raw_q, co
   const int seq = blockIdx.y, n = batch.rows_per_seq;
   const float* raws[3] = {raw_q, raw_k, raw_v};
   for (int part = 0; part < 3; ++part) {
-    float* hist = conv_hist + (int64_t(seq) * 3 + part) * kHist * hk;
+    float* hist = conv_hist + (slot_of(batch, seq) * 3 + part) * kHist * hk;
     float next[kHist];
     for (int p = 0; p < kHist; ++p) {
       const int q = n + p;  // combined index of the new history row p
@@ -128,7 +133,7 @@ __global__ void __launch_bounds__(128)
   const int h = blockIdx.y, seq = blockIdx.z, n = batch.rows_per_seq;
   const int64_t hk = int64_t(batch.heads) * kK;
   const int key0 = part * kKeysPerPart;
-  float* s_ptr = state + ((int64_t(seq) * batch.heads + h) * kK + key0) * kK + col;
+  float* s_ptr = state + ((slot_of(batch, seq) * batch.heads + h) * kK + key0) * kK + col;
 
   float s[kKeysPerPart];  // S[key0 + i][col]
 #pragma unroll

@@ -16,16 +16,20 @@ namespace sparkglm::cuda {
 inline constexpr int kKdaHeadDim = 128;  // K = V; the kernels are specialised for it
 inline constexpr int kKdaTaps = 4;
 
+// Per-sequence state (conv history, recurrent S) lives in slots of a pool: sequence b uses slot
+// slots[b], so a decode batch needs no gather/scatter of states. Slots of one batch must differ.
 struct KdaBatch {
-  int num_seqs = 0;      // B
-  int rows_per_seq = 0;  // n
-  int heads = 0;         // H
+  int num_seqs = 0;                // B
+  int rows_per_seq = 0;            // n
+  int heads = 0;                   // H
+  const int32_t* slots = nullptr;  // [B] on the device: sequence b's state slot; null: slot b
 };
 
 // Short conv + SiLU + l2norm (q also / sqrt(K)), gates and beta, MODEL.md section 3.
 // raw_q, raw_k, raw_v, f: [B*n, H*K] projections (f = W_fb W_fa x); b_logit: [B*n, H];
-// conv_w: [3][H*K, taps] (q, k, v); conv_hist: [B][3][taps-1][H*K], read here and advanced by
-// kda_advance_conv_history; a_log: [H]; dt_bias: [H*K].
+// conv_w: [3][H*K, taps] (q, k, v); conv_hist: [num_slots][3][taps-1][H*K] (sequence b at slot
+// slots[b]), read here and advanced by kda_advance_conv_history, which must therefore run after
+// this kernel; a_log: [H]; dt_bias: [H*K].
 // Outputs q, k, v: [B*n, H*K]; decay: [B*n, H*K] = e^g; beta: [B*n, H].
 struct KdaPrepareArgs {
   const float* raw_q;
@@ -46,12 +50,13 @@ struct KdaPrepareArgs {
 };
 void kda_prepare(const KdaBatch& batch, const KdaPrepareArgs& args, cudaStream_t stream);
 
-// conv_hist[b] <- the last taps-1 raw inputs of [conv_hist[b]; raw rows of sequence b].
+// conv_hist[slot b] <- the last taps-1 raw inputs of [conv_hist[slot b]; raw rows of sequence b].
 void kda_advance_conv_history(const KdaBatch& batch, const float* raw_q, const float* raw_k,
                               const float* raw_v, float* conv_hist, cudaStream_t stream);
 
 // Per row and head: S = diag(decay) S; S += beta k (v - S^T k)^T; o = S^T q.
-// q, k, v, decay, o: [B*n, H*K]; beta: [B*n, H]; state: [B, H, K, V] (S[i][j], i over keys).
+// q, k, v, decay, o: [B*n, H*K]; beta: [B*n, H]; state: [num_slots, H, K, V] (S[i][j], i over
+// keys), sequence b at slot slots[b].
 void kda_recurrent(const KdaBatch& batch, const float* q, const float* k, const float* v,
                    const float* decay, const float* beta, float* state, float* o,
                    cudaStream_t stream);

@@ -296,7 +296,8 @@ __global__ void __launch_bounds__(kThreads) scan_kernel(const __grid_constant__ 
   const int vb = blockIdx.x, h = blockIdx.y, seq = blockIdx.z, warp = threadIdx.x >> 5;
   const int heads = p.batch.heads;
   const int64_t hk = int64_t(heads) * kK;
-  float* state = p.state + (int64_t(seq) * heads + h) * kK * kK + vb * kVB;
+  const int64_t slot = p.batch.slots ? int64_t(p.batch.slots[seq]) : int64_t(seq);
+  float* state = p.state + (slot * heads + h) * kK * kK + vb * kVB;
   for (int x = threadIdx.x; x < kK * kVB; x += kThreads)
     S[(x / kVB) * kLdS + x % kVB] = state[(x / kVB) * kK + x % kVB];
 

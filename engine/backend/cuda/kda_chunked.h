@@ -32,8 +32,9 @@ inline constexpr int kKdaChunkedMinRows = 1 << 30;
 size_t kda_chunked_workspace_bytes(const KdaBatch& batch, int64_t start_position);
 
 // The same contract as kda_recurrent (q, k, v, decay = e^g, o: [B*n, H*K]; beta: [B*n, H];
-// state: [B, H, K, V]), for B sequences whose row 0 sits at absolute position start_position.
-// workspace: kda_chunked_workspace_bytes bytes of device memory.
+// state: [num_slots, H, K, V], sequence b at slot batch.slots[b]), for B sequences whose row 0
+// sits at absolute position start_position. workspace: kda_chunked_workspace_bytes bytes of
+// device memory.
 void kda_chunked_prefill(const KdaBatch& batch, int64_t start_position, const float* q,
                          const float* k, const float* v, const float* decay, const float* beta,
                          float* state, float* o, void* workspace, cudaStream_t stream);

@@ -1,0 +1,138 @@
+#include "engine/backend/cuda/mla_absorb.h"
+
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/lane_linear.cuh"
+#include "engine/core/error.h"
+
+namespace sparkglm::cuda {
+
+namespace {
+
+constexpr int kColsPerBlock = 64;  // e columns of q~ per block: 16 threads x 4
+
+struct AbsorbParams {
+  const float* q;        // [T, H*dn]
+  const uint16_t* kv_b;  // [H*(dn+dv), R]
+  float* q_tilde;        // [T, H, R]
+  int64_t rows;          // T
+  int heads, dn, dv, r;
+};
+
+// Grid: (R / 64, H, ceil(T / kRowsPerBlock)); block: 256 threads = 16 column quads x 16 row groups
+// of kRowsPerBlock / 16 rows. Shared memory: W_kb,h[:, e0 .. e0+64) as BF16 [dn][64], then the
+// block's queries transposed, FP32 [dn][kRowsPerBlock], so a step over d reads 4 weights and the
+// thread's rows as two vectors. Each output is one FMA chain over d = 0, 1, ..., dn-1.
+template <int kRowsPerBlock>
+__global__ void __launch_bounds__(256) absorb_kernel(const __grid_constant__ AbsorbParams p) {
+  constexpr int kRowsPerThread = kRowsPerBlock / 16;
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint16_t* ws = reinterpret_cast<uint16_t*>(smem);                       // [dn][64]
+  float* qs = reinterpret_cast<float*>(smem + p.dn * kColsPerBlock * 2);  // [dn][kRowsPerBlock]
+  const int e0 = blockIdx.x * kColsPerBlock, h = blockIdx.y;
+  const int64_t t0 = int64_t(blockIdx.z) * kRowsPerBlock;
+
+  // 8 vectors of 8 BF16 per W row; the queries go in transposed, 4 values per vector.
+  const uint16_t* w = p.kv_b + (int64_t(h) * (p.dn + p.dv)) * p.r + e0;
+  lane_linear::stage_vectors<8>(reinterpret_cast<uint4*>(ws), int64_t(p.dn) * 8, [&](int64_t v) {
+    return reinterpret_cast<const uint4*>(w + (v / 8) * p.r) + v % 8;
+  });
+  const int quads = p.dn / 4;
+  for (int base = threadIdx.x; base < kRowsPerBlock * quads; base += 4 * 256) {
+    float4 x[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int v = base + 256 * u, t = v / quads, d = (v % quads) * 4;
+      x[u] = make_float4(0, 0, 0, 0);
+      if (v < kRowsPerBlock * quads && t0 + t < p.rows)
+        x[u] = __ldg(reinterpret_cast<const float4*>(p.q + (t0 + t) * p.heads * p.dn +
+                                                     int64_t(h) * p.dn + d));
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int v = base + 256 * u, t = v / quads, d = (v % quads) * 4;
+      if (v >= kRowsPerBlock * quads) continue;
+      qs[(d + 0) * kRowsPerBlock + t] = x[u].x;
+      qs[(d + 1) * kRowsPerBlock + t] = x[u].y;
+      qs[(d + 2) * kRowsPerBlock + t] = x[u].z;
+      qs[(d + 3) * kRowsPerBlock + t] = x[u].w;
+    }
+  }
+  __syncthreads();
+
+  const int tx = threadIdx.x % 16,
+            ty = threadIdx.x / 16;  // columns 4tx.., rows ty*kRowsPerThread..
+  float acc[kRowsPerThread][4];
+#pragma unroll
+  for (int a = 0; a < kRowsPerThread; ++a) acc[a][0] = acc[a][1] = acc[a][2] = acc[a][3] = 0.0f;
+#pragma unroll 4
+  for (int d = 0; d < p.dn; ++d) {
+    const uint2 wv = *reinterpret_cast<const uint2*>(ws + d * kColsPerBlock + 4 * tx);
+    const float wf[4] = {__uint_as_float(wv.x << 16), __uint_as_float(wv.x & 0xffff0000u),
+                         __uint_as_float(wv.y << 16), __uint_as_float(wv.y & 0xffff0000u)};
+    float qv[kRowsPerThread];
+#pragma unroll
+    for (int a = 0; a < kRowsPerThread; ++a)
+      qv[a] = qs[d * kRowsPerBlock + ty * kRowsPerThread + a];
+#pragma unroll
+    for (int a = 0; a < kRowsPerThread; ++a)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[a][c] = fmaf(qv[a], wf[c], acc[a][c]);
+  }
+#pragma unroll
+  for (int a = 0; a < kRowsPerThread; ++a) {
+    const int64_t t = t0 + ty * kRowsPerThread + a;
+    if (t < p.rows)
+      *reinterpret_cast<float4*>(p.q_tilde + (t * p.heads + h) * p.r + e0 + 4 * tx) =
+          make_float4(acc[a][0], acc[a][1], acc[a][2], acc[a][3]);
+  }
+}
+
+template <int kRowsPerBlock>
+void launch_absorb(const AbsorbParams& p, cudaStream_t stream) {
+  const int smem = p.dn * kColsPerBlock * 2 + p.dn * kRowsPerBlock * 4;
+  if (smem > 48 * 1024)
+    SPARKGLM_CUDA_CHECK(cudaFuncSetAttribute(absorb_kernel<kRowsPerBlock>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const dim3 grid(unsigned(p.r / kColsPerBlock), unsigned(p.heads),
+                  unsigned((p.rows + kRowsPerBlock - 1) / kRowsPerBlock));
+  absorb_kernel<kRowsPerBlock><<<grid, 256, size_t(smem), stream>>>(p);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void mla_absorb_queries(const float* q, int64_t T, int H, int dn, int dv, int R,
+                        const uint16_t* kv_b, float* q_tilde, cudaStream_t stream) {
+  SPARKGLM_ASSERT(R % kColsPerBlock == 0 && dn % 4 == 0 && dn > 0 && dn <= 512 && H > 0 &&
+                      H <= 65535 && reinterpret_cast<uintptr_t>(q) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(kv_b) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(q_tilde) % 16 == 0,
+                  "mla_absorb_queries: R must be a multiple of 64, dn of 4 (<= 512), pointers "
+                  "16-byte aligned");
+  if (T <= 0) return;
+  SPARKGLM_ASSERT((T + 63) / 64 <= 65535, "mla_absorb_queries: too many rows");
+  const AbsorbParams p{q, kv_b, q_tilde, T, H, dn, dv, R};
+  // The row tile only sets how many rows share a staged W tile; each element's chain is the same.
+  if (T <= 16) {
+    launch_absorb<16>(p, stream);
+  } else if (T <= 32) {
+    launch_absorb<32>(p, stream);
+  } else {
+    launch_absorb<64>(p, stream);
+  }
+}
+
+void mla_up_values(const float* o_bar, int64_t T, int H, int dn, int dv, int R,
+                   const uint16_t* kv_b, float* o, uint16_t* o_bf16, cudaStream_t stream) {
+  SPARKGLM_ASSERT(H > 0 && dv > 0 && R % 8 == 0 && (int64_t(dn) * R) % 8 == 0,
+                  "mla_up_values: R must be a multiple of 8");
+  // Head h is batch entry h: x = ō_h (row stride H*R), W = W_vb,h, y = o[:, h*dv ..].
+  const int64_t hr = int64_t(H) * R;
+  const lane_linear::Params p{
+      o_bar, hr, R, kv_b + int64_t(dn) * R, int64_t(dn + dv) * R, o, o_bf16, int64_t(H) * dv, dv,
+      T,     dv, R};
+  lane_linear::run<uint16_t>(p, H, stream);
+}
+
+}  // namespace sparkglm::cuda
