@@ -1,6 +1,6 @@
 // sparkglm-serve: the OpenAI-compatible server. Options come from the registry (flags, then
-// --profile); the model from --preset or --model; the CPU reference backend runs the forward pass
-// under the continuous-batching engine; Beast serves HTTP. SIGINT/SIGTERM drain and exit 0.
+// --profile); the model from --preset or --model; the runner factory builds the CPU reference or
+// the CUDA backend (--device) under the continuous-batching engine; Beast serves HTTP. SIGINT/SIGTERM drain and exit 0.
 #include <pthread.h>
 #include <signal.h>
 
@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/backend/cpu/cpu_model_runner.h"
+#include "engine/backend/runner_factory.h"
 #include "engine/core/build_info.h"
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
@@ -36,23 +36,13 @@ namespace {
 
 using server::log_line;
 
-// Without --kv-cache-memory-bytes the CPU pool holds max-num-seqs full requests, up to this much.
-constexpr size_t kCpuDefaultKvBudget = size_t(1) << 30;
-
 std::chrono::milliseconds millis(double seconds) {
   return std::chrono::milliseconds(int64_t(seconds * 1000.0));
 }
 
-std::unique_ptr<LoadedModel> load(const EffectiveConfig& c, ThreadPool& pool) {
-  if (!c.str("model").empty()) return load_model_dir(c.str("model"));
-  return load_model_preset(c.str("preset"), int(c.integer("num-layers")),
-                           uint64_t(c.integer("seed")), pool);
-}
-
-std::unique_ptr<server::TokenCodec> codec_for(const EffectiveConfig& c, const LoadedModel& m) {
-  if (!c.str("model").empty())
-    return server::codec_for_model_dir(c.str("model"), m.config.vocab_size);
-  if (m.config.vocab_size != server::make_byte_codec()->vocab_size())
+std::unique_ptr<server::TokenCodec> codec_for(const EffectiveConfig& c, const ModelConfig& m) {
+  if (!c.str("model").empty()) return server::codec_for_model_dir(c.str("model"), m.vocab_size);
+  if (m.vocab_size != server::make_byte_codec()->vocab_size())
     log_line("warning: preset " + c.str("preset") +
              " has no tokenizer; serving with the byte tokenizer (ids 0..319 only)");
   return server::make_byte_codec();
@@ -65,62 +55,51 @@ int serve(const std::vector<std::string>& args) {
   for (const std::string& line : cfg.log_lines()) log_line(line);
   log_line("effective config: " + cfg.canonical_json());
   log_line(cfg.summary());
-  if (cfg.str("device") != "cpu")
-    throw Error(ErrorKind::kUnsupported,
-                "--device " + cfg.str("device") + ": this build serves on the CPU backend only");
   if (cfg.integer("world-size") != 1)
     throw Error(ErrorKind::kUnsupported, "--world-size above 1 is not served yet");
 
   set_default_thread_count(int(cfg.integer("threads")));
   ThreadPool& pool = default_thread_pool();
-  const auto model = load(cfg, pool);
-  const ModelConfig& mc = model->config;
-  const std::string model_id = cfg.str("preset") == "glm-5.3-flash" ? "glm-5.3-flash" : model->name;
-
   const int max_seqs = int(cfg.integer("max-num-seqs"));
-  const int block_size = int(cfg.integer("block-size"));
-  const int max_seq_len = int(std::min<int64_t>(
-      cfg.integer("max-seq-len") > 0 ? cfg.integer("max-seq-len") : mc.max_position_embeddings,
-      INT_MAX / 2));
-  const KvDtype kv_dtype = kv_dtype_from_string(cfg.str("kv-cache-dtype"));
-  size_t budget = size_t(cfg.integer("kv-cache-memory-bytes"));
-  if (budget == 0)
-    budget = std::min(kCpuDefaultKvBudget,
-                      LatentCache::bytes_per_block(mc, block_size, kv_dtype) *
-                          size_t(int64_t(max_seqs) * (max_seq_len / block_size + 1)));
-  const int num_blocks = LatentCache::blocks_for_budget(mc, block_size, kv_dtype, budget);
-  if (num_blocks < 1)
-    throw Error(ErrorKind::kInvalidArgument, "--kv-cache-memory-bytes=" + std::to_string(budget) +
-                                                 " holds no KV block of " +
-                                                 std::to_string(block_size) + " tokens");
-
-  cpu::CpuRunnerOptions ro;
-  ro.num_blocks = num_blocks;
-  ro.block_size = block_size;
-  ro.num_state_slots = max_seqs;
-  ro.kv_dtype = kv_dtype;
-  cpu::CpuModelRunner runner(mc, model->weights, ro, pool);
+  const int max_batch =
+      cfg.integer("max-batch-size") > 0 ? int(cfg.integer("max-batch-size")) : max_seqs;
+  RunnerRequest request;
+  request.device = cfg.str("device");
+  request.preset = cfg.str("preset");
+  request.model_dir = cfg.str("model");
+  request.num_layers = int(cfg.integer("num-layers"));
+  request.seed = uint64_t(cfg.integer("seed"));
+  request.block_size = int(cfg.integer("block-size"));
+  request.max_num_seqs = max_seqs;
+  request.max_seq_len = int(std::min<int64_t>(cfg.integer("max-seq-len"), INT_MAX / 2));
+  request.max_tokens_per_step = int(cfg.integer("max-prefill-tokens")) + max_batch;
+  request.kv_dtype = kv_dtype_from_string(cfg.str("kv-cache-dtype"));
+  request.kv_cache_bytes = size_t(cfg.integer("kv-cache-memory-bytes"));
+  request.gpu_memory_utilization = cfg.number("gpu-memory-utilization");
+  request.cuda_graphs = !cfg.boolean("enforce-eager");
+  BuiltRunner built = build_runner(request, pool);
+  ModelRunner& runner = *built.runner;
+  const ModelConfig& mc = built.config;
+  const std::string model_id = built.model_id;
+  const int max_seq_len = built.max_seq_len;
 
   SchedulerLimits limits;
   limits.max_num_seqs = max_seqs;
-  limits.max_batch_size =
-      cfg.integer("max-batch-size") > 0 ? int(cfg.integer("max-batch-size")) : max_seqs;
+  limits.max_batch_size = max_batch;
   limits.max_prefill_tokens = int(cfg.integer("max-prefill-tokens"));
   limits.max_seq_len = max_seq_len;
-  const int pool_tokens = num_blocks * block_size;
+  const int pool_tokens = built.pool_tokens;
   // The model half of the run identity (ARCHITECTURE.md), one JSON line that a harness can read.
   log_line("model identity: " + nlohmann::json{{"model_id", model_id},
                                                {"config_sha256", sha256_hex(mc.to_json().dump())},
-                                               {"weights", model->weights.identity}}
+                                               {"weights", built.weights_identity}}
                                     .dump());
   log_line("model " + model_id + ": " + std::to_string(mc.num_hidden_layers) + " layers, vocab " +
-           std::to_string(mc.vocab_size) + ", " + std::to_string(pool.size()) + " CPU threads");
-  log_line("KV pool: " + std::to_string(num_blocks) + " blocks of " + std::to_string(block_size) +
-           " tokens = " + std::to_string(pool_tokens) + " tokens (" + cfg.str("kv-cache-dtype") +
-           ", " + std::to_string(runner.latent_cache().bytes() >> 20) + " MiB); " +
-           std::to_string(max_seqs) + " state slots; max-seq-len " + std::to_string(max_seq_len));
+           std::to_string(mc.vocab_size) + ", device " + request.device + ", " +
+           std::to_string(pool.size()) + " CPU threads");
+  for (const std::string& line : built.log_lines) log_line(line);
 
-  const auto codec = codec_for(cfg, *model);
+  const auto codec = codec_for(cfg, mc);
   auto engine = std::make_unique<ServingEngine>(runner, limits);
   server::ServingEngineAdapter adapter(*engine);
   server::Metrics metrics;

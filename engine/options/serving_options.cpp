@@ -107,6 +107,9 @@ std::vector<OptionSpec> serving_table() {
              "storage of latents and indexer keys (fp8_g128: FP8 with one scale per 128 values)"),
       flag("enable-prefix-caching", false, P::kOptions,
            "reuse the KV blocks and KDA state of a prompt prefix already computed"),
+      flag("enforce-eager", false, P::kOptions,
+           "launch every CUDA kernel of a decode step eagerly instead of replaying a captured "
+           "CUDA graph"),
       // Deployment.
       choice("device", "cpu", {"cpu", "cuda"}, P::kServerArgs,
              "backend that runs the forward pass"),

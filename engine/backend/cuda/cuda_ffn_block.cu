@@ -1,0 +1,74 @@
+// The feed-forward block of the CUDA runner (MODEL.md section 5): the dense SwiGLU of the first
+// layers, or the MoE (FP32 router, top-k choice, routed experts, shared expert, combine). Decode
+// batches (at most kDecodeMaxRows rows) stream each chosen expert's weights per token; larger
+// steps group tokens by expert (moe_experts_prefill, which synchronises once for the group sizes).
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/cuda_model_runner.h"
+#include "engine/backend/cuda/linear_f32.h"
+#include "engine/backend/cuda/moe_experts.h"
+#include "engine/backend/cuda/moe_prefill.h"
+#include "engine/backend/cuda/moe_router.h"
+#include "engine/backend/cuda/runner_kernels.h"
+
+namespace sparkglm::cuda {
+
+void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
+  const int64_t T = step_->rows(), D = config_.hidden_size;
+  if (w.dense_mlp) {
+    const int64_t W = w.mlp.gate.rows;  // gate rows then up rows: one [2W, D] product
+    gemm_.linear(ws_.normed_bf16, T, w.mlp.gate.bf16(), 2 * W, D, ws_.gu, stream_);
+    swiglu_rows(ws_.gu, T, W, 0.0f, ws_.mlp_h, stream_);
+    gemm_.linear(ws_.mlp_h, T, w.mlp.down.bf16(), D, W, out, stream_);
+    return;
+  }
+  const int E = config_.n_routed_experts, k = config_.num_experts_per_tok;
+  const int64_t W = config_.moe_intermediate_size;
+  linear_f32(ws_.normed, T, w.moe.router, E, D, ws_.router_logits, stream_);
+  route_experts(ws_.router_logits, w.moe.score_bias, T, E, k, config_.norm_topk_prob,
+                config_.routed_scaling_factor, ws_.experts, ws_.expert_weights, stream_);
+  const ExpertTable& table = experts_.at(layer);
+  const float limit = config_.swiglu_limit;
+  const SwiGluWeights* shared = w.moe.shared ? &*w.moe.shared : nullptr;
+  if (T <= kDecodeMaxRows) {
+    MoeExpertArgs a;
+    a.tokens = T;
+    a.top_k = k;
+    a.hidden = D;
+    a.width = W;
+    a.clamp_limit = limit;
+    a.x = ws_.normed_bf16;
+    a.experts = ws_.experts;
+    a.weights = ws_.expert_weights;
+    a.gate_up = table.device_gate_up;
+    a.down = table.device_down;
+    a.shared_gate_up = shared ? shared->gate.bf16() : nullptr;
+    a.shared_down = shared ? shared->down.bf16() : nullptr;
+    a.h = ws_.moe_h;
+    a.y = ws_.moe_y;
+    a.shared_gu = ws_.moe_shared_gu;
+    a.shared_h = ws_.moe_shared_h;
+    a.shared_y = ws_.moe_shared_y;
+    a.out = out;
+    moe_experts_decode(a, stream_);
+    return;
+  }
+  MoePrefillArgs a;
+  a.tokens = T;
+  a.top_k = k;
+  a.n_experts = E;
+  a.hidden = D;
+  a.width = W;
+  a.clamp_limit = limit;
+  a.x = ws_.normed_bf16;
+  a.experts = ws_.experts;
+  a.weights = ws_.expert_weights;
+  a.gate_up = table.gate_up;
+  a.down = table.down;
+  a.shared_gate_up = shared ? shared->gate.bf16() : nullptr;
+  a.shared_down = shared ? shared->down.bf16() : nullptr;
+  a.workspace = ws_.moe_prefill_ws;
+  a.out = out;
+  moe_experts_prefill(a, gemm_, stream_);
+}
+
+}  // namespace sparkglm::cuda

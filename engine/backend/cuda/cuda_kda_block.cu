@@ -1,0 +1,81 @@
+// The KDA attention block of the CUDA runner (MODEL.md section 3; cpu::kda_layer_forward): the
+// projections over every row, then the recurrence per group of rows (all decode rows as one batch
+// of one-row sequences, each prefill chunk as one sequence), then the gated output and W_o.
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/cuda_model_runner.h"
+#include "engine/backend/cuda/kda.h"
+#include "engine/backend/cuda/kda_chunked.h"
+#include "engine/backend/cuda/norms.h"
+
+namespace sparkglm::cuda {
+
+void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) {
+  const int64_t T = step_->rows(), D = config_.hidden_size;
+  const int H = config_.kda.num_heads, K = config_.kda.head_dim;
+  const int64_t HK = int64_t(H) * K;
+  const uint16_t* x = ws_.normed_bf16;
+  gemm_.linear(x, T, w.q_proj.bf16(), HK, D, ws_.raw_q, stream_);
+  gemm_.linear(x, T, w.k_proj.bf16(), HK, D, ws_.raw_k, stream_);
+  gemm_.linear(x, T, w.v_proj.bf16(), HK, D, ws_.raw_v, stream_);
+  gemm_.linear(x, T, w.f_a.bf16(), K, D, ws_.low, stream_);
+  cast_f32_to_bf16(ws_.low, T * K, ws_.low_bf16, stream_);
+  gemm_.linear(ws_.low_bf16, T, w.f_b.bf16(), HK, K, ws_.f, stream_);
+  gemm_.linear(x, T, w.g_a.bf16(), K, D, ws_.low, stream_);
+  cast_f32_to_bf16(ws_.low, T * K, ws_.low_bf16, stream_);
+  gemm_.linear(ws_.low_bf16, T, w.g_b.bf16(), HK, K, ws_.gate, stream_);
+  gemm_.linear(x, T, w.b_proj.bf16(), H, D, ws_.b_logit, stream_);
+
+  // The three conv weights sit back to back in the arena: kda_prepare's [3][H*K, taps] operand.
+  const int64_t conv_w = HK * kKdaTaps;
+  SPARKGLM_ASSERT(w.k_conv == w.q_conv + conv_w && w.v_conv == w.k_conv + conv_w,
+                  "device weights: q/k/v conv weights must be contiguous");
+  const int64_t slots = options_.num_state_slots;
+  float* state = caches_.kda_state + kda_index * slots * HK * K;  // slot 0 of this layer
+  float* conv = caches_.kda_conv + kda_index * slots * 3 * (kKdaTaps - 1) * HK;
+
+  auto run_group = [&](int first_row, int num_seqs, int rows_per_seq, int seq_index, int start) {
+    KdaBatch b;
+    b.num_seqs = num_seqs;
+    b.rows_per_seq = rows_per_seq;
+    b.heads = H;
+    b.slots = step_->slots() + seq_index;
+    const int64_t r = first_row;
+    KdaPrepareArgs a;
+    a.raw_q = ws_.raw_q + r * HK;
+    a.raw_k = ws_.raw_k + r * HK;
+    a.raw_v = ws_.raw_v + r * HK;
+    a.f = ws_.f + r * HK;
+    a.b_logit = ws_.b_logit + r * H;
+    a.conv_w = w.q_conv;
+    a.conv_hist = conv;
+    a.a_log = w.a_log;
+    a.dt_bias = w.dt_bias;
+    a.gate_lower_bound = config_.kda.gate_lower_bound;
+    a.q = ws_.q + r * HK;
+    a.k = ws_.k + r * HK;
+    a.v = ws_.v + r * HK;
+    a.decay = ws_.decay + r * HK;
+    a.beta = ws_.beta + r * H;
+    kda_prepare(b, a, stream_);
+    kda_advance_conv_history(b, a.raw_q, a.raw_k, a.raw_v, conv, stream_);
+    if (rows_per_seq == 1) {
+      kda_recurrent(b, a.q, a.k, a.v, a.decay, a.beta, state, ws_.o + r * HK, stream_);
+    } else {
+      kda_prefill(b, start, a.q, a.k, a.v, a.decay, a.beta, state, ws_.o + r * HK, nullptr,
+                  stream_);
+    }
+  };
+  if (step_->decode_rows() > 0) run_group(0, step_->decode_rows(), 1, 0, 0);
+  for (const StepSequence& s : step_->seqs())
+    if (s.rows > 1) run_group(s.first_row, 1, s.rows, s.index, s.start);
+
+  KdaBatch all;
+  all.num_seqs = int(T);
+  all.rows_per_seq = 1;
+  all.heads = H;
+  kda_output_gate(all, ws_.o, ws_.gate, w.o_norm, config_.rms_norm_eps, ws_.raw_q, ws_.o_bf16,
+                  stream_);
+  gemm_.linear(ws_.o_bf16, T, w.o_proj.bf16(), D, HK, out, stream_);
+}
+
+}  // namespace sparkglm::cuda

@@ -1,0 +1,172 @@
+// The MLA + DSA attention block of the CUDA runner (MODEL.md section 4; cpu::mla_layer_forward).
+// Every row's latent, indexer key and pooling gate go into the paged caches first, so a prefill
+// row finds all earlier rows of its step. Queries then run in passes of at most kMlaRowChunk rows:
+// W_qb and the absorption into q~, attention over the latent pages (every earlier token while the
+// query sees at most topk pools, else the indexer's selection), W_vb and W_o.
+#include <algorithm>
+
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/cuda_model_runner.h"
+#include "engine/backend/cuda/dsa_indexer.h"
+#include "engine/backend/cuda/latent_store.h"
+#include "engine/backend/cuda/mla_absorb.h"
+#include "engine/backend/cuda/mla_decode.h"
+#include "engine/backend/cuda/mla_prefill.h"
+#include "engine/backend/cuda/norms.h"
+
+namespace sparkglm::cuda {
+
+namespace {
+
+constexpr float kIndexKeyNormEps = 1e-6f;  // MODEL.md: the indexer key LayerNorm's own epsilon
+
+}  // namespace
+
+void CudaModelRunner::mla_block(int cache_layer, const MlaWeights& w, float* out) {
+  const int64_t T = step_->rows(), D = config_.hidden_size, R = config_.kv_lora_rank;
+  const int64_t di = config_.index_head_dim, ql = config_.q_lora_rank;
+  const float eps = config_.rms_norm_eps;
+  const uint16_t* x = ws_.normed_bf16;
+  const LatentFormat format =
+      options_.kv_dtype == KvDtype::kFp8G128 ? LatentFormat::kFp8G128 : LatentFormat::kBF16;
+
+  gemm_.linear(x, T, w.kv_a.bf16(), R, D, ws_.latent, stream_);
+  rms_norm_rows(ws_.latent, w.kv_a_norm, eps, T, R, ws_.latent, nullptr, stream_);
+  store_latents(ws_.latent, T, int(R), format, step_->page_rows(),
+                caches_.latent_layer(cache_layer), stream_);
+  gemm_.linear(x, T, w.indexer.wk.bf16(), di, D, ws_.index_keys, stream_);
+  layer_norm_rows(ws_.index_keys, w.indexer.k_norm_weight, w.indexer.k_norm_bias,
+                  kIndexKeyNormEps, T, di, ws_.index_keys, stream_);
+  gemm_.linear(x, T, w.indexer.kpool_gate.bf16(), 1, D, ws_.index_gates, stream_);
+  store_index_keys(ws_.index_keys, ws_.index_gates, T, int(di), step_->page_rows(),
+                   caches_.index_keys + cache_layer * caches_.tokens * di,
+                   caches_.index_gates + cache_layer * caches_.tokens, stream_);
+  gemm_.linear(x, T, w.q_a.bf16(), ql, D, ws_.cq, stream_);
+  rms_norm_rows(ws_.cq, w.q_a_norm, eps, T, ql, ws_.cq, ws_.cq_bf16, stream_);
+
+  // Decode rows: the dense ones as one pass per chunk, then the sparse ones.
+  const int dense = step_->dense_decode_rows(), decode = step_->decode_rows();
+  for (int r0 = 0; r0 < dense; r0 += kMlaRowChunk)
+    mla_attend(cache_layer, w, r0, std::min(kMlaRowChunk, dense - r0), -1, true, out);
+  for (int r0 = dense; r0 < decode; r0 += kMlaRowChunk)
+    mla_attend(cache_layer, w, r0, std::min(kMlaRowChunk, decode - r0), -1, true, out);
+  for (const StepSequence& s : step_->seqs()) {
+    if (s.rows == 1) continue;
+    for (int r0 = s.first_row; r0 < s.first_row + s.rows; r0 += kMlaRowChunk)
+      mla_attend(cache_layer, w, r0, std::min(kMlaRowChunk, s.first_row + s.rows - r0), s.index,
+                 false, out);
+  }
+}
+
+// Rows [row0, row0 + rows): decode rows (one sequence each, all dense or all sparse), or rows of
+// prefill sequence `seq_index` (dense rows first, then sparse ones, by position).
+void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0, int rows,
+                                 int seq_index, bool decode, float* out) {
+  const int H = config_.num_attention_heads, dn = config_.qk_nope_head_dim;
+  const int dv = config_.v_head_dim, R = config_.kv_lora_rank, ql = config_.q_lora_rank;
+  const int D = config_.hidden_size, I = config_.index_n_heads, di = config_.index_head_dim;
+  const int kpool = config_.index_kpool, topk = config_.index_topk_pools();
+  const RunnerShape shp = shape();
+  const int stride = shp.table_stride;
+  const LatentFormat format =
+      options_.kv_dtype == KvDtype::kFp8G128 ? LatentFormat::kFp8G128 : LatentFormat::kBF16;
+  const uint8_t* pages = caches_.latent_layer(cache_layer);
+  const float* key_pages = caches_.index_keys + cache_layer * caches_.tokens * di;
+  const float* gate_pages = caches_.index_gates + cache_layer * caches_.tokens;
+  const std::vector<int32_t>& pos = step_->positions();
+  const float scale = config_.mla_softmax_scale();
+
+  gemm_.linear(ws_.cq_bf16 + int64_t(row0) * ql, rows, w.q_b.bf16(), int64_t(H) * dn, ql, ws_.mq,
+               stream_);
+  mla_absorb_queries(ws_.mq, rows, H, dn, dv, R, w.kv_b.bf16(), ws_.q_tilde, stream_);
+
+  // Rows [0, dense_rows) of the pass attend every earlier token; the rest use the indexer.
+  int dense_rows = 0;
+  while (dense_rows < rows && !step_->is_sparse(pos[size_t(row0 + dense_rows)])) ++dense_rows;
+  const int64_t hr = int64_t(H) * R;
+
+  if (dense_rows > 0) {
+    if (decode) {
+      MlaDecodeArgs a;
+      a.rows = dense_rows;
+      a.heads = H;
+      a.q_tilde = ws_.q_tilde;
+      a.pages = pages;
+      a.format = format;
+      a.block_size = options_.block_size;
+      a.block_table = step_->tables() + int64_t(row0) * stride;  // decode row i = sequence i
+      a.table_stride = stride;
+      a.lengths = step_->lengths() + row0;
+      a.attended = nullptr;
+      a.max_len = length_bucket_;
+      a.scale = scale;
+      a.workspace = ws_.attn_ws;
+      a.o_bar = ws_.o_bar;
+      mla_decode(a, stream_);
+    } else {
+      const int start = pos[size_t(row0)];
+      MlaPrefillArgs a;
+      a.rows = dense_rows;
+      a.heads = H;
+      a.start = start;
+      a.q_tilde = ws_.q_tilde;
+      a.pages = pages;
+      a.format = format;
+      a.block_size = options_.block_size;
+      a.block_table = step_->tables() + int64_t(seq_index) * stride;
+      a.table_len = (start + dense_rows + options_.block_size - 1) / options_.block_size;
+      a.scale = scale;
+      a.workspace = ws_.attn_ws;
+      a.o_bar = ws_.o_bar;
+      mla_prefill(a, stream_);
+    }
+  }
+
+  const int sparse_rows = rows - dense_rows;
+  if (sparse_rows > 0) {
+    const int s0 = row0 + dense_rows;  // first sparse row of the step
+    gemm_.linear(ws_.cq_bf16 + int64_t(s0) * ql, sparse_rows, w.indexer.wq_b.bf16(),
+                 int64_t(I) * di, ql, ws_.iq, stream_);
+    gemm_.linear(ws_.normed_bf16 + int64_t(s0) * D, sparse_rows, w.indexer.weights_proj.bf16(), I,
+                 D, ws_.iw, stream_);
+    // Pooled keys of one sequence up to `pools`, then the scores of rows [r, r + n) against them.
+    auto score = [&](int table_seq, int pools, int r, int n) {
+      gather_index_keys(key_pages, gate_pages, di, step_->tables() + int64_t(table_seq) * stride,
+                        options_.block_size, int64_t(pools) * kpool, ws_.seq_keys, ws_.seq_gates,
+                        stream_);
+      dsa_pool_keys(ws_.seq_keys, ws_.seq_gates, w.indexer.kpool_ape, pools, ws_.pooled, stream_);
+      dsa_pool_scores(ws_.iq + int64_t(r) * I * di, ws_.iw + int64_t(r) * I, n, I, ws_.pooled,
+                      pools, ws_.scores + int64_t(r) * shp.max_pools, stream_);
+    };
+    if (decode) {
+      for (int i = 0; i < sparse_rows; ++i)
+        score(s0 + i, (pos[size_t(s0 + i)] + 1) / kpool, i, 1);
+    } else {
+      score(seq_index, (pos[size_t(row0 + rows - 1)] + 1) / kpool, 0, sparse_rows);
+    }
+    dsa_select(ws_.scores, shp.max_pools, step_->positions_device() + s0, sparse_rows, topk,
+               ws_.lists, shp.attend_max, ws_.counts, stream_);
+    MlaDecodeArgs a;
+    a.rows = sparse_rows;
+    a.heads = H;
+    a.q_tilde = ws_.q_tilde + int64_t(dense_rows) * hr;
+    a.pages = pages;
+    a.format = format;
+    a.block_size = options_.block_size;
+    a.block_table = step_->tables() + int64_t(decode ? s0 : seq_index) * stride;
+    a.table_stride = decode ? stride : 0;  // a prefill chunk's rows share their sequence's table
+    a.lengths = ws_.counts;
+    a.attended = ws_.lists;
+    a.max_len = shp.attend_max;
+    a.scale = scale;
+    a.workspace = ws_.attn_ws;
+    a.o_bar = ws_.o_bar + int64_t(dense_rows) * hr;
+    mla_decode(a, stream_);
+  }
+
+  mla_up_values(ws_.o_bar, rows, H, dn, dv, R, w.kv_b.bf16(), ws_.mo, ws_.mo_bf16, stream_);
+  gemm_.linear(ws_.mo_bf16, rows, w.o_proj.bf16(), D, int64_t(H) * dv,
+               out + int64_t(row0) * D, stream_);
+}
+
+}  // namespace sparkglm::cuda

@@ -1,0 +1,329 @@
+#include "engine/backend/cuda/cuda_model_runner.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/dsa_indexer.h"
+#include "engine/backend/cuda/embedding.h"
+#include "engine/backend/cuda/kda.h"
+#include "engine/backend/cuda/mhc.h"
+#include "engine/backend/cuda/mla_decode.h"
+#include "engine/backend/cuda/norms.h"
+#include "engine/backend/cuda/runner_kernels.h"
+#include "engine/core/error.h"
+
+namespace sparkglm::cuda {
+
+namespace {
+
+// The kernels are specialised for the production per-layer geometry (tinyglm and glm-5.3-flash);
+// a config that differs is refused by name instead of computed wrongly.
+void check_geometry(const ModelConfig& c) {
+  auto need = [](bool ok, const std::string& field, int64_t value, const std::string& expected) {
+    if (!ok)
+      throw Error(ErrorKind::kUnsupported,
+                  "the CUDA backend needs " + field + " " + expected + " (got " +
+                      std::to_string(value) + "); serve this model with --device cpu");
+  };
+  need(c.hidden_size == kHcWidth, "hidden_size", c.hidden_size, "= 4096");
+  need(c.hc_mult == kHcStreams, "hc_mult", c.hc_mult, "= 4");
+  need(c.kda.head_dim == kKdaHeadDim, "linear_attn_config.head_dim", c.kda.head_dim, "= 128");
+  need(c.kda.short_conv_kernel_size == kKdaTaps, "short_conv_kernel_size",
+       c.kda.short_conv_kernel_size, "= 4");
+  need(c.kv_lora_rank == kMlaLatentDim, "kv_lora_rank", c.kv_lora_rank, "= 512");
+  need(c.num_attention_heads % 16 == 0, "num_attention_heads", c.num_attention_heads,
+       "a multiple of 16");
+  need(c.index_head_dim == kIndexDim, "index_head_dim", c.index_head_dim, "= 128");
+  need(c.index_kpool == kIndexKpool, "index_kpool", c.index_kpool, "= 4");
+  need(c.n_shared_experts <= 1, "n_shared_experts", c.n_shared_experts, "<= 1");
+  need(c.moe_intermediate_size % 512 == 0, "moe_intermediate_size", c.moe_intermediate_size,
+       "a multiple of 512");
+}
+
+RunnerShape runner_shape(const ModelConfig& c, const CudaRunnerOptions& o) {
+  RunnerShape s;
+  s.rows = o.max_rows;
+  s.max_seqs = o.num_state_slots;
+  s.table_stride = (o.max_seq_len + o.block_size - 1) / o.block_size;
+  s.max_pools = std::min(kIndexMaxPools, std::max(1, o.max_seq_len / c.index_kpool));
+  s.attend_max = c.index_topk_pools() * c.index_kpool + c.index_kpool - 1;
+  return s;
+}
+
+}  // namespace
+
+RunnerShape CudaModelRunner::shape() const {
+  return runner_shape(config_, options_);
+}
+
+size_t CudaModelRunner::cache_bytes(const ModelConfig& config, const CudaRunnerOptions& o) {
+  Carve count(nullptr);
+  Caches::carve(count, config, o.num_blocks, o.block_size, o.kv_dtype, o.num_state_slots);
+  return count.used();
+}
+
+size_t CudaModelRunner::state_bytes(const ModelConfig& config, int num_state_slots) {
+  Carve with(nullptr), without(nullptr);
+  Caches::carve(with, config, 0, 16, KvDtype::kBF16, num_state_slots);
+  Caches::carve(without, config, 0, 16, KvDtype::kBF16, 0);
+  return with.used() - without.used();
+}
+
+size_t CudaModelRunner::workspace_bytes(const ModelConfig& config, const CudaRunnerOptions& o) {
+  Carve count(nullptr);
+  Workspace::carve(count, config, runner_shape(config, o));
+  return count.used();
+}
+
+CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<DeviceWeights> weights,
+                                 const CudaRunnerOptions& options)
+    : config_(config), weights_(std::move(weights)), options_(options) {
+  check_geometry(config_);
+  if (options_.kv_dtype == KvDtype::kF32)
+    throw Error(ErrorKind::kUnsupported,
+                "--kv-cache-dtype f32: the CUDA backend keeps bf16 or fp8_g128 latents");
+  if (options_.max_seq_len > kIndexMaxPools * config_.index_kpool)
+    throw Error(ErrorKind::kUnsupported,
+                "max-seq-len " + std::to_string(options_.max_seq_len) +
+                    ": the CUDA indexer selects over at most " +
+                    std::to_string(kIndexMaxPools * config_.index_kpool) + " tokens");
+  SPARKGLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  const RunnerShape s = shape();
+  step_ = std::make_unique<StepInputs>(
+      StepCapacity{options_.max_rows, options_.num_state_slots, s.table_stride, options_.max_rows},
+      options_.block_size, config_.index_topk_pools(), config_.index_kpool);
+
+  ws_buffer_ = DeviceBuffer(workspace_bytes(config_, options_));
+  Carve wc(ws_buffer_.data());
+  ws_ = Workspace::carve(wc, config_, s);
+  cache_buffer_ = DeviceBuffer(cache_bytes(config_, options_));
+  Carve cc(cache_buffer_.data());
+  caches_ = Caches::carve(cc, config_, options_.num_blocks, options_.block_size,
+                          options_.kv_dtype, options_.num_state_slots);
+  SPARKGLM_CUDA_CHECK(cudaMemset(cache_buffer_.data(), 0, cache_buffer_.bytes()));
+  SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_logits_, sizeof(float) * size_t(kLogitChunk) *
+                                                          size_t(config_.vocab_size)));
+  SPARKGLM_CUDA_CHECK(
+      cudaMallocHost(&pinned_hidden_, sizeof(float) * size_t(kLogitChunk) * config_.hidden_size));
+
+  // Expert operand tables. The arena keeps each gate_proj directly before its up_proj, which is
+  // what lets one [2W, D] product compute both.
+  const ModelWeights& mw = weights_->weights();
+  auto fused = [&](const SwiGluWeights& e) {
+    const size_t half = size_t(e.gate.rows) * size_t(e.gate.cols) * 2;
+    SPARKGLM_ASSERT(static_cast<const char*>(e.up.data) ==
+                        static_cast<const char*>(e.gate.data) + half,
+                    "device weights: up_proj must follow gate_proj");
+    return e.gate.bf16();
+  };
+  std::vector<const LayerWeights*> moe_layers;
+  std::vector<int> moe_index;
+  for (int l = 0; l < config_.num_hidden_layers; ++l)
+    if (!mw.layers[size_t(l)].dense_mlp) {
+      moe_layers.push_back(&mw.layers[size_t(l)]);
+      moe_index.push_back(l);
+    }
+  if (mw.mtp) {
+    moe_layers.push_back(&mw.mtp->layer);
+    moe_index.push_back(config_.mtp_layer());
+  }
+  const int64_t E = config_.n_routed_experts;
+  std::vector<const uint16_t*> all;
+  for (const LayerWeights* l : moe_layers) {
+    for (const auto& e : l->moe.experts) all.push_back(fused(e));
+    for (const auto& e : l->moe.experts) all.push_back(e.down.bf16());
+    if (l->moe.shared) fused(*l->moe.shared);
+  }
+  for (const auto& l : mw.layers)
+    if (l.dense_mlp) fused(l.mlp);
+  if (!all.empty()) {
+    expert_pointers_ = DeviceBuffer(all.size() * sizeof(void*));
+    expert_pointers_.copy_from_host(all.data(), all.size() * sizeof(void*));
+  }
+  const auto* dev = static_cast<const uint16_t* const*>(expert_pointers_.data());
+  for (size_t i = 0; i < moe_layers.size(); ++i) {
+    ExpertTable t;
+    t.gate_up.assign(all.begin() + int64_t(i) * 2 * E, all.begin() + int64_t(i) * 2 * E + E);
+    t.down.assign(all.begin() + int64_t(i) * 2 * E + E, all.begin() + int64_t(i + 1) * 2 * E);
+    t.device_gate_up = dev + int64_t(i) * 2 * E;
+    t.device_down = dev + int64_t(i) * 2 * E + E;
+    experts_[moe_index[i]] = std::move(t);
+  }
+}
+
+CudaModelRunner::~CudaModelRunner() {
+  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  cudaFreeHost(pinned_logits_);
+  cudaFreeHost(pinned_hidden_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void CudaModelRunner::reset_fresh_slots() {
+  const int64_t H = config_.kda.num_heads, K = config_.kda.head_dim;
+  const int64_t state = H * K * K, conv = 3 * (config_.kda.short_conv_kernel_size - 1) * H * K;
+  const int64_t slots = options_.num_state_slots;
+  for (const StepSequence& s : step_->seqs()) {
+    if (s.start != 0) continue;
+    for (int l = 0; l < config_.num_kda_layers(); ++l) {
+      SPARKGLM_CUDA_CHECK(cudaMemsetAsync(caches_.kda_state + (l * slots + s.slot) * state, 0,
+                                          size_t(state) * sizeof(float), stream_));
+      SPARKGLM_CUDA_CHECK(cudaMemsetAsync(caches_.kda_conv + (l * slots + s.slot) * conv, 0,
+                                          size_t(conv) * sizeof(float), stream_));
+    }
+  }
+}
+
+void CudaModelRunner::run_layers() {
+  const ModelWeights& mw = weights_->weights();
+  const int64_t T = step_->rows(), D = config_.hidden_size;
+  const HcConstants hc{config_.rms_norm_eps, config_.hc_eps, config_.hc_sinkhorn_iters};
+  const float eps = config_.rms_norm_eps;
+  embed_tokens(mw.embed.bf16(), config_.vocab_size, D, step_->tokens(), T, kHcStreams, ws_.X,
+               stream_);
+  for (int layer = 0; layer < config_.num_hidden_layers; ++layer) {
+    const LayerWeights& w = mw.layers[size_t(layer)];
+    hc_pre(hc, w.hc_attn.fn, w.hc_attn.base, w.hc_attn.scale, ws_.X, T, ws_.y, ws_.post, ws_.comb,
+           stream_);
+    rms_norm_rows(ws_.y, w.input_norm, eps, T, D, ws_.normed, ws_.normed_bf16, stream_);
+    if (w.kind == LayerKind::kLinearAttention) {
+      kda_block(config_.kind_index(layer), w.kda, ws_.block_out);
+    } else {
+      mla_block(config_.kind_index(layer), w.mla, ws_.block_out);
+    }
+    hc_post(ws_.block_out, ws_.post, ws_.comb, ws_.X, T, stream_);
+
+    hc_pre(hc, w.hc_ffn.fn, w.hc_ffn.base, w.hc_ffn.scale, ws_.X, T, ws_.y, ws_.post, ws_.comb,
+           stream_);
+    rms_norm_rows(ws_.y, w.post_attn_norm, eps, T, D, ws_.normed, ws_.normed_bf16, stream_);
+    ffn_block(w, layer, ws_.block_out);
+    hc_post(ws_.block_out, ws_.post, ws_.comb, ws_.X, T, stream_);
+  }
+  hc_head(hc, mw.hc_head.fn, mw.hc_head.base, mw.hc_head.scale, ws_.X, T, ws_.y, stream_);
+}
+
+void CudaModelRunner::head_to_host(const float* h, const float* norm, ForwardOutput& out) {
+  const int64_t n = int64_t(step_->logit_rows().size()), D = config_.hidden_size;
+  const int64_t V = config_.vocab_size;
+  out.logits.resize(size_t(n * V));
+  out.hidden.resize(size_t(n * D));
+  for (int64_t c0 = 0; c0 < n; c0 += kLogitChunk) {
+    const int64_t m = std::min<int64_t>(kLogitChunk, n - c0);
+    gather_rows(h, step_->logit_rows_device() + c0, m, D, ws_.head_rows, stream_);
+    SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(pinned_hidden_, ws_.head_rows, size_t(m * D) * 4,
+                                        cudaMemcpyDeviceToHost, stream_));
+    rms_norm_rows(ws_.head_rows, norm, config_.rms_norm_eps, m, D, ws_.head_rows, ws_.head_bf16,
+                  stream_);
+    const Linear& lm = weights_->weights().lm_head;
+    gemm_.linear(ws_.head_bf16, m, lm.bf16(), V, D, ws_.logits, stream_);
+    SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(pinned_logits_, ws_.logits, size_t(m * V) * 4,
+                                        cudaMemcpyDeviceToHost, stream_));
+    SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::memcpy(out.hidden.data() + c0 * D, pinned_hidden_, size_t(m * D) * 4);
+    std::memcpy(out.logits.data() + c0 * V, pinned_logits_, size_t(m * V) * 4);
+  }
+  SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+bool CudaModelRunner::decode_graphable() const {
+  return options_.graphs && step_->decode_rows() == step_->rows() &&
+         step_->dense_decode_rows() == step_->rows() && step_->rows() <= kDecodeMaxRows;
+}
+
+// A decode step's launches depend only on its row count and the attention's split grid (sized
+// by the length bucket); everything else it reads sits at fixed addresses. The first step of a
+// (rows, bucket) pair is captured, later ones replay the graph.
+void CudaModelRunner::capture_or_replay(int bucket) {
+  length_bucket_ = bucket;
+  const auto key = std::make_pair(step_->rows(), bucket);
+  auto it = graphs_.find(key);
+  if (it == graphs_.end()) {
+    cudaGraph_t graph = nullptr;
+    SPARKGLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    try {
+      run_layers();
+    } catch (...) {
+      cudaStreamEndCapture(stream_, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    SPARKGLM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    SPARKGLM_CUDA_CHECK(made);
+    it = graphs_.emplace(key, exec).first;
+  } else {
+    ++graph_replays_;
+  }
+  SPARKGLM_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+}
+
+void CudaModelRunner::forward(const ForwardBatch& batch, ForwardOutput& out) {
+  batch.validate(config_, options_.block_size, options_.num_blocks, options_.num_state_slots);
+  if (batch.num_rows() == 0) {
+    out.logits.clear();
+    out.hidden.clear();
+    return;
+  }
+  step_->load(batch, stream_);
+  reset_fresh_slots();
+  const int attend_max = shape().attend_max;
+  if (decode_graphable()) {
+    int bucket = kMlaSplitTokens;
+    while (bucket < step_->max_decode_length()) bucket *= 2;
+    capture_or_replay(std::min(bucket, attend_max));
+  } else {
+    length_bucket_ = std::max(1, step_->max_decode_length());
+    run_layers();
+  }
+  head_to_host(ws_.y, weights_->weights().final_norm, out);
+}
+
+void CudaModelRunner::forward_mtp(const ForwardBatch& batch, const std::vector<float>& hidden,
+                                  ForwardOutput& out) {
+  const ModelWeights& mw = weights_->weights();
+  SPARKGLM_ASSERT(mw.mtp.has_value(), "forward_mtp on a model without an MTP module");
+  batch.validate(config_, options_.block_size, options_.num_blocks, options_.num_state_slots);
+  const int64_t T = batch.num_rows(), D = config_.hidden_size;
+  SPARKGLM_ASSERT(int64_t(hidden.size()) == T * D,
+                  "forward_mtp: hidden must be [rows, hidden_size]");
+  if (T == 0) {
+    out.logits.clear();
+    out.hidden.clear();
+    return;
+  }
+  step_->load(batch, stream_);
+  length_bucket_ = std::max(1, step_->max_decode_length());
+  const MtpWeights& m = *mw.mtp;
+  const float eps = config_.rms_norm_eps;
+  // z, the embedding, hnorm(h) and the BF16 concatenation share the residual-stream buffer, which
+  // the MTP layer (plain residual) does not otherwise use.
+  float* z = ws_.X;
+  float* e = ws_.X + T * D;
+  float* hn = ws_.X + 2 * T * D;
+  auto* cat = reinterpret_cast<uint16_t*>(ws_.X + 3 * T * D);
+  std::vector<float> ordered(size_t(T * D));  // hidden in step order
+  for (int64_t r = 0; r < T; ++r)
+    std::memcpy(&ordered[size_t(r * D)], &hidden[size_t(step_->batch_row(int(r)) * D)],
+                size_t(D) * 4);
+  SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(hn, ordered.data(), size_t(T * D) * 4,
+                                      cudaMemcpyHostToDevice, stream_));
+  embed_tokens(mw.embed.bf16(), config_.vocab_size, D, step_->tokens(), T, 1, e, stream_);
+  rms_norm_rows(e, m.enorm, eps, T, D, e, nullptr, stream_);
+  rms_norm_rows(hn, m.hnorm, eps, T, D, hn, nullptr, stream_);
+  concat_bf16(e, hn, T, D, cat, stream_);
+  gemm_.linear(cat, T, m.eh_proj.bf16(), D, 2 * D, z, stream_);
+
+  rms_norm_rows(z, m.layer.input_norm, eps, T, D, ws_.normed, ws_.normed_bf16, stream_);
+  mla_block(config_.kind_index(config_.mtp_layer()), m.layer.mla, ws_.block_out);
+  add_in_place(z, ws_.block_out, T * D, stream_);
+  rms_norm_rows(z, m.layer.post_attn_norm, eps, T, D, ws_.normed, ws_.normed_bf16, stream_);
+  ffn_block(m.layer, config_.mtp_layer(), ws_.block_out);
+  add_in_place(z, ws_.block_out, T * D, stream_);
+  head_to_host(z, m.head_norm, out);
+  SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `ordered` is pageable: keep it alive
+}
+
+}  // namespace sparkglm::cuda

@@ -1,0 +1,104 @@
+#pragma once
+// The CUDA backend's forward pass: MODEL.md end to end on the device, composing the operators of
+// this folder (each checked against the CPU reference by the G1 gate). Weights, the paged latent
+// cache, the KDA state slots and every activation live in device memory; a step moves its token
+// ids and block tables in (one copy) and the requested logits out (one copy).
+//
+// Decode steps whose rows all attend densely are captured in CUDA graphs, one per (rows, length
+// bucket), and replayed: the launches of a step cost one graph launch instead of ~20 per layer.
+// Prefill chunks and sparse-indexer rows run eagerly (their launch shapes depend on the data).
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "engine/backend/cuda/device_buffer.h"
+#include "engine/backend/cuda/device_weights.h"
+#include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/runner_buffers.h"
+#include "engine/backend/cuda/step_inputs.h"
+#include "engine/model/model_runner.h"
+#include "engine/runtime/latent_cache.h"
+
+namespace sparkglm::cuda {
+
+struct CudaRunnerOptions {
+  int num_blocks = 256;     // latent-cache blocks
+  int block_size = 16;      // tokens per block
+  int num_state_slots = 4;  // KDA state slots (sequences in flight)
+  int max_rows = 8192 + 4;  // rows of one forward step (prefill budget + decode rows)
+  int max_seq_len = 32768;  // sizes the block tables and the indexer's per-sequence buffers
+  KvDtype kv_dtype = KvDtype::kBF16;  // bf16 or fp8_g128 latent records
+  bool graphs = true;
+};
+
+class CudaModelRunner : public ModelRunner {
+ public:
+  CudaModelRunner(const ModelConfig& config, std::unique_ptr<DeviceWeights> weights,
+                  const CudaRunnerOptions& options);
+  ~CudaModelRunner() override;
+
+  // Device bytes of the caches and of the workspace for these options: the memory plan of
+  // runner_factory sizes the KV pool with them before constructing anything.
+  static size_t cache_bytes(const ModelConfig& config, const CudaRunnerOptions& options);
+  static size_t state_bytes(const ModelConfig& config, int num_state_slots);
+  static size_t workspace_bytes(const ModelConfig& config, const CudaRunnerOptions& options);
+
+  const ModelConfig& config() const override { return config_; }
+  CacheGeometry cache_geometry() const override {
+    return {options_.num_blocks, options_.block_size, options_.num_state_slots};
+  }
+  void forward(const ForwardBatch& batch, ForwardOutput& out) override;
+  void forward_mtp(const ForwardBatch& batch, const std::vector<float>& hidden,
+                   ForwardOutput& out) override;
+
+  const CudaRunnerOptions& options() const { return options_; }
+  int graphs_captured() const { return int(graphs_.size()); }
+  uint64_t graph_replays() const { return graph_replays_; }
+
+ private:
+  RunnerShape shape() const;
+  void reset_fresh_slots();
+  // The loaded step from the embedding to the head reduction (h in ws_.y), on stream_.
+  void run_layers();
+  // Blocks read ws_.normed / ws_.normed_bf16 (the block's pre-norm output) and write `out`.
+  void kda_block(int kda_index, const KdaWeights& w, float* out);
+  void mla_block(int cache_layer, const MlaWeights& w, float* out);
+  void mla_attend(int cache_layer, const MlaWeights& w, int row0, int rows, int seq_index,
+                  bool decode, float* out);
+  void ffn_block(const LayerWeights& w, int layer, float* out);
+  // Logits and hidden rows of `rows` (step rows, device) of h [T, D] after `norm`, to the host.
+  void head_to_host(const float* h, const float* norm, ForwardOutput& out);
+  void capture_or_replay(int bucket);
+  bool decode_graphable() const;
+
+  ModelConfig config_;
+  std::unique_ptr<DeviceWeights> weights_;
+  CudaRunnerOptions options_;
+  cudaStream_t stream_ = nullptr;
+  Gemm gemm_;
+  std::unique_ptr<StepInputs> step_;
+  DeviceBuffer ws_buffer_, cache_buffer_;
+  Workspace ws_{};
+  Caches caches_{};
+  float* pinned_logits_ = nullptr;  // [kLogitChunk, vocab]
+  float* pinned_hidden_ = nullptr;  // [kLogitChunk, D]
+  // Each MoE layer's experts as [2W, D] gate/up and [D, W] down operands: host lists for the
+  // prefill path, device pointer arrays for the decode kernel.
+  struct ExpertTable {
+    std::vector<const uint16_t*> gate_up, down;
+    const uint16_t* const* device_gate_up = nullptr;
+    const uint16_t* const* device_down = nullptr;
+  };
+  std::map<int, ExpertTable> experts_;  // by layer index (the MTP layer included)
+  DeviceBuffer expert_pointers_;
+  std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // (rows, length bucket) -> graph
+  uint64_t graph_replays_ = 0;
+  int length_bucket_ = 0;  // the max_len the current decode step's attention is launched with
+};
+
+}  // namespace sparkglm::cuda

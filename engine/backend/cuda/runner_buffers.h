@@ -1,0 +1,83 @@
+#pragma once
+// The device memory of the CUDA runner, laid out by one function per region so that the memory
+// plan (how many bytes, before anything is allocated) and the carving (the pointers) can never
+// disagree: `Carve` walks the same fields in both modes.
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/model/config.h"
+#include "engine/runtime/latent_cache.h"
+
+namespace sparkglm::cuda {
+
+inline constexpr int kMlaRowChunk = 256;  // query rows per pass of the MLA attention
+inline constexpr int kLogitChunk = 64;    // logit rows per LM-head pass and host copy
+inline constexpr int kDecodeMaxRows = 32; // rows of the weight-streaming decode kernels
+
+// Hands out 256-byte-aligned slices of one allocation; with base == nullptr it only counts.
+class Carve {
+ public:
+  explicit Carve(void* base) : base_(static_cast<char*>(base)) {}
+  template <typename T>
+  T* take(int64_t count) {
+    const size_t at = used_;
+    used_ += (size_t(count) * sizeof(T) + 255) / 256 * 256;
+    return base_ ? reinterpret_cast<T*>(base_ + at) : nullptr;
+  }
+  size_t used() const { return used_; }
+
+ private:
+  char* base_;
+  size_t used_ = 0;
+};
+
+struct RunnerShape {
+  int64_t rows;       // max rows of a step
+  int max_seqs;       // state slots
+  int table_stride;   // blocks per sequence
+  int max_pools;      // indexer pools a query can see
+  int attend_max;     // entries a sparse query attends: topk_pools * kpool + kpool - 1
+};
+
+// Activations of one step.
+struct Workspace {
+  // residual and block I/O
+  float *X, *y, *normed, *block_out, *post, *comb;
+  uint16_t* normed_bf16;
+  // KDA
+  float *raw_q, *raw_k, *raw_v, *q, *k, *v, *f, *decay, *gate, *o, *low, *b_logit, *beta;
+  uint16_t *low_bf16, *o_bf16;
+  // MLA
+  float *latent, *index_keys, *index_gates, *cq, *mq, *q_tilde, *o_bar, *mo, *iq, *iw;
+  float *pooled, *seq_keys, *seq_gates, *scores, *attn_ws;
+  uint16_t *cq_bf16, *mo_bf16;
+  int32_t *lists, *counts;
+  size_t attn_ws_bytes;
+  // MoE and dense MLP
+  float *router_logits, *expert_weights, *moe_y, *moe_shared_gu, *moe_shared_y, *gu;
+  int32_t* experts;
+  uint16_t *moe_h, *moe_shared_h, *mlp_h;
+  void* moe_prefill_ws;
+  // head
+  float *head_rows, *logits;
+  uint16_t* head_bf16;
+
+  static Workspace carve(Carve& c, const ModelConfig& m, const RunnerShape& s);
+};
+
+// Per-sequence and per-token state.
+struct Caches {
+  uint8_t* latents;    // [mla cache layers][blocks * block_size][record]
+  float* index_keys;   // [mla cache layers][blocks * block_size][index_dim]
+  float* index_gates;  // [mla cache layers][blocks * block_size]
+  float* kda_state;    // [kda layers][slots][H * K * V]
+  float* kda_conv;     // [kda layers][slots][3][taps - 1][H * K]
+  int64_t tokens;      // blocks * block_size
+  int64_t record_bytes;
+
+  static Caches carve(Carve& c, const ModelConfig& m, int num_blocks, int block_size,
+                      KvDtype dtype, int slots);
+  uint8_t* latent_layer(int layer) const { return latents + layer * tokens * record_bytes; }
+};
+
+}  // namespace sparkglm::cuda

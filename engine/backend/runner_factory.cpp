@@ -1,0 +1,211 @@
+#include "engine/backend/runner_factory.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <string>
+
+#include "engine/backend/cpu/cpu_model_runner.h"
+#include "engine/core/error.h"
+#include "tinyglm/dummy_weights.h"
+
+#if SPARKGLM_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/cuda_model_runner.h"
+#include "engine/backend/cuda/dsa_indexer.h"
+#endif
+
+namespace sparkglm {
+
+namespace {
+
+// Without kv_cache_bytes the CPU pool holds max_num_seqs full requests, up to this much.
+constexpr size_t kCpuDefaultKvBudget = size_t(1) << 30;
+
+std::string model_name(const RunnerRequest& r, const LoadedModel* m) {
+  return m ? m->name : r.preset;
+}
+
+void pool_line(BuiltRunner& b, int num_blocks, int block_size, KvDtype dtype, int slots,
+               int max_seq_len, const std::string& why) {
+  b.pool_tokens = num_blocks * block_size;
+  b.log_lines.push_back("KV pool: " + std::to_string(num_blocks) + " blocks of " +
+                        std::to_string(block_size) + " tokens = " + std::to_string(b.pool_tokens) +
+                        " tokens (" + to_string(dtype) + ", " + std::to_string(b.kv_bytes >> 20) +
+                        " MiB" + why + "); " + std::to_string(slots) + " state slots; max-seq-len " +
+                        std::to_string(max_seq_len));
+}
+
+BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
+  BuiltRunner b;
+  b.host_model = r.model_dir.empty() ? load_model_preset(r.preset, r.num_layers, r.seed, pool)
+                                     : load_model_dir(r.model_dir);
+  b.config = b.host_model->config;
+  b.model_id = model_name(r, b.host_model.get());
+  b.weights_identity = b.host_model->weights.identity;
+  const ModelConfig& mc = b.config;
+  b.max_seq_len = int(std::min<int64_t>(r.max_seq_len > 0 ? r.max_seq_len : mc.max_position_embeddings,
+                                         INT_MAX / 2));
+  size_t budget = r.kv_cache_bytes;
+  if (budget == 0)
+    budget = std::min(kCpuDefaultKvBudget,
+                      LatentCache::bytes_per_block(mc, r.block_size, r.kv_dtype) *
+                          size_t(int64_t(r.max_num_seqs) * (b.max_seq_len / r.block_size + 1)));
+  const int num_blocks = LatentCache::blocks_for_budget(mc, r.block_size, r.kv_dtype, budget);
+  if (num_blocks < 1)
+    throw Error(ErrorKind::kInvalidArgument, "--kv-cache-memory-bytes=" + std::to_string(budget) +
+                                                 " holds no KV block of " +
+                                                 std::to_string(r.block_size) + " tokens");
+  cpu::CpuRunnerOptions o;
+  o.num_blocks = num_blocks;
+  o.block_size = r.block_size;
+  o.num_state_slots = r.max_num_seqs;
+  o.kv_dtype = r.kv_dtype;
+  auto runner = std::make_unique<cpu::CpuModelRunner>(mc, b.host_model->weights, o, pool);
+  b.kv_bytes = runner->latent_cache().bytes();
+  b.runner = std::move(runner);
+  pool_line(b, num_blocks, r.block_size, r.kv_dtype, r.max_num_seqs, b.max_seq_len, "");
+  return b;
+}
+
+#if SPARKGLM_HAVE_CUDA
+std::string gib(size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f GiB", double(bytes) / double(size_t(1) << 30));
+  return text;
+}
+
+ModelConfig request_config(const RunnerRequest& r) {
+  if (!r.model_dir.empty()) return ModelConfig::load(r.model_dir + "/config.json");
+  ModelConfig c = preset_config(r.preset);
+  if (r.num_layers > 0) c.set_depth(r.num_layers);
+  return c;
+}
+
+// Memory plan: of gpu_memory_utilization x total device memory, what was already in use when we
+// started (other processes, the CUDA context), the weights, the state slots, the step workspace
+// and a reserve for cuBLAS and captured graphs come first; the KV pool gets the rest.
+constexpr size_t kDeviceReserve = size_t(768) << 20;
+
+BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+    throw Error(ErrorKind::kUnsupported, "--device cuda: no CUDA device is visible");
+  BuiltRunner b;
+  b.config = request_config(r);
+  const ModelConfig& mc = b.config;
+  const int index_limit = cuda::kIndexMaxPools * mc.index_kpool;
+  if (r.max_seq_len > index_limit)
+    throw Error(ErrorKind::kUnsupported,
+                "--max-seq-len " + std::to_string(r.max_seq_len) +
+                    ": the CUDA backend's indexer selects over at most " +
+                    std::to_string(index_limit) + " tokens");
+  b.max_seq_len = int(std::min<int64_t>(r.max_seq_len > 0 ? r.max_seq_len : mc.max_position_embeddings,
+                                         index_limit));
+  if (r.max_seq_len <= 0 && b.max_seq_len < mc.max_position_embeddings)
+    b.log_lines.push_back("max-seq-len " + std::to_string(b.max_seq_len) +
+                          " (the CUDA indexer's limit; the model allows " +
+                          std::to_string(mc.max_position_embeddings) + ")");
+
+  cudaDeviceProp prop{};
+  SPARKGLM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  size_t free_bytes = 0, total_bytes = 0;
+  SPARKGLM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const size_t allowed = size_t(r.gpu_memory_utilization * double(total_bytes));
+  const size_t in_use = total_bytes - free_bytes;
+
+  cuda::CudaRunnerOptions o;
+  o.block_size = r.block_size;
+  o.num_state_slots = r.max_num_seqs;
+  o.max_rows = r.max_tokens_per_step;
+  o.max_seq_len = b.max_seq_len;
+  o.kv_dtype = r.kv_dtype;
+  o.graphs = r.cuda_graphs;
+  const size_t weights = cuda::DeviceWeights::arena_bytes(mc);
+  const size_t state = cuda::CudaModelRunner::state_bytes(mc, r.max_num_seqs);
+  const size_t workspace = cuda::CudaModelRunner::workspace_bytes(mc, o);
+  const size_t fixed = in_use + weights + state + workspace + kDeviceReserve;
+  o.num_blocks = 1000;
+  const size_t per_1000 = cuda::CudaModelRunner::cache_bytes(mc, o);
+  o.num_blocks = 0;
+  const size_t per_block = (per_1000 - cuda::CudaModelRunner::cache_bytes(mc, o)) / 1000 + 1;
+
+  const std::string plan = "weights " + gib(weights) + ", state slots " + gib(state) +
+                           ", workspace " + gib(workspace) + ", in use before start " +
+                           gib(in_use) + ", reserve " + gib(kDeviceReserve);
+  size_t kv_budget = 0;
+  std::string why;
+  if (r.kv_cache_bytes > 0) {
+    kv_budget = r.kv_cache_bytes;
+    why = ", --kv-cache-memory-bytes";
+    if (fixed + kv_budget > total_bytes)
+      throw Error(ErrorKind::kCapacity,
+                  "--kv-cache-memory-bytes " + gib(kv_budget) + " does not fit on " + prop.name +
+                      " (" + gib(total_bytes) + "): " + plan);
+  } else {
+    if (fixed >= allowed)
+      throw Error(ErrorKind::kCapacity,
+                  "--gpu-memory-utilization " + std::to_string(r.gpu_memory_utilization) +
+                      " allows " + gib(allowed) + " of " + prop.name + "'s " + gib(total_bytes) +
+                      ", less than this model needs before any KV block: " + plan +
+                      (r.model_dir.empty() ? " (a smaller --num-layers fits)" : ""));
+    kv_budget = allowed - fixed;
+    why = ", " + std::to_string(int(r.gpu_memory_utilization * 100 + 0.5)) +
+          "% of device memory after the rest";
+  }
+  o.num_blocks = int(std::min<size_t>(kv_budget / per_block, size_t(INT_MAX / r.block_size)));
+  if (o.num_blocks < 1)
+    throw Error(ErrorKind::kCapacity, "the KV budget " + gib(kv_budget) +
+                                          " holds no block of " + std::to_string(r.block_size) +
+                                          " tokens (" + std::to_string(per_block) + " bytes)");
+
+  std::unique_ptr<cuda::DeviceWeights> dw;
+  if (r.model_dir.empty()) {
+    dw = cuda::DeviceWeights::generate(mc, r.seed);
+    b.model_id = r.preset;
+  } else {
+    const auto host = load_model_dir(r.model_dir);
+    dw = cuda::DeviceWeights::upload(mc, *host->weights.source);
+    b.model_id = host->name;
+  }
+  b.weights_identity = dw->identity();
+  b.runner = std::make_unique<cuda::CudaModelRunner>(mc, std::move(dw), o);
+  b.kv_bytes = cuda::CudaModelRunner::cache_bytes(mc, o) - state;
+  b.log_lines.push_back(std::string("CUDA device: ") + prop.name + ", " + gib(total_bytes) +
+                        "; " + plan + (r.model_dir.empty() ? " (dummy weights made on the device)"
+                                                           : " (uploaded)") +
+                        "; decode graphs " + (r.cuda_graphs ? "on" : "off"));
+  pool_line(b, o.num_blocks, r.block_size, r.kv_dtype, r.max_num_seqs, b.max_seq_len, why);
+  (void)pool;
+  return b;
+}
+#endif
+
+}  // namespace
+
+bool cuda_backend_built() {
+#if SPARKGLM_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+BuiltRunner build_runner(const RunnerRequest& request, ThreadPool& pool) {
+  if (request.device == "cpu") return build_cpu(request, pool);
+  if (request.device == "cuda") {
+#if SPARKGLM_HAVE_CUDA
+    return build_cuda(request, pool);
+#else
+    throw Error(ErrorKind::kUnsupported,
+                "--device cuda: this binary was built without the CUDA backend "
+                "(configure with -DSPARKGLM_CUDA=ON on a machine with the CUDA toolkit)");
+#endif
+  }
+  throw Error(ErrorKind::kInvalidArgument,
+              "--device " + request.device + ": expected cpu or cuda");
+}
+
+}  // namespace sparkglm

@@ -1,0 +1,61 @@
+#pragma once
+// The one place a device name becomes a ModelRunner: the model (a preset with dummy weights or a
+// checkpoint directory), the backend, and its caches sized from a memory budget. sparkglm-serve
+// and the benchmarks build their runner here, so both measure the same engine.
+//
+// cpu:  weights on the host; the KV pool is kv_cache_bytes (or min(1 GiB, max_num_seqs full
+//       sequences)).
+// cuda: weights on the device (a preset's dummy weights are generated there, never on the host);
+//       the KV pool is kv_cache_bytes, or what gpu_memory_utilization of the device's memory leaves
+//       after weights, state slots and workspaces.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/thread_pool.h"
+#include "engine/model/config.h"
+#include "engine/model/model_loader.h"
+#include "engine/model/model_runner.h"
+#include "engine/runtime/latent_cache.h"
+
+namespace sparkglm {
+
+struct RunnerRequest {
+  std::string device = "cpu";  // cpu | cuda
+  std::string preset;          // a preset name, or
+  std::string model_dir;       // a checkpoint directory (wins when set)
+  int num_layers = 0;          // > 0: cut the preset's depth, keeping the layer pattern
+  uint64_t seed = 0;           // dummy weights
+  int block_size = 16;
+  int max_num_seqs = 4;          // KDA state slots
+  int max_seq_len = 0;           // 0: the model's max_position_embeddings
+  int max_tokens_per_step = 8192;  // rows of one forward: sizes the device workspaces
+  KvDtype kv_dtype = KvDtype::kBF16;
+  size_t kv_cache_bytes = 0;  // 0: sized by the device (see above)
+  double gpu_memory_utilization = 0.9;
+  bool cuda_graphs = true;  // capture decode steps in CUDA graphs
+};
+
+struct BuiltRunner {
+  ModelConfig config;
+  std::string model_id;          // the preset name or the directory's name
+  std::string weights_identity;  // "dummy:seed=..." or the checkpoint's shard hashes
+  std::unique_ptr<LoadedModel> host_model;  // null when the weights were made on the device
+  std::unique_ptr<ModelRunner> runner;
+  int pool_tokens = 0;               // num_blocks * block_size
+  int max_seq_len = 0;               // the request's, or what the model and backend allow
+  size_t kv_bytes = 0;               // device or host bytes of the latent cache
+  std::vector<std::string> log_lines;  // what was sized and why, for the server log
+};
+
+// Throws Error(kInvalidArgument) when the budget holds no block, Error(kUnsupported) for a device
+// this build lacks or a model the backend cannot serve, Error(kCapacity) naming every part of the
+// memory plan when the device cannot hold the weights, state and workspace.
+BuiltRunner build_runner(const RunnerRequest& request, ThreadPool& pool);
+
+// True when this binary was built with the CUDA backend.
+bool cuda_backend_built();
+
+}  // namespace sparkglm
