@@ -17,6 +17,8 @@ namespace {
 const char* const kUsage =
     "usage: sparkglm-qualify COMMAND [ARGS]\n"
     "  run       evaluate gates G0..GN on this machine and write a bundle (run --help)\n"
+    "  measure   --runner-bench FILE [--runner-bench FILE ...] [--torch-peer FILE] --title T\n"
+    "            --id ID [--out DIR]: a G2 measurement bundle from sparkglm-runner-bench files\n"
     "  compare   A B: side-by-side table of two bundles with the same settings\n"
     "  verify    BUNDLE [--pubkey KEY]: check every artifact, field and signature\n"
     "  verify-all [--receipts DIR]: every committed bundle and the results index\n"
@@ -36,6 +38,7 @@ struct Entry {
 
 const Entry kCommands[] = {
     {"run", sparkglm::gates::run_command},
+    {"measure", sparkglm::gates::measure_command},
     {"promote", sparkglm::gates::promote_command},
     {"compare", sparkglm::reports::compare_command},
     {"report", sparkglm::reports::report_command},

@@ -10,9 +10,12 @@
 #include "engine/core/cli_args.h"
 #include "engine/core/error.h"
 #include "engine/core/shell_words.h"
+#include "gates/engine_measurement.h"
 #include "gates/gate_definition.h"
 #include "gates/promotion.h"
 #include "gates/qualification_run.h"
+#include "receipts/bundle_verifier.h"
+#include "reports/report_commands.h"
 
 namespace sparkglm::gates {
 namespace {
@@ -168,6 +171,40 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     return 2;
   } catch (const std::exception& e) {
     err << "sparkglm-qualify run: " << e.what() << '\n';
+    return 2;
+  }
+}
+
+int measure_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  try {
+    // --runner-bench may repeat; CliArgs keeps one value per flag, so the files are gathered here.
+    MeasureRequest r;
+    std::vector<std::string> rest;
+    for (size_t i = 0; i < args.size(); ++i)
+      if (args[i] == "--runner-bench" && i + 1 < args.size())
+        r.runner_bench.push_back(args[++i]);
+      else
+        rest.push_back(args[i]);
+    const CliArgs a(rest, {});
+    a.allow_only({"--torch-peer", "--title", "--id", "--out"});
+    if (!a.positional().empty())
+      throw Error(ErrorKind::kInvalidArgument, "unexpected argument \"" + a.positional()[0] + "\"");
+    r.torch_peer = a.str("--torch-peer", "");
+    r.title = a.required("--title");
+    r.id = a.required("--id");
+    r.out = a.str("--out", (fs::path("out") / "qualify" / r.id).string());
+    if (r.out.filename() != r.id)
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--out: the bundle folder's name must be the id " + r.id);
+    const nlohmann::json record = write_engine_measurement(r);
+    const receipts::Problems problems = receipts::verify_bundle(r.out);
+    for (const receipts::Problem& p : problems) err << "verify: " << p.to_string() << '\n';
+    if (!problems.empty()) return 2;
+    err << "bundle " << r.out.string() << " verifies\n";
+    out << reports::render_all(r.out).card;
+    return record["gates"][0]["status"] == "fail" ? 1 : 0;
+  } catch (const std::exception& e) {
+    err << "sparkglm-qualify measure: " << e.what() << '\n';
     return 2;
   }
 }

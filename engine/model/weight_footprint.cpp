@@ -12,12 +12,17 @@ WeightFootprint weight_footprint(const ModelConfig& c) {
     f.total_bytes += bytes;
     if (spec.name.rfind(mtp, 0) == 0) continue;
     if (spec.name == "model.embed_tokens.weight") {
+      f.embedding_row_bytes = bytes / c.vocab_size;
       f.decode_weight_bytes += bytes / c.vocab_size;  // one row
     } else if (spec.name.find(".mlp.experts.") != std::string::npos) {
       // A token reads num_experts_per_tok of n_routed_experts experts.
+      f.routed_expert_bytes += bytes;
       f.decode_weight_bytes += bytes * c.num_experts_per_tok / c.n_routed_experts;
+      f.active_params += spec.numel() * c.num_experts_per_tok / c.n_routed_experts;
     } else {
+      f.non_expert_decode_bytes += bytes;
       f.decode_weight_bytes += bytes;
+      f.active_params += spec.numel();
     }
   }
   const int64_t hk = int64_t(c.kda.num_heads) * c.kda.head_dim;

@@ -13,6 +13,13 @@ struct WeightFootprint {
                                     // experts, one embedding row, the LM head; no MTP
   int64_t kda_state_bytes =
       0;  // recurrent state + conv history one sequence reads (and writes) per token
+  // The parts of decode_weight_bytes that scale differently with the rows of a step (no MTP):
+  int64_t embedding_row_bytes = 0;      // one row of the embedding (one per row)
+  int64_t routed_expert_bytes = 0;      // every routed expert of every MoE layer
+  int64_t non_expert_decode_bytes = 0;  // the rest: read once whatever the rows
+  // Parameters one token multiplies by (the tensors of decode_weight_bytes in elements, top-k of
+  // the routed experts, the embedding row excluded: a lookup is not a product).
+  int64_t active_params = 0;
 };
 
 WeightFootprint weight_footprint(const ModelConfig& config);

@@ -1,0 +1,206 @@
+#include "bench/runner/engine_cells.h"
+
+#include <algorithm>
+#include <chrono>
+#include <new>
+#include <regex>
+
+#include "engine/core/error.h"
+#include "engine/runtime/offline_generator.h"
+
+namespace sparkglm::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Text-like token ids, different per sequence so that rows route to different experts.
+std::vector<int32_t> prompt_of(int64_t n, int seq, int vocab) {
+  const int64_t range = std::min(vocab - 32, 224);
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[size_t(i)] = int32_t(32 + (i * 7919 + seq * 104729) % range);
+  return p;
+}
+
+json skipped(const std::string& why) {
+  return {{"skipped", why}};
+}
+
+// Returns a table's blocks to the allocator on every path out of a cell.
+struct Tables {
+  BlockAllocator& blocks;
+  std::vector<std::vector<int32_t>> tables;
+  Tables(BlockAllocator& b, int n) : blocks(b), tables(size_t(n)) {}
+  ~Tables() {
+    for (auto& t : tables) blocks.release_all(t);
+  }
+};
+
+json run_decode(ModelRunner& runner, BlockAllocator& blocks, const CellSpec& cell,
+                const CellSettings& s) {
+  const int vocab = runner.config().vocab_size;
+  const int bs = runner.cache_geometry().block_size, rows = cell.rows;
+  Tables t(blocks, rows);
+  std::vector<int32_t> next(static_cast<size_t>(rows));
+  const auto start = Clock::now();
+  ForwardOutput out;
+  for (int q = 0; q < rows; ++q) {  // prefill, one sequence at a time, untimed
+    const auto prompt = prompt_of(s.prompt, q, vocab);
+    for (int64_t at = 0; at < s.prompt; at += s.max_prefill_tokens) {
+      const int64_t end = std::min<int64_t>(s.prompt, at + s.max_prefill_tokens);
+      blocks.ensure_capacity(t.tables[size_t(q)], end, bs);
+      ForwardBatch b;
+      b.add_sequence({prompt.begin() + at, prompt.begin() + end}, int32_t(at), q,
+                     t.tables[size_t(q)], end == s.prompt);
+      runner.forward(b, out);
+    }
+    next[size_t(q)] = argmax_token(out.logits.data(), vocab);
+  }
+  std::vector<double> samples;
+  std::string note;
+  int64_t pos = s.prompt;
+  for (int step = 0; step < s.warmup_steps + s.decode_steps; ++step, ++pos) {
+    if (ms_since(start) > s.max_seconds * 1e3) {
+      if (samples.size() < 3)
+        return skipped("too slow: " + std::to_string(samples.size()) +
+                       " timed steps within --max-seconds " + std::to_string(int(s.max_seconds)));
+      note = "cut short by --max-seconds after " + std::to_string(samples.size()) + " steps";
+      break;
+    }
+    ForwardBatch b;
+    for (int q = 0; q < rows; ++q) {
+      blocks.ensure_capacity(t.tables[size_t(q)], pos + 1, bs);
+      b.add_sequence({next[size_t(q)]}, int32_t(pos), q, t.tables[size_t(q)]);
+    }
+    const auto t0 = Clock::now();
+    runner.forward(b, out);
+    const double ms = ms_since(t0);
+    for (int q = 0; q < rows; ++q)
+      next[size_t(q)] = argmax_token(out.logits.data() + int64_t(q) * vocab, vocab);
+    if (step >= s.warmup_steps) samples.push_back(ms);
+  }
+  const double med = median(samples);
+  json j = {{"rows", rows},
+            {"prompt_tokens", s.prompt},
+            {"warmup_steps", s.warmup_steps},
+            {"tokens_per_s", rows * 1e3 / med},
+            {"median_ms", med},
+            {"runs", samples.size()},
+            {"samples_ms", samples},
+            // The median step's cache length, at which the floor is taken.
+            {"floor_context", s.prompt + s.warmup_steps + int64_t(samples.size()) / 2}};
+  if (!note.empty()) j["note"] = note;
+  return j;
+}
+
+json run_prefill(ModelRunner& runner, BlockAllocator& blocks, const CellSpec& cell,
+                 const CellSettings& s) {
+  const int vocab = runner.config().vocab_size;
+  const CacheGeometry g = runner.cache_geometry();
+  const int64_t n = cell.tokens, chunks = (n + s.max_prefill_tokens - 1) / s.max_prefill_tokens;
+  const auto prompt = prompt_of(n, 0, vocab);
+  const auto start = Clock::now();
+  std::vector<double> samples;
+  std::string note;
+  ForwardOutput out;
+  for (int r = 0; r < s.runs; ++r) {
+    if (r > 0 && ms_since(start) + samples.back() > s.max_seconds * 1e3) {
+      note = "stopped after " + std::to_string(r) + " runs by --max-seconds " +
+             std::to_string(int(s.max_seconds));
+      break;
+    }
+    Tables t(blocks, 1);
+    const int slot = r % g.num_state_slots;  // a fresh slot: start_position 0 zeroes its state
+    const auto t0 = Clock::now();
+    for (int64_t at = 0; at < n; at += s.max_prefill_tokens) {
+      const int64_t end = std::min(n, at + s.max_prefill_tokens);
+      blocks.ensure_capacity(t.tables[0], end, g.block_size);
+      ForwardBatch b;
+      b.add_sequence({prompt.begin() + at, prompt.begin() + end}, int32_t(at), slot, t.tables[0],
+                     end == n);
+      runner.forward(b, out);
+      // The first chunk bounds a run from below (later chunks attend more): give up early.
+      const double est = at == 0 ? ms_since(t0) * double(chunks) : ms_since(t0);
+      if (est > s.max_seconds * 1e3) {
+        if (r == 0)
+          return skipped("too slow: one run " +
+                         std::string(at == 0 ? "estimated at " : "took over ") +
+                         std::to_string(int(est / 1e3)) + " s > --max-seconds " +
+                         std::to_string(int(s.max_seconds)));
+        note = "stopped after " + std::to_string(r) + " runs by --max-seconds";
+        break;
+      }
+    }
+    if (!note.empty()) break;
+    samples.push_back(ms_since(t0));
+  }
+  const double med = median(samples);
+  json j = {{"tokens", n},
+            {"chunk_tokens", s.max_prefill_tokens},
+            {"tokens_per_s", double(n) * 1e3 / med},
+            {"median_ms", med},
+            {"runs", samples.size()},
+            {"samples_ms", samples}};
+  if (!note.empty()) j["note"] = note;
+  return j;
+}
+
+}  // namespace
+
+CellSpec parse_cell(const std::string& name) {
+  static const std::regex decode("decode_c([1-9][0-9]{0,3})"),
+      prefill("prefill_([1-9][0-9]{0,6})(k?)");
+  std::smatch m;
+  CellSpec c;
+  c.name = name;
+  if (std::regex_match(name, m, decode)) {
+    c.decode = true;
+    c.rows = std::stoi(m[1]);
+  } else if (std::regex_match(name, m, prefill)) {
+    c.tokens = std::stoll(m[1]) * (m[2].length() ? 1024 : 1);
+  } else {
+    throw Error(ErrorKind::kInvalidArgument,
+                "--cells: expected decode_cN or prefill_N[k] (decode_c1, prefill_8k, prefill_256), "
+                "got \"" +
+                    name + "\"");
+  }
+  return c;
+}
+
+int64_t blocks_needed(const CellSpec& cell, const CellSettings& s, int block_size) {
+  const int64_t len = cell.decode ? s.prompt + s.warmup_steps + s.decode_steps : cell.tokens;
+  return (cell.decode ? cell.rows : 1) * ((len + block_size - 1) / block_size);
+}
+
+json run_cell(ModelRunner& runner, BlockAllocator& blocks, const CellSpec& cell,
+              const CellSettings& s) {
+  const CacheGeometry g = runner.cache_geometry();
+  const int64_t need = blocks_needed(cell, s, g.block_size);
+  if (need > g.num_blocks)
+    return skipped("pool too small: needs " + std::to_string(need) + " blocks of " +
+                   std::to_string(g.block_size) + " tokens, the runner has " +
+                   std::to_string(g.num_blocks));
+  if (cell.decode && cell.rows > g.num_state_slots)
+    return skipped("needs " + std::to_string(cell.rows) + " state slots, the runner has " +
+                   std::to_string(g.num_state_slots));
+  try {
+    return cell.decode ? run_decode(runner, blocks, cell, s) : run_prefill(runner, blocks, cell, s);
+  } catch (const std::bad_alloc&) {
+    return skipped("out of host memory");
+  } catch (const Error& e) {
+    return skipped(std::string("the runner failed: ") + e.what());
+  }
+}
+
+}  // namespace sparkglm::bench

@@ -1,0 +1,45 @@
+#pragma once
+// The runner bench's cells, driven straight through ModelRunner::forward (no scheduler, no HTTP):
+//   decode_cC    C sequences of `prompt` tokens prefilled, then `warmup_steps` untimed and
+//                `decode_steps` timed steps of C rows (one per sequence, the greedy token of its
+//                last logits, taken on the host outside the timed call); a sample is one forward.
+//   prefill_L    (prefill_Nk: N * 1024 tokens) one fresh sequence of L tokens, cold (new slot,
+//                new blocks), in chunks of max_prefill_tokens, timed end to end; `runs` times.
+// forward returns host logits, so it is synchronous and a steady-clock interval covers the work.
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/model/model_runner.h"
+#include "engine/runtime/block_allocator.h"
+
+namespace sparkglm::bench {
+
+struct CellSpec {
+  std::string name;
+  bool decode = false;
+  int rows = 1;        // decode: sequences per step
+  int64_t tokens = 0;  // prefill: prompt length
+};
+
+// "decode_c4", "prefill_8k", "prefill_256"; Error(kInvalidArgument) naming the cell otherwise.
+CellSpec parse_cell(const std::string& name);
+
+struct CellSettings {
+  int prompt = 128;  // decode cells' prompt
+  int decode_steps = 64;
+  int warmup_steps = 4;
+  int runs = 3;  // prefill runs
+  int max_prefill_tokens = 8192;
+  double max_seconds = 600;  // a cell that would take longer is skipped or cut short (recorded)
+};
+
+// Latent-cache blocks a cell needs at once.
+int64_t blocks_needed(const CellSpec& cell, const CellSettings& s, int block_size);
+
+// {"samples_ms", "runs", "median_ms", "tokens_per_s", ...} or {"skipped": reason}.
+nlohmann::json run_cell(ModelRunner& runner, BlockAllocator& blocks, const CellSpec& cell,
+                        const CellSettings& s);
+
+}  // namespace sparkglm::bench

@@ -1,0 +1,404 @@
+#include "gates/engine_measurement.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <functional>
+#include <regex>
+#include <tuple>
+
+#include "engine/core/error.h"
+#include "gates/case_metrics.h"
+#include "harness/run_environment.h"
+#include "receipts/bundle_file.h"
+#include "receipts/bundle_writer.h"
+
+namespace sparkglm::gates {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Field checks whose errors name the file and the field's path.
+struct Fields {
+  std::string file;
+  [[noreturn]] void bad(const std::string& at, const std::string& expected, const json& got) const {
+    throw Error(ErrorKind::kInvalidArgument,
+                file + ": field " + at + ": expected " + expected + ", got " +
+                    (got.is_null() ? std::string("nothing") : got.dump().substr(0, 80)));
+  }
+  const json& get(const json& o, const std::string& at) const {
+    const size_t dot = at.rfind('.');
+    const std::string key = dot == std::string::npos ? at : at.substr(dot + 1);
+    static const json missing;
+    return o.is_object() && o.contains(key) ? o[key] : missing;
+  }
+  std::string text(const json& o, const std::string& at) const {
+    const json& v = get(o, at);
+    if (!v.is_string() || v.get<std::string>().empty()) bad(at, "a non-empty string", v);
+    return v.get<std::string>();
+  }
+  double positive(const json& o, const std::string& at) const {
+    const json& v = get(o, at);
+    if (!v.is_number() || !(v.get<double>() > 0)) bad(at, "a positive number", v);
+    return v.get<double>();
+  }
+  // A measured cell: tok/s, median, runs and one positive sample per run.
+  void timings(const json& cell, const std::string& at) const {
+    positive(cell, at + ".tokens_per_s");
+    positive(cell, at + ".median_ms");
+    const json& runs = get(cell, at + ".runs");
+    if (!runs.is_number_integer() || runs.get<int64_t>() < 1)
+      bad(at + ".runs", "an integer >= 1", runs);
+    const json& s = get(cell, at + ".samples_ms");
+    if (!s.is_array() || int64_t(s.size()) != runs.get<int64_t>())
+      bad(at + ".samples_ms", "an array of `runs` (" + runs.dump() + ") numbers", s);
+    for (size_t i = 0; i < s.size(); ++i)
+      if (!s[i].is_number() || !(s[i].get<double>() > 0))
+        bad(at + ".samples_ms[" + std::to_string(i) + "]", "a positive number", s[i]);
+  }
+  // cells: a non-empty array of objects with a `cell` name, each skipped or measured.
+  void cells(const json& doc,
+             const std::function<void(const json&, const std::string&)>& measured) const {
+    const json& cs = get(doc, "cells");
+    if (!cs.is_array() || cs.empty()) bad("cells", "a non-empty array", cs);
+    for (size_t i = 0; i < cs.size(); ++i) {
+      const std::string at = "cells[" + std::to_string(i) + "]";
+      if (!cs[i].is_object()) bad(at, "an object", cs[i]);
+      text(cs[i], at + ".cell");
+      if (cs[i].contains("skipped"))
+        text(cs[i], at + ".skipped");
+      else
+        measured(cs[i], at);
+    }
+  }
+};
+
+// prefill_8k and prefill_8192 name one cell (the runner bench writes the first, the peer the
+// second).
+std::string canonical_cell(const std::string& name) {
+  static const std::regex kilo("prefill_([0-9]{1,7})k");
+  std::smatch m;
+  return std::regex_match(name, m, kilo) ? "prefill_" + std::to_string(std::stoll(m[1]) * 1024)
+                                         : name;
+}
+
+const json* find_cell(const json& doc, const std::string& name, const std::string& mode = "") {
+  if (!doc.contains("cells") || !doc["cells"].is_array()) return nullptr;
+  for (const json& c : doc["cells"])
+    if (canonical_cell(c.value("cell", "")) == canonical_cell(name) &&
+        (mode.empty() || c.value("mode", "") == mode))
+      return &c;
+  return nullptr;
+}
+
+bool measured(const json* c) {
+  return c && !c->contains("skipped");
+}
+
+// One tok/s sample per run: the runs of a cell process the same tokens.
+std::vector<double> tok_s_samples(const json& c) {
+  std::vector<double> out;
+  const double tokens_per_ms = c["tokens_per_s"].get<double>() * c["median_ms"].get<double>();
+  for (const json& s : c["samples_ms"]) out.push_back(tokens_per_ms / s.get<double>());
+  return out;
+}
+
+std::string label(const json& bench) {
+  return bench["preset"].get<std::string>() + " (" + bench["device"].get<std::string>() + ")";
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// What the cell's floor is made of, for a reader asking why a fraction is low.
+std::string floor_text(const json& bench, const json& c) {
+  std::string t = fmt("median %.3f ms", c["median_ms"].get<double>()) +
+                  fmt(" vs floor %.3f ms", c.value("floor_ms", 0.0));
+  if (c.contains("floor_bytes"))
+    t += fmt(" (%.1f MB read per step", c["floor_bytes"].get<double>() / 1e6) +
+         fmt(" at %.0f GB/s)", bench["bandwidth_gbps"].get<double>());
+  else if (c.contains("floor_flops"))
+    t += fmt(" (%.2f TFLOP", c["floor_flops"].get<double>() / 1e12) +
+         fmt(" at %.1f TFLOP/s)", bench["peak_tflops"].get<double>());
+  if (c.contains("note")) t += "; " + c["note"].get<std::string>();
+  return t;
+}
+
+// One judged target: observed against `at_least` (strictly above when `strict`).
+void judge(GateResult& g, std::vector<std::string>& limits, const std::string& name,
+           double observed, double at_least, bool strict, const std::string& unit,
+           const std::string& why) {
+  const bool pass = strict ? observed > at_least : observed >= at_least;
+  const std::string threshold = (strict ? "> " : ">= ") + fmt("%.2f", at_least) + unit;
+  g.criteria.push_back({name, observed, threshold, pass, why});
+  if (!pass)
+    limits.push_back("target missed: " + name + " is " + fmt("%.3f", observed) + unit +
+                     ", target " + threshold +
+                     fmt(", short by %.1f %%", 100 * (1 - observed / at_least)) + ": " + why);
+}
+
+void unmeasured(GateResult& g, std::vector<std::string>& limits, const std::string& name,
+                const std::string& threshold, const json* c) {
+  const std::string why = c ? "skipped: " + c->value("skipped", "") : std::string("not measured");
+  g.criteria.push_back({name, why, threshold, false, ""});
+  limits.push_back("target missed: " + name + " (" + threshold + ") was " + why);
+}
+
+}  // namespace
+
+void check_runner_bench(const json& bench, const std::string& file) {
+  const Fields f{file};
+  if (bench.value("schema", "") != "sparkglm.runner_bench/1")
+    f.bad("schema", "\"sparkglm.runner_bench/1\"", f.get(bench, "schema"));
+  for (const char* k : {"device", "preset", "config_sha256", "weights", "commit"}) f.text(bench, k);
+  f.positive(bench, "num_layers");
+  f.positive(bench, "bandwidth_gbps");
+  f.positive(bench, "peak_tflops");
+  const std::string sha = f.text(bench, "binary_sha256");
+  if (!std::regex_match(sha, std::regex("[0-9a-f]{64}")))
+    f.bad("binary_sha256", "64 lowercase hex digits", sha);
+  f.cells(bench, [&](const json& c, const std::string& at) {
+    f.timings(c, at);
+    f.positive(c, at + ".floor_ms");
+    f.positive(c, at + ".fraction_of_floor");
+  });
+}
+
+void check_torch_peer(const json& peer, const std::string& file) {
+  const Fields f{file};
+  if (peer.value("schema", "") != "sparkglm.torch_peer/1")
+    f.bad("schema", "\"sparkglm.torch_peer/1\"", f.get(peer, "schema"));
+  for (const char* k : {"preset", "device", "torch"}) f.text(peer, k);
+  f.cells(peer, [&](const json& c, const std::string& at) { f.timings(c, at); });
+  for (size_t i = 0; i < peer["cells"].size(); ++i) {
+    const std::string mode = f.text(peer["cells"][i], "cells[" + std::to_string(i) + "].mode");
+    if (mode != "eager" && mode != "compile")
+      f.bad("cells[" + std::to_string(i) + "].mode", "\"eager\" or \"compile\"", mode);
+  }
+}
+
+GateResult judge_engine_targets(const std::vector<json>& benches, const json& peer,
+                                std::vector<std::string>& limits) {
+  GateResult g;
+  g.id = "G2";
+  for (const json& b : benches) {
+    if (b["preset"] != "tinyglm") {
+      limits.push_back(label(b) + ": measured only; the issue's targets are stated for tinyglm");
+      continue;
+    }
+    const std::string who = label(b) + " ";
+    const json *c1 = find_cell(b, "decode_c1"), *c8 = find_cell(b, "decode_c8"),
+               *p8 = find_cell(b, "prefill_8k");
+    const std::string n1 = who + "C1 decode, fraction of its weight-streaming floor";
+    if (measured(c1))
+      judge(g, limits, n1, (*c1)["fraction_of_floor"], 0.6, false, "", floor_text(b, *c1));
+    else
+      unmeasured(g, limits, n1, ">= 0.60", c1);
+    const std::string n8 = who + "C8 aggregate decode tok/s over C1";
+    if (measured(c1) && measured(c8))
+      judge(g, limits, n8,
+            (*c8)["tokens_per_s"].get<double>() / (*c1)["tokens_per_s"].get<double>(), 5, false,
+            "x", "C8 " + floor_text(b, *c8));
+    else
+      unmeasured(g, limits, n8, ">= 5.00x", measured(c1) ? c8 : c1);
+    const std::string np = who + "8K prefill, fraction of its compute floor";
+    if (measured(p8))
+      judge(g, limits, np, (*p8)["fraction_of_floor"], 0.5, false, "", floor_text(b, *p8));
+    else
+      unmeasured(g, limits, np, ">= 0.50", p8);
+    if (peer.is_null() || peer["preset"] != b["preset"]) {
+      limits.push_back(who +
+                       "C1 decode against PyTorch eager (>= 3x) and torch.compile (ahead): "
+                       "not judged, no --torch-peer for this preset");
+      continue;
+    }
+    for (const auto& [mode, factor, strict] :
+         {std::tuple{"eager", 3.0, false}, std::tuple{"compile", 1.0, true}}) {
+      const json* p = find_cell(peer, "decode_c1", mode);
+      const std::string n = who + "C1 decode tok/s over torch " + mode + " (" +
+                            peer["device"].get<std::string>() + ")";
+      if (!measured(p)) {
+        limits.push_back(
+            n + ": not judged, the peer " +
+            (p ? "skipped: " + p->value("skipped", "") : std::string("lacks the cell")));
+      } else if (!measured(c1)) {
+        unmeasured(g, limits, n, (strict ? "> " : ">= ") + fmt("%.2fx", factor), c1);
+      } else {
+        const double ours = (*c1)["tokens_per_s"], theirs = (*p)["tokens_per_s"];
+        judge(g, limits, n, ours / theirs, factor, strict, "x",
+              fmt("SparkGLM %.1f tok/s", ours) + fmt(" vs torch %.1f tok/s", theirs));
+      }
+    }
+  }
+  if (g.criteria.empty())
+    return not_run("G2", "no tinyglm runner bench: the targets are stated for tinyglm");
+  g.summary = "engine-step targets of the issue (speed is measured here, not an A/B)";
+  g.conclude();
+  return g;
+}
+
+namespace {
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Per measured cell: tok/s and fraction of floor; where the peer ran the same cell, its tok/s and
+// the ratio SparkGLM / peer of the medians. All single-arm ("measured"): the peer is no build of
+// this engine, so it cannot be the record's baseline identity.
+json cell_metrics(const std::vector<json>& benches, const json& peer) {
+  json out = json::array();
+  for (const json& b : benches)
+    for (const json& c : b["cells"]) {
+      if (c.contains("skipped")) continue;
+      const std::string workload = "runner-bench " + label(b), cell = c["cell"];
+      const std::vector<double> tps = tok_s_samples(c);
+      out.push_back(metric_to_json({"tokens_per_s", "tok/s", workload, cell, true, {}, tps}, 5.0));
+      std::vector<double> fraction;
+      for (const json& s : c["samples_ms"])
+        fraction.push_back(c["floor_ms"].get<double>() / s.get<double>());
+      out.push_back(metric_to_json(
+          {c.contains("floor_bytes") ? "fraction_of_bandwidth_floor" : "fraction_of_compute_floor",
+           "fraction",
+           workload,
+           cell,
+           true,
+           {},
+           fraction},
+          5.0));
+      if (peer.is_null() || peer["preset"] != b["preset"]) continue;
+      for (const char* mode : {"eager", "compile"}) {
+        const json* p = find_cell(peer, cell, mode);
+        if (!measured(p)) continue;
+        const std::string m = std::string("torch_") + mode;
+        out.push_back(metric_to_json(
+            {m + "_tokens_per_s", "tok/s", workload, cell, true, {}, tok_s_samples(*p)}, 5.0));
+        const double ratio = c["tokens_per_s"].get<double>() / (*p)["tokens_per_s"].get<double>();
+        out.push_back(
+            metric_to_json({"ratio_to_" + m, "x", workload, cell, true, {}, {ratio}}, 5.0));
+      }
+    }
+  return out;
+}
+
+// The candidate: the runner bench's binary, as its files say (they must agree).
+json candidate_identity(const std::vector<json>& benches) {
+  std::string presets, weights;
+  std::vector<std::string> devices;
+  for (const json& b : benches) {
+    for (const char* k : {"binary_sha256", "commit"})
+      if (b[k] != benches[0][k])
+        throw Error(ErrorKind::kInvalidArgument,
+                    std::string("--runner-bench: the files come from different binaries (") + k +
+                        " " + b[k].get<std::string>() + " vs " + benches[0][k].get<std::string>() +
+                        ")");
+    presets += (presets.empty() ? "" : ",") + b["preset"].get<std::string>();
+    weights += (weights.empty() ? "" : ",") + b["weights"].get<std::string>();
+    const std::string d = b["device"];
+    if (std::find(devices.begin(), devices.end(), d) == devices.end()) devices.push_back(d);
+  }
+  std::string device;
+  for (const std::string& d : devices) device += (device.empty() ? "" : ",") + d;
+  return {{"label", "candidate"},
+          {"commit", benches[0]["commit"]},
+          {"clean_tree", benches[0].value("clean_tree", false)},
+          {"binary_sha256", benches[0]["binary_sha256"]},
+          {"profile", ""},
+          {"profile_sha256", ""},
+          {"effective_config_sha256", ""},
+          {"model",
+           {{"preset", presets},
+            {"config_sha256", benches.size() == 1 ? benches[0]["config_sha256"] : json("")},
+            {"weights", weights}}},
+          {"device", device},
+          {"args", json::array()}};
+}
+
+json read_json(const fs::path& path, const std::string& flag) {
+  const std::string bytes = receipts::read_file(path);
+  try {
+    return json::parse(bytes);
+  } catch (const json::parse_error& e) {
+    throw Error(ErrorKind::kInvalidArgument,
+                flag + " " + path.string() + ": not JSON: " + e.what());
+  }
+}
+
+}  // namespace
+
+json write_engine_measurement(const MeasureRequest& r) {
+  if (r.runner_bench.empty())
+    throw Error(ErrorKind::kInvalidArgument, "--runner-bench: at least one file is needed");
+  std::vector<json> benches;
+  std::vector<std::string> bytes;
+  for (const fs::path& p : r.runner_bench) {
+    bytes.push_back(receipts::read_file(p));
+    benches.push_back(read_json(p, "--runner-bench"));
+    check_runner_bench(benches.back(), p.string());
+  }
+  json peer;  // null without --torch-peer
+  if (!r.torch_peer.empty()) {
+    peer = read_json(r.torch_peer, "--torch-peer");
+    check_torch_peer(peer, r.torch_peer.string());
+  }
+  json change = {{"class", "operator"},
+                 {"option", nullptr},
+                 {"baseline", nullptr},
+                 {"candidate", candidate_identity(benches)}};
+  std::vector<std::string> limits;
+  const GateResult gate = judge_engine_targets(benches, peer, limits);
+  const json env = harness::probe_environment();
+  for (const json& b : benches) {
+    for (const json& c : b["cells"])
+      if (c.contains("skipped"))
+        limits.push_back(label(b) + " " + c["cell"].get<std::string>() +
+                         " skipped: " + c["skipped"].get<std::string>());
+    if (b["device"] == "cpu")
+      limits.push_back(label(b) + ": the compute floor divides by an estimated CPU peak (" +
+                       b.value("peak_method", "see the runner bench file") + ")");
+  }
+  limits.push_back(
+      "engine-step numbers of a ModelRunner driven directly (no scheduler, no HTTP); "
+      "the environment is the host that wrote this bundle, the device each number "
+      "ran on is in its runner-bench file");
+  receipts::BundleWriter bundle(r.out);
+  std::vector<std::string> used;
+  for (size_t i = 0; i < benches.size(); ++i) {
+    std::string name = "runner-bench/" + benches[i]["preset"].get<std::string>() + "-" +
+                       benches[i]["device"].get<std::string>();
+    if (std::find(used.begin(), used.end(), name) != used.end()) name += "-" + std::to_string(i);
+    used.push_back(name);
+    bundle.add_bytes(name + ".json", bytes[i], "metrics");
+  }
+  if (!peer.is_null())
+    bundle.add_bytes("torch-peer.json", receipts::read_file(r.torch_peer), "metrics");
+  const json record = {
+      {"schema", "sparkglm.qualification/1"},
+      {"id", r.id},
+      {"title", r.title},
+      {"created_at", utc_now()},
+      {"state", "measurement"},
+      {"level", "G2"},
+      {"target",
+       "engine-step speed of the ModelRunner: decode tok/s at C1, C4, C8 and cold prefill tok/s "
+       "at 8K, 32K, 64K, each beside its floor"},
+      {"change", change},
+      {"environment", env},
+      {"workloads", json::array()},
+      {"gates", json::array({gate.to_json()})},
+      {"metrics", cell_metrics(benches, peer)},
+      {"limitations", limits}};
+  return bundle.finish(record);
+}
+
+}  // namespace sparkglm::gates

@@ -1,0 +1,42 @@
+#pragma once
+// `sparkglm-qualify measure`: a G2 measurement bundle from runner-bench files
+// ("sparkglm.runner_bench/1", bench/runner_bench.cpp) and optionally a PyTorch peer
+// ("sparkglm.torch_peer/1"). The bundle carries the inputs as artifacts, one metric per cell
+// (tok/s, fraction of floor; against the peer's eager and compile runs where it has the cell),
+// and a G2 gate entry that judges the engine-step targets on tinyglm:
+//   C1 decode >= 60 % of its weight-streaming floor      C8 aggregate tok/s >= 5x C1
+//   8K prefill >= 50 % of its compute floor             C1 decode >= 3x torch eager, >
+//   torch.compile
+// A missed target fails the gate and is written into limitations by how much; the bundle is still
+// written (state "measurement").
+#include <filesystem>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gates/gate_definition.h"
+
+namespace sparkglm::gates {
+
+struct MeasureRequest {
+  std::vector<std::filesystem::path> runner_bench;
+  std::filesystem::path torch_peer;  // empty: the peer targets are not judged (said so)
+  std::string title, id;
+  std::filesystem::path out;  // the bundle folder (its name is the id)
+};
+
+// Throws Error(kInvalidArgument) naming the file and the field ("cells[1].median_ms: expected a
+// positive number") when a file is not what its schema says.
+void check_runner_bench(const nlohmann::json& bench, const std::string& file);
+void check_torch_peer(const nlohmann::json& peer, const std::string& file);
+
+// The targets over checked inputs; `limitations` gains one line per missed or unjudged target.
+GateResult judge_engine_targets(const std::vector<nlohmann::json>& benches,
+                                const nlohmann::json& peer, std::vector<std::string>& limitations);
+
+// Writes and verifies the bundle; returns its record. Throws Error on bad input.
+nlohmann::json write_engine_measurement(const MeasureRequest& request);
+
+}  // namespace sparkglm::gates

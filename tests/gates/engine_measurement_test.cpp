@@ -1,0 +1,200 @@
+#include "gates/engine_measurement.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "engine/core/error.h"
+#include "gates/qualify_commands.h"
+#include "receipts/bundle_verifier.h"
+
+namespace sparkglm::gates {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json cell(const std::string& name, double tok_s, double ms, double fraction) {
+  return {{"cell", name},
+          {"tokens_per_s", tok_s},
+          {"median_ms", ms},
+          {"runs", 3},
+          {"samples_ms", {ms, ms * 1.1, ms * 0.9}},
+          {"floor_ms", ms * fraction},
+          {"fraction_of_floor", fraction}};
+}
+
+// A tinyglm run that meets every target of its own: C1 at 70 % of floor, C8 = 6x C1, 8K prefill
+// at 60 % of compute.
+json bench() {
+  return {{"schema", "sparkglm.runner_bench/1"},
+          {"device", "cuda"},
+          {"preset", "tinyglm"},
+          {"num_layers", 4},
+          {"config_sha256", std::string(64, 'c')},
+          {"weights", "dummy:seed=0"},
+          {"bandwidth_gbps", 4000.0},
+          {"peak_tflops", 700.0},
+          {"cells",
+           {cell("decode_c1", 100, 10, 0.7), cell("decode_c8", 600, 13.3, 0.5),
+            cell("prefill_8k", 50000, 163.84, 0.6)}},
+          {"binary_sha256", std::string(64, 'a')},
+          {"commit", "0123abcd"}};
+}
+
+json peer(double eager_tok_s) {
+  return {{"schema", "sparkglm.torch_peer/1"},
+          {"preset", "tinyglm"},
+          {"device", "NVIDIA H200"},
+          {"torch", "2.5.1"},
+          {"cells",
+           {{{"cell", "decode_c1"},
+             {"mode", "eager"},
+             {"tokens_per_s", eager_tok_s},
+             {"median_ms", 1e3 / eager_tok_s},
+             {"runs", 1},
+             {"samples_ms", {1e3 / eager_tok_s}}},
+            {{"cell", "decode_c1"}, {"mode", "compile"}, {"skipped", "out of memory"}},
+            {{"cell", "prefill_8192"},
+             {"mode", "eager"},
+             {"tokens_per_s", 10000.0},
+             {"median_ms", 819.2},
+             {"runs", 1},
+             {"samples_ms", {819.2}}}}}};
+}
+
+bool has_line(const std::vector<std::string>& lines, const std::string& part) {
+  for (const std::string& l : lines)
+    if (l.find(part) != std::string::npos) return true;
+  return false;
+}
+
+struct TempDir {
+  fs::path path =
+      fs::temp_directory_path() / ("engine-measure-" + std::to_string(getpid()) + "-" +
+                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  TempDir() {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  fs::path write(const std::string& name, const json& j) const {
+    std::ofstream(path / name) << j.dump(1);
+    return path / name;
+  }
+};
+
+TEST(EngineMeasurement, TargetsMetPassWithoutMissedLimitations) {
+  std::vector<std::string> limits;
+  const GateResult g = judge_engine_targets({bench()}, json(), limits);
+  EXPECT_EQ(g.status, "pass") << g.summary;
+  EXPECT_EQ(g.criteria.size(), 3u);
+  EXPECT_FALSE(has_line(limits, "target missed"));
+  EXPECT_TRUE(has_line(limits, "not judged, no --torch-peer"));  // said, not silently dropped
+}
+
+TEST(EngineMeasurement, AMissedTargetFailsTheGateAndSaysByHowMuch) {
+  json b = bench();
+  b["cells"][0]["fraction_of_floor"] = 0.45;
+  std::vector<std::string> limits;
+  const GateResult g = judge_engine_targets({b}, peer(40), limits);
+  EXPECT_EQ(g.status, "fail");
+  EXPECT_TRUE(has_line(limits,
+                       "C1 decode, fraction of its weight-streaming floor is 0.450, "
+                       "target >= 0.60, short by 25.0 %"));
+  // 100 tok/s against eager 40: 2.5x of the 3x asked.
+  EXPECT_TRUE(has_line(limits,
+                       "over torch eager (NVIDIA H200) is 2.500x, target >= 3.00x, "
+                       "short by 16.7 %"));
+  EXPECT_TRUE(
+      has_line(limits, "torch compile (NVIDIA H200): not judged, the peer skipped: out of memory"));
+}
+
+TEST(EngineMeasurement, ASkippedCellMissesItsTarget) {
+  json b = bench();
+  b["cells"][2] = {{"cell", "prefill_8k"}, {"skipped", "pool too small"}};
+  std::vector<std::string> limits;
+  const GateResult g = judge_engine_targets({b}, json(), limits);
+  EXPECT_EQ(g.status, "fail");
+  EXPECT_EQ(g.criteria[2].observed, "skipped: pool too small");
+  EXPECT_TRUE(has_line(limits, "8K prefill, fraction of its compute floor (>= 0.50) was skipped"));
+}
+
+TEST(EngineMeasurement, OtherPresetsAreMeasuredNotJudged) {
+  json b = bench();
+  b["preset"] = "glm-5.3-flash";
+  std::vector<std::string> limits;
+  EXPECT_EQ(judge_engine_targets({b}, json(), limits).status, "not-run");
+  EXPECT_TRUE(has_line(limits, "glm-5.3-flash (cuda): measured only"));
+}
+
+TEST(EngineMeasurement, BundleVerifiesAndCarriesInputsAndPeerRatios) {
+  TempDir t;
+  MeasureRequest r;
+  r.runner_bench = {t.write("bench.json", bench())};
+  r.torch_peer = t.write("peer.json", peer(20));
+  r.title = "engine step";
+  r.id = "m1";
+  r.out = t.path / "m1";
+  const json record = write_engine_measurement(r);
+  EXPECT_TRUE(receipts::verify_bundle(r.out).empty());
+  EXPECT_EQ(record["state"], "measurement");
+  EXPECT_EQ(record["level"], "G2");
+  EXPECT_EQ(record["change"]["candidate"]["binary_sha256"], std::string(64, 'a'));
+  std::vector<std::string> paths;
+  for (const json& a : record["artifacts"]) paths.push_back(a["path"]);
+  EXPECT_EQ(paths, (std::vector<std::string>{"runner-bench/tinyglm-cuda.json", "torch-peer.json"}));
+  std::map<std::string, double> medians;  // "case metric" -> median
+  for (const json& m : record["metrics"])
+    medians[m["case"].get<std::string>() + " " + m["name"].get<std::string>()] =
+        m["candidate"]["median"];
+  EXPECT_DOUBLE_EQ(medians["decode_c1 ratio_to_torch_eager"], 5.0);   // 100 / 20
+  EXPECT_DOUBLE_EQ(medians["prefill_8k ratio_to_torch_eager"], 5.0);  // prefill_8192 is the cell
+  EXPECT_DOUBLE_EQ(medians["decode_c1 tokens_per_s"], 100.0);
+  EXPECT_EQ(medians.count("decode_c1 ratio_to_torch_compile"), 0u);  // the peer skipped it
+}
+
+TEST(EngineMeasurement, MalformedInputNamesTheFieldAndExitsNonZero) {
+  TempDir t;
+  json b = bench();
+  b["cells"][1].erase("median_ms");
+  const fs::path file = t.write("bad.json", b);
+  std::ostringstream out, err;
+  const int code = measure_command({"--runner-bench", file.string(), "--title", "t", "--id", "m2",
+                                    "--out", (t.path / "m2").string()},
+                                   out, err);
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(err.str().find("bad.json: field cells[1].median_ms: expected a positive number"),
+            std::string::npos)
+      << err.str();
+  EXPECT_FALSE(fs::exists(t.path / "m2" / "qualification.json"));
+  json p = peer(20);
+  p["cells"][0]["mode"] = "jit";
+  try {
+    check_torch_peer(p, "peer.json");
+    ADD_FAILURE() << "a bad mode was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cells[0].mode: expected \"eager\" or \"compile\""),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(EngineMeasurement, CommandWritesAFailingMeasurementWithExitOne) {
+  TempDir t;
+  json b = bench();
+  b["cells"][1]["tokens_per_s"] = 300.0;  // C8 only 3x C1
+  std::ostringstream out, err;
+  const int code = measure_command({"--runner-bench", t.write("b.json", b).string(), "--title", "t",
+                                    "--id", "m3", "--out", (t.path / "m3").string()},
+                                   out, err);
+  EXPECT_EQ(code, 1) << err.str();
+  EXPECT_TRUE(receipts::verify_bundle(t.path / "m3").empty());
+  EXPECT_NE(out.str().find("C8 aggregate decode tok/s over C1 is 3.000x"), std::string::npos)
+      << out.str();
+}
+
+}  // namespace
+}  // namespace sparkglm::gates
