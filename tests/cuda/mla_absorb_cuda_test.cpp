@@ -1,7 +1,8 @@
 // MLA absorption (q~ = W_kb^T q per head) and value up-projection (o = W_vb ō per head) follow
 // the CPU reference's reduction orders (cpu/mla_layer.cpp: one FMA chain over d for q~,
 // cpu::linear's lanes for o), so the declared tolerance is zero: bit for bit at T = 1, 3, 32, 200
-// at the tinyGLM shape (64 heads, dn = dv = 256, R = 512) and at a small shape.
+// (q~ also at 5, 16 and 17, its kernel boundaries) at the tinyGLM shape (64 heads, dn = dv = 256,
+// R = 512) and at a small shape.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -66,7 +67,8 @@ TEST(CudaMlaAbsorb, AbsorbedQueriesEqualTheCpuBitForBit) {
     const int64_t max_t = 200;
     const auto q = uniform(51, size_t(max_t) * s.h * s.dn, 0.0f, 1.0f);
     auto dq = to_device(q);
-    for (int64_t t : {1, 3, 32, 200}) {
+    for (int64_t t :
+         {1, 3, 16, 17, 32, 200}) {  // the decode kernel to 16, then 32- and 64-row tiles
       const auto want = absorb_reference(s, q, t, kv_b);
       cuda::DeviceBuffer dqt(want.size() * 4);
       cuda::mla_absorb_queries(static_cast<const float*>(dq.data()), t, s.h, s.dn, s.dv, s.r,

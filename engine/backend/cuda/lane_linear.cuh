@@ -84,13 +84,16 @@ __device__ __forceinline__ void store(const Params& p, int64_t b, int64_t i, int
 // threads = 32 groups of 8 lanes; group s takes W row s % rows and x rows xg * kX .. + kX - 1
 // with xg = s / rows.
 // Grid: (ceil(n / rows), 1, batch); dynamic shared memory: small_smem_bytes.
-__host__ __device__ inline int64_t x_stride(int rows, int kx) {
-  return int64_t(32 / rows) * kx + 4;  // +4: the 8 lanes' rows of x fall in different banks
+// Floats per k of the transposed x: the rows up to the last thread's kx, plus 4 when read as
+// vectors (the 8 lanes' k rows then start 4 banks apart).
+__host__ __device__ inline int64_t x_stride(int64_t m, int kx) {
+  const int64_t rows = (m + kx - 1) / kx * kx;
+  return kx % 4 == 0 ? rows + 4 : rows;
 }
 template <typename TW>
 inline size_t small_smem_bytes(const Params& p, int rows, int kx, bool x_in_smem) {
   return size_t(rows) * size_t(p.k) * sizeof(TW) +
-         (x_in_smem ? size_t(p.k) * size_t(x_stride(rows, kx)) * 4 : 0);
+         (x_in_smem ? size_t(p.k) * size_t(x_stride(p.m, kx)) * 4 : 0);
 }
 
 template <typename TW, int kX>
@@ -99,7 +102,7 @@ __global__ void __launch_bounds__(256)
   extern __shared__ __align__(16) unsigned char smem[];
   TW* ws = reinterpret_cast<TW*>(smem);
   float* xs = reinterpret_cast<float*>(smem + int64_t(rows) * p.k * int64_t(sizeof(TW)));
-  const int64_t b = blockIdx.z, j0 = int64_t(blockIdx.x) * rows, ldxs = x_stride(rows, kX);
+  const int64_t b = blockIdx.z, j0 = int64_t(blockIdx.x) * rows, ldxs = x_stride(p.m, kX);
   const int have = int(min(int64_t(rows), p.n - j0));
   const uint4* w =
       reinterpret_cast<const uint4*>(static_cast<const TW*>(p.w) + b * p.w_batch + j0 * p.k);
@@ -107,18 +110,19 @@ __global__ void __launch_bounds__(256)
                    [&](int64_t v) { return w + v; });
   const float* x = p.x + b * p.x_batch;
   if (x_in_smem) {
-    const int64_t per_row = p.k / 4, count = p.m * per_row;
+    // Adjacent threads take adjacent rows, so the transposed stores hit distinct banks.
+    const int64_t count = p.m * (p.k / 4);
     for (int64_t base = threadIdx.x; base < count; base += 4 * 256) {
       float4 r[4];
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         const int64_t v = base + 256 * u;
         if (v < count)
-          r[u] = __ldg(reinterpret_cast<const float4*>(x + (v / per_row) * p.ldx) + v % per_row);
+          r[u] = __ldg(reinterpret_cast<const float4*>(x + (v % p.m) * p.ldx) + v / p.m);
       }
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
-        const int64_t v = base + 256 * u, i = v / per_row, c = (v % per_row) * 4;
+        const int64_t v = base + 256 * u, i = v % p.m, c = (v / p.m) * 4;
         if (v >= count) continue;
         xs[(c + 0) * ldxs + i] = r[u].x, xs[(c + 1) * ldxs + i] = r[u].y;
         xs[(c + 2) * ldxs + i] = r[u].z, xs[(c + 3) * ldxs + i] = r[u].w;
@@ -318,7 +322,7 @@ void launch_small(const Params& p, int64_t batch, int rows, bool x_in_smem, cuda
 
 template <typename TW, int kX>
 void pick_staging(const Params& p, int64_t batch, int rows, cudaStream_t stream) {
-  const bool x_in_smem = p.k * x_stride(rows, kX) * 4 <= 64 * 1024;
+  const bool x_in_smem = p.k * x_stride(p.m, kX) * 4 <= 64 * 1024;
   launch_small<TW, kX>(p, batch, rows, x_in_smem, stream);
 }
 
@@ -345,7 +349,10 @@ void run(const Params& p, int64_t batch, cudaStream_t stream) {
   }
   const int64_t w_budget = p.m <= 8 ? 16 * 1024 : 64 * 1024, row_bytes = p.k * int64_t(sizeof(TW));
   int rows = 1;
-  while (rows < 32 && int64_t(rows) * 2 * row_bytes <= w_budget) rows *= 2;
+  // At most 16 x rows per thread: 32 accumulators would cost a block per SM in registers.
+  while (rows < 32 && int64_t(rows) * 2 * row_bytes <= w_budget &&
+         (p.m + 32 / (rows * 2) - 1) / (32 / (rows * 2)) <= 16)
+    rows *= 2;
   const int64_t per_thread = (p.m + (32 / rows) - 1) / (32 / rows);
   if (per_thread <= 1) {
     pick_staging<TW, 1>(p, batch, rows, stream);
@@ -355,10 +362,8 @@ void run(const Params& p, int64_t batch, cudaStream_t stream) {
     pick_staging<TW, 4>(p, batch, rows, stream);
   } else if (per_thread <= 8) {
     pick_staging<TW, 8>(p, batch, rows, stream);
-  } else if (per_thread <= 16) {
-    pick_staging<TW, 16>(p, batch, rows, stream);
   } else {
-    pick_staging<TW, 32>(p, batch, rows, stream);
+    pick_staging<TW, 16>(p, batch, rows, stream);
   }
 }
 

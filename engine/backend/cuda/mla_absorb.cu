@@ -19,20 +19,13 @@ struct AbsorbParams {
   int heads, dn, dv, r;
 };
 
-// Grid: (R / 64, H, ceil(T / kRowsPerBlock)); block: 256 threads = 16 column quads x 16 row groups
-// of kRowsPerBlock / 16 rows. Shared memory: W_kb,h[:, e0 .. e0+64) as BF16 [dn][64], then the
-// block's queries transposed, FP32 [dn][kRowsPerBlock], so a step over d reads 4 weights and the
-// thread's rows as two vectors. Each output is one FMA chain over d = 0, 1, ..., dn-1.
+// Shared memory of one block: W_kb,h[:, e0 .. e0+64) as BF16 [dn][64], then the block's query
+// rows t0 .. t0+kRowsPerBlock transposed, FP32 [dn][kRowsPerBlock] (rows past T are zeros).
 template <int kRowsPerBlock>
-__global__ void __launch_bounds__(256) absorb_kernel(const __grid_constant__ AbsorbParams p) {
-  constexpr int kRowsPerThread = kRowsPerBlock / 16;
-  extern __shared__ __align__(16) unsigned char smem[];
-  uint16_t* ws = reinterpret_cast<uint16_t*>(smem);                       // [dn][64]
-  float* qs = reinterpret_cast<float*>(smem + p.dn * kColsPerBlock * 2);  // [dn][kRowsPerBlock]
-  const int e0 = blockIdx.x * kColsPerBlock, h = blockIdx.y;
-  const int64_t t0 = int64_t(blockIdx.z) * kRowsPerBlock;
-
-  // 8 vectors of 8 BF16 per W row; the queries go in transposed, 4 values per vector.
+__device__ __forceinline__ void stage_tiles(const AbsorbParams& p, int h, int e0, int64_t t0,
+                                            uint16_t* ws, float* qs) {
+  // 8 vectors of 8 BF16 per W row; the queries go in transposed, 4 values per vector, with
+  // adjacent threads on adjacent rows so that the transposed stores hit distinct banks.
   const uint16_t* w = p.kv_b + (int64_t(h) * (p.dn + p.dv)) * p.r + e0;
   lane_linear::stage_vectors<8>(reinterpret_cast<uint4*>(ws), int64_t(p.dn) * 8, [&](int64_t v) {
     return reinterpret_cast<const uint4*>(w + (v / 8) * p.r) + v % 8;
@@ -42,7 +35,7 @@ __global__ void __launch_bounds__(256) absorb_kernel(const __grid_constant__ Abs
     float4 x[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
-      const int v = base + 256 * u, t = v / quads, d = (v % quads) * 4;
+      const int v = base + 256 * u, t = v % kRowsPerBlock, d = (v / kRowsPerBlock) * 4;
       x[u] = make_float4(0, 0, 0, 0);
       if (v < kRowsPerBlock * quads && t0 + t < p.rows)
         x[u] = __ldg(reinterpret_cast<const float4*>(p.q + (t0 + t) * p.heads * p.dn +
@@ -50,7 +43,7 @@ __global__ void __launch_bounds__(256) absorb_kernel(const __grid_constant__ Abs
     }
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
-      const int v = base + 256 * u, t = v / quads, d = (v % quads) * 4;
+      const int v = base + 256 * u, t = v % kRowsPerBlock, d = (v / kRowsPerBlock) * 4;
       if (v >= kRowsPerBlock * quads) continue;
       qs[(d + 0) * kRowsPerBlock + t] = x[u].x;
       qs[(d + 1) * kRowsPerBlock + t] = x[u].y;
@@ -59,6 +52,50 @@ __global__ void __launch_bounds__(256) absorb_kernel(const __grid_constant__ Abs
     }
   }
   __syncthreads();
+}
+
+// Decode, T <= 4 (supports 16). Grid: (R / 64, H); block: 256 threads = 64 columns x 4 row
+// groups, group g taking rows g, g+4, ... < T, so for one row only two warps compute (the others
+// would only repeat the chain on padding). Each output is one FMA chain over d = 0, 1, ..., dn-1.
+constexpr int kDecodeRows = 16;
+__global__ void __launch_bounds__(256)
+    absorb_decode_kernel(const __grid_constant__ AbsorbParams p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint16_t* ws = reinterpret_cast<uint16_t*>(smem);                       // [dn][64]
+  float* qs = reinterpret_cast<float*>(smem + p.dn * kColsPerBlock * 2);  // [dn][16]
+  const int e0 = blockIdx.x * kColsPerBlock, h = blockIdx.y;
+  stage_tiles<kDecodeRows>(p, h, e0, 0, ws, qs);
+  const int c = threadIdx.x % kColsPerBlock, g = threadIdx.x / kColsPerBlock;
+  if (g >= p.rows) return;  // whole warps: a group is two warps
+  float acc[kDecodeRows / 4];
+#pragma unroll
+  for (int u = 0; u < kDecodeRows / 4; ++u) acc[u] = 0.0f;
+#pragma unroll 4
+  for (int d = 0; d < p.dn; ++d) {
+    const float wv = bf16_bits_to_f32(ws[d * kColsPerBlock + c]);
+#pragma unroll
+    for (int u = 0; u < kDecodeRows / 4; ++u)
+      if (g + 4 * u < p.rows) acc[u] = fmaf(qs[d * kDecodeRows + g + 4 * u], wv, acc[u]);
+  }
+#pragma unroll
+  for (int u = 0; u < kDecodeRows / 4; ++u) {
+    const int64_t t = g + 4 * u;
+    if (t < p.rows) p.q_tilde[(t * p.heads + h) * p.r + e0 + c] = acc[u];
+  }
+}
+
+// T > 4. Grid: (R / 64, H, ceil(T / kRowsPerBlock)); block: 256 threads = 16 column quads x 16
+// row groups of kRowsPerBlock / 16 rows, so a step over d reads 4 weights and the thread's rows
+// as vectors. Each output is one FMA chain over d = 0, 1, ..., dn-1.
+template <int kRowsPerBlock>
+__global__ void __launch_bounds__(256) absorb_kernel(const __grid_constant__ AbsorbParams p) {
+  constexpr int kRowsPerThread = kRowsPerBlock / 16;
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint16_t* ws = reinterpret_cast<uint16_t*>(smem);                       // [dn][64]
+  float* qs = reinterpret_cast<float*>(smem + p.dn * kColsPerBlock * 2);  // [dn][kRowsPerBlock]
+  const int e0 = blockIdx.x * kColsPerBlock, h = blockIdx.y;
+  const int64_t t0 = int64_t(blockIdx.z) * kRowsPerBlock;
+  stage_tiles<kRowsPerBlock>(p, h, e0, t0, ws, qs);
 
   const int tx = threadIdx.x % 16,
             ty = threadIdx.x / 16;  // columns 4tx.., rows ty*kRowsPerThread..
@@ -88,6 +125,16 @@ __global__ void __launch_bounds__(256) absorb_kernel(const __grid_constant__ Abs
   }
 }
 
+void launch_absorb_decode(const AbsorbParams& p, cudaStream_t stream) {
+  const int smem = p.dn * kColsPerBlock * 2 + p.dn * kDecodeRows * 4;
+  if (smem > 48 * 1024)
+    SPARKGLM_CUDA_CHECK(cudaFuncSetAttribute(absorb_decode_kernel,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const dim3 grid(unsigned(p.r / kColsPerBlock), unsigned(p.heads));
+  absorb_decode_kernel<<<grid, 256, size_t(smem), stream>>>(p);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
 template <int kRowsPerBlock>
 void launch_absorb(const AbsorbParams& p, cudaStream_t stream) {
   const int smem = p.dn * kColsPerBlock * 2 + p.dn * kRowsPerBlock * 4;
@@ -114,7 +161,9 @@ void mla_absorb_queries(const float* q, int64_t T, int H, int dn, int dv, int R,
   SPARKGLM_ASSERT((T + 63) / 64 <= 65535, "mla_absorb_queries: too many rows");
   const AbsorbParams p{q, kv_b, q_tilde, T, H, dn, dv, R};
   // The row tile only sets how many rows share a staged W tile; each element's chain is the same.
-  if (T <= 16) {
+  if (T <= 4) {
+    launch_absorb_decode(p, stream);
+  } else if (T <= 16) {
     launch_absorb<16>(p, stream);
   } else if (T <= 32) {
     launch_absorb<32>(p, stream);
