@@ -63,9 +63,12 @@ void run_rows(Harness& h, ExpertBank& bank, const ModelConfig& config, int64_t r
        d_y = device_alloc(size_t(rows * kK * kD * 4));
   auto d_sgu = device_alloc(size_t(rows * 2 * kW * 4)), d_sh = device_alloc(size_t(rows * kW * 2));
   auto d_sy = device_alloc(size_t(rows * kD * 4)), d_out = device_alloc(size_t(rows * kD * 4));
+  auto d_groups = device_alloc(size_t(cuda::moe_decode_group_ints(rows, kK)) * 4);
   cuda::MoeExpertArgs a;
   a.tokens = rows;
   a.top_k = kK;
+  a.n_experts = kE;
+  a.groups = ptr<int32_t>(d_groups);
   a.hidden = kD;
   a.width = kW;
   a.clamp_limit = config.swiglu_limit;
@@ -92,11 +95,11 @@ void run_rows(Harness& h, ExpertBank& bank, const ModelConfig& config, int64_t r
   c.tolerance = 1e-5;
   c.bytes = distinct * double(kGateUp + kDown) * 2 + double(rows * kD * 6);
   c.flops = double(rows) * (kK + 1) * 2.0 * double(kGateUp + kDown);
-  c.note = "per (token, rank) weight streams on tensor cores; " + std::to_string(used.size()) +
-           " distinct routed experts, weights re-read by every token that shares one";
+  c.note = "pairs grouped by expert (8 per group), one weight stream per group on tensor cores; " +
+           std::to_string(used.size()) + " distinct routed experts";
   c.launch = [a](cudaStream_t s) { cuda::moe_experts_decode(a, s); };
   c.outputs.push_back({"out", a.out, rows * kD, false, kD, ref, {}});
-  c.keep = {d_x, d_e, d_w, d_h, d_y, d_sgu, d_sh, d_sy, d_out};
+  c.keep = {d_x, d_e, d_w, d_h, d_y, d_sgu, d_sh, d_sy, d_out, d_groups};
   h.run(c);
 }
 

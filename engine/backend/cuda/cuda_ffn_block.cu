@@ -23,9 +23,11 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
   }
   const int E = config_.n_routed_experts, k = config_.num_experts_per_tok;
   const int64_t W = config_.moe_intermediate_size;
+  profile_.mark("moe.router", stream_);
   linear_f32(ws_.normed, T, w.moe.router, E, D, ws_.router_logits, stream_);
   route_experts(ws_.router_logits, w.moe.score_bias, T, E, k, config_.norm_topk_prob,
                 config_.routed_scaling_factor, ws_.experts, ws_.expert_weights, stream_);
+  profile_.mark("moe.experts", stream_);
   const ExpertTable& table = experts_.at(layer);
   const float limit = config_.swiglu_limit;
   const SwiGluWeights* shared = w.moe.shared ? &*w.moe.shared : nullptr;
@@ -33,6 +35,7 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
     MoeExpertArgs a;
     a.tokens = T;
     a.top_k = k;
+    a.n_experts = E;
     a.hidden = D;
     a.width = W;
     a.clamp_limit = limit;
@@ -45,6 +48,7 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
     a.shared_down = shared ? shared->down.bf16() : nullptr;
     a.h = ws_.moe_h;
     a.y = ws_.moe_y;
+    a.groups = ws_.moe_groups;
     a.shared_gu = ws_.moe_shared_gu;
     a.shared_h = ws_.moe_shared_h;
     a.shared_y = ws_.moe_shared_y;

@@ -14,14 +14,9 @@ constexpr int kStages = 4;  // 32-k blocks of W loaded ahead per warp
 constexpr int kRows = 16;   // W rows per block (the MMA's 16 rows)
 constexpr int64_t kKMultiple = 32 * kSplitK * kStages;
 
-// The pair's routed expert weights; false for an empty slot (no usable expert).
-__device__ __forceinline__ bool pair_weights(const MoeExpertArgs& a, int64_t pair,
-                                             const uint16_t** gu, const uint16_t** dn) {
-  const int32_t e = a.experts[pair];  // pairs are [T, k] in the router's layout
-  if (e < 0) return false;
-  *gu = a.gate_up[e], *dn = a.down[e];
-  return true;
-}
+constexpr int kGroup = 8;                 // pairs per group: the MMA's 8 columns
+constexpr int kGroupInts = 1 + kGroup;    // expert, then its pairs (-1: an empty column)
+constexpr int kRouterMaxExpertsForGroups = 1024;
 
 __device__ __forceinline__ float swiglu(float gv, float uv, float limit) {
   if (limit > 0.0f) {  // std::min / std::clamp's comparisons: a NaN passes through
@@ -31,10 +26,50 @@ __device__ __forceinline__ float swiglu(float gv, float uv, float limit) {
   return gv / (1.0f + expf(-gv)) * uv;
 }
 
-// acc (one MMA C fragment, column 0 = x) += rows [row0, row0 + 16) of w ([*, k]) times x ([k]),
-// over this warp's quarter of k. Rows past `rows` repeat the last one (their sums are not stored).
+// One block. groups[0] = number of groups; group i at groups + 1 + i * kGroupInts: its expert,
+// then up to 8 of its pairs in pair order (-1 fills a group's unused columns). Experts in
+// increasing order; a pair whose slot is empty (expert < 0 or >= E) joins no group.
+__global__ void __launch_bounds__(256) group_kernel(const __grid_constant__ MoeExpertArgs a,
+                                                    int n_experts) {
+  __shared__ int count[kRouterMaxExpertsForGroups];
+  __shared__ int first_group[kRouterMaxExpertsForGroups];
+  __shared__ int total;
+  const int pairs = int(a.tokens * a.top_k);
+  for (int e = threadIdx.x; e < n_experts; e += blockDim.x) count[e] = 0;
+  __syncthreads();
+  for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
+    const int e = a.experts[p];
+    if (e >= 0 && e < n_experts) atomicAdd(&count[e], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int g = 0;
+    for (int e = 0; e < n_experts; ++e) {
+      first_group[e] = g;
+      g += (count[e] + kGroup - 1) / kGroup;
+    }
+    total = g;
+    a.groups[0] = g;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < total * kGroupInts; i += blockDim.x) a.groups[1 + i] = -1;
+  __syncthreads();
+  for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
+    const int e = a.experts[p];
+    if (e < 0 || e >= n_experts) continue;
+    int rank = 0;  // earlier pairs of the same expert
+    for (int q = 0; q < p; ++q) rank += a.experts[q] == e;
+    int32_t* grp = a.groups + 1 + (first_group[e] + rank / kGroup) * kGroupInts;
+    grp[0] = e;
+    grp[1 + rank % kGroup] = p;
+  }
+}
+
+// acc (one MMA C fragment) += rows [row0, row0 + 16) of w ([*, k]) times the 8 columns x, over
+// this warp's quarter of k: column c is x_col (this lane's column, c = lane / 4), null for an
+// unused column (zeros). Rows past `rows` repeat the last one (their sums are not stored).
 __device__ __forceinline__ void rows_times_x(const uint16_t* w, int64_t k, int64_t row0,
-                                             int64_t rows, const uint16_t* x, float* acc) {
+                                             int64_t rows, const uint16_t* x_col, float* acc) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const uint16_t* w0 = w + min(row0 + g, rows - 1) * k + t * 8;
@@ -49,73 +84,84 @@ __device__ __forceinline__ void rows_times_x(const uint16_t* w, int64_t k, int64
     }
 #pragma unroll
     for (int u = 0; u < kStages; ++u) {
-      // Only B column 0 (lanes with g == 0) carries x; the other columns are zero.
       uint4 xv = make_uint4(0, 0, 0, 0);
-      if (g == 0) xv = __ldg(reinterpret_cast<const uint4*>(x + kb0 + 32 * u + t * 8));
+      if (x_col) xv = __ldg(reinterpret_cast<const uint4*>(x_col + kb0 + 32 * u + t * 8));
       mma_bf16(acc, wa[u].x, wb[u].x, wa[u].y, wb[u].y, xv.x, xv.y);
       mma_bf16(acc, wa[u].z, wb[u].z, wa[u].w, wb[u].w, xv.z, xv.w);
     }
   }
 }
 
-// Sums the kSplitK warps' fragments in warp order; returns true in the lanes holding rows
-// g (value *lo) and g + 8 (value *hi) of column 0, i.e. lanes with t == 0 of warp 0.
-__device__ __forceinline__ bool reduce_warps(float (*partial)[32][2], const float* acc, float* lo,
-                                             float* hi) {
+// Sums the kSplitK warps' fragments in warp order into warp 0's acc (rows g and g + 8 of this
+// lane, columns 2t and 2t + 1); true in warp 0.
+__device__ __forceinline__ bool reduce_warps(float (*partial)[32][4], float* acc) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (warp > 0) partial[warp - 1][lane][0] = acc[0], partial[warp - 1][lane][1] = acc[2];
+  if (warp > 0)
+    for (int i = 0; i < 4; ++i) partial[warp - 1][lane][i] = acc[i];
   __syncthreads();
-  if (warp != 0 || (lane & 3) != 0) return false;
-  float a = acc[0], b = acc[2];
+  if (warp != 0) return false;
 #pragma unroll
-  for (int w = 0; w < kSplitK - 1; ++w) a = a + partial[w][lane][0], b = b + partial[w][lane][1];
-  *lo = a, *hi = b;
+  for (int w = 0; w < kSplitK - 1; ++w)
+    for (int i = 0; i < 4; ++i) acc[i] = acc[i] + partial[w][lane][i];
   return true;
 }
 
-// Grid: (W / 16, pairs). h[pair][n] = SiLU(min(g_n, L)) * clamp(u_n, -L, L) for 16 rows n.
+// The group of this block (blockIdx.y) or null past the count; this lane's column's pair (-1:
+// none) in *pair.
+__device__ __forceinline__ const int32_t* block_group(const MoeExpertArgs& a, int* pair) {
+  if (int(blockIdx.y) >= a.groups[0]) return nullptr;
+  const int32_t* grp = a.groups + 1 + int64_t(blockIdx.y) * kGroupInts;
+  *pair = grp[1 + ((threadIdx.x & 31) >> 2)];
+  return grp;
+}
+
+// Grid: (W / 16, max groups). h[pair][n] = SiLU(min(g_n, L)) * clamp(u_n, -L, L), 16 rows n, for
+// the group's pairs.
 __global__ void __launch_bounds__(kSplitK * 32)
     gate_up_kernel(const __grid_constant__ MoeExpertArgs a) {
-  __shared__ float partial_g[kSplitK - 1][32][2], partial_u[kSplitK - 1][32][2];
-  const int64_t pair = blockIdx.y, n0 = int64_t(blockIdx.x) * kRows;
-  const int lane = threadIdx.x & 31;
-  uint16_t* h = a.h + pair * a.width;
-  const uint16_t *gu = nullptr, *dn = nullptr;
-  if (!pair_weights(a, pair, &gu, &dn)) {  // an empty slot contributes nothing: h = 0
-    if (threadIdx.x < kRows) h[n0 + threadIdx.x] = 0;
-    return;
-  }
-  const uint16_t* x = a.x + (pair / a.top_k) * a.hidden;
+  __shared__ float partial_g[kSplitK - 1][32][4], partial_u[kSplitK - 1][32][4];
+  int pair = -1;
+  const int32_t* grp = block_group(a, &pair);
+  if (!grp) return;
+  const int64_t n0 = int64_t(blockIdx.x) * kRows;
+  const uint16_t* gu = a.gate_up[grp[0]];
+  const uint16_t* x = pair >= 0 ? a.x + (pair / a.top_k) * a.hidden : nullptr;
   float g[4] = {0, 0, 0, 0}, u[4] = {0, 0, 0, 0};
   rows_times_x(gu, a.hidden, n0, a.width, x, g);
   rows_times_x(gu + a.width * a.hidden, a.hidden, n0, a.width, x, u);
-  float g_lo, g_hi, u_lo, u_hi;
-  const bool mine = reduce_warps(partial_g, g, &g_lo, &g_hi);
-  reduce_warps(partial_u, u, &u_lo, &u_hi);
-  if (!mine) return;
-  const int row = lane >> 2;
-  h[n0 + row] = f32_to_bf16_bits(swiglu(g_lo, u_lo, a.clamp_limit));
-  h[n0 + row + 8] = f32_to_bf16_bits(swiglu(g_hi, u_hi, a.clamp_limit));
+  reduce_warps(partial_g, g);
+  if (!reduce_warps(partial_u, u)) return;
+  // This lane holds columns 2t, 2t + 1: their pairs are those of lanes 8t and 8t + 4.
+  const int lane = threadIdx.x & 31, row = lane >> 2, t = lane & 3;
+  for (int c = 0; c < 2; ++c) {
+    const int p = grp[1 + 2 * t + c];
+    if (p < 0) continue;
+    uint16_t* h = a.h + int64_t(p) * a.width;
+    h[n0 + row] = f32_to_bf16_bits(swiglu(g[c], u[c], a.clamp_limit));
+    h[n0 + row + 8] = f32_to_bf16_bits(swiglu(g[2 + c], u[2 + c], a.clamp_limit));
+  }
 }
 
-// Grid: (D / 16, pairs). y[pair][n] = (W_down h)[n].
+// Grid: (D / 16, max groups). y[pair][n] = (W_down h[pair])[n] for the group's pairs.
 __global__ void __launch_bounds__(kSplitK * 32)
     down_kernel(const __grid_constant__ MoeExpertArgs a) {
-  __shared__ float partial[kSplitK - 1][32][2];
-  const int64_t pair = blockIdx.y, n0 = int64_t(blockIdx.x) * kRows;
-  const int lane = threadIdx.x & 31;
-  float* y = a.y + pair * a.hidden;
-  const uint16_t *gu = nullptr, *dn = nullptr;
-  if (!pair_weights(a, pair, &gu, &dn)) {
-    if (threadIdx.x < kRows) y[n0 + threadIdx.x] = 0.0f;
-    return;
-  }
+  __shared__ float partial[kSplitK - 1][32][4];
+  int pair = -1;
+  const int32_t* grp = block_group(a, &pair);
+  if (!grp) return;
+  const int64_t n0 = int64_t(blockIdx.x) * kRows;
   float acc[4] = {0, 0, 0, 0};
-  rows_times_x(dn, a.width, n0, a.hidden, a.h + pair * a.width, acc);
-  float lo, hi;
-  if (!reduce_warps(partial, acc, &lo, &hi)) return;
-  y[n0 + (lane >> 2)] = lo;
-  y[n0 + (lane >> 2) + 8] = hi;
+  rows_times_x(a.down[grp[0]], a.width, n0, a.hidden,
+               pair >= 0 ? a.h + int64_t(pair) * a.width : nullptr, acc);
+  if (!reduce_warps(partial, acc)) return;
+  const int lane = threadIdx.x & 31, row = lane >> 2, t = lane & 3;
+  for (int c = 0; c < 2; ++c) {
+    const int p = grp[1 + 2 * t + c];
+    if (p < 0) continue;
+    float* y = a.y + int64_t(p) * a.hidden;
+    y[n0 + row] = acc[c];
+    y[n0 + row + 8] = acc[2 + c];
+  }
 }
 
 // Grid: T; the shared expert's h = SwiGLU(g, u) from its [T, 2W] projection.
@@ -134,7 +180,7 @@ __global__ void __launch_bounds__(256) combine_kernel(const __grid_constant__ Mo
   for (int64_t d = threadIdx.x; d < a.hidden; d += blockDim.x) {
     float o = 0.0f;
     for (int r = 0; r < a.top_k; ++r)
-      if (a.experts[t * a.top_k + r] >= 0)
+      if (a.experts[t * a.top_k + r] >= 0 && a.experts[t * a.top_k + r] < a.n_experts)
         o += a.weights[t * a.top_k + r] * a.y[(t * a.top_k + r) * a.hidden + d];
     if (a.shared_gate_up) o += a.shared_y[t * a.hidden + d];
     a.out[t * a.hidden + d] = o;
@@ -143,11 +189,20 @@ __global__ void __launch_bounds__(256) combine_kernel(const __grid_constant__ Mo
 
 }  // namespace
 
+int64_t moe_decode_group_ints(int64_t tokens, int top_k) {
+  return 1 + tokens * top_k * kGroupInts;
+}
+
 void moe_experts_decode(const MoeExpertArgs& a, cudaStream_t stream) {
   SPARKGLM_ASSERT(a.hidden % kKMultiple == 0 && a.width % kKMultiple == 0 && a.top_k > 0,
                   "moe_experts_decode: hidden and expert width must be multiples of 512");
+  SPARKGLM_ASSERT(a.groups != nullptr && a.n_experts > 0 &&
+                      a.n_experts <= kRouterMaxExpertsForGroups,
+                  "moe_experts_decode: needs the groups workspace and 1..1024 experts");
   if (a.tokens <= 0) return;
-  const unsigned pairs = unsigned(a.tokens * a.top_k);
+  const unsigned pairs = unsigned(a.tokens * a.top_k);  // the most groups there can be
+  group_kernel<<<1, 256, 0, stream>>>(a, a.n_experts);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
   gate_up_kernel<<<dim3(unsigned(a.width / kRows), pairs), kSplitK * 32, 0, stream>>>(a);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
   down_kernel<<<dim3(unsigned(a.hidden / kRows), pairs), kSplitK * 32, 0, stream>>>(a);

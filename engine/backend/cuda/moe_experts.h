@@ -2,11 +2,13 @@
 // MoE experts for decode batches (MODEL.md section 5): every (token, rank) pair runs its routed
 // expert's SwiGLU with the clamp; the shared expert runs once for all tokens through gemv_bf16;
 // the combine adds them per token in rank order, the shared expert last (cpu::moe_forward's
-// order). Each pair streams its expert's weights on tensor cores (mma.m16n8k16, BF16 in, FP32
-// accumulate; h = SwiGLU(g, u) enters the down projection as BF16), and no arithmetic mixes
-// tokens, so a token's result does not depend on the batch. Two tokens that share an expert read
-// its weights twice: grouping pairs by expert (and a grouped GEMM for prefill chunks) is the next
-// step (docs/cuda-operators.md).
+// order). The pairs are first grouped by expert on the device, up to 8 per group: a group streams
+// its expert's weights once on tensor cores (mma.m16n8k16, BF16 in, FP32 accumulate), its pairs'
+// inputs as the MMA's 8 columns (h = SwiGLU(g, u) enters the down projection as BF16). An MMA
+// output column depends only on its own input column and the k order is fixed, so a token's
+// result is bitwise the same whichever tokens share its group or batch. The launch shapes depend
+// only on the number of tokens (groups past the count exit at once), so the step can be captured
+// in a CUDA graph.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -16,6 +18,7 @@ namespace sparkglm::cuda {
 struct MoeExpertArgs {
   int64_t tokens = 0;                        // T (decode rows)
   int top_k = 0;                             // k routed experts per token
+  int n_experts = 0;                         // E (at most 1024)
   int64_t hidden = 0;                        // D (a multiple of 512)
   int64_t width = 0;                         // W, the expert width (a multiple of 512)
   float clamp_limit = 0;                     // swiglu_limit (<= 0: no clamp)
@@ -28,11 +31,15 @@ struct MoeExpertArgs {
   const uint16_t* shared_down = nullptr;     // [D, W]
   uint16_t* h = nullptr;                     // workspace [T * k, W] BF16
   float* y = nullptr;                        // workspace [T * k, D] FP32
+  int32_t* groups = nullptr;                 // workspace moe_decode_group_ints(T, k) int32
   float* shared_gu = nullptr;                // workspace [T, 2W] FP32 (with a shared expert)
   uint16_t* shared_h = nullptr;              // workspace [T, W] BF16
   float* shared_y = nullptr;                 // workspace [T, D] FP32
   float* out = nullptr;                      // [T, D]
 };
+
+// Int32 words of the `groups` workspace: a count, then per group its expert and 8 pairs.
+int64_t moe_decode_group_ints(int64_t tokens, int top_k);
 
 void moe_experts_decode(const MoeExpertArgs& args, cudaStream_t stream);
 

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 
+#include "engine/backend/cuda/mhc.h"
 #include "engine/backend/cuda/mla_decode.h"
 #include "engine/backend/cuda/mla_prefill.h"
+#include "engine/backend/cuda/moe_experts.h"
 #include "engine/backend/cuda/moe_prefill.h"
 
 namespace sparkglm::cuda {
@@ -23,6 +25,7 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
   w.block_out = c.take<float>(T * D);
   w.post = c.take<float>(T * hc);
   w.comb = c.take<float>(T * hc * hc);
+  w.hc_partials = c.take<float>(hc_partials_floats(std::min<int64_t>(T, kHcSplitMaxRows)));
   w.normed_bf16 = c.take<uint16_t>(T * D);
 
   for (float** p : {&w.raw_q, &w.raw_k, &w.raw_v, &w.q, &w.k, &w.v, &w.f, &w.decay, &w.gate, &w.o})
@@ -65,6 +68,7 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
   w.expert_weights = c.take<float>(T * k);
   w.moe_h = c.take<uint16_t>(dec * k * W);
   w.moe_y = c.take<float>(dec * k * D);
+  w.moe_groups = c.take<int32_t>(moe_decode_group_ints(dec, int(k)));
   w.moe_shared_gu = c.take<float>(dec * 2 * shared_w);
   w.moe_shared_h = c.take<uint16_t>(dec * shared_w);
   w.moe_shared_y = c.take<float>(dec * D);

@@ -42,7 +42,7 @@ struct RunnerShape {
 // Activations of one step.
 struct Workspace {
   // residual and block I/O
-  float *X, *y, *normed, *block_out, *post, *comb;
+  float *X, *y, *normed, *block_out, *post, *comb, *hc_partials;
   uint16_t* normed_bf16;
   // KDA
   float *raw_q, *raw_k, *raw_v, *q, *k, *v, *f, *decay, *gate, *o, *low, *b_logit, *beta;
@@ -55,7 +55,7 @@ struct Workspace {
   size_t attn_ws_bytes;
   // MoE and dense MLP
   float *router_logits, *expert_weights, *moe_y, *moe_shared_gu, *moe_shared_y, *gu;
-  int32_t* experts;
+  int32_t *experts, *moe_groups;
   uint16_t *moe_h, *moe_shared_h, *mlp_h;
   void* moe_prefill_ws;
   // head
