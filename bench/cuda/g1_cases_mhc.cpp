@@ -35,6 +35,9 @@ void run_rows(Harness& h, const ModelConfig& config, int64_t rows, bool decode) 
   auto d_b = upload(b);
   auto d_y = device_alloc(size_t(rows * kD * 4)), d_post = device_alloc(size_t(rows * kS * 4));
   auto d_comb = device_alloc(size_t(rows * 16 * 4));
+  // The engine's scratch: rows up to kHcSplitMaxRows take the split (many blocks per row) form.
+  auto d_part = device_alloc(size_t(cuda::hc_partials_floats(rows)) * 4);
+  float* part = ptr<float>(d_part);
 
   std::vector<float> y(size_t(rows * kD)), post(size_t(rows * kS)), comb(size_t(rows * 16));
   cpu::hc_pre(config, HcSite{fn.data(), base.data(), scale.data()}, x.data(), rows, y.data(),
@@ -49,13 +52,16 @@ void run_rows(Harness& h, const ModelConfig& config, int64_t rows, bool decode) 
     c.bytes = double(rows * kN * 4 + kM * kN * 4 + rows * (kD + kS + 16) * 4);
     c.flops = double(rows) * (2.0 * (kM + 1) * kN + 2.0 * kN);
     c.flops_on_tensor_cores = false;
-    c.note =
-        "one block per row: fn is re-read from L2 by every row (a GEMM over rows is the "
-        "prefill fix)";
+    c.note = rows <= cuda::kHcSplitMaxRows
+                 ? "split form: 32 blocks per row stream fn, partial sums added in slice order"
+                 : "one block per row: fn is re-read from L2 by every row (a GEMM over rows is "
+                   "the prefill fix)";
     const float *xp = ptr<float>(d_x), *fp = ptr<float>(d_fn), *bp = ptr<float>(d_base);
     const float* sp = ptr<float>(d_scale);
     float *yp = ptr<float>(d_y), *pp = ptr<float>(d_post), *cp = ptr<float>(d_comb);
-    c.launch = [=](cudaStream_t st) { cuda::hc_pre(k, fp, bp, sp, xp, rows, yp, pp, cp, st); };
+    c.launch = [=](cudaStream_t st) {
+      cuda::hc_pre(k, fp, bp, sp, xp, rows, yp, pp, cp, st, part);
+    };
     c.outputs.push_back({"y", yp, rows * kD, false, kD, y, {}});
     c.outputs.push_back({"post", pp, rows * kS, false, kS, post, {}});
     c.outputs.push_back({"comb", cp, rows * 16, false, 16, comb, {}});
@@ -105,7 +111,7 @@ void run_rows(Harness& h, const ModelConfig& config, int64_t rows, bool decode) 
     const float *xp = ptr<float>(d_x), *fp = ptr<float>(d_hfn), *bp = ptr<float>(d_hbase);
     const float* sp = ptr<float>(d_scale);  // scale[0] is the head's single scale
     float* yp = ptr<float>(d_y);
-    c.launch = [=](cudaStream_t st) { cuda::hc_head(k, fp, bp, sp, xp, rows, yp, st); };
+    c.launch = [=](cudaStream_t st) { cuda::hc_head(k, fp, bp, sp, xp, rows, yp, st, part); };
     c.outputs.push_back({"h", yp, rows * kD, false, kD, hout, {}});
     h.run(c);
   }

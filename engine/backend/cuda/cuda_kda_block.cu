@@ -14,6 +14,7 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
   const int H = config_.kda.num_heads, K = config_.kda.head_dim;
   const int64_t HK = int64_t(H) * K;
   const uint16_t* x = ws_.normed_bf16;
+  profile_.mark("kda.proj", stream_);
   gemm_.linear(x, T, w.q_proj.bf16(), HK, D, ws_.raw_q, stream_);
   gemm_.linear(x, T, w.k_proj.bf16(), HK, D, ws_.raw_k, stream_);
   gemm_.linear(x, T, w.v_proj.bf16(), HK, D, ws_.raw_v, stream_);
@@ -65,10 +66,12 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
                   stream_);
     }
   };
+  profile_.mark("kda.recur", stream_);
   if (step_->decode_rows() > 0) run_group(0, step_->decode_rows(), 1, 0, 0);
   for (const StepSequence& s : step_->seqs())
     if (s.rows > 1) run_group(s.first_row, 1, s.rows, s.index, s.start);
 
+  profile_.mark("kda.out", stream_);
   KdaBatch all;
   all.num_seqs = int(T);
   all.rows_per_seq = 1;

@@ -30,6 +30,7 @@ void CudaModelRunner::mla_block(int cache_layer, const MlaWeights& w, float* out
   const LatentFormat format =
       options_.kv_dtype == KvDtype::kFp8G128 ? LatentFormat::kFp8G128 : LatentFormat::kBF16;
 
+  profile_.mark("mla.cache+q", stream_);
   gemm_.linear(x, T, w.kv_a.bf16(), R, D, ws_.latent, stream_);
   rms_norm_rows(ws_.latent, w.kv_a_norm, eps, T, R, ws_.latent, nullptr, stream_);
   store_latents(ws_.latent, T, int(R), format, step_->page_rows(),
@@ -44,6 +45,7 @@ void CudaModelRunner::mla_block(int cache_layer, const MlaWeights& w, float* out
   gemm_.linear(x, T, w.q_a.bf16(), ql, D, ws_.cq, stream_);
   rms_norm_rows(ws_.cq, w.q_a_norm, eps, T, ql, ws_.cq, ws_.cq_bf16, stream_);
 
+  profile_.mark("mla.attend", stream_);
   // Decode rows: the dense ones as one pass per chunk, then the sparse ones.
   const int dense = step_->dense_decode_rows(), decode = step_->decode_rows();
   for (int r0 = 0; r0 < dense; r0 += kMlaRowChunk)

@@ -180,27 +180,33 @@ void CudaModelRunner::run_layers() {
   const int64_t T = step_->rows(), D = config_.hidden_size;
   const HcConstants hc{config_.rms_norm_eps, config_.hc_eps, config_.hc_sinkhorn_iters};
   const float eps = config_.rms_norm_eps;
+  profile_.mark("embed", stream_);
   embed_tokens(mw.embed.bf16(), config_.vocab_size, D, step_->tokens(), T, kHcStreams, ws_.X,
                stream_);
   for (int layer = 0; layer < config_.num_hidden_layers; ++layer) {
     const LayerWeights& w = mw.layers[size_t(layer)];
+    profile_.mark("mhc+norm", stream_);
     hc_pre(hc, w.hc_attn.fn, w.hc_attn.base, w.hc_attn.scale, ws_.X, T, ws_.y, ws_.post, ws_.comb,
-           stream_);
+           stream_, ws_.hc_partials);
     rms_norm_rows(ws_.y, w.input_norm, eps, T, D, ws_.normed, ws_.normed_bf16, stream_);
     if (w.kind == LayerKind::kLinearAttention) {
       kda_block(config_.kind_index(layer), w.kda, ws_.block_out);
     } else {
       mla_block(config_.kind_index(layer), w.mla, ws_.block_out);
     }
+    profile_.mark("mhc+norm", stream_);
     hc_post(ws_.block_out, ws_.post, ws_.comb, ws_.X, T, stream_);
 
     hc_pre(hc, w.hc_ffn.fn, w.hc_ffn.base, w.hc_ffn.scale, ws_.X, T, ws_.y, ws_.post, ws_.comb,
-           stream_);
+           stream_, ws_.hc_partials);
     rms_norm_rows(ws_.y, w.post_attn_norm, eps, T, D, ws_.normed, ws_.normed_bf16, stream_);
+    if (w.dense_mlp) profile_.mark("dense_mlp", stream_);
     ffn_block(w, layer, ws_.block_out);
+    profile_.mark("mhc+norm", stream_);
     hc_post(ws_.block_out, ws_.post, ws_.comb, ws_.X, T, stream_);
   }
-  hc_head(hc, mw.hc_head.fn, mw.hc_head.base, mw.hc_head.scale, ws_.X, T, ws_.y, stream_);
+  hc_head(hc, mw.hc_head.fn, mw.hc_head.base, mw.hc_head.scale, ws_.X, T, ws_.y, stream_,
+          ws_.hc_partials);
 }
 
 void CudaModelRunner::head_to_host(const float* h, const float* norm, ForwardOutput& out) {
@@ -208,6 +214,7 @@ void CudaModelRunner::head_to_host(const float* h, const float* norm, ForwardOut
   const int64_t V = config_.vocab_size;
   out.logits.resize(size_t(n * V));
   out.hidden.resize(size_t(n * D));
+  profile_.mark("head", stream_);
   for (int64_t c0 = 0; c0 < n; c0 += kLogitChunk) {
     const int64_t m = std::min<int64_t>(kLogitChunk, n - c0);
     gather_rows(h, step_->logit_rows_device() + c0, m, D, ws_.head_rows, stream_);
@@ -219,6 +226,7 @@ void CudaModelRunner::head_to_host(const float* h, const float* norm, ForwardOut
     gemm_.linear(ws_.head_bf16, m, lm.bf16(), V, D, ws_.logits, stream_);
     SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(pinned_logits_, ws_.logits, size_t(m * V) * 4,
                                         cudaMemcpyDeviceToHost, stream_));
+    profile_.end_step(stream_);
     SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
     std::memcpy(out.hidden.data() + c0 * D, pinned_hidden_, size_t(m * D) * 4);
     std::memcpy(out.logits.data() + c0 * V, pinned_logits_, size_t(m * V) * 4);
@@ -227,7 +235,7 @@ void CudaModelRunner::head_to_host(const float* h, const float* norm, ForwardOut
 }
 
 bool CudaModelRunner::decode_graphable() const {
-  return options_.graphs && step_->decode_rows() == step_->rows() &&
+  return options_.graphs && !profile_.on() && step_->decode_rows() == step_->rows() &&
          step_->dense_decode_rows() == step_->rows() && step_->rows() <= kDecodeMaxRows;
 }
 

@@ -21,6 +21,7 @@
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/runner_buffers.h"
 #include "engine/backend/cuda/step_inputs.h"
+#include "engine/backend/cuda/step_profiler.h"
 #include "engine/model/model_runner.h"
 #include "engine/runtime/latent_cache.h"
 
@@ -98,6 +99,7 @@ class CudaModelRunner : public ModelRunner {
   DeviceBuffer expert_pointers_;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // (rows, length bucket) -> graph
   uint64_t graph_replays_ = 0;
+  StepProfiler profile_;  // SPARKGLM_CUDA_PROFILE=1: device time by part (steps run eagerly)
   int length_bucket_ = 0;  // the max_len the current decode step's attention is launched with
 };
 

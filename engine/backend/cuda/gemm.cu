@@ -1,5 +1,6 @@
 #include "engine/backend/cuda/gemm.h"
 
+#include <algorithm>
 #include <string>
 
 #include "engine/backend/cuda/cuda_check.h"
@@ -13,6 +14,8 @@ namespace {
 constexpr int kWarps = 8;        // warps per block
 constexpr int kRowsPerWarp = 4;  // output rows (of W) per warp: each x chunk feeds 4 rows
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+constexpr size_t kSplitPartialBytes = size_t(16) << 20;  // split-k GEMV partial sums
+constexpr int64_t kGemvTargetBlocks = 1024;  // enough blocks to keep every SM's loads in flight
 
 void check_cublas(cublasStatus_t status, const char* call, int line) {
   if (status != CUBLAS_STATUS_SUCCESS)
@@ -25,8 +28,9 @@ void check_cublas(cublasStatus_t status, const char* call, int line) {
 struct GemvParams {
   const uint16_t* x;  // [m, k]
   const uint16_t* w;  // [n, k]
-  float* y;           // [m, n]
+  float* y;           // [m, n]; with splits > 1 the partials [splits, m, n]
   int64_t m, n, k;
+  int splits = 1;     // k slices, one per blockIdx.y (the MMA kernel only)
 };
 
 __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
@@ -105,8 +109,10 @@ __global__ void __launch_bounds__(kSplitK * 32)
   const int g = lane >> 2, t = lane & 3;
   const int64_t n0 = int64_t(blockIdx.x) * kMmaRows;
   const int64_t r0 = min(n0 + g, p.n - 1), r1 = min(n0 + g + 8, p.n - 1);  // clamped loads
-  const int64_t k_per_warp = p.k / kSplitK;
-  const int64_t k_begin = warp * k_per_warp, k_end = k_begin + k_per_warp;
+  const int64_t k_slice = p.k / p.splits;  // this block's slice of k, split over its warps
+  const int64_t k_per_warp = k_slice / kSplitK;
+  const int64_t k_begin = blockIdx.y * k_slice + warp * k_per_warp, k_end = k_begin + k_per_warp;
+  float* y = p.y + int64_t(blockIdx.y) * p.m * p.n;
   const uint16_t* w0 = p.w + r0 * p.k + t * 8;
   const uint16_t* w1 = p.w + r1 * p.k + t * 8;
 
@@ -153,15 +159,38 @@ __global__ void __launch_bounds__(kSplitK * 32)
       for (int w = 0; w < kSplitK - 1; ++w) v = v + partial[w][j][lane][e];
       const int64_t n = n0 + g + (e >= 2 ? 8 : 0);
       const int64_t m = j * 8 + t * 2 + (e & 1);
-      if (n < p.n && m < p.m) p.y[m * p.n + n] = v;
+      if (n < p.n && m < p.m) y[m * p.n + n] = v;
     }
+}
+
+// y[i] = sum over s (increasing) of partial[s][i]: the k slices of a split GEMV, in a fixed order.
+__global__ void sum_splits_kernel(const float* partial, int splits, int64_t count, float* y) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float v = partial[i];
+    for (int s = 1; s < splits; ++s) v = v + partial[s * count + i];
+    y[i] = v;
+  }
 }
 
 template <int kTiles>
 void launch_gemv_mma(const GemvParams& p, cudaStream_t stream) {
   const unsigned blocks = unsigned((p.n + kMmaRows - 1) / kMmaRows);
-  gemv_mma_kernel<kTiles><<<blocks, kSplitK * 32, 0, stream>>>(p);
+  gemv_mma_kernel<kTiles><<<dim3(blocks, unsigned(p.splits)), kSplitK * 32, 0, stream>>>(p);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_gemv_mma_tiles(const GemvParams& p, cudaStream_t stream) {
+  // The tile count only pads B; every column's MMA sequence is the same.
+  if (p.m <= 8) {
+    launch_gemv_mma<1>(p, stream);
+  } else if (p.m <= 16) {
+    launch_gemv_mma<2>(p, stream);
+  } else if (p.m <= 24) {
+    launch_gemv_mma<3>(p, stream);
+  } else {
+    launch_gemv_mma<4>(p, stream);
+  }
 }
 
 template <int kMt>
@@ -183,16 +212,7 @@ void gemv_bf16(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64
   if (m <= 0 || n <= 0) return;
   const GemvParams p{x, w, y, m, n, k};
   if (m <= kGemvMaxRows && k % kMmaK == 0) {
-    // The tile count only pads B; every column's MMA sequence is the same.
-    if (m <= 8) {
-      launch_gemv_mma<1>(p, stream);
-    } else if (m <= 16) {
-      launch_gemv_mma<2>(p, stream);
-    } else if (m <= 24) {
-      launch_gemv_mma<3>(p, stream);
-    } else {
-      launch_gemv_mma<4>(p, stream);
-    }
+    launch_gemv_mma_tiles(p, stream);
     return;
   }
   // Other k: the CUDA-core kernel. The tile width only groups rows for reuse of each W chunk.
@@ -207,7 +227,7 @@ void gemv_bf16(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64
   }
 }
 
-Gemm::Gemm() : workspace_(kWorkspaceBytes) {
+Gemm::Gemm() : workspace_(kWorkspaceBytes), split_partials_(kSplitPartialBytes) {
   SPARKGLM_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
@@ -215,10 +235,35 @@ Gemm::~Gemm() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
+namespace {
+
+int gemv_splits(int64_t n, int64_t k) {
+  const int64_t blocks = (n + kMmaRows - 1) / kMmaRows;
+  int splits = 1;
+  while (blocks * splits < kGemvTargetBlocks && k % (kMmaK * splits * 2) == 0) splits *= 2;
+  return splits;
+}
+
+}  // namespace
+
 void Gemm::linear(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
                   cudaStream_t stream) {
   if (m <= kGemvMaxRows) {
-    gemv_bf16(x, m, w, n, k, y, stream);
+    // A weight matrix of few rows gives too few blocks to stream at full bandwidth: its k is
+    // split over more blocks, whose partial sums are then added in slice order. The split
+    // depends on the weight's shape only, so a row's result still does not depend on the batch.
+    const int splits = k % kMmaK == 0 ? gemv_splits(n, k) : 1;
+    if (splits == 1 ||
+        size_t(splits) * size_t(m) * size_t(n) * sizeof(float) > split_partials_.bytes()) {
+      gemv_bf16(x, m, w, n, k, y, stream);
+      return;
+    }
+    GemvParams p{x, w, static_cast<float*>(split_partials_.data()), m, n, k, splits};
+    launch_gemv_mma_tiles(p, stream);
+    const int64_t count = m * n;
+    sum_splits_kernel<<<unsigned(std::min<int64_t>((count + 255) / 256, 4096)), 256, 0, stream>>>(
+        p.y, splits, count, y);
+    SPARKGLM_CUDA_CHECK(cudaGetLastError());
   } else {
     cublaslt(x, m, w, n, k, y, stream);
   }

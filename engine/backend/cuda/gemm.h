@@ -35,7 +35,8 @@ class Gemm {
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  // The model's projection: gemv_bf16 for m <= kGemvMaxRows, else cuBLASLt.
+  // The model's projection: gemv_bf16 for m <= kGemvMaxRows (its k split over more blocks, in
+  // a fixed order, when the weight has few rows), else cuBLASLt.
   void linear(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
               cudaStream_t stream);
   // cuBLASLt whatever m (the peer the G1 table sets beside gemv_bf16). y: [m, n] FP32.
@@ -45,6 +46,7 @@ class Gemm {
  private:
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;
+  DeviceBuffer split_partials_;
   std::map<std::tuple<int64_t, int64_t, int64_t>, cublasLtMatmulAlgo_t> algos_;  // by (m, n, k)
 };
 

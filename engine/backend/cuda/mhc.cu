@@ -63,6 +63,26 @@ __device__ void sinkhorn(float* m, int iters, float eps) {
   }
 }
 
+// From the raw sums (mixes, then the sum of squares; one thread): pre into `pre`, and for a
+// layer site post and the Sinkhorn-balanced comb into p.post / p.comb at row t.
+template <int kMix>
+__device__ void finish_mixes(const HcParams& p, int64_t t, float* mixes, float* pre) {
+    const float rs = 1.0f / sqrtf(mixes[kMix] / float(kN) + p.k.rms_eps);
+    for (int j = 0; j < kMix; ++j) mixes[j] = mixes[j] * rs;
+    for (int s = 0; s < kHcStreams; ++s)
+      pre[s] = sigmoidf_dev(mixes[s] * p.scale[0] + p.base[s]) + p.k.hc_eps;
+    if (kMix > kHcStreams) {
+      for (int s = 0; s < kHcStreams; ++s)
+        p.post[t * kHcStreams + s] =
+            2.0f * sigmoidf_dev(mixes[kHcStreams + s] * p.scale[1] + p.base[kHcStreams + s]);
+      float m[16];
+      for (int i = 0; i < 16 && 2 * kHcStreams + i < kMix; ++i)
+        m[i] = mixes[2 * kHcStreams + i] * p.scale[2] + p.base[2 * kHcStreams + i];
+      sinkhorn(m, p.k.sinkhorn_iters, p.k.hc_eps);
+      for (int i = 0; i < 16; ++i) p.comb[t * 16 + i] = m[i];
+    }
+}
+
 // Grid: T. kMix = 24 (a layer site: pre, post, comb) or 4 (the head: pre only).
 template <int kMix>
 __global__ void __launch_bounds__(kThreads) hc_reduce_kernel(const __grid_constant__ HcParams p) {
@@ -112,20 +132,7 @@ __global__ void __launch_bounds__(kThreads) hc_reduce_kernel(const __grid_consta
       for (int w = 0; w < kThreads / 32; ++w) s += warp_part[w][j];
       mixes[j] = s;
     }
-    const float rs = 1.0f / sqrtf(mixes[kMix] / float(kN) + p.k.rms_eps);
-    for (int j = 0; j < kMix; ++j) mixes[j] = mixes[j] * rs;
-    for (int s = 0; s < kHcStreams; ++s)
-      pre[s] = sigmoidf_dev(mixes[s] * p.scale[0] + p.base[s]) + p.k.hc_eps;
-    if (kMix > kHcStreams) {
-      for (int s = 0; s < kHcStreams; ++s)
-        p.post[t * kHcStreams + s] =
-            2.0f * sigmoidf_dev(mixes[kHcStreams + s] * p.scale[1] + p.base[kHcStreams + s]);
-      float m[16];
-      for (int i = 0; i < 16 && 2 * kHcStreams + i < kMix; ++i)
-        m[i] = mixes[2 * kHcStreams + i] * p.scale[2] + p.base[2 * kHcStreams + i];
-      sinkhorn(m, p.k.sinkhorn_iters, p.k.hc_eps);
-      for (int i = 0; i < 16; ++i) p.comb[t * 16 + i] = m[i];
-    }
+    finish_mixes<kMix>(p, t, mixes, pre);
   }
   __syncthreads();
   // y = sum_s pre[s] X[s], s increasing, at this thread's width positions.
@@ -143,16 +150,124 @@ __global__ void __launch_bounds__(kThreads) hc_reduce_kernel(const __grid_consta
   }
 }
 
-// Grid: T; each thread a float4 column block of the row's 4 streams.
+// The split form for few rows (decode): the row's 16384 values are cut into kHcSlices slices, one
+// block each, so the 24 dot products stream fn with the whole GPU instead of one SM. Each block
+// writes its kMix + 1 partial sums (mixes, then the sum of squares); hc_finish_kernel adds them in
+// slice order (fixed, so a row's result does not depend on the batch) and applies the rest.
+constexpr int kHcSlices = 32;
+constexpr int kSliceVec = kN / 4 / kHcSlices;  // 128 float4 per slice, one per thread
+
+template <int kMix>
+__global__ void __launch_bounds__(kSliceVec) hc_partial_kernel(const __grid_constant__ HcParams p,
+                                                               float* partials) {
+  __shared__ float warp_part[kSliceVec / 32][kMix + 1];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t t = blockIdx.y;
+  const int64_t i = int64_t(blockIdx.x) * kSliceVec + threadIdx.x;  // float4 index in the row
+  const float4 v = reinterpret_cast<const float4*>(p.X + t * kN)[i];
+  float part[kMix + 1];
+  part[kMix] = fmaf(v.w, v.w, fmaf(v.z, v.z, fmaf(v.y, v.y, v.x * v.x)));
+#pragma unroll
+  for (int j = 0; j < kMix; ++j) {
+    const float4 f = __ldg(reinterpret_cast<const float4*>(p.fn + int64_t(j) * kN) + i);
+    part[j] = fmaf(f.w, v.w, fmaf(f.z, v.z, fmaf(f.y, v.y, f.x * v.x)));
+  }
+#pragma unroll
+  for (int j = 0; j <= kMix; ++j) {
+    const float s = warp_sum(part[j]);
+    if (lane == 0) warp_part[warp][j] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x <= kMix) {
+    float s = 0.0f;
+    for (int w = 0; w < kSliceVec / 32; ++w) s += warp_part[w][threadIdx.x];
+    partials[(t * kHcSlices + blockIdx.x) * (kMix + 1) + threadIdx.x] = s;
+  }
+}
+
+// Sinkhorn with one lane per matrix element (lanes 0..15 of a warp, element i = 4 s + j), bit for
+// bit the serial sinkhorn(): every sum gathers its four terms by shuffle and adds them in the
+// serial order. All 32 lanes must call it; lanes 16..31 shadow lanes 0..15.
+__device__ float sinkhorn_lanes(float v, int iters, float eps) {
+  const int lane = threadIdx.x & 31, i = lane & 15, s = i >> 2, j = i & 3;
+  auto gather_sum = [&](float x, int first, int step) {
+    float sum = 0.0f;
+    for (int q = 0; q < 4; ++q) sum += __shfl_sync(0xffffffffu, x, first + q * step);
+    return sum;
+  };
+  float mx = __shfl_sync(0xffffffffu, v, s * 4);
+  for (int q = 1; q < 4; ++q) mx = fmaxf(mx, __shfl_sync(0xffffffffu, v, s * 4 + q));
+  v = expf(v - mx);
+  const float inv = 1.0f / gather_sum(v, s * 4, 1);
+  v = v * inv + eps;
+  v = v / (gather_sum(v, j, 4) + eps);  // columns
+  for (int it = 1; it < iters; ++it) {
+    v = v / (gather_sum(v, s * 4, 1) + eps);  // rows
+    v = v / (gather_sum(v, j, 4) + eps);      // columns
+  }
+  return v;
+}
+
+// Grid: T. Sums the slices' partials (one thread per sum, slices in order), then pre, post and
+// the Sinkhorn-balanced comb (warp 0) and y = sum_s pre[s] X[s], as hc_reduce_kernel does.
+template <int kMix>
+__global__ void __launch_bounds__(kThreads)
+    hc_finish_kernel(const __grid_constant__ HcParams p, const float* partials) {
+  __shared__ float mixes[kMix + 1];
+  __shared__ float pre[kHcStreams];
+  const int64_t t = blockIdx.x;
+  if (threadIdx.x <= kMix) {
+    float sum = 0.0f;
+    for (int b = 0; b < kHcSlices; ++b)
+      sum += partials[(t * kHcSlices + b) * (kMix + 1) + threadIdx.x];
+    mixes[threadIdx.x] = sum;
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    const float rs = 1.0f / sqrtf(mixes[kMix] / float(kN) + p.k.rms_eps);
+    if (lane < kHcStreams)
+      pre[lane] = sigmoidf_dev(mixes[lane] * rs * p.scale[0] + p.base[lane]) + p.k.hc_eps;
+    if (kMix > kHcStreams) {
+      if (lane < kHcStreams)
+        p.post[t * kHcStreams + lane] = 2.0f * sigmoidf_dev(mixes[kHcStreams + lane] * rs *
+                                                                 p.scale[1] +
+                                                             p.base[kHcStreams + lane]);
+      const int i = 2 * kHcStreams + (lane & 15);
+      const float m = mixes[i < kMix ? i : 0] * rs * p.scale[2] + p.base[i < kMix ? i : 0];
+      const float balanced = sinkhorn_lanes(m, p.k.sinkhorn_iters, p.k.hc_eps);
+      if (lane < 16) p.comb[t * 16 + lane] = balanced;
+    }
+  }
+  __syncthreads();
+  const float4* x4 = reinterpret_cast<const float4*>(p.X + t * kN);
+  float4* y4 = reinterpret_cast<float4*>(p.y + t * kHcWidth);
+  for (int c = threadIdx.x; c < kHcWidth / 4; c += blockDim.x) {
+    float4 acc = make_float4(0, 0, 0, 0);
+#pragma unroll
+    for (int s = 0; s < kHcStreams; ++s) {
+      const float4 xv = x4[s * (kHcWidth / 4) + c];
+      acc.x += pre[s] * xv.x, acc.y += pre[s] * xv.y, acc.z += pre[s] * xv.z,
+          acc.w += pre[s] * xv.w;
+    }
+    y4[c] = acc;
+  }
+}
+
+// Grid: (T, kPostSlices); each thread a float4 column block of the row's 4 streams, the slices
+// cutting the row's columns so that a decode step's few rows still fill the GPU.
+constexpr int kPostSlices = 16;
 __global__ void __launch_bounds__(kThreads)
     hc_post_kernel(const float* b, const float* post, const float* comb, float* X) {
   const int64_t t = blockIdx.x;
+  constexpr int kPerSlice = kHcWidth / 4 / kPostSlices;
   float4* x4 = reinterpret_cast<float4*>(X + t * kN);
   const float4* b4 = reinterpret_cast<const float4*>(b + t * kHcWidth);
   float pst[kHcStreams], cm[16];
   for (int s = 0; s < kHcStreams; ++s) pst[s] = post[t * kHcStreams + s];
   for (int i = 0; i < 16; ++i) cm[i] = comb[t * 16 + i];
-  for (int c = threadIdx.x; c < kHcWidth / 4; c += blockDim.x) {
+  for (int c = int(blockIdx.y) * kPerSlice + threadIdx.x; c < int(blockIdx.y + 1) * kPerSlice;
+       c += blockDim.x) {
     float4 old[kHcStreams];
 #pragma unroll
     for (int s = 0; s < kHcStreams; ++s) old[s] = x4[s * (kHcWidth / 4) + c];
@@ -171,29 +286,44 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+template <int kMix>
+void launch_reduce(const HcParams& p, int64_t T, float* partials, cudaStream_t stream) {
+  if (partials && T <= kHcSplitMaxRows) {
+    hc_partial_kernel<kMix><<<dim3(kHcSlices, unsigned(T)), kSliceVec, 0, stream>>>(p, partials);
+    SPARKGLM_CUDA_CHECK(cudaGetLastError());
+    hc_finish_kernel<kMix><<<unsigned(T), kThreads, 0, stream>>>(p, partials);
+  } else {
+    hc_reduce_kernel<kMix><<<unsigned(T), kThreads, 0, stream>>>(p);
+  }
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
 }  // namespace
 
+int64_t hc_partials_floats(int64_t T) {
+  return T * kHcSlices * (kHcMixes + 1);
+}
+
 void hc_pre(const HcConstants& k, const float* fn, const float* base, const float* scale,
-            const float* X, int64_t T, float* y, float* post, float* comb, cudaStream_t stream) {
+            const float* X, int64_t T, float* y, float* post, float* comb, cudaStream_t stream,
+            float* partials) {
   if (T <= 0) return;
-  hc_reduce_kernel<kHcMixes>
-      <<<unsigned(T), kThreads, 0, stream>>>(HcParams{k, fn, base, scale, X, y, post, comb});
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_reduce<kHcMixes>(HcParams{k, fn, base, scale, X, y, post, comb}, T, partials, stream);
 }
 
 void hc_post(const float* b, const float* post, const float* comb, float* X, int64_t T,
              cudaStream_t stream) {
   if (T <= 0) return;
-  hc_post_kernel<<<unsigned(T), kThreads, 0, stream>>>(b, post, comb, X);
+  hc_post_kernel<<<dim3(unsigned(T), kPostSlices), kHcWidth / 4 / kPostSlices, 0, stream>>>(
+      b, post, comb, X);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
 void hc_head(const HcConstants& k, const float* fn, const float* base, const float* scale,
-             const float* X, int64_t T, float* h, cudaStream_t stream) {
+             const float* X, int64_t T, float* h, cudaStream_t stream, float* partials) {
   if (T <= 0) return;
-  hc_reduce_kernel<kHcStreams>
-      <<<unsigned(T), kThreads, 0, stream>>>(HcParams{k, fn, base, scale, X, h, nullptr, nullptr});
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_reduce<kHcStreams>(HcParams{k, fn, base, scale, X, h, nullptr, nullptr}, T, partials,
+                            stream);
 }
 
 }  // namespace sparkglm::cuda

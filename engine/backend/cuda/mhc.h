@@ -18,10 +18,17 @@ struct HcConstants {
   int sinkhorn_iters = 20;
 };
 
+// Rows up to which `partials` (when given) selects the split form: the 24 dot products of a row
+// spread over 32 blocks instead of one, for decode steps.
+inline constexpr int64_t kHcSplitMaxRows = 64;
+// Floats of the `partials` scratch for T rows.
+int64_t hc_partials_floats(int64_t T);
+
 // X: [T, 4, D] -> y: [T, D], post: [T, 4], comb: [T, 4, 4] (after Sinkhorn).
-// fn: [24, 4*D], base: [24], scale: [3] (FP32).
+// fn: [24, 4*D], base: [24], scale: [3] (FP32). partials: hc_partials_floats(T) scratch, or null.
 void hc_pre(const HcConstants& k, const float* fn, const float* base, const float* scale,
-            const float* X, int64_t T, float* y, float* post, float* comb, cudaStream_t stream);
+            const float* X, int64_t T, float* y, float* post, float* comb, cudaStream_t stream,
+            float* partials = nullptr);
 
 // In place: X[s] = post[s] * b + sum over s' (increasing) of comb[s][s'] * X[s'].  b: [T, D].
 void hc_post(const float* b, const float* post, const float* comb, float* X, int64_t T,
@@ -30,6 +37,6 @@ void hc_post(const float* b, const float* post, const float* comb, float* X, int
 // The final reduction: pre = sigmoid(mixes * scale[0] + base) + hc_eps, h = sum_s pre[s] X[s].
 // fn: [4, 4*D], base: [4], scale: [1]; h: [T, D].
 void hc_head(const HcConstants& k, const float* fn, const float* base, const float* scale,
-             const float* X, int64_t T, float* h, cudaStream_t stream);
+             const float* X, int64_t T, float* h, cudaStream_t stream, float* partials = nullptr);
 
 }  // namespace sparkglm::cuda

@@ -1,0 +1,57 @@
+#include "engine/backend/cuda/step_profiler.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "engine/backend/cuda/cuda_check.h"
+
+namespace sparkglm::cuda {
+
+StepProfiler::StepProfiler() {
+  const char* env = std::getenv("SPARKGLM_CUDA_PROFILE");
+  on_ = env && *env && std::string(env) != "0";
+}
+
+StepProfiler::~StepProfiler() {
+  if (on_ && steps_ > 0) std::fputs(report().c_str(), stderr);
+  for (cudaEvent_t e : pool_) cudaEventDestroy(e);
+}
+
+void StepProfiler::mark(const char* part, cudaStream_t stream) {
+  if (!on_) return;
+  if (parts_.size() == pool_.size()) {
+    cudaEvent_t e;
+    SPARKGLM_CUDA_CHECK(cudaEventCreate(&e));
+    pool_.push_back(e);
+  }
+  SPARKGLM_CUDA_CHECK(cudaEventRecord(pool_[parts_.size()], stream));
+  parts_.push_back(part);
+}
+
+void StepProfiler::end_step(cudaStream_t stream) {
+  if (!on_ || parts_.empty()) return;
+  mark("end", stream);
+  SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (size_t i = 0; i + 1 < parts_.size(); ++i) {
+    float ms = 0;
+    SPARKGLM_CUDA_CHECK(cudaEventElapsedTime(&ms, pool_[i], pool_[i + 1]));
+    total_ms_[parts_[i]] += ms;
+  }
+  parts_.clear();
+  ++steps_;
+}
+
+std::string StepProfiler::report() const {
+  double all = 0;
+  for (const auto& [part, ms] : total_ms_) all += ms;
+  std::string out = "device time by part over " + std::to_string(steps_) + " steps:\n";
+  char line[160];
+  for (const auto& [part, ms] : total_ms_) {
+    std::snprintf(line, sizeof line, "  %-12s %10.3f ms total %9.4f ms/step %5.1f %%\n",
+                  part.c_str(), ms, ms / steps_, all > 0 ? 100.0 * ms / all : 0.0);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace sparkglm::cuda
