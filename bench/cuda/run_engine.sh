@@ -26,19 +26,24 @@ if [ "$part" = a ]; then
     --modes eager,compile --max-seconds 90 --out "$OUT/torch-tinyglm.json" > "$OUT/torch.log" 2>&1
   echo "torch peer rc=$?"; tail -15 "$OUT/torch.log" | cut -c1-200
 else
+  flash="$OUT/runner-glm-5.3-flash.json"
+  if [ -f "$RESULTS/runner-glm-5.3-flash.json" ] && [ -n "${REUSE_FLASH:-}" ]; then
+    flash="$RESULTS/runner-glm-5.3-flash.json"  # measured by an earlier call of this part
+  else
   timeout 300 "$BUILD/bench/sparkglm-runner-bench" --device cuda --preset glm-5.3-flash \
     --num-layers "$FLASH_LAYERS" --runs 3 --decode-steps 32 --max-seconds 90 \
     --cells decode_c1,decode_c4,decode_c8,prefill_8k,prefill_32k \
     --out "$OUT/runner-glm-5.3-flash.json" 2> "$OUT/runner-glm.log"
   echo "flash bench rc=$?"; tail -8 "$OUT/runner-glm.log" | cut -c1-240
-  g2=/tmp/g2-tinyglm-cuda
+  fi
+  g2=/tmp/${G2_ID:-g2-tinyglm-cuda-h200}  # a bundle's folder is named by its id
   timeout 400 "$BUILD/sparkglm-qualify" run --gate G2 --preset tinyglm --device cuda --scale 1 \
-    --repetitions 3 --id "${G2_ID:-g2-tinyglm-cuda-h200}" --out "$g2" > "$OUT/g2.log" 2>&1
+    --repetitions 3 --id "$(basename "$g2")" --out "$g2" > "$OUT/g2.log" 2>&1
   echo "G2 rc=$?"; tail -30 "$OUT/g2.log" | cut -c1-200
-  m=/tmp/engine-measure
+  m=/tmp/${MEASURE_ID:-engine-h200}
   "$BUILD/sparkglm-qualify" measure --runner-bench "$RESULTS/runner-tinyglm.json" \
-    --runner-bench "$OUT/runner-glm-5.3-flash.json" --torch-peer "$RESULTS/torch-tinyglm.json" \
-    --title "${MEASURE_TITLE:-engine on the GPU}" --id "${MEASURE_ID:-engine-h200}" --out "$m" \
+    --runner-bench "$flash" --torch-peer "$RESULTS/torch-tinyglm.json" \
+    --title "${MEASURE_TITLE:-engine on the GPU}" --id "$(basename "$m")" --out "$m" \
     > "$OUT/measure.log" 2>&1
   echo "measure rc=$?"; tail -30 "$OUT/measure.log" | cut -c1-200
   tar -C /tmp -czf "$OUT/bundles.tar.gz" "$(basename "$g2")" "$(basename "$m")"
