@@ -24,6 +24,7 @@ struct MeasureRequest {
   std::vector<std::filesystem::path> runner_bench;
   std::filesystem::path torch_peer;  // empty: the peer targets are not judged (said so)
   std::string title, id;
+  std::vector<std::string> notes;  // --limitation: why a target is missed, what would close it
   std::filesystem::path out;  // the bundle folder (its name is the id)
 };
 

@@ -177,12 +177,15 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
 
 int measure_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   try {
-    // --runner-bench may repeat; CliArgs keeps one value per flag, so the files are gathered here.
+    // --runner-bench and --limitation may repeat; CliArgs keeps one value per flag, so those
+    // are gathered here.
     MeasureRequest r;
     std::vector<std::string> rest;
     for (size_t i = 0; i < args.size(); ++i)
       if (args[i] == "--runner-bench" && i + 1 < args.size())
         r.runner_bench.push_back(args[++i]);
+      else if (args[i] == "--limitation" && i + 1 < args.size())
+        r.notes.push_back(args[++i]);
       else
         rest.push_back(args[i]);
     const CliArgs a(rest, {});

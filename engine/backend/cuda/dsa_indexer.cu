@@ -89,19 +89,56 @@ struct SelectParams {
   int topk;
 };
 
-__device__ __forceinline__ bool better(float sa, int a, float sb, int b) {
-  return sa > sb || (sa == sb && a < b);
+
+// A score's key in an unsigned order that is the float order: larger score, larger key. NaN is 0
+// (below every number: never chosen); -0 and +0 share a key, as they compare equal.
+__device__ __forceinline__ uint32_t order_key(float f) {
+  if (isnan(f)) return 0u;
+  const uint32_t u = f == 0.0f ? 0u : __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-// Grid: rows; 1024 threads. A pool is chosen when fewer than topk non-NaN pools rank above it
-// under (score desc, pool asc), a total order; chosen pools are then written in pool order by a
+// Exclusive prefix count, in pool order, of flag(i) over pools [0, pools): each thread a
+// contiguous run of pools [*b, *e); returns the count before the run and the block total.
+template <typename Flag>
+__device__ int run_prefix(int pools, Flag flag, int* b, int* e, int* total, int* warp_total) {
+  const int per = (pools + blockDim.x - 1) / blockDim.x;
+  *b = min(pools, int(threadIdx.x) * per);
+  *e = min(pools, *b + per);
+  int local = 0;
+  for (int i = *b; i < *e; ++i) local += flag(i);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int incl = local;
+#pragma unroll
+  for (int m = 1; m < 32; m <<= 1) {
+    const int v = __shfl_up_sync(0xffffffffu, incl, m);
+    if (lane >= m) incl += v;
+  }
+  __syncthreads();  // warp_total may still be read by a previous call
+  if (lane == 31) warp_total[warp] = incl;
+  __syncthreads();
+  int before = incl - local;
+  for (int w = 0; w < warp; ++w) before += warp_total[w];
+  int all = 0;
+  for (int w = 0; w < int(blockDim.x) / 32; ++w) all += warp_total[w];
+  *total = all;
+  return before;
+}
+
+// Grid: rows; 1024 threads. The chosen pools are the topk best under (score desc, pool asc) among
+// the non-NaN ones: a 4-pass radix select over the order keys finds the topk-th largest key T and
+// how many pools holding exactly T are still needed; every pool above T is chosen, and of those at
+// T the lowest-numbered ones (the tie rule). Chosen pools are written in pool order by a
 // block-wide prefix count, and the tail follows.
 __global__ void __launch_bounds__(kSelectThreads)
     select_kernel(const __grid_constant__ SelectParams p) {
   extern __shared__ float sel_smem[];
-  float* s = sel_smem;                                              // [pools] scores
-  int* chosen = reinterpret_cast<int*>(sel_smem + kIndexMaxPools);  // [pools] 0/1, then offsets
+  uint32_t* key = reinterpret_cast<uint32_t*>(sel_smem);            // [pools] order keys
+  int* chosen = reinterpret_cast<int*>(sel_smem + kIndexMaxPools);  // [pools] 0/1
   __shared__ int warp_total[kSelectThreads / 32];
+  __shared__ uint32_t hist[256];
+  __shared__ uint32_t prefix;
+  __shared__ int remaining, valid;
   const int64_t row = blockIdx.x;
   const int t = p.positions[row];
   const int pools = (t + 1) / kIndexKpool;
@@ -111,36 +148,53 @@ __global__ void __launch_bounds__(kSelectThreads)
     if (threadIdx.x == 0) p.counts[row] = t + 1;
     return;
   }
-  for (int i = threadIdx.x; i < pools; i += blockDim.x) s[i] = p.scores[row * p.score_stride + i];
+  if (threadIdx.x == 0) valid = 0;
   __syncthreads();
+  int mine = 0;
   for (int i = threadIdx.x; i < pools; i += blockDim.x) {
-    const float si = s[i];
-    int rank = 0;
-    if (!isnan(si)) {
-      for (int j = 0; j < pools && rank < p.topk; ++j)
-        if (!isnan(s[j]) && better(s[j], j, si, i)) ++rank;
+    key[i] = order_key(p.scores[row * p.score_stride + i]);
+    mine += key[i] != 0u;
+  }
+  atomicAdd(&valid, mine);
+  if (threadIdx.x == 0) prefix = 0u, remaining = p.topk;
+  __syncthreads();
+  const bool all_valid = valid <= p.topk;  // then every non-NaN pool is chosen
+  uint32_t mask = 0u;
+  for (int shift = 24; shift >= 0 && !all_valid; shift -= 8) {
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0u;
+    __syncthreads();
+    for (int i = threadIdx.x; i < pools; i += blockDim.x)
+      if (key[i] != 0u && (key[i] & mask) == prefix) atomicAdd(&hist[(key[i] >> shift) & 255u], 1u);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int above = 0;
+      for (int b = 255; b >= 0; --b) {
+        if (above + int(hist[b]) >= remaining) {
+          prefix |= uint32_t(b) << shift;
+          remaining -= above;
+          break;
+        }
+        above += int(hist[b]);
+      }
     }
-    chosen[i] = !isnan(si) && rank < p.topk ? 1 : 0;
+    mask |= 255u << shift;
+    __syncthreads();
   }
+  const uint32_t T = prefix;
+  int b = 0, e = 0, ties = 0;
+  int tie_rank = all_valid ? 0
+                           : run_prefix(pools, [&](int i) { return int(key[i] == T); }, &b, &e,
+                                        &ties, warp_total);
+  for (int i = threadIdx.x; i < pools && all_valid; i += blockDim.x) chosen[i] = key[i] != 0u;
+  if (!all_valid)
+    for (int i = b; i < e; ++i) {
+      const bool at_t = key[i] == T;
+      chosen[i] = key[i] > T || (at_t && tie_rank < remaining);
+      tie_rank += at_t;
+    }
   __syncthreads();
-  // Exclusive prefix count of chosen[] in pool order: each thread a contiguous run of pools.
-  const int per = (pools + blockDim.x - 1) / blockDim.x;
-  const int b = threadIdx.x * per, e = min(pools, b + per);
-  int local = 0;
-  for (int i = b; i < e; ++i) local += chosen[i];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int incl = local;
-#pragma unroll
-  for (int m = 1; m < 32; m <<= 1) {
-    const int v = __shfl_up_sync(0xffffffffu, incl, m);
-    if (lane >= m) incl += v;
-  }
-  if (lane == 31) warp_total[warp] = incl;
-  __syncthreads();
-  int before = incl - local;
-  for (int w = 0; w < warp; ++w) before += warp_total[w];
   int total = 0;
-  for (int w = 0; w < kSelectThreads / 32; ++w) total += warp_total[w];
+  int before = run_prefix(pools, [&](int i) { return chosen[i]; }, &b, &e, &total, warp_total);
   for (int i = b; i < e; ++i)
     if (chosen[i]) {
       for (int k = 0; k < kIndexKpool; ++k) out[before * kIndexKpool + k] = i * kIndexKpool + k;
