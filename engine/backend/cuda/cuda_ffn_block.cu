@@ -29,49 +29,41 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
                 config_.routed_scaling_factor, ws_.experts, ws_.expert_weights, stream_);
   profile_.mark("moe.experts", stream_);
   const ExpertTable& table = experts_.at(layer);
-  const float limit = config_.swiglu_limit;
   const SwiGluWeights* shared = w.moe.shared ? &*w.moe.shared : nullptr;
-  if (T <= kDecodeMaxRows) {
-    MoeExpertArgs a;
+  // The fields the decode and prefill paths share.
+  auto common = [&](auto& a) {
     a.tokens = T;
     a.top_k = k;
     a.n_experts = E;
     a.hidden = D;
     a.width = W;
-    a.clamp_limit = limit;
+    a.clamp_limit = config_.swiglu_limit;
     a.x = ws_.normed_bf16;
     a.experts = ws_.experts;
     a.weights = ws_.expert_weights;
-    a.gate_up = table.device_gate_up;
-    a.down = table.device_down;
     a.shared_gate_up = shared ? shared->gate.bf16() : nullptr;
     a.shared_down = shared ? shared->down.bf16() : nullptr;
+    a.out = out;
+  };
+  if (T <= kDecodeMaxRows) {
+    MoeExpertArgs a;
+    common(a);
+    a.gate_up = table.device_gate_up;
+    a.down = table.device_down;
     a.h = ws_.moe_h;
     a.y = ws_.moe_y;
     a.groups = ws_.moe_groups;
     a.shared_gu = ws_.moe_shared_gu;
     a.shared_h = ws_.moe_shared_h;
     a.shared_y = ws_.moe_shared_y;
-    a.out = out;
     moe_experts_decode(a, stream_);
     return;
   }
   MoePrefillArgs a;
-  a.tokens = T;
-  a.top_k = k;
-  a.n_experts = E;
-  a.hidden = D;
-  a.width = W;
-  a.clamp_limit = limit;
-  a.x = ws_.normed_bf16;
-  a.experts = ws_.experts;
-  a.weights = ws_.expert_weights;
+  common(a);
   a.gate_up = table.gate_up;
   a.down = table.down;
-  a.shared_gate_up = shared ? shared->gate.bf16() : nullptr;
-  a.shared_down = shared ? shared->down.bf16() : nullptr;
   a.workspace = ws_.moe_prefill_ws;
-  a.out = out;
   moe_experts_prefill(a, gemm_, stream_);
 }
 
