@@ -72,7 +72,7 @@ class CudaModelRunner : public ModelRunner {
   void mla_attend(int cache_layer, const MlaWeights& w, int row0, int rows, int seq_index,
                   bool decode, float* out);
   void ffn_block(const LayerWeights& w, int layer, float* out);
-  // Logits and hidden rows of `rows` (step rows, device) of h [T, D] after `norm`, to the host.
+  // The step's logit rows of h [T, D]: hidden states and logits (after `norm`) to the host.
   void head_to_host(const float* h, const float* norm, ForwardOutput& out);
   void capture_or_replay(int bucket);
   bool decode_graphable() const;
