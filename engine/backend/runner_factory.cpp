@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/backend/cpu/cpu_model_runner.h"
+#include "engine/backend/memory_plan.h"
 #include "engine/core/error.h"
 #include "tinyglm/dummy_weights.h"
 
@@ -71,12 +72,6 @@ BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
 }
 
 #if SPARKGLM_HAVE_CUDA
-std::string gib(size_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f GiB", double(bytes) / double(size_t(1) << 30));
-  return text;
-}
-
 ModelConfig request_config(const RunnerRequest& r) {
   if (!r.model_dir.empty()) return ModelConfig::load(r.model_dir + "/config.json");
   ModelConfig c = preset_config(r.preset);
@@ -113,9 +108,6 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   SPARKGLM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   size_t free_bytes = 0, total_bytes = 0;
   SPARKGLM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  const size_t allowed = size_t(r.gpu_memory_utilization * double(total_bytes));
-  const size_t in_use = total_bytes - free_bytes;
-
   cuda::CudaRunnerOptions o;
   o.block_size = r.block_size;
   o.num_state_slots = r.max_num_seqs;
@@ -123,43 +115,19 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   o.max_seq_len = b.max_seq_len;
   o.kv_dtype = r.kv_dtype;
   o.graphs = r.cuda_graphs;
-  const size_t weights = cuda::DeviceWeights::arena_bytes(mc);
-  const size_t state = cuda::CudaModelRunner::state_bytes(mc, r.max_num_seqs);
-  const size_t workspace = cuda::CudaModelRunner::workspace_bytes(mc, o);
-  const size_t fixed = in_use + weights + state + workspace + kDeviceReserve;
+  MemoryDemand demand;
+  demand.weights = cuda::DeviceWeights::arena_bytes(mc);
+  demand.state = cuda::CudaModelRunner::state_bytes(mc, r.max_num_seqs);
+  demand.workspace = cuda::CudaModelRunner::workspace_bytes(mc, o);
+  demand.reserve = kDeviceReserve;
   o.num_blocks = 1000;
   const size_t per_1000 = cuda::CudaModelRunner::cache_bytes(mc, o);
   o.num_blocks = 0;
-  const size_t per_block = (per_1000 - cuda::CudaModelRunner::cache_bytes(mc, o)) / 1000 + 1;
-
-  const std::string plan = "weights " + gib(weights) + ", state slots " + gib(state) +
-                           ", workspace " + gib(workspace) + ", in use before start " +
-                           gib(in_use) + ", reserve " + gib(kDeviceReserve);
-  size_t kv_budget = 0;
-  std::string why;
-  if (r.kv_cache_bytes > 0) {
-    kv_budget = r.kv_cache_bytes;
-    why = ", --kv-cache-memory-bytes";
-    if (fixed + kv_budget > total_bytes)
-      throw Error(ErrorKind::kCapacity,
-                  "--kv-cache-memory-bytes " + gib(kv_budget) + " does not fit on " + prop.name +
-                      " (" + gib(total_bytes) + "): " + plan);
-  } else {
-    if (fixed >= allowed)
-      throw Error(ErrorKind::kCapacity,
-                  "--gpu-memory-utilization " + std::to_string(r.gpu_memory_utilization) +
-                      " allows " + gib(allowed) + " of " + prop.name + "'s " + gib(total_bytes) +
-                      ", less than this model needs before any KV block: " + plan +
-                      (r.model_dir.empty() ? " (a smaller --num-layers fits)" : ""));
-    kv_budget = allowed - fixed;
-    why = ", " + std::to_string(int(r.gpu_memory_utilization * 100 + 0.5)) +
-          "% of device memory after the rest";
-  }
-  o.num_blocks = int(std::min<size_t>(kv_budget / per_block, size_t(INT_MAX / r.block_size)));
-  if (o.num_blocks < 1)
-    throw Error(ErrorKind::kCapacity, "the KV budget " + gib(kv_budget) +
-                                          " holds no block of " + std::to_string(r.block_size) +
-                                          " tokens (" + std::to_string(per_block) + " bytes)");
+  demand.per_block = (per_1000 - cuda::CudaModelRunner::cache_bytes(mc, o)) / 1000 + 1;
+  const PoolPlan plan = plan_kv_pool({prop.name, total_bytes, free_bytes}, demand,
+                                     r.gpu_memory_utilization, r.kv_cache_bytes, r.block_size,
+                                     INT_MAX / r.block_size, r.model_dir.empty());
+  o.num_blocks = plan.num_blocks;
 
   std::unique_ptr<cuda::DeviceWeights> dw;
   if (r.model_dir.empty()) {
@@ -172,12 +140,14 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   }
   b.weights_identity = dw->identity();
   b.runner = std::make_unique<cuda::CudaModelRunner>(mc, std::move(dw), o);
-  b.kv_bytes = cuda::CudaModelRunner::cache_bytes(mc, o) - state;
-  b.log_lines.push_back(std::string("CUDA device: ") + prop.name + ", " + gib(total_bytes) +
-                        "; " + plan + (r.model_dir.empty() ? " (dummy weights made on the device)"
-                                                           : " (uploaded)") +
+  b.kv_bytes = cuda::CudaModelRunner::cache_bytes(mc, o) - demand.state;
+  b.log_lines.push_back(std::string("CUDA device: ") + prop.name + ", " +
+                        gib_text(total_bytes) + "; " + plan.parts +
+                        (r.model_dir.empty() ? " (dummy weights made on the device)"
+                                             : " (uploaded)") +
                         "; decode graphs " + (r.cuda_graphs ? "on" : "off"));
-  pool_line(b, o.num_blocks, r.block_size, r.kv_dtype, r.max_num_seqs, b.max_seq_len, why);
+  pool_line(b, o.num_blocks, r.block_size, r.kv_dtype, r.max_num_seqs, b.max_seq_len,
+            ", " + plan.source);
   (void)pool;
   return b;
 }
