@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gates/engine_inputs.h"
 #include "gates/gate_definition.h"
 
 namespace sparkglm::gates {
@@ -27,11 +28,6 @@ struct MeasureRequest {
   std::vector<std::string> notes;  // --limitation: why a target is missed, what would close it
   std::filesystem::path out;  // the bundle folder (its name is the id)
 };
-
-// Throws Error(kInvalidArgument) naming the file and the field ("cells[1].median_ms: expected a
-// positive number") when a file is not what its schema says.
-void check_runner_bench(const nlohmann::json& bench, const std::string& file);
-void check_torch_peer(const nlohmann::json& peer, const std::string& file);
 
 // The targets over checked inputs; `limitations` gains one line per missed or unjudged target.
 GateResult judge_engine_targets(const std::vector<nlohmann::json>& benches,
