@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
-#include <functional>
-#include <regex>
 #include <tuple>
 
 #include "engine/core/error.h"
