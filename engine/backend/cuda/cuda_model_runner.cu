@@ -92,7 +92,7 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
   SPARKGLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   const RunnerShape s = shape();
   step_ = std::make_unique<StepInputs>(
-      StepCapacity{options_.max_rows, options_.num_state_slots, s.table_stride, options_.max_rows},
+      StepCapacity{options_.max_rows, options_.num_state_slots, s.table_stride},
       options_.block_size, config_.index_topk_pools(), config_.index_kpool);
 
   ws_buffer_ = DeviceBuffer(workspace_bytes(config_, options_));
