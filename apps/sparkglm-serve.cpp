@@ -1,6 +1,7 @@
 // sparkglm-serve: the OpenAI-compatible server. Options come from the registry (flags, then
 // --profile); the model from --preset or --model; the runner factory builds the CPU reference or
-// the CUDA backend (--device) under the continuous-batching engine; Beast serves HTTP. SIGINT/SIGTERM drain and exit 0.
+// the CUDA backend (--device) under the continuous-batching engine; Beast serves HTTP.
+// SIGINT/SIGTERM drain and exit 0.
 #include <pthread.h>
 #include <signal.h>
 

@@ -26,7 +26,7 @@ struct MeasureRequest {
   std::filesystem::path torch_peer;  // empty: the peer targets are not judged (said so)
   std::string title, id;
   std::vector<std::string> notes;  // --limitation: why a target is missed, what would close it
-  std::filesystem::path out;  // the bundle folder (its name is the id)
+  std::filesystem::path out;       // the bundle folder (its name is the id)
 };
 
 // The targets over checked inputs; `limitations` gains one line per missed or unjudged target.

@@ -41,8 +41,7 @@ PoolPlan plan_kv_pool(const DeviceMemory& device, const MemoryDemand& d, double 
     }
     p.kv_budget = allowed - fixed;
     char share[48];
-    std::snprintf(share, sizeof share, "%.0f%% of device memory after the rest",
-                  utilization * 100);
+    std::snprintf(share, sizeof share, "%.0f%% of device memory after the rest", utilization * 100);
     p.source = share;
   }
   const size_t blocks = d.per_block > 0 ? p.kv_budget / d.per_block : 0;

@@ -9,9 +9,9 @@
 namespace sparkglm {
 
 struct DeviceMemory {
-  std::string name;   // e.g. "NVIDIA H200"
-  size_t total = 0;   // bytes
-  size_t free = 0;    // bytes free before this process allocated anything
+  std::string name;  // e.g. "NVIDIA H200"
+  size_t total = 0;  // bytes
+  size_t free = 0;   // bytes free before this process allocated anything
 };
 
 struct MemoryDemand {

@@ -35,8 +35,8 @@ void pool_line(BuiltRunner& b, int num_blocks, int block_size, KvDtype dtype, in
   b.log_lines.push_back("KV pool: " + std::to_string(num_blocks) + " blocks of " +
                         std::to_string(block_size) + " tokens = " + std::to_string(b.pool_tokens) +
                         " tokens (" + to_string(dtype) + ", " + std::to_string(b.kv_bytes >> 20) +
-                        " MiB" + why + "); " + std::to_string(slots) + " state slots; max-seq-len " +
-                        std::to_string(max_seq_len));
+                        " MiB" + why + "); " + std::to_string(slots) +
+                        " state slots; max-seq-len " + std::to_string(max_seq_len));
 }
 
 BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
@@ -47,8 +47,8 @@ BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
   b.model_id = model_name(r, b.host_model.get());
   b.weights_identity = b.host_model->weights.identity;
   const ModelConfig& mc = b.config;
-  b.max_seq_len = int(std::min<int64_t>(r.max_seq_len > 0 ? r.max_seq_len : mc.max_position_embeddings,
-                                         INT_MAX / 2));
+  b.max_seq_len = int(std::min<int64_t>(
+      r.max_seq_len > 0 ? r.max_seq_len : mc.max_position_embeddings, INT_MAX / 2));
   size_t budget = r.kv_cache_bytes;
   if (budget == 0)
     budget = std::min(kCpuDefaultKvBudget,
@@ -93,12 +93,11 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   const ModelConfig& mc = b.config;
   const int index_limit = cuda::kIndexMaxPools * mc.index_kpool;
   if (r.max_seq_len > index_limit)
-    throw Error(ErrorKind::kUnsupported,
-                "--max-seq-len " + std::to_string(r.max_seq_len) +
-                    ": the CUDA backend's indexer selects over at most " +
-                    std::to_string(index_limit) + " tokens");
-  b.max_seq_len = int(std::min<int64_t>(r.max_seq_len > 0 ? r.max_seq_len : mc.max_position_embeddings,
-                                         index_limit));
+    throw Error(ErrorKind::kUnsupported, "--max-seq-len " + std::to_string(r.max_seq_len) +
+                                             ": the CUDA backend's indexer selects over at most " +
+                                             std::to_string(index_limit) + " tokens");
+  b.max_seq_len = int(std::min<int64_t>(
+      r.max_seq_len > 0 ? r.max_seq_len : mc.max_position_embeddings, index_limit));
   if (r.max_seq_len <= 0 && b.max_seq_len < mc.max_position_embeddings)
     b.log_lines.push_back("max-seq-len " + std::to_string(b.max_seq_len) +
                           " (the CUDA indexer's limit; the model allows " +
@@ -124,9 +123,9 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   const size_t per_1000 = cuda::CudaModelRunner::cache_bytes(mc, o);
   o.num_blocks = 0;
   demand.per_block = (per_1000 - cuda::CudaModelRunner::cache_bytes(mc, o)) / 1000 + 1;
-  const PoolPlan plan = plan_kv_pool({prop.name, total_bytes, free_bytes}, demand,
-                                     r.gpu_memory_utilization, r.kv_cache_bytes, r.block_size,
-                                     INT_MAX / r.block_size, r.model_dir.empty());
+  const PoolPlan plan =
+      plan_kv_pool({prop.name, total_bytes, free_bytes}, demand, r.gpu_memory_utilization,
+                   r.kv_cache_bytes, r.block_size, INT_MAX / r.block_size, r.model_dir.empty());
   o.num_blocks = plan.num_blocks;
 
   std::unique_ptr<cuda::DeviceWeights> dw;
@@ -141,11 +140,10 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   b.weights_identity = dw->identity();
   b.runner = std::make_unique<cuda::CudaModelRunner>(mc, std::move(dw), o);
   b.kv_bytes = cuda::CudaModelRunner::cache_bytes(mc, o) - demand.state;
-  b.log_lines.push_back(std::string("CUDA device: ") + prop.name + ", " +
-                        gib_text(total_bytes) + "; " + plan.parts +
-                        (r.model_dir.empty() ? " (dummy weights made on the device)"
-                                             : " (uploaded)") +
-                        "; decode graphs " + (r.cuda_graphs ? "on" : "off"));
+  b.log_lines.push_back(
+      std::string("CUDA device: ") + prop.name + ", " + gib_text(total_bytes) + "; " + plan.parts +
+      (r.model_dir.empty() ? " (dummy weights made on the device)" : " (uploaded)") +
+      "; decode graphs " + (r.cuda_graphs ? "on" : "off"));
   pool_line(b, o.num_blocks, r.block_size, r.kv_dtype, r.max_num_seqs, b.max_seq_len,
             ", " + plan.source);
   (void)pool;
@@ -174,8 +172,7 @@ BuiltRunner build_runner(const RunnerRequest& request, ThreadPool& pool) {
                 "(configure with -DSPARKGLM_CUDA=ON on a machine with the CUDA toolkit)");
 #endif
   }
-  throw Error(ErrorKind::kInvalidArgument,
-              "--device " + request.device + ": expected cpu or cuda");
+  throw Error(ErrorKind::kInvalidArgument, "--device " + request.device + ": expected cpu or cuda");
 }
 
 }  // namespace sparkglm

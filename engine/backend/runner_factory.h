@@ -29,8 +29,8 @@ struct RunnerRequest {
   int num_layers = 0;          // > 0: cut the preset's depth, keeping the layer pattern
   uint64_t seed = 0;           // dummy weights
   int block_size = 16;
-  int max_num_seqs = 4;          // KDA state slots
-  int max_seq_len = 0;           // 0: the model's max_position_embeddings
+  int max_num_seqs = 4;            // KDA state slots
+  int max_seq_len = 0;             // 0: the model's max_position_embeddings
   int max_tokens_per_step = 8192;  // rows of one forward: sizes the device workspaces
   KvDtype kv_dtype = KvDtype::kBF16;
   size_t kv_cache_bytes = 0;  // 0: sized by the device (see above)
@@ -40,13 +40,13 @@ struct RunnerRequest {
 
 struct BuiltRunner {
   ModelConfig config;
-  std::string model_id;          // the preset name or the directory's name
-  std::string weights_identity;  // "dummy:seed=..." or the checkpoint's shard hashes
+  std::string model_id;                     // the preset name or the directory's name
+  std::string weights_identity;             // "dummy:seed=..." or the checkpoint's shard hashes
   std::unique_ptr<LoadedModel> host_model;  // null when the weights were made on the device
   std::unique_ptr<ModelRunner> runner;
-  int pool_tokens = 0;               // num_blocks * block_size
-  int max_seq_len = 0;               // the request's, or what the model and backend allow
-  size_t kv_bytes = 0;               // device or host bytes of the latent cache
+  int pool_tokens = 0;                 // num_blocks * block_size
+  int max_seq_len = 0;                 // the request's, or what the model and backend allow
+  size_t kv_bytes = 0;                 // device or host bytes of the latent cache
   std::vector<std::string> log_lines;  // what was sized and why, for the server log
 };
 

@@ -23,9 +23,9 @@ inline constexpr int kStepRowWords = 3;
 struct StepSequence {
   int first_row = 0;  // in step order
   int rows = 0;
-  int start = 0;      // absolute position of the first row
-  int slot = 0;       // KDA state slot
-  int index = 0;      // in step order: its block table is tables + index * table_stride
+  int start = 0;  // absolute position of the first row
+  int slot = 0;   // KDA state slot
+  int index = 0;  // in step order: its block table is tables + index * table_stride
 };
 
 struct StepCapacity {

@@ -26,9 +26,9 @@ std::vector<int32_t> blocks(int first, int n) {
 
 TEST(StepLayout, DecodeRowsComeFirstDenseBeforeSparseThenPrefillChunks) {
   ForwardBatch b;
-  b.add_sequence({7, 8, 9}, 32, 2, blocks(100, 3));    // prefill chunk at 32..34 (slot 2)
-  b.add_sequence({5}, 3000, 1, blocks(200, 188));      // decode at 3000: sparse (751 pools)
-  b.add_sequence({6}, 40, 0, blocks(300, 3));          // decode at 40: dense
+  b.add_sequence({7, 8, 9}, 32, 2, blocks(100, 3));  // prefill chunk at 32..34 (slot 2)
+  b.add_sequence({5}, 3000, 1, blocks(200, 188));    // decode at 3000: sparse (751 pools)
+  b.add_sequence({6}, 40, 0, blocks(300, 3));        // decode at 40: dense
   StepLayout l = layout();
   std::vector<int32_t> packed(l.max_packed_words());
   const size_t words = l.build(b, packed.data());

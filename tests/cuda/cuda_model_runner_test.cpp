@@ -43,7 +43,8 @@ std::unique_ptr<cuda::CudaModelRunner> make_gpu(const ModelConfig& c, bool graph
   o.max_seq_len = kBlocksPerSeq * kBlock;
   o.kv_dtype = KvDtype::kBF16;
   o.graphs = graphs;
-  return std::make_unique<cuda::CudaModelRunner>(c, cuda::DeviceWeights::generate(c, kDefaultDummySeed), o);
+  return std::make_unique<cuda::CudaModelRunner>(
+      c, cuda::DeviceWeights::generate(c, kDefaultDummySeed), o);
 }
 
 Fixture& fixture() {

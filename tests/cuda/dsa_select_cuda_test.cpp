@@ -50,10 +50,10 @@ TEST(CudaDsaSelect, EqualsTheCpuSelectionOnRandomTiedAndNanScores) {
     const auto u = cuda_test::uniform(0xd5a0 + r, size_t(stride), 0.0f, 1.0f);
     for (int64_t p = 0; p < stride; ++p) {
       float v = u[size_t(p)];
-      if (r == 1) v = std::round(v * 4.0f) / 4.0f;        // 9 distinct values: ties everywhere
-      if (r == 2 && p % 5 == 0) v = std::nanf("");         // a NaN in every fifth pool
-      if (r == 6) v = (p % 2) ? 0.0f : -0.0f;              // only zeros of both signs
-      if (r == 7 && p % 3 != 0) v = std::nanf("");         // two pools in three are NaN
+      if (r == 1) v = std::round(v * 4.0f) / 4.0f;  // 9 distinct values: ties everywhere
+      if (r == 2 && p % 5 == 0) v = std::nanf("");  // a NaN in every fifth pool
+      if (r == 6) v = (p % 2) ? 0.0f : -0.0f;       // only zeros of both signs
+      if (r == 7 && p % 3 != 0) v = std::nanf("");  // two pools in three are NaN
       scores[r * size_t(stride) + size_t(p)] = v;
     }
   }

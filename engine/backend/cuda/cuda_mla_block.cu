@@ -36,8 +36,8 @@ void CudaModelRunner::mla_block(int cache_layer, const MlaWeights& w, float* out
   store_latents(ws_.latent, T, int(R), format, step_->page_rows(),
                 caches_.latent_layer(cache_layer), stream_);
   gemm_.linear(x, T, w.indexer.wk.bf16(), di, D, ws_.index_keys, stream_);
-  layer_norm_rows(ws_.index_keys, w.indexer.k_norm_weight, w.indexer.k_norm_bias,
-                  kIndexKeyNormEps, T, di, ws_.index_keys, stream_);
+  layer_norm_rows(ws_.index_keys, w.indexer.k_norm_weight, w.indexer.k_norm_bias, kIndexKeyNormEps,
+                  T, di, ws_.index_keys, stream_);
   gemm_.linear(x, T, w.indexer.kpool_gate.bf16(), 1, D, ws_.index_gates, stream_);
   store_index_keys(ws_.index_keys, ws_.index_gates, T, int(di), step_->page_rows(),
                    caches_.index_keys + cache_layer * caches_.tokens * di,
@@ -141,8 +141,7 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
                       pools, ws_.scores + int64_t(r) * shp.max_pools, stream_);
     };
     if (decode) {
-      for (int i = 0; i < sparse_rows; ++i)
-        score(s0 + i, (pos[size_t(s0 + i)] + 1) / kpool, i, 1);
+      for (int i = 0; i < sparse_rows; ++i) score(s0 + i, (pos[size_t(s0 + i)] + 1) / kpool, i, 1);
     } else {
       score(seq_index, (pos[size_t(row0 + rows - 1)] + 1) / kpool, 0, sparse_rows);
     }
@@ -167,8 +166,8 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
   }
 
   mla_up_values(ws_.o_bar, rows, H, dn, dv, R, w.kv_b.bf16(), ws_.mo, ws_.mo_bf16, stream_);
-  gemm_.linear(ws_.mo_bf16, rows, w.o_proj.bf16(), D, int64_t(H) * dv,
-               out + int64_t(row0) * D, stream_);
+  gemm_.linear(ws_.mo_bf16, rows, w.o_proj.bf16(), D, int64_t(H) * dv, out + int64_t(row0) * D,
+               stream_);
 }
 
 }  // namespace sparkglm::cuda

@@ -23,9 +23,9 @@ namespace {
 void check_geometry(const ModelConfig& c) {
   auto need = [](bool ok, const std::string& field, int64_t value, const std::string& expected) {
     if (!ok)
-      throw Error(ErrorKind::kUnsupported,
-                  "the CUDA backend needs " + field + " " + expected + " (got " +
-                      std::to_string(value) + "); serve this model with --device cpu");
+      throw Error(ErrorKind::kUnsupported, "the CUDA backend needs " + field + " " + expected +
+                                               " (got " + std::to_string(value) +
+                                               "); serve this model with --device cpu");
   };
   need(c.hidden_size == kHcWidth, "hidden_size", c.hidden_size, "= 4096");
   need(c.hc_mult == kHcStreams, "hc_mult", c.hc_mult, "= 4");
@@ -85,10 +85,10 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
     throw Error(ErrorKind::kUnsupported,
                 "--kv-cache-dtype f32: the CUDA backend keeps bf16 or fp8_g128 latents");
   if (options_.max_seq_len > kIndexMaxPools * config_.index_kpool)
-    throw Error(ErrorKind::kUnsupported,
-                "max-seq-len " + std::to_string(options_.max_seq_len) +
-                    ": the CUDA indexer selects over at most " +
-                    std::to_string(kIndexMaxPools * config_.index_kpool) + " tokens");
+    throw Error(ErrorKind::kUnsupported, "max-seq-len " + std::to_string(options_.max_seq_len) +
+                                             ": the CUDA indexer selects over at most " +
+                                             std::to_string(kIndexMaxPools * config_.index_kpool) +
+                                             " tokens");
   SPARKGLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   const RunnerShape s = shape();
   step_ = std::make_unique<StepInputs>(
@@ -100,11 +100,11 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
   ws_ = Workspace::carve(wc, config_, s);
   cache_buffer_ = DeviceBuffer(cache_bytes(config_, options_));
   Carve cc(cache_buffer_.data());
-  caches_ = Caches::carve(cc, config_, options_.num_blocks, options_.block_size,
-                          options_.kv_dtype, options_.num_state_slots);
+  caches_ = Caches::carve(cc, config_, options_.num_blocks, options_.block_size, options_.kv_dtype,
+                          options_.num_state_slots);
   SPARKGLM_CUDA_CHECK(cudaMemset(cache_buffer_.data(), 0, cache_buffer_.bytes()));
-  SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_logits_, sizeof(float) * size_t(kLogitChunk) *
-                                                          size_t(config_.vocab_size)));
+  SPARKGLM_CUDA_CHECK(cudaMallocHost(
+      &pinned_logits_, sizeof(float) * size_t(kLogitChunk) * size_t(config_.vocab_size)));
   SPARKGLM_CUDA_CHECK(
       cudaMallocHost(&pinned_hidden_, sizeof(float) * size_t(kLogitChunk) * config_.hidden_size));
 
@@ -113,9 +113,9 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
   const ModelWeights& mw = weights_->weights();
   auto fused = [&](const SwiGluWeights& e) {
     const size_t half = size_t(e.gate.rows) * size_t(e.gate.cols) * 2;
-    SPARKGLM_ASSERT(static_cast<const char*>(e.up.data) ==
-                        static_cast<const char*>(e.gate.data) + half,
-                    "device weights: up_proj must follow gate_proj");
+    SPARKGLM_ASSERT(
+        static_cast<const char*>(e.up.data) == static_cast<const char*>(e.gate.data) + half,
+        "device weights: up_proj must follow gate_proj");
     return e.gate.bf16();
   };
   std::vector<const LayerWeights*> moe_layers;
@@ -316,8 +316,8 @@ void CudaModelRunner::forward_mtp(const ForwardBatch& batch, const std::vector<f
   for (int64_t r = 0; r < T; ++r)
     std::memcpy(&ordered[size_t(r * D)], &hidden[size_t(step_->batch_row(int(r)) * D)],
                 size_t(D) * 4);
-  SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(hn, ordered.data(), size_t(T * D) * 4,
-                                      cudaMemcpyHostToDevice, stream_));
+  SPARKGLM_CUDA_CHECK(
+      cudaMemcpyAsync(hn, ordered.data(), size_t(T * D) * 4, cudaMemcpyHostToDevice, stream_));
   embed_tokens(mw.embed.bf16(), config_.vocab_size, D, step_->tokens(), T, 1, e, stream_);
   rms_norm_rows(e, m.enorm, eps, T, D, e, nullptr, stream_);
   rms_norm_rows(hn, m.hnorm, eps, T, D, hn, nullptr, stream_);

@@ -99,7 +99,7 @@ class CudaModelRunner : public ModelRunner {
   DeviceBuffer expert_pointers_;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // (rows, length bucket) -> graph
   uint64_t graph_replays_ = 0;
-  StepProfiler profile_;  // SPARKGLM_CUDA_PROFILE=1: device time by part (steps run eagerly)
+  StepProfiler profile_;   // SPARKGLM_CUDA_PROFILE=1: device time by part (steps run eagerly)
   int length_bucket_ = 0;  // the max_len the current decode step's attention is launched with
 };
 

@@ -72,8 +72,8 @@ std::unique_ptr<DeviceWeights> DeviceWeights::generate(const ModelConfig& config
                       s.init.half_width, nullptr);
     } else {
       SPARKGLM_ASSERT(s.dtype == DType::kF32, "dummy tensors are BF16 or FP32");
-      fill_dummy_f32(reinterpret_cast<float*>(at), s.numel(), key, s.init.center,
-                     s.init.half_width, nullptr);
+      fill_dummy_f32(reinterpret_cast<float*>(at), s.numel(), key, s.init.center, s.init.half_width,
+                     nullptr);
     }
     source->add(s, at);
     offset += aligned(spec_bytes(s));
@@ -91,12 +91,11 @@ std::unique_ptr<DeviceWeights> DeviceWeights::upload(const ModelConfig& config,
   // Every tensor is checked before a byte moves: a refused checkpoint allocates nothing.
   for (const TensorSpec& s : specs) {
     const auto view = host.find(s.name);
-    if (!view)
-      throw Error(ErrorKind::kInvalidCheckpoint, "tensor `" + s.name + "`: missing");
+    if (!view) throw Error(ErrorKind::kInvalidCheckpoint, "tensor `" + s.name + "`: missing");
     if (view->dtype != s.dtype || view->shape != s.shape)
       throw Error(ErrorKind::kUnsupported,
-                  "tensor `" + s.name + "`: stored as " + std::string(dtype_name(view->dtype)) + " " +
-                      shape_string(view->shape) + "; the CUDA backend loads " +
+                  "tensor `" + s.name + "`: stored as " + std::string(dtype_name(view->dtype)) +
+                      " " + shape_string(view->shape) + "; the CUDA backend loads " +
                       std::string(dtype_name(s.dtype)) + " " + shape_string(s.shape) +
                       " (quantized checkpoint formats are served on the CPU backend only)");
   }

@@ -1,8 +1,9 @@
 #pragma once
-// The model's weights in device memory: one arena holding every tensor of checkpoint_tensors(config)
-// in checkpoint order (256-byte aligned, so an expert's gate_proj is followed directly by its
-// up_proj: the [2W, D] operand the fused gate/up projections read), bound through the ordinary
-// ModelWeights::bind. The bound pointers are device pointers: only device code may read them.
+// The model's weights in device memory: one arena holding every tensor of
+// checkpoint_tensors(config) in checkpoint order (256-byte aligned, so an expert's gate_proj is
+// followed directly by its up_proj: the [2W, D] operand the fused gate/up projections read), bound
+// through the ordinary ModelWeights::bind. The bound pointers are device pointers: only device code
+// may read them.
 //
 // Two ways to fill it: generate a preset's dummy weights on the device (the same bits as
 // tinyglm/dummy_weights.cpp, never a host copy: glm-5.3-flash at depth is larger than host memory),
@@ -25,8 +26,7 @@ class DeviceWeights {
   static size_t arena_bytes(const ModelConfig& config);
 
   static std::unique_ptr<DeviceWeights> generate(const ModelConfig& config, uint64_t seed);
-  static std::unique_ptr<DeviceWeights> upload(const ModelConfig& config,
-                                               const TensorSource& host);
+  static std::unique_ptr<DeviceWeights> upload(const ModelConfig& config, const TensorSource& host);
 
   const ModelWeights& weights() const { return weights_; }
   size_t bytes() const { return arena_.bytes(); }

@@ -89,7 +89,6 @@ struct SelectParams {
   int topk;
 };
 
-
 // A score's key in an unsigned order that is the float order: larger score, larger key. NaN is 0
 // (below every number: never chosen); -0 and +0 share a key, as they compare equal.
 __device__ __forceinline__ uint32_t order_key(float f) {
@@ -182,9 +181,10 @@ __global__ void __launch_bounds__(kSelectThreads)
   }
   const uint32_t T = prefix;
   int b = 0, e = 0, ties = 0;
-  int tie_rank = all_valid ? 0
-                           : run_prefix(pools, [&](int i) { return int(key[i] == T); }, &b, &e,
-                                        &ties, warp_total);
+  int tie_rank =
+      all_valid ? 0
+                : run_prefix(
+                      pools, [&](int i) { return int(key[i] == T); }, &b, &e, &ties, warp_total);
   for (int i = threadIdx.x; i < pools && all_valid; i += blockDim.x) chosen[i] = key[i] != 0u;
   if (!all_valid)
     for (int i = b; i < e; ++i) {
@@ -194,7 +194,8 @@ __global__ void __launch_bounds__(kSelectThreads)
     }
   __syncthreads();
   int total = 0;
-  int before = run_prefix(pools, [&](int i) { return chosen[i]; }, &b, &e, &total, warp_total);
+  int before = run_prefix(
+      pools, [&](int i) { return chosen[i]; }, &b, &e, &total, warp_total);
   for (int i = b; i < e; ++i)
     if (chosen[i]) {
       for (int k = 0; k < kIndexKpool; ++k) out[before * kIndexKpool + k] = i * kIndexKpool + k;

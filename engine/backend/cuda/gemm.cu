@@ -30,7 +30,7 @@ struct GemvParams {
   const uint16_t* w;  // [n, k]
   float* y;           // [m, n]; with splits > 1 the partials [splits, m, n]
   int64_t m, n, k;
-  int splits = 1;     // k slices, one per blockIdx.y (the MMA kernel only)
+  int splits = 1;  // k slices, one per blockIdx.y (the MMA kernel only)
 };
 
 __device__ __forceinline__ void unpack8(const uint4& v, float* f) {

@@ -67,20 +67,20 @@ __device__ void sinkhorn(float* m, int iters, float eps) {
 // layer site post and the Sinkhorn-balanced comb into p.post / p.comb at row t.
 template <int kMix>
 __device__ void finish_mixes(const HcParams& p, int64_t t, float* mixes, float* pre) {
-    const float rs = 1.0f / sqrtf(mixes[kMix] / float(kN) + p.k.rms_eps);
-    for (int j = 0; j < kMix; ++j) mixes[j] = mixes[j] * rs;
+  const float rs = 1.0f / sqrtf(mixes[kMix] / float(kN) + p.k.rms_eps);
+  for (int j = 0; j < kMix; ++j) mixes[j] = mixes[j] * rs;
+  for (int s = 0; s < kHcStreams; ++s)
+    pre[s] = sigmoidf_dev(mixes[s] * p.scale[0] + p.base[s]) + p.k.hc_eps;
+  if (kMix > kHcStreams) {
     for (int s = 0; s < kHcStreams; ++s)
-      pre[s] = sigmoidf_dev(mixes[s] * p.scale[0] + p.base[s]) + p.k.hc_eps;
-    if (kMix > kHcStreams) {
-      for (int s = 0; s < kHcStreams; ++s)
-        p.post[t * kHcStreams + s] =
-            2.0f * sigmoidf_dev(mixes[kHcStreams + s] * p.scale[1] + p.base[kHcStreams + s]);
-      float m[16];
-      for (int i = 0; i < 16 && 2 * kHcStreams + i < kMix; ++i)
-        m[i] = mixes[2 * kHcStreams + i] * p.scale[2] + p.base[2 * kHcStreams + i];
-      sinkhorn(m, p.k.sinkhorn_iters, p.k.hc_eps);
-      for (int i = 0; i < 16; ++i) p.comb[t * 16 + i] = m[i];
-    }
+      p.post[t * kHcStreams + s] =
+          2.0f * sigmoidf_dev(mixes[kHcStreams + s] * p.scale[1] + p.base[kHcStreams + s]);
+    float m[16];
+    for (int i = 0; i < 16 && 2 * kHcStreams + i < kMix; ++i)
+      m[i] = mixes[2 * kHcStreams + i] * p.scale[2] + p.base[2 * kHcStreams + i];
+    sinkhorn(m, p.k.sinkhorn_iters, p.k.hc_eps);
+    for (int i = 0; i < 16; ++i) p.comb[t * 16 + i] = m[i];
+  }
 }
 
 // Grid: T. kMix = 24 (a layer site: pre, post, comb) or 4 (the head: pre only).
@@ -158,8 +158,8 @@ constexpr int kHcSlices = 32;
 constexpr int kSliceVec = kN / 4 / kHcSlices;  // 128 float4 per slice, one per thread
 
 template <int kMix>
-__global__ void __launch_bounds__(kSliceVec) hc_partial_kernel(const __grid_constant__ HcParams p,
-                                                               float* partials) {
+__global__ void __launch_bounds__(kSliceVec)
+    hc_partial_kernel(const __grid_constant__ HcParams p, float* partials) {
   __shared__ float warp_part[kSliceVec / 32][kMix + 1];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = blockIdx.y;
@@ -230,9 +230,9 @@ __global__ void __launch_bounds__(kThreads)
       pre[lane] = sigmoidf_dev(mixes[lane] * rs * p.scale[0] + p.base[lane]) + p.k.hc_eps;
     if (kMix > kHcStreams) {
       if (lane < kHcStreams)
-        p.post[t * kHcStreams + lane] = 2.0f * sigmoidf_dev(mixes[kHcStreams + lane] * rs *
-                                                                 p.scale[1] +
-                                                             p.base[kHcStreams + lane]);
+        p.post[t * kHcStreams + lane] =
+            2.0f *
+            sigmoidf_dev(mixes[kHcStreams + lane] * rs * p.scale[1] + p.base[kHcStreams + lane]);
       const int i = 2 * kHcStreams + (lane & 15);
       const float m = mixes[i < kMix ? i : 0] * rs * p.scale[2] + p.base[i < kMix ? i : 0];
       const float balanced = sinkhorn_lanes(m, p.k.sinkhorn_iters, p.k.hc_eps);

@@ -14,8 +14,8 @@ constexpr int kStages = 4;  // 32-k blocks of W loaded ahead per warp
 constexpr int kRows = 16;   // W rows per block (the MMA's 16 rows)
 constexpr int64_t kKMultiple = 32 * kSplitK * kStages;
 
-constexpr int kGroup = 8;                 // pairs per group: the MMA's 8 columns
-constexpr int kGroupInts = 1 + kGroup;    // expert, then its pairs (-1: an empty column)
+constexpr int kGroup = 8;               // pairs per group: the MMA's 8 columns
+constexpr int kGroupInts = 1 + kGroup;  // expert, then its pairs (-1: an empty column)
 constexpr int kRouterMaxExpertsForGroups = 1024;
 
 __device__ __forceinline__ float swiglu(float gv, float uv, float limit) {
@@ -29,8 +29,8 @@ __device__ __forceinline__ float swiglu(float gv, float uv, float limit) {
 // One block. groups[0] = number of groups; group i at groups + 1 + i * kGroupInts: its expert,
 // then up to 8 of its pairs in pair order (-1 fills a group's unused columns). Experts in
 // increasing order; a pair whose slot is empty (expert < 0 or >= E) joins no group.
-__global__ void __launch_bounds__(256) group_kernel(const __grid_constant__ MoeExpertArgs a,
-                                                    int n_experts) {
+__global__ void __launch_bounds__(256)
+    group_kernel(const __grid_constant__ MoeExpertArgs a, int n_experts) {
   __shared__ int count[kRouterMaxExpertsForGroups];
   __shared__ int first_group[kRouterMaxExpertsForGroups];
   __shared__ int total;
@@ -196,9 +196,9 @@ int64_t moe_decode_group_ints(int64_t tokens, int top_k) {
 void moe_experts_decode(const MoeExpertArgs& a, cudaStream_t stream) {
   SPARKGLM_ASSERT(a.hidden % kKMultiple == 0 && a.width % kKMultiple == 0 && a.top_k > 0,
                   "moe_experts_decode: hidden and expert width must be multiples of 512");
-  SPARKGLM_ASSERT(a.groups != nullptr && a.n_experts > 0 &&
-                      a.n_experts <= kRouterMaxExpertsForGroups,
-                  "moe_experts_decode: needs the groups workspace and 1..1024 experts");
+  SPARKGLM_ASSERT(
+      a.groups != nullptr && a.n_experts > 0 && a.n_experts <= kRouterMaxExpertsForGroups,
+      "moe_experts_decode: needs the groups workspace and 1..1024 experts");
   if (a.tokens <= 0) return;
   const unsigned pairs = unsigned(a.tokens * a.top_k);  // the most groups there can be
   group_kernel<<<1, 256, 0, stream>>>(a, a.n_experts);

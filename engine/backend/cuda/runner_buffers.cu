@@ -56,11 +56,11 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
   w.counts = c.take<int32_t>(C);
   // Attention scratch: the larger of a chunk of dense prefill rows (their causal lengths end at
   // most at attend_max), a chunk of sparse rows, and a decode batch.
-  w.attn_ws_bytes = std::max(
-      {mla_prefill_workspace_bytes(int(C), int(heads), std::max(0, s.attend_max - int(C)),
-                                   s.table_stride),
-       size_t(mla_decode_workspace_floats(int(C), int(heads), s.attend_max)) * 4,
-       size_t(mla_decode_workspace_floats(s.max_seqs, int(heads), s.attend_max)) * 4});
+  w.attn_ws_bytes =
+      std::max({mla_prefill_workspace_bytes(int(C), int(heads), std::max(0, s.attend_max - int(C)),
+                                            s.table_stride),
+                size_t(mla_decode_workspace_floats(int(C), int(heads), s.attend_max)) * 4,
+                size_t(mla_decode_workspace_floats(s.max_seqs, int(heads), s.attend_max)) * 4});
   w.attn_ws = c.take<float>(int64_t(w.attn_ws_bytes / 4));
 
   w.router_logits = c.take<float>(T * E);
@@ -83,8 +83,8 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
   return w;
 }
 
-Caches Caches::carve(Carve& c, const ModelConfig& m, int num_blocks, int block_size,
-                     KvDtype dtype, int slots) {
+Caches Caches::carve(Carve& c, const ModelConfig& m, int num_blocks, int block_size, KvDtype dtype,
+                     int slots) {
   const int64_t layers = m.num_mla_layers() + (m.mtp_layer() >= 0 ? 1 : 0);
   const int64_t kda = m.num_kda_layers();
   const int64_t H = m.kda.num_heads, K = m.kda.head_dim;

@@ -10,9 +10,9 @@
 
 namespace sparkglm::cuda {
 
-inline constexpr int kMlaRowChunk = 256;  // query rows per pass of the MLA attention
-inline constexpr int kLogitChunk = 64;    // logit rows per LM-head pass and host copy
-inline constexpr int kDecodeMaxRows = 32; // rows of the weight-streaming decode kernels
+inline constexpr int kMlaRowChunk = 256;   // query rows per pass of the MLA attention
+inline constexpr int kLogitChunk = 64;     // logit rows per LM-head pass and host copy
+inline constexpr int kDecodeMaxRows = 32;  // rows of the weight-streaming decode kernels
 
 // Hands out 256-byte-aligned slices of one allocation; with base == nullptr it only counts.
 class Carve {
@@ -32,11 +32,11 @@ class Carve {
 };
 
 struct RunnerShape {
-  int64_t rows;       // max rows of a step
-  int max_seqs;       // state slots
-  int table_stride;   // blocks per sequence
-  int max_pools;      // indexer pools a query can see
-  int attend_max;     // entries a sparse query attends: topk_pools * kpool + kpool - 1
+  int64_t rows;      // max rows of a step
+  int max_seqs;      // state slots
+  int table_stride;  // blocks per sequence
+  int max_pools;     // indexer pools a query can see
+  int attend_max;    // entries a sparse query attends: topk_pools * kpool + kpool - 1
 };
 
 // Activations of one step.
@@ -75,8 +75,8 @@ struct Caches {
   int64_t tokens;      // blocks * block_size
   int64_t record_bytes;
 
-  static Caches carve(Carve& c, const ModelConfig& m, int num_blocks, int block_size,
-                      KvDtype dtype, int slots);
+  static Caches carve(Carve& c, const ModelConfig& m, int num_blocks, int block_size, KvDtype dtype,
+                      int slots);
   uint8_t* latent_layer(int layer) const { return latents + layer * tokens * record_bytes; }
 };
 
