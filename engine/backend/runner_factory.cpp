@@ -2,13 +2,11 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdio>
 #include <string>
 
 #include "engine/backend/cpu/cpu_model_runner.h"
 #include "engine/backend/memory_plan.h"
 #include "engine/core/error.h"
-#include "tinyglm/dummy_weights.h"
 
 #if SPARKGLM_HAVE_CUDA
 #include <cuda_runtime.h>
