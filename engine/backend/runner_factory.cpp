@@ -89,6 +89,7 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   BuiltRunner b;
   b.config = request_config(r);
   const ModelConfig& mc = b.config;
+  cuda::CudaModelRunner::check_config(mc);  // before a byte of the device is touched
   const int index_limit = cuda::kIndexMaxPools * mc.index_kpool;
   if (r.max_seq_len > index_limit)
     throw Error(ErrorKind::kUnsupported, "--max-seq-len " + std::to_string(r.max_seq_len) +

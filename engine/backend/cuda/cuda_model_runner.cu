@@ -16,11 +16,9 @@
 
 namespace sparkglm::cuda {
 
-namespace {
-
 // The kernels are specialised for the production per-layer geometry (tinyglm and glm-5.3-flash);
 // a config that differs is refused by name instead of computed wrongly.
-void check_geometry(const ModelConfig& c) {
+void CudaModelRunner::check_config(const ModelConfig& c) {
   auto need = [](bool ok, const std::string& field, int64_t value, const std::string& expected) {
     if (!ok)
       throw Error(ErrorKind::kUnsupported, "the CUDA backend needs " + field + " " + expected +
@@ -41,6 +39,8 @@ void check_geometry(const ModelConfig& c) {
   need(c.moe_intermediate_size % 512 == 0, "moe_intermediate_size", c.moe_intermediate_size,
        "a multiple of 512");
 }
+
+namespace {
 
 RunnerShape runner_shape(const ModelConfig& c, const CudaRunnerOptions& o) {
   RunnerShape s;
@@ -80,7 +80,7 @@ size_t CudaModelRunner::workspace_bytes(const ModelConfig& config, const CudaRun
 CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<DeviceWeights> weights,
                                  const CudaRunnerOptions& options)
     : config_(config), weights_(std::move(weights)), options_(options) {
-  check_geometry(config_);
+  check_config(config_);
   if (options_.kv_dtype == KvDtype::kF32)
     throw Error(ErrorKind::kUnsupported,
                 "--kv-cache-dtype f32: the CUDA backend keeps bf16 or fp8_g128 latents");

@@ -43,6 +43,9 @@ class CudaModelRunner : public ModelRunner {
                   const CudaRunnerOptions& options);
   ~CudaModelRunner() override;
 
+  // Throws Error(kUnsupported) naming the field when the kernels cannot serve this config (they
+  // are specialised for the production per-layer geometry).
+  static void check_config(const ModelConfig& config);
   // Device bytes of the caches and of the workspace for these options: the memory plan of
   // runner_factory sizes the KV pool with them before constructing anything.
   static size_t cache_bytes(const ModelConfig& config, const CudaRunnerOptions& options);
