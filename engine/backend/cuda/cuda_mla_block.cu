@@ -132,6 +132,9 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
     gemm_.linear(ws_.normed_bf16 + int64_t(s0) * D, sparse_rows, w.indexer.weights_proj.bf16(), I,
                  D, ws_.iw, stream_);
     // Pooled keys of one sequence up to `pools`, then the scores of rows [r, r + n) against them.
+    // dsa_pool_scores writes n rows `pools` apart; dsa_select reads rows `score_stride` apart:
+    // decode rows (one sequence each, scored one by one) sit max_pools apart, the rows of one
+    // prefill chunk (scored together against their sequence's pools) sit `pools` apart.
     auto score = [&](int table_seq, int pools, int r, int n) {
       gather_index_keys(key_pages, gate_pages, di, step_->tables() + int64_t(table_seq) * stride,
                         options_.block_size, int64_t(pools) * kpool, ws_.seq_keys, ws_.seq_gates,
@@ -140,12 +143,15 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
       dsa_pool_scores(ws_.iq + int64_t(r) * I * di, ws_.iw + int64_t(r) * I, n, I, ws_.pooled,
                       pools, ws_.scores + int64_t(r) * shp.max_pools, stream_);
     };
+    int64_t score_stride = shp.max_pools;
     if (decode) {
       for (int i = 0; i < sparse_rows; ++i) score(s0 + i, (pos[size_t(s0 + i)] + 1) / kpool, i, 1);
     } else {
-      score(seq_index, (pos[size_t(row0 + rows - 1)] + 1) / kpool, 0, sparse_rows);
+      const int pools = (pos[size_t(row0 + rows - 1)] + 1) / kpool;
+      score(seq_index, pools, 0, sparse_rows);
+      score_stride = pools;
     }
-    dsa_select(ws_.scores, shp.max_pools, step_->positions_device() + s0, sparse_rows, topk,
+    dsa_select(ws_.scores, score_stride, step_->positions_device() + s0, sparse_rows, topk,
                ws_.lists, shp.attend_max, ws_.counts, stream_);
     MlaDecodeArgs a;
     a.rows = sparse_rows;
