@@ -158,10 +158,15 @@ GateResult evaluate_operator_gate(const GateDefinition& definition, const fs::pa
                                       " without writing its table");
     bytes = receipts::read_file(bundle.where_is("operators.json"));
   } else {
-    return not_run(definition.id,
-                   gpu ? "no operator runner at " + runner.string() + " (build with CUDA)"
-                       : "needs a GPU for the CUDA operators (nvidia-smi found none); pass "
-                         "--operators FILE to judge a table made on a GPU machine");
+    // A bundle travels: name the runner relative to where the run started when it lies there,
+    // not by this machine's absolute path.
+    const fs::path shown = runner.lexically_proximate(fs::current_path());
+    const bool inside = !shown.empty() && *shown.begin() != "..";
+    return not_run(
+        definition.id,
+        gpu ? "no operator runner at " + (inside ? shown : runner).string() + " (build with CUDA)"
+            : "needs a GPU for the CUDA operators (nvidia-smi found none); pass "
+              "--operators FILE to judge a table made on a GPU machine");
   }
   return judge_operator_table(definition, json::parse(bytes));
 }
