@@ -72,9 +72,7 @@ BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
 #if SPARKGLM_HAVE_CUDA
 ModelConfig request_config(const RunnerRequest& r) {
   if (!r.model_dir.empty()) return ModelConfig::load(r.model_dir + "/config.json");
-  ModelConfig c = preset_config(r.preset);
-  if (r.num_layers > 0) c.set_depth(r.num_layers);
-  return c;
+  return preset_config_at_depth(r.preset, r.num_layers);
 }
 
 // Memory plan: of gpu_memory_utilization x total device memory, what was already in use when we

@@ -19,11 +19,16 @@ std::unique_ptr<LoadedModel> load_model_dir(const std::string& dir) {
   return m;
 }
 
+ModelConfig preset_config_at_depth(const std::string& preset, int num_layers) {
+  ModelConfig c = preset_config(preset);
+  if (num_layers > 0) c.set_depth(num_layers);
+  return c;
+}
+
 std::unique_ptr<LoadedModel> load_model_preset(const std::string& preset, int num_layers,
                                                uint64_t seed, ThreadPool& pool) {
   auto m = std::make_unique<LoadedModel>();
-  m->config = preset_config(preset);
-  if (num_layers > 0) m->config.set_depth(num_layers);
+  m->config = preset_config_at_depth(preset, num_layers);
   m->weights = ModelWeights::bind(m->config, make_dummy_weights(m->config, seed, pool));
   m->name = preset;
   return m;

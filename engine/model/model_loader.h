@@ -19,6 +19,8 @@ struct LoadedModel {
 
 // config.json + shards through the safetensors loader.
 std::unique_ptr<LoadedModel> load_model_dir(const std::string& dir);
+// A preset's config, its depth cut to num_layers (keeping the layer pattern) when > 0.
+ModelConfig preset_config_at_depth(const std::string& preset, int num_layers);
 // A preset's config (depth cut to num_layers when > 0) with dummy weights of `seed`.
 std::unique_ptr<LoadedModel> load_model_preset(const std::string& preset, int num_layers,
                                                uint64_t seed, ThreadPool& pool);
