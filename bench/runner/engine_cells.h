@@ -1,8 +1,11 @@
 #pragma once
-// The runner bench's cells, driven straight through ModelRunner::forward (no scheduler, no HTTP):
+// The runner bench's cells, driven straight through ModelRunner (no scheduler, no HTTP):
 //   decode_cC    C sequences of `prompt` tokens prefilled, then `warmup_steps` untimed and
-//                `decode_steps` timed steps of C rows (one per sequence, the greedy token of its
-//                last logits, taken on the host outside the timed call); a sample is one forward.
+//                `decode_steps` timed steps of C rows twice: pipelined (the reported numbers:
+//                submit step N+1, then collect step N, rows reading the runner's greedy picks, as
+//                the scheduler serves greedy requests; a sample is the interval between two
+//                collections) and synchronous (under "synchronous": one forward per sample, its
+//                logits to the host, the greedy token taken there outside the timed call).
 //   prefill_L    (prefill_Nk: N * 1024 tokens) one fresh sequence of L tokens, cold (new slot,
 //                new blocks), in chunks of max_prefill_tokens, timed end to end; `runs` times.
 // forward returns host logits, so it is synchronous and a steady-clock interval covers the work.

@@ -1,10 +1,14 @@
 #pragma once
 // What a backend offers the scheduler: one forward call over a flattened batch whose rows are
-// independent (a row's results never depend on which other rows share the batch).
+// independent (a row's results never depend on which other rows share the batch), and the same
+// step pipelined (submit, then collect) so the scheduler can prepare step N+1 while N runs.
+#include <deque>
+#include <utility>
 #include <vector>
 
 #include "engine/model/config.h"
 #include "engine/model/forward_batch.h"
+#include "engine/model/step_sampling.h"
 
 namespace sparkglm {
 
@@ -31,6 +35,21 @@ class ModelRunner {
   // batch.logit_rows. State slots are not touched.
   virtual void forward_mtp(const ForwardBatch& batch, const std::vector<float>& hidden,
                            ForwardOutput& out) = 0;
+
+  // Pipelined steps. submit() queues a step and may return before it has run; collect() returns
+  // the oldest queued step's result, waiting for it. Steps run in submission order, each seeing
+  // the caches as every earlier step left them, so a caller may free or reuse blocks and state
+  // slots of a finished sequence while a step that still writes them is queued: later steps run
+  // after it. At most two steps are queued; forward() is only called with none queued.
+  // The default runs each step inside collect() through forward() and picks greedy tokens on the
+  // host; a device backend overrides both to run on its stream and pick tokens on the device.
+  // Either throws what forward() throws, from whichever call ran the step.
+  virtual void submit(const ForwardBatch& batch, const StepSampling& sampling);
+  virtual void collect(StepResult& result);
+
+ private:
+  std::deque<std::pair<ForwardBatch, StepSampling>> queued_;
+  std::vector<int32_t> last_tokens_;  // the picks of the last step run (for token_from)
 };
 
 }  // namespace sparkglm

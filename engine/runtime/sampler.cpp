@@ -354,6 +354,12 @@ int32_t SequenceSampler::draw(const float* x, int64_t vocab, float m) const {
   return last;
 }
 
+bool SequenceSampler::plain_greedy_at(int index) const {
+  const SamplingParams& p = params_;
+  return p.greedy() && !p.logprobs && p.repetition_penalty == 1.0f && p.frequency_penalty == 0.0f &&
+         p.presence_penalty == 0.0f && index >= p.min_tokens;
+}
+
 SampledToken SequenceSampler::sample(const float* logits, int64_t vocab,
                                      const std::vector<int>& eos_ids) const {
   SPARKGLM_ASSERT(logits != nullptr && vocab > 0, "sample() needs a non-empty logits row");

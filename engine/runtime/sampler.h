@@ -64,6 +64,11 @@ class SequenceSampler {
   // Throws Error(kInvalidArgument) when no token can be drawn (every logit NaN, -inf or masked).
   SampledToken sample(const float* logits, int64_t vocab, const std::vector<int>& eos_ids) const;
 
+  // True when the token at output index `index` is greedy_token() of the raw logits (model/
+  // step_sampling.h), so a runner may pick it: temperature 0, no penalties, no logprobs, and
+  // min_tokens reached (no masks).
+  bool plain_greedy_at(int index) const;
+
   // Records a generated token: it advances the draw counter and the penalty counts.
   void accept(int32_t token);
   int generated() const { return generated_; }

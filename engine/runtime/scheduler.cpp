@@ -116,6 +116,18 @@ void Scheduler::admit() {
   }
 }
 
+bool Scheduler::needs_preemption() const {
+  const int bs = geometry_.block_size;
+  int64_t missing = 0;
+  for (const auto& sp : running_) {
+    const Sequence& s = *sp;
+    if (s.prefilling()) continue;
+    const int64_t need = (int64_t(s.computed) + 1 + bs - 1) / bs;
+    missing += std::max<int64_t>(0, need - int64_t(s.blocks.size()));
+  }
+  return missing > blocks_.num_free();
+}
+
 void Scheduler::grow_or_preempt() {
   const int bs = geometry_.block_size;
   for (size_t i = 0; i < running_.size(); ++i) {
@@ -137,6 +149,7 @@ void Scheduler::grow_or_preempt() {
 }
 
 void Scheduler::preempt(std::unique_ptr<Sequence> s) {
+  SPARKGLM_ASSERT(s->queued_steps == 0, "scheduler: preempting a sequence with a step queued");
   blocks_.release_all(s->blocks);
   if (s->slot >= 0) free_slots_.push_back(s->slot);
   s->slot = -1;
@@ -173,12 +186,23 @@ void Scheduler::reap_cancelled() {
     if (auto r = reason_of(*s); r != FinishReason::kNone) finish(*s, r);
   auto done = [](const std::unique_ptr<Sequence>& s) { return s->finish != FinishReason::kNone; };
   waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(), done), waiting_.end());
-  running_.erase(std::remove_if(running_.begin(), running_.end(), done), running_.end());
+  drop_finished();
 }
 
-void Scheduler::emit_token(Sequence& s, const float* logits) {
+void Scheduler::drop_finished() {
+  auto kept = running_.begin();
+  for (auto& s : running_) {
+    if (s->finish == FinishReason::kNone) {
+      *kept++ = std::move(s);
+    } else if (s->queued_steps > 0) {
+      queued_.back().retired.push_back(std::move(s));  // the newest step holding it ends last
+    }
+  }
+  running_.erase(kept, running_.end());
+}
+
+void Scheduler::emit_token(Sequence& s, const SampledToken& t) {
   const ModelConfig& c = runner_.config();
-  const SampledToken t = s.sampler->sample(logits, c.vocab_size, c.eos_token_ids);
   s.sampler->accept(t.token);
   s.tokens.push_back(t.token);
   ++counters_.generated_tokens;
@@ -208,27 +232,39 @@ void Scheduler::emit_token(Sequence& s, const float* logits) {
   if (s.request.on_event) s.request.on_event(e);
 }
 
-bool Scheduler::step() {
-  reap_cancelled();
-  grow_or_preempt();  // before admission: running sequences have the first claim on free blocks
-  admit();
-  if (running_.empty()) return false;
-  const auto t0 = Clock::now();
-
+Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& sampling) {
+  QueuedStep q;
+  auto add_member = [&](Sequence& s, int rows, bool samples) {
+    q.members.push_back(&s);
+    q.rows.push_back(rows);
+    const int logit_row = samples ? int(batch.logit_rows.size()) - 1 : -1;
+    q.logit_row.push_back(logit_row);
+    // The output index this row's token will have: one more while a token is still pending.
+    const bool picked = samples && s.sampler->plain_greedy_at(s.generated() + (s.pending_row >= 0));
+    q.picked.push_back(picked);
+    if (samples) {
+      sampling.greedy.push_back(picked);
+      q.all_picked = q.all_picked && picked;
+    }
+  };
   // Decode rows first (they are latency bound), rotating when there are more than fit.
-  ForwardBatch batch;
-  std::vector<Sequence*> members;
-  std::vector<bool> wants_token;
-  std::vector<int> rows;
   const size_t n = running_.size();
   int decode_rows = 0;
   for (size_t i = 0; i < n && decode_rows < limits_.max_batch_size; ++i) {
     Sequence& s = *running_[(decode_cursor_ + i) % n];
     if (s.prefilling()) continue;
-    batch.add_sequence({s.tokens.back()}, s.computed, s.slot, s.blocks);
-    members.push_back(&s);
-    wants_token.push_back(true);
-    rows.push_back(1);
+    if (s.pending_row >= 0) {
+      // Its token is still in flight: skip it when that token must end it by length.
+      if (s.generated() + 1 >= s.request.sampling.max_tokens ||
+          int(s.tokens.size()) + 1 >= limits_.max_seq_len)
+        continue;
+      sampling.token_from.resize(batch.tokens.size(), -1);
+      sampling.token_from.push_back(s.pending_row);
+      batch.add_sequence({0}, s.computed, s.slot, s.blocks);
+    } else {
+      batch.add_sequence({s.tokens.back()}, s.computed, s.slot, s.blocks);
+    }
+    add_member(s, 1, true);
     ++decode_rows;
   }
   decode_cursor_ = n ? (decode_cursor_ + size_t(decode_rows)) % n : 0;
@@ -249,47 +285,111 @@ bool Scheduler::step() {
     const bool sample = end == prefill_end && s.generated() == 0;
     batch.add_sequence({s.tokens.begin() + start, s.tokens.begin() + end}, start, s.slot, s.blocks,
                        sample);
-    members.push_back(&s);
-    wants_token.push_back(sample);
-    rows.push_back(end - start);
+    add_member(s, end - start, sample);
     budget -= end - start;
     counters_.prompt_tokens += uint64_t(end - start);
   }
-  if (members.empty()) return false;
+  if (!sampling.token_from.empty()) sampling.token_from.resize(batch.tokens.size(), -1);
+  return q;
+}
 
-  ForwardOutput out;
-  try {
-    runner_.forward(batch, out);
-  } catch (const std::exception& e) {
-    // A failed step fails its requests, never the server.
-    for (Sequence* s : members) finish(*s, FinishReason::kError, e.what());
-    reap_cancelled();
-    auto done = [](const std::unique_ptr<Sequence>& s) { return s->finish != FinishReason::kNone; };
-    running_.erase(std::remove_if(running_.begin(), running_.end(), done), running_.end());
+bool Scheduler::step() {
+  reap_cancelled();
+  // The queued step stays in flight while this one is built only when this one can read its
+  // tokens on the device and no sequence must be preempted (a preempted sequence must have no
+  // row in flight): otherwise it is collected first.
+  if (!queued_.empty() && (!queued_.back().all_picked || needs_preemption())) collect_oldest();
+  grow_or_preempt();  // before admission: running sequences have the first claim on free blocks
+  admit();
+
+  ForwardBatch batch;
+  StepSampling sampling;
+  QueuedStep q = build_step(batch, sampling);
+  if (q.members.empty()) {
+    if (queued_.empty()) return false;
+    collect_oldest();
     return true;
   }
-  const int64_t vocab = runner_.config().vocab_size;
-  size_t logit_row = 0;
-  for (size_t i = 0; i < members.size(); ++i) {
-    Sequence& s = *members[i];
-    s.computed += rows[i];
-    if (!wants_token[i]) continue;
-    try {
-      emit_token(s, out.logits.data() + int64_t(logit_row) * vocab);
-    } catch (const std::exception& e) {
-      finish(s, FinishReason::kError, e.what());  // e.g. every logit masked or NaN
-    }
-    ++logit_row;
+  try {
+    runner_.submit(batch, sampling);
+  } catch (const std::exception& e) {
+    // A failed step fails its requests, never the server.
+    for (Sequence* s : q.members) finish(*s, FinishReason::kError, e.what());
+    drop_finished();
+    if (!queued_.empty()) collect_oldest();
+    return true;
   }
-  auto done = [](const std::unique_ptr<Sequence>& s) { return s->finish != FinishReason::kNone; };
-  running_.erase(std::remove_if(running_.begin(), running_.end(), done), running_.end());
-  ++counters_.steps;
-  counters_.last_step_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  counters_.total_step_seconds += counters_.last_step_seconds;
+  q.submitted = Clock::now();
+  for (size_t i = 0; i < q.members.size(); ++i) {
+    Sequence& s = *q.members[i];
+    s.computed += q.rows[i];
+    ++s.queued_steps;
+    if (q.logit_row[i] >= 0) s.pending_row = q.logit_row[i];
+  }
+  queued_.push_back(std::move(q));
+  if (queued_.size() > 1) collect_oldest();  // step N-1, while step N runs
   return true;
 }
 
+void Scheduler::collect_oldest() {
+  QueuedStep q = std::move(queued_.front());
+  queued_.pop_front();
+  StepResult result;
+  std::string failure;
+  try {
+    runner_.collect(result);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  const ModelConfig& c = runner_.config();
+  const int64_t vocab = c.vocab_size;
+  for (size_t i = 0; i < q.members.size(); ++i) {
+    Sequence& s = *q.members[i];
+    --s.queued_steps;
+    const int row = q.logit_row[i];
+    if (s.queued_steps == 0) s.pending_row = -1;    // its token is known from here on
+    if (s.finish != FinishReason::kNone) continue;  // finished while queued: a wasted row
+    if (!failure.empty()) {
+      finish(s, FinishReason::kError, failure);
+      continue;
+    }
+    if (row < 0) continue;
+    try {
+      SampledToken t;
+      if (q.picked[i]) {
+        t.token = result.tokens.at(size_t(row));
+        if (t.token < 0)
+          throw Error(ErrorKind::kInvalidArgument,
+                      "no token can be drawn: every logit is NaN or -inf");
+      } else {
+        t = s.sampler->sample(result.logits.data() + int64_t(row) * vocab, vocab, c.eos_token_ids);
+      }
+      emit_token(s, t);
+    } catch (const std::exception& e) {
+      finish(s, FinishReason::kError, e.what());  // e.g. every logit masked or NaN
+    }
+  }
+  drop_finished();
+  // A step's time is what it added to the pipeline: from its submission or the previous
+  // collection, whichever came later, to its own collection.
+  const auto now = Clock::now();
+  const auto from = std::max(q.submitted, last_collect_);
+  last_collect_ = now;
+  ++counters_.steps;
+  counters_.last_step_seconds = std::chrono::duration<double>(now - from).count();
+  counters_.total_step_seconds += counters_.last_step_seconds;
+}
+
 void Scheduler::cancel_all(FinishReason reason) {
+  // Queued steps are collected (the runner's queue must drain) and their results dropped.
+  for (; !queued_.empty(); queued_.pop_front()) {
+    StepResult ignored;
+    try {
+      runner_.collect(ignored);
+    } catch (const std::exception&) {
+    }
+    for (Sequence* s : queued_.front().members) s->queued_steps = 0, s->pending_row = -1;
+  }
   for (auto& s : waiting_) finish(*s, reason);
   for (auto& s : running_) finish(*s, reason);
   waiting_.clear();

@@ -21,6 +21,15 @@
 // Prefill is split only at absolute positions that are multiples of `prefill_align` (the KDA chunk
 // size), so a prompt's arithmetic does not depend on how the prefill budget was shared: greedy
 // output at concurrency 4 equals greedy output alone, bitwise.
+//
+// Pipelining: a step is submitted to the runner and collected one step later, so the host builds
+// and submits step N+1 while the device runs step N. That needs step N's tokens before the host
+// has them: where every token of step N is a plain greedy pick (SequenceSampler::plain_greedy_at),
+// the runner picks it and step N+1's row reads it on the device (StepSampling::token_from). A
+// sequence whose pending token must end it by length gets no row; one that draws a stop token
+// has spent one wasted row, whose result is dropped. Otherwise (sampling, penalties, logprobs,
+// min_tokens masks, or a preemption to make) step N is collected before step N+1 is built, as
+// without pipelining. Either way every sequence sees the tokens it would see unpipelined.
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -57,8 +66,9 @@ class Scheduler {
   // or tokens outside the vocabulary.
   void check_fits(const GenerationRequest& r) const;
   void add(std::shared_ptr<RequestHandle> handle, GenerationRequest request);
-  bool idle() const { return waiting_.empty() && running_.empty(); }
-  // One engine step; returns false when there was nothing to do.
+  bool idle() const { return waiting_.empty() && running_.empty() && queued_.empty(); }
+  // One engine step: submits the next step and collects the one before it; returns false when
+  // there was nothing to do.
   bool step();
   // Finishes every request with `reason` (shutdown).
   void cancel_all(FinishReason reason);
@@ -71,16 +81,36 @@ class Scheduler {
   const CacheGeometry& geometry() const { return geometry_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
+  // A step submitted to the runner and not yet collected.
+  struct QueuedStep {
+    std::vector<Sequence*> members;
+    std::vector<int> rows;        // per member
+    std::vector<int> logit_row;   // per member: its logit row, or -1 (a prefill chunk mid-prompt)
+    std::vector<uint8_t> picked;  // per member: the runner picks its token
+    bool all_picked = true;       // every member with a logit row is picked
+    // Members that finished while queued: kept alive until the step is collected.
+    std::vector<std::unique_ptr<Sequence>> retired;
+    Clock::time_point submitted;
+  };
   int blocks_for(const Sequence& s) const;  // what admission reserves
   void admit();
+  // True when some decoding sequence's next position needs a block and the pool has too few.
+  bool needs_preemption() const;
   // Gives every decoding sequence the block its next position needs, preempting the newest
   // running sequences while the pool is empty.
   void grow_or_preempt();
   void preempt(std::unique_ptr<Sequence> s);
   void finish(Sequence& s, FinishReason reason, const std::string& error = "");
   void reap_cancelled();
-  // Samples the next token of `s` from `logits` and reports it; may finish `s`.
-  void emit_token(Sequence& s, const float* logits);
+  // Removes finished sequences from running_; those still in a queued step wait in its retired.
+  void drop_finished();
+  // Builds the next step's batch from the running sequences (empty when there is nothing to run).
+  QueuedStep build_step(ForwardBatch& batch, StepSampling& sampling);
+  // Collects the oldest queued step and reports its tokens.
+  void collect_oldest();
+  // Reports the next token of `s`; may finish `s`.
+  void emit_token(Sequence& s, const SampledToken& t);
 
   ModelRunner& runner_;
   SchedulerLimits limits_;
@@ -89,6 +119,8 @@ class Scheduler {
   std::vector<int> free_slots_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
+  std::deque<QueuedStep> queued_;  // at most two, between a submit and the collect after it
+  Clock::time_point last_collect_{};
   size_t decode_cursor_ = 0;  // rotates decode rows when more sequences run than max_batch_size
   uint64_t next_seed_ = 0x5eedf00d;
   SchedulerCounters counters_;

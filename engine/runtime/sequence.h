@@ -22,6 +22,10 @@ struct Sequence {
   std::vector<int32_t> blocks;  // latent-cache block table while admitted
   std::optional<SequenceSampler> sampler;
   FinishReason finish = FinishReason::kNone;
+  // Pipelining (scheduler.h): steps queued in the runner that hold a row of this sequence, and
+  // the logit row of the newest one whose token comes next (-1: none pending).
+  int queued_steps = 0;
+  int pending_row = -1;
 
   int generated() const { return int(tokens.size()) - prompt_len; }
   // Prefill covers the prompt; after a preemption, every token but the last (whose KV the next

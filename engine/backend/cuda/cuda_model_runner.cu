@@ -107,6 +107,15 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
       &pinned_logits_, sizeof(float) * size_t(kLogitChunk) * size_t(config_.vocab_size)));
   SPARKGLM_CUDA_CHECK(
       cudaMallocHost(&pinned_hidden_, sizeof(float) * size_t(kLogitChunk) * config_.hidden_size));
+  const size_t row_ints = size_t(options_.max_rows) * sizeof(int32_t);
+  picks_ = DeviceBuffer(row_ints);
+  token_from_ = DeviceBuffer(row_ints);
+  SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_from_, row_ints));
+  SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&from_copied_, cudaEventDisableTiming));
+  for (int p = 0; p < 2; ++p) {
+    SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_picks_[p], row_ints));
+    SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&picks_copied_[p], cudaEventDisableTiming));
+  }
 
   // Expert operand tables. The arena keeps each gate_proj directly before its up_proj, which is
   // what lets one [2W, D] product compute both.
@@ -157,6 +166,12 @@ CudaModelRunner::~CudaModelRunner() {
   for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
   cudaFreeHost(pinned_logits_);
   cudaFreeHost(pinned_hidden_);
+  cudaFreeHost(pinned_from_);
+  cudaEventDestroy(from_copied_);
+  for (int p = 0; p < 2; ++p) {
+    cudaFreeHost(pinned_picks_[p]);
+    cudaEventDestroy(picks_copied_[p]);
+  }
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -269,6 +284,7 @@ void CudaModelRunner::capture_or_replay(int bucket) {
 }
 
 void CudaModelRunner::forward(const ForwardBatch& batch, ForwardOutput& out) {
+  SPARKGLM_ASSERT(queued_.empty(), "CudaModelRunner::forward with pipelined steps queued");
   batch.validate(config_, options_.block_size, options_.num_blocks, options_.num_state_slots);
   if (batch.num_rows() == 0) {
     out.logits.clear();
@@ -276,6 +292,11 @@ void CudaModelRunner::forward(const ForwardBatch& batch, ForwardOutput& out) {
     return;
   }
   step_->load(batch, stream_);
+  run_step();
+  head_to_host(ws_.y, weights_->weights().final_norm, out);
+}
+
+void CudaModelRunner::run_step() {
   reset_fresh_slots();
   const int attend_max = shape().attend_max;
   if (decode_graphable()) {
@@ -286,7 +307,6 @@ void CudaModelRunner::forward(const ForwardBatch& batch, ForwardOutput& out) {
     length_bucket_ = std::max(1, step_->max_decode_length());
     run_layers();
   }
-  head_to_host(ws_.y, weights_->weights().final_norm, out);
 }
 
 void CudaModelRunner::forward_mtp(const ForwardBatch& batch, const std::vector<float>& hidden,

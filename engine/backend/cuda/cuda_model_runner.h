@@ -7,10 +7,15 @@
 // Decode steps whose rows all attend densely are captured in CUDA graphs, one per (rows, length
 // bucket), and replayed: the launches of a step cost one graph launch instead of ~20 per layer.
 // Prefill chunks and sparse-indexer rows run eagerly (their launch shapes depend on the data).
+//
+// Pipelined steps (submit/collect, cuda_step_pipeline.cu) return before the device has run them:
+// greedy tokens are picked on the device and only their ids come back; a later step's rows read
+// those picks where they are.
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <utility>
@@ -59,6 +64,8 @@ class CudaModelRunner : public ModelRunner {
   void forward(const ForwardBatch& batch, ForwardOutput& out) override;
   void forward_mtp(const ForwardBatch& batch, const std::vector<float>& hidden,
                    ForwardOutput& out) override;
+  void submit(const ForwardBatch& batch, const StepSampling& sampling) override;
+  void collect(StepResult& result) override;
 
   const CudaRunnerOptions& options() const { return options_; }
   int graphs_captured() const { return int(graphs_.size()); }
@@ -66,6 +73,8 @@ class CudaModelRunner : public ModelRunner {
 
  private:
   RunnerShape shape() const;
+  // Runs the loaded step up to the head reduction (h in ws_.y): a decode graph or eager launches.
+  void run_step();
   void reset_fresh_slots();
   // The loaded step from the embedding to the head reduction (h in ws_.y), on stream_.
   void run_layers();
@@ -77,6 +86,9 @@ class CudaModelRunner : public ModelRunner {
   void ffn_block(const LayerWeights& w, int layer, float* out);
   // The step's logit rows of h [T, D]: hidden states and logits (after `norm`) to the host.
   void head_to_host(const float* h, const float* norm, ForwardOutput& out);
+  // A pipelined step's head: logits of every logit row, their greedy picks into picks_ and then
+  // the pinned picks of `parity`; with `logits`, the logits to the host too (synchronising).
+  void head_picks(int parity, std::vector<float>* logits);
   void capture_or_replay(int bucket);
   bool decode_graphable() const;
 
@@ -104,6 +116,20 @@ class CudaModelRunner : public ModelRunner {
   uint64_t graph_replays_ = 0;
   StepProfiler profile_;   // SPARKGLM_CUDA_PROFILE=1: device time by part (steps run eagerly)
   int length_bucket_ = 0;  // the max_len the current decode step's attention is launched with
+
+  // Pipelined steps: at most two queued; picks of queued step i land in pinned_picks_[parity].
+  struct QueuedStep {
+    int parity = 0;
+    int64_t logit_rows = 0;
+    std::vector<float> logits;  // filled at submission when a row is not picked here
+  };
+  std::deque<QueuedStep> queued_;
+  int next_parity_ = 0;
+  DeviceBuffer picks_, token_from_;  // int32 [max_rows] each
+  int32_t* pinned_picks_[2] = {nullptr, nullptr};
+  cudaEvent_t picks_copied_[2] = {nullptr, nullptr};
+  int32_t* pinned_from_ = nullptr;  // [max_rows] token_from in step order
+  cudaEvent_t from_copied_ = nullptr;
 };
 
 }  // namespace sparkglm::cuda

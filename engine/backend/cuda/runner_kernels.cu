@@ -40,6 +40,14 @@ __global__ void gather_kernel(const float* src, const int32_t* index, int64_t n,
     dst[i] = src[int64_t(index[i / width]) * width + i % width];
 }
 
+__global__ void take_kernel(const int32_t* from, const int32_t* picks, int64_t rows,
+                            int32_t* tokens) {
+  const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows || from[r] < 0) return;
+  const int32_t t = picks[from[r]];
+  tokens[r] = t < 0 ? 0 : t;
+}
+
 __global__ void add_kernel(float* x, const float* y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
@@ -68,6 +76,13 @@ void gather_rows(const float* src, const int32_t* index, int64_t n, int64_t widt
                  cudaStream_t stream) {
   if (n <= 0) return;
   gather_kernel<<<blocks_for(n * width), kThreads, 0, stream>>>(src, index, n, width, dst);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+void take_picked_tokens(const int32_t* from, const int32_t* picks, int64_t rows, int32_t* tokens,
+                        cudaStream_t stream) {
+  if (rows <= 0) return;
+  take_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(from, picks, rows, tokens);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 

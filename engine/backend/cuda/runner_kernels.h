@@ -17,6 +17,11 @@ void swiglu_rows(const float* gu, int64_t rows, int64_t width, float limit, uint
 void gather_rows(const float* src, const int32_t* index, int64_t n, int64_t width, float* dst,
                  cudaStream_t stream);
 
+// tokens[r] = picks[from[r]] (0 where that pick is -1) for each of `rows` rows with from[r] >= 0:
+// a pipelined step's input tokens that the previous step picked on the device.
+void take_picked_tokens(const int32_t* from, const int32_t* picks, int64_t rows, int32_t* tokens,
+                        cudaStream_t stream);
+
 // x += y, n floats.
 void add_in_place(float* x, const float* y, int64_t n, cudaStream_t stream);
 

@@ -55,16 +55,22 @@ StepInputs::StepInputs(const StepCapacity& capacity, int block_size, int topk_po
   fixed_buffer_ = DeviceBuffer(fixed_words * sizeof(int32_t));
   fixed_ = static_cast<int32_t*>(fixed_buffer_.data());
   SPARKGLM_CUDA_CHECK(cudaMemset(fixed_, 0, fixed_words * sizeof(int32_t)));
+  SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
 }
 
 StepInputs::~StepInputs() {
+  cudaEventDestroy(copied_);
   cudaFreeHost(host_);
 }
 
 void StepInputs::load(const ForwardBatch& batch, cudaStream_t stream) {
+  // A pipelined caller loads step N+1 while step N's copy may still be queued: wait for that
+  // copy to have read the staging before overwriting it.
+  SPARKGLM_CUDA_CHECK(cudaEventSynchronize(copied_));
   const size_t used = layout_.build(batch, host_);
   SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(staging_.data(), host_, used * sizeof(int32_t),
                                       cudaMemcpyHostToDevice, stream));
+  SPARKGLM_CUDA_CHECK(cudaEventRecord(copied_, stream));
   const StepCapacity& c = layout_.capacity();
   unpack_kernel<<<32, 256, 0, stream>>>(static_cast<const int32_t*>(staging_.data()), c.max_rows,
                                         c.max_seqs, c.table_stride, fixed_);

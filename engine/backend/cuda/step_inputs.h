@@ -39,6 +39,7 @@ class StepInputs {
 
   // Device arrays (fixed addresses).
   const int32_t* tokens() const { return array(kTokens); }
+  int32_t* tokens_to_patch() { return fixed_ + int64_t(kTokens) * layout_.capacity().max_rows; }
   const int32_t* page_rows() const { return array(kPageRows); }
   const int32_t* lengths() const { return array(kLengths); }  // position + 1
   const int32_t* positions_device() const { return array(kPositions); }
@@ -55,7 +56,8 @@ class StepInputs {
   }
 
   StepLayout layout_;
-  int32_t* host_ = nullptr;  // pinned staging, layout_.max_packed_words() long
+  int32_t* host_ = nullptr;       // pinned staging, layout_.max_packed_words() long
+  cudaEvent_t copied_ = nullptr;  // the last copy out of host_ has run
   DeviceBuffer staging_, fixed_buffer_;
   int32_t* fixed_ = nullptr;
 };

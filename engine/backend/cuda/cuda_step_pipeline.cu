@@ -1,0 +1,87 @@
+// Pipelined steps of the CUDA runner (ModelRunner::submit / collect). submit() loads the step,
+// patches in the tokens the previous step picked on the device, launches it and the head, picks
+// the greedy token of every logit row on the device and queues the copy of those ids to pinned
+// memory; it returns without waiting unless some row needs its logits on the host. collect()
+// waits for the oldest step's ids. So the host builds step N+1 while the device runs step N, and
+// a decode step moves a few hundred bytes each way.
+#include <algorithm>
+
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/cuda_model_runner.h"
+#include "engine/backend/cuda/norms.h"
+#include "engine/backend/cuda/runner_kernels.h"
+#include "engine/backend/cuda/sampling.h"
+#include "engine/core/error.h"
+
+namespace sparkglm::cuda {
+
+void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& sampling) {
+  SPARKGLM_ASSERT(queued_.size() < 2, "CudaModelRunner::submit: two steps are already queued");
+  batch.validate(config_, options_.block_size, options_.num_blocks, options_.num_state_slots);
+  const int64_t rows = batch.num_rows(), n = int64_t(batch.logit_rows.size());
+  SPARKGLM_ASSERT(sampling.token_from.empty() || int64_t(sampling.token_from.size()) == rows,
+                  "StepSampling::token_from must have one entry per row");
+  QueuedStep q;
+  q.parity = next_parity_;
+  q.logit_rows = n;
+  if (rows > 0) {
+    step_->load(batch, stream_);
+    if (!sampling.token_from.empty()) {
+      // The previous submission's copy may still be queued: it must have read pinned_from_.
+      SPARKGLM_CUDA_CHECK(cudaEventSynchronize(from_copied_));
+      for (int64_t r = 0; r < rows; ++r)
+        pinned_from_[r] = sampling.token_from[size_t(step_->batch_row(int(r)))];
+      SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(token_from_.data(), pinned_from_,
+                                          size_t(rows) * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                          stream_));
+      SPARKGLM_CUDA_CHECK(cudaEventRecord(from_copied_, stream_));
+      take_picked_tokens(static_cast<const int32_t*>(token_from_.data()),
+                         static_cast<const int32_t*>(picks_.data()), rows, step_->tokens_to_patch(),
+                         stream_);
+    }
+    run_step();
+    bool host_logits = false;
+    for (int64_t i = 0; i < n; ++i) host_logits = host_logits || !sampling.picks(int(i));
+    head_picks(q.parity, host_logits ? &q.logits : nullptr);
+  }
+  next_parity_ ^= 1;
+  queued_.push_back(std::move(q));
+}
+
+void CudaModelRunner::collect(StepResult& result) {
+  SPARKGLM_ASSERT(!queued_.empty(), "CudaModelRunner::collect: no step is queued");
+  QueuedStep q = std::move(queued_.front());
+  queued_.pop_front();
+  const int32_t* picks = pinned_picks_[q.parity];
+  SPARKGLM_CUDA_CHECK(cudaEventSynchronize(picks_copied_[q.parity]));  // the step has run
+  result.tokens.assign(picks, picks + q.logit_rows);
+  result.logits = std::move(q.logits);
+}
+
+void CudaModelRunner::head_picks(int parity, std::vector<float>* logits) {
+  const int64_t n = int64_t(step_->logit_rows().size()), D = config_.hidden_size;
+  const int64_t V = config_.vocab_size;
+  if (logits) logits->resize(size_t(n * V));
+  profile_.mark("head", stream_);
+  auto* picks = static_cast<int32_t*>(picks_.data());
+  for (int64_t c0 = 0; c0 < n; c0 += kLogitChunk) {
+    const int64_t m = std::min<int64_t>(kLogitChunk, n - c0);
+    gather_rows(ws_.y, step_->logit_rows_device() + c0, m, D, ws_.head_rows, stream_);
+    rms_norm_rows(ws_.head_rows, weights_->weights().final_norm, config_.rms_norm_eps, m, D,
+                  ws_.head_rows, ws_.head_bf16, stream_);
+    gemm_.linear(ws_.head_bf16, m, weights_->weights().lm_head.bf16(), V, D, ws_.logits, stream_);
+    sample_greedy(ws_.logits, m, V, picks + c0, stream_);
+    if (logits) {
+      SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(pinned_logits_, ws_.logits, size_t(m * V) * 4,
+                                          cudaMemcpyDeviceToHost, stream_));
+      SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      std::copy_n(pinned_logits_, size_t(m * V), logits->data() + c0 * V);
+    }
+  }
+  SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(pinned_picks_[parity], picks, size_t(n) * sizeof(int32_t),
+                                      cudaMemcpyDeviceToHost, stream_));
+  SPARKGLM_CUDA_CHECK(cudaEventRecord(picks_copied_[parity], stream_));
+  profile_.end_step(stream_);
+}
+
+}  // namespace sparkglm::cuda

@@ -1,0 +1,35 @@
+#include "engine/model/model_runner.h"
+
+#include "engine/core/error.h"
+
+namespace sparkglm {
+
+void ModelRunner::submit(const ForwardBatch& batch, const StepSampling& sampling) {
+  SPARKGLM_ASSERT(queued_.size() < 2, "ModelRunner::submit: two steps are already queued");
+  queued_.emplace_back(batch, sampling);
+}
+
+void ModelRunner::collect(StepResult& result) {
+  SPARKGLM_ASSERT(!queued_.empty(), "ModelRunner::collect: no step is queued");
+  auto [batch, sampling] = std::move(queued_.front());
+  queued_.pop_front();
+  for (size_t r = 0; r < sampling.token_from.size(); ++r) {
+    const int32_t from = sampling.token_from[r];
+    if (from < 0) continue;
+    SPARKGLM_ASSERT(size_t(from) < last_tokens_.size(),
+                    "ModelRunner: token_from names a row the previous step did not return");
+    batch.tokens[r] = last_tokens_[size_t(from)] < 0 ? 0 : last_tokens_[size_t(from)];
+  }
+  last_tokens_.clear();
+  ForwardOutput out;
+  forward(batch, out);
+  const int64_t n = int64_t(batch.logit_rows.size()), vocab = config().vocab_size;
+  result.tokens.assign(size_t(n), -1);
+  for (int64_t i = 0; i < n; ++i)
+    if (sampling.picks(int(i)))
+      result.tokens[size_t(i)] = greedy_token(&out.logits[size_t(i * vocab)], vocab);
+  result.logits = std::move(out.logits);
+  last_tokens_ = result.tokens;
+}
+
+}  // namespace sparkglm

@@ -1,0 +1,19 @@
+#include "engine/model/step_sampling.h"
+
+#include <cmath>
+#include <limits>
+
+namespace sparkglm {
+
+int32_t greedy_token(const float* logits, int64_t vocab) {
+  int32_t best = -1;
+  float best_value = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < vocab; ++i)
+    if (logits[i] > best_value) {  // NaN and -inf never win; the first maximum stays
+      best_value = logits[i];
+      best = int32_t(i);
+    }
+  return best;
+}
+
+}  // namespace sparkglm
