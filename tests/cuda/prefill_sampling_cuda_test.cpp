@@ -137,7 +137,8 @@ TEST(CudaOperators, SeededSamplingDrawsTheCpuSamplersTokenFromTheKeptSet) {
 
 TEST(CudaOperators, MoePrefillGroupsPairsByExpertAndMatchesTheCpuCombine) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  // Expert 0 takes 45 rows (cuBLASLt), the others fewer than 32 (gemv_bf16); expert 4 none.
+  // Expert 0 takes 45 rows (a partial row tile), the others fewer and expert 4 none: the grouped
+  // GEMM meets partial and empty groups.
   const int E = 5, k = 2;
   const int64_t T = 50, D = 64, W = 40;
   const float limit = 7.0f;

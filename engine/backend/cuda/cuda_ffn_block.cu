@@ -1,7 +1,7 @@
 // The feed-forward block of the CUDA runner (MODEL.md section 5): the dense SwiGLU of the first
 // layers, or the MoE (FP32 router, top-k choice, routed experts, shared expert, combine). Decode
 // batches (at most kDecodeMaxRows rows) stream each chosen expert's weights per token; larger
-// steps group tokens by expert (moe_experts_prefill, which synchronises once for the group sizes).
+// steps group tokens by expert on the device (moe_experts_prefill: grouped GEMMs, no host sync).
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_model_runner.h"
 #include "engine/backend/cuda/linear_f32.h"
@@ -63,6 +63,8 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
   common(a);
   a.gate_up = table.gate_up;
   a.down = table.down;
+  a.device_gate_up = table.device_gate_up;
+  a.device_down = table.device_down;
   a.workspace = ws_.moe_prefill_ws;
   moe_experts_prefill(a, gemm_, stream_);
 }
