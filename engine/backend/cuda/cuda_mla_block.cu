@@ -168,7 +168,11 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
     a.scale = scale;
     a.workspace = ws_.attn_ws;
     a.o_bar = ws_.o_bar + int64_t(dense_rows) * hr;
-    mla_decode(a, stream_);
+    if (decode) {
+      mla_decode(a, stream_);
+    } else {
+      mla_prefill_lists(a, stream_);  // many long rows: one block per row, no splits
+    }
   }
 
   mla_up_values(ws_.o_bar, rows, H, dn, dv, R, w.kv_b.bf16(), ws_.mo, ws_.mo_bf16, stream_);
