@@ -15,9 +15,15 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
   const int64_t HK = int64_t(H) * K;
   const uint16_t* x = ws_.normed_bf16;
   profile_.mark("kda.proj", stream_);
-  gemm_.linear(x, T, w.q_proj.bf16(), HK, D, ws_.raw_q, stream_);
-  gemm_.linear(x, T, w.k_proj.bf16(), HK, D, ws_.raw_k, stream_);
-  gemm_.linear(x, T, w.v_proj.bf16(), HK, D, ws_.raw_v, stream_);
+  // q_proj, k_proj and v_proj sit back to back in the arena (checkpoint order): one [3*H*K, D]
+  // product streams all three, one launch instead of three.
+  const size_t proj_bytes = size_t(HK) * size_t(D) * sizeof(uint16_t);
+  SPARKGLM_ASSERT(static_cast<const char*>(w.k_proj.data) ==
+                          static_cast<const char*>(w.q_proj.data) + proj_bytes &&
+                      static_cast<const char*>(w.v_proj.data) ==
+                          static_cast<const char*>(w.k_proj.data) + proj_bytes,
+                  "device weights: q/k/v projections must be contiguous");
+  gemm_.linear(x, T, w.q_proj.bf16(), 3 * HK, D, ws_.raw_q, stream_);
   gemm_.linear(x, T, w.f_a.bf16(), K, D, ws_.low, stream_);
   cast_f32_to_bf16(ws_.low, T * K, ws_.low_bf16, stream_);
   gemm_.linear(ws_.low_bf16, T, w.f_b.bf16(), HK, K, ws_.f, stream_);
@@ -42,9 +48,10 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
     b.slots = step_->slots() + seq_index;
     const int64_t r = first_row;
     KdaPrepareArgs a;
-    a.raw_q = ws_.raw_q + r * HK;
-    a.raw_k = ws_.raw_k + r * HK;
-    a.raw_v = ws_.raw_v + r * HK;
+    a.raw_q = ws_.raw_q + r * 3 * HK;
+    a.raw_k = ws_.raw_k + r * 3 * HK;
+    a.raw_v = ws_.raw_v + r * 3 * HK;
+    a.raw_stride = 3 * HK;
     a.f = ws_.f + r * HK;
     a.b_logit = ws_.b_logit + r * H;
     a.conv_w = w.q_conv;
@@ -58,7 +65,7 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
     a.decay = ws_.decay + r * HK;
     a.beta = ws_.beta + r * H;
     kda_prepare(b, a, stream_);
-    kda_advance_conv_history(b, a.raw_q, a.raw_k, a.raw_v, conv, stream_);
+    kda_advance_conv_history(b, a.raw_q, a.raw_k, a.raw_v, conv, stream_, a.raw_stride);
     if (rows_per_seq == 1) {
       kda_recurrent(b, a.q, a.k, a.v, a.decay, a.beta, state, ws_.o + r * HK, stream_);
     } else {

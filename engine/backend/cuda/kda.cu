@@ -28,6 +28,7 @@ __global__ void __launch_bounds__(kK)
   const int64_t hk = int64_t(batch.heads) * kK;
   const int64_t c = int64_t(h) * kK + i;  // channel
   const float* raws[3] = {a.raw_q, a.raw_k, a.raw_v};
+  const int64_t rs = a.raw_stride > 0 ? a.raw_stride : hk;
   float out[3];
 #pragma unroll
   for (int part = 0; part < 3; ++part) {
@@ -39,7 +40,7 @@ __global__ void __launch_bounds__(kK)
     for (int j = 0; j < kKdaTaps; ++j) {
       const int p = t + j;  // combined index of tap j for output t
       const float in =
-          p < kHist ? hist[p * hk + c] : raws[part][(int64_t(seq) * n + p - kHist) * hk + c];
+          p < kHist ? hist[p * hk + c] : raws[part][(int64_t(seq) * n + p - kHist) * rs + c];
       acc = j == 0 ? w[0] * in : acc + w[j] * in;
     }
     out[part] = acc / (1.0f + expf(-acc));  // SiLU
@@ -61,7 +62,7 @@ __global__ void __launch_bounds__(kK)
 
 // Grid: (H*K / 128, B); the new history of each sequence from its old history and rows.
 __global__ void advance_hist_kernel(const KdaBatch batch, const float* raw_q, const float* raw_k,
-                                    const float* raw_v, float* conv_hist) {
+                                    const float* raw_v, int64_t rs, float* conv_hist) {
   const int64_t hk = int64_t(batch.heads) * kK;
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int seq = blockIdx.y, n = batch.rows_per_seq;
@@ -71,7 +72,7 @@ __global__ void advance_hist_kernel(const KdaBatch batch, const float* raw_q, co
     float next[kHist];
     for (int p = 0; p < kHist; ++p) {
       const int q = n + p;  // combined index of the new history row p
-      next[p] = q < kHist ? hist[q * hk + c] : raws[part][(int64_t(seq) * n + q - kHist) * hk + c];
+      next[p] = q < kHist ? hist[q * hk + c] : raws[part][(int64_t(seq) * n + q - kHist) * rs + c];
     }
     for (int p = 0; p < kHist; ++p) hist[p * hk + c] = next[p];
   }
@@ -219,10 +220,12 @@ void kda_prepare(const KdaBatch& batch, const KdaPrepareArgs& args, cudaStream_t
 }
 
 void kda_advance_conv_history(const KdaBatch& batch, const float* raw_q, const float* raw_k,
-                              const float* raw_v, float* conv_hist, cudaStream_t stream) {
+                              const float* raw_v, float* conv_hist, cudaStream_t stream,
+                              int64_t raw_stride) {
   check_batch(batch);
   const dim3 grid(unsigned(batch.heads), unsigned(batch.num_seqs));
-  advance_hist_kernel<<<grid, kK, 0, stream>>>(batch, raw_q, raw_k, raw_v, conv_hist);
+  const int64_t rs = raw_stride > 0 ? raw_stride : int64_t(batch.heads) * kK;
+  advance_hist_kernel<<<grid, kK, 0, stream>>>(batch, raw_q, raw_k, raw_v, rs, conv_hist);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 

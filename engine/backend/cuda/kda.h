@@ -26,7 +26,8 @@ struct KdaBatch {
 };
 
 // Short conv + SiLU + l2norm (q also / sqrt(K)), gates and beta, MODEL.md section 3.
-// raw_q, raw_k, raw_v, f: [B*n, H*K] projections (f = W_fb W_fa x); b_logit: [B*n, H];
+// raw_q, raw_k, raw_v: [B*n, H*K] projections, rows raw_stride floats apart (0: H*K; the runner
+// keeps the three as one [B*n, 3*H*K] product); f: [B*n, H*K] (f = W_fb W_fa x); b_logit: [B*n, H];
 // conv_w: [3][H*K, taps] (q, k, v); conv_hist: [num_slots][3][taps-1][H*K] (sequence b at slot
 // slots[b]), read here and advanced by kda_advance_conv_history, which must therefore run after
 // this kernel; a_log: [H]; dt_bias: [H*K].
@@ -47,12 +48,14 @@ struct KdaPrepareArgs {
   float* v;
   float* decay;
   float* beta;
+  int64_t raw_stride = 0;  // last, so positional initialisers of the rest keep working
 };
 void kda_prepare(const KdaBatch& batch, const KdaPrepareArgs& args, cudaStream_t stream);
 
 // conv_hist[slot b] <- the last taps-1 raw inputs of [conv_hist[slot b]; raw rows of sequence b].
 void kda_advance_conv_history(const KdaBatch& batch, const float* raw_q, const float* raw_k,
-                              const float* raw_v, float* conv_hist, cudaStream_t stream);
+                              const float* raw_v, float* conv_hist, cudaStream_t stream,
+                              int64_t raw_stride = 0);
 
 // Per row and head: S = diag(decay) S; S += beta k (v - S^T k)^T; o = S^T q.
 // q, k, v, decay, o: [B*n, H*K]; beta: [B*n, H]; state: [num_slots, H, K, V] (S[i][j], i over

@@ -28,8 +28,11 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
   w.hc_partials = c.take<float>(hc_partials_floats(std::min<int64_t>(T, kHcSplitMaxRows)));
   w.normed_bf16 = c.take<uint16_t>(T * D);
 
-  for (float** p : {&w.raw_q, &w.raw_k, &w.raw_v, &w.q, &w.k, &w.v, &w.f, &w.decay, &w.gate, &w.o})
-    *p = c.take<float>(T * HK);
+  // q, k and v projections as one [T, 3*H*K] product (raw_k, raw_v: its column offsets).
+  w.raw_q = c.take<float>(T * 3 * HK);
+  w.raw_k = w.raw_q + HK;
+  w.raw_v = w.raw_q + 2 * HK;
+  for (float** p : {&w.q, &w.k, &w.v, &w.f, &w.decay, &w.gate, &w.o}) *p = c.take<float>(T * HK);
   w.low = c.take<float>(T * K);
   w.b_logit = c.take<float>(T * H);
   w.beta = c.take<float>(T * H);
