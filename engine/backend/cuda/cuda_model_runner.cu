@@ -250,7 +250,7 @@ void CudaModelRunner::head_to_host(const float* h, const float* norm, ForwardOut
 }
 
 bool CudaModelRunner::decode_graphable() const {
-  return options_.graphs && !profile_.on() && step_->decode_rows() == step_->rows() &&
+  return options_.graphs && step_->decode_rows() == step_->rows() &&
          step_->dense_decode_rows() == step_->rows() && step_->rows() <= kDecodeMaxRows;
 }
 
@@ -262,6 +262,8 @@ void CudaModelRunner::capture_or_replay(int bucket) {
   const auto key = std::make_pair(step_->rows(), bucket);
   auto it = graphs_.find(key);
   if (it == graphs_.end()) {
+    const size_t first_mark = profile_.marks();
+    profile_.reserve(size_t(16) * size_t(config_.num_hidden_layers + 1));  // no creation in capture
     cudaGraph_t graph = nullptr;
     SPARKGLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     try {
@@ -277,8 +279,13 @@ void CudaModelRunner::capture_or_replay(int bucket) {
     cudaGraphDestroy(graph);
     SPARKGLM_CUDA_CHECK(made);
     it = graphs_.emplace(key, exec).first;
+    graph_marks_[key] = {first_mark, profile_.parts_since(first_mark)};
   } else {
     ++graph_replays_;
+    const auto& [first_mark, parts] = graph_marks_[key];
+    SPARKGLM_ASSERT(first_mark == profile_.marks(),
+                    "a decode graph replayed after a different number of profile marks");
+    profile_.replayed(parts);
   }
   SPARKGLM_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
 }

@@ -113,8 +113,10 @@ class CudaModelRunner : public ModelRunner {
   std::map<int, ExpertTable> experts_;  // by layer index (the MTP layer included)
   DeviceBuffer expert_pointers_;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // (rows, length bucket) -> graph
+  // Per graph: the profile marks before its capture and the parts it marked (profiling on).
+  std::map<std::pair<int, int>, std::pair<size_t, std::vector<const char*>>> graph_marks_;
   uint64_t graph_replays_ = 0;
-  StepProfiler profile_;   // SPARKGLM_CUDA_PROFILE=1: device time by part (steps run eagerly)
+  StepProfiler profile_;   // SPARKGLM_CUDA_PROFILE=1: device time by part (graphs included)
   int length_bucket_ = 0;  // the max_len the current decode step's attention is launched with
 
   // Pipelined steps: at most two queued; picks of queued step i land in pinned_picks_[parity].

@@ -1,9 +1,11 @@
 #include "engine/backend/cuda/step_profiler.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
 #include "engine/backend/cuda/cuda_check.h"
+#include "engine/core/error.h"
 
 namespace sparkglm::cuda {
 
@@ -26,6 +28,26 @@ void StepProfiler::mark(const char* part, cudaStream_t stream) {
   }
   SPARKGLM_CUDA_CHECK(cudaEventRecord(pool_[parts_.size()], stream));
   parts_.push_back(part);
+}
+
+void StepProfiler::reserve(size_t n) {
+  if (!on_) return;
+  while (pool_.size() < parts_.size() + n) {
+    cudaEvent_t e;
+    SPARKGLM_CUDA_CHECK(cudaEventCreate(&e));
+    pool_.push_back(e);
+  }
+}
+
+std::vector<const char*> StepProfiler::parts_since(size_t first) const {
+  return {parts_.begin() + int64_t(std::min(first, parts_.size())), parts_.end()};
+}
+
+void StepProfiler::replayed(const std::vector<const char*>& parts) {
+  if (!on_) return;
+  SPARKGLM_ASSERT(parts_.size() + parts.size() <= pool_.size(),
+                  "StepProfiler::replayed: the graph's events were not captured from here");
+  parts_.insert(parts_.end(), parts.begin(), parts.end());
 }
 
 void StepProfiler::end_step(cudaStream_t stream) {

@@ -1,8 +1,9 @@
 #pragma once
 // Where a step's device time goes, by part of the model (SPARKGLM_CUDA_PROFILE=1): the runner marks
 // the start of each part on its stream with an event; after the step, the time between a mark and
-// the next is charged to the mark's part. Marks cost a few microseconds, so profiled steps run
-// eagerly (no CUDA graph) and are slower than unprofiled ones; the shares are what it is for.
+// the next is charged to the mark's part. Marks inside a captured CUDA graph become event-record
+// nodes of the graph, so a replayed decode step is timed by part as it runs in production (the
+// runner hands the captured parts back with replayed()); the events cost about a microsecond each.
 #include <cuda_runtime.h>
 
 #include <map>
@@ -17,6 +18,13 @@ class StepProfiler {
   ~StepProfiler();
   bool on() const { return on_; }
   void mark(const char* part, cudaStream_t stream);
+  // Creates events up to `n` marks ahead (before a graph capture, which may not create any).
+  void reserve(size_t n);
+  // Marks so far this step, and their parts from `first` on (what a graph capture recorded).
+  size_t marks() const { return parts_.size(); }
+  std::vector<const char*> parts_since(size_t first) const;
+  // A replayed graph recorded these parts' events (the ones its capture marked, from marks() on).
+  void replayed(const std::vector<const char*>& parts);
   void end_step(cudaStream_t stream);  // synchronises and charges the step's marks
   std::string report() const;          // one line per part: total ms, ms per step, share
 
