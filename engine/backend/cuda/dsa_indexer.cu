@@ -1,5 +1,7 @@
 #include "engine/backend/cuda/dsa_indexer.h"
 
+#include <algorithm>
+
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
 #include "engine/core/error.h"
@@ -76,6 +78,104 @@ __global__ void __launch_bounds__(256) score_kernel(const __grid_constant__ Scor
       s += p.w[row * p.heads + h] * (l < 0.0f ? 0.0f : l);  // NaN passes through
     }
     p.scores[row * p.pools + p0 + j] = s * (1.0f / sqrtf(float(kIndexDim * p.heads)));
+  }
+}
+
+// Steps of four or more rows with 32 heads: a block takes kTileRows rows x 32 heads (kTileM =
+// 128 (row, head) pairs) against kTileP = 128 pools with all of d_i in shared memory, as an
+// outer-product SGEMM: a thread keeps 8 pairs x 8 pools of logits, each one FMA chain over c in
+// increasing order from 0 (score_kernel's chain, so the logits have the same bits); the weighted
+// ReLUs t = w * ReLU(l) then go through shared memory and one thread per (row, pool) adds the 32
+// heads in increasing order, as score_kernel does. So a row's scores do not depend on which
+// kernel ran or on the rows beside it. The FMAs do the work here: score_kernel re-reads its
+// 32-pool key tile once per row and keeps one 128-long chain per thread.
+constexpr int kTileRows = 4, kTileHeads = 32, kTileM = kTileRows * kTileHeads, kTileP = 128;
+constexpr int kTileThreads = 256;
+constexpr int kTileLd =
+    kTileP + 4;  // row stride of the t buffer (16-byte aligned, fewer conflicts)
+constexpr size_t kTileSmem =
+    (size_t(kIndexDim) * kTileP + std::max(size_t(kIndexDim) * kTileM, size_t(kTileM) * kTileLd)) *
+    sizeof(float);
+
+__global__ void __launch_bounds__(kTileThreads)
+    score_tile_kernel(const __grid_constant__ ScoreParams p, int64_t rows) {
+  extern __shared__ float4 tile_smem[];
+  float* kt = reinterpret_cast<float*>(tile_smem);  // [d_i][kTileP] pooled keys, c-major
+  float* qt = kt + kIndexDim * kTileP;              // [d_i][kTileM] queries, c-major; later t
+  const int tid = threadIdx.x;
+  const int64_t r0 = int64_t(blockIdx.y) * kTileRows, p0 = int64_t(blockIdx.x) * kTileP;
+  // Transposing loads: a thread reads 4 consecutive c of one (row, head) or pool and writes them
+  // down a column, consecutive threads taking consecutive columns (conflict-free stores).
+  for (int i = tid; i < kTileM * (kIndexDim / 4); i += kTileThreads) {
+    const int m = i % kTileM, c4 = i / kTileM;
+    const int64_t r = r0 + m / kTileHeads;
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (r < rows)
+      v = __ldg(
+          reinterpret_cast<const float4*>(p.q + (r * kTileHeads + m % kTileHeads) * kIndexDim) +
+          c4);
+    qt[(c4 * 4 + 0) * kTileM + m] = v.x;
+    qt[(c4 * 4 + 1) * kTileM + m] = v.y;
+    qt[(c4 * 4 + 2) * kTileM + m] = v.z;
+    qt[(c4 * 4 + 3) * kTileM + m] = v.w;
+  }
+  for (int i = tid; i < kTileP * (kIndexDim / 4); i += kTileThreads) {
+    const int j = i % kTileP, c4 = i / kTileP;
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (p0 + j < p.pools)
+      v = __ldg(reinterpret_cast<const float4*>(p.pooled + (p0 + j) * kIndexDim) + c4);
+    kt[(c4 * 4 + 0) * kTileP + j] = v.x;
+    kt[(c4 * 4 + 1) * kTileP + j] = v.y;
+    kt[(c4 * 4 + 2) * kTileP + j] = v.z;
+    kt[(c4 * 4 + 3) * kTileP + j] = v.w;
+  }
+  __syncthreads();
+
+  // Thread (tm, tp): pairs tm*4 .. +3 and 64 + tm*4 .. +3, pools tp*4 .. +3 and 64 + tp*4 .. +3
+  // (each quarter-warp reads 4 consecutive float4s: no bank conflicts).
+  const int tm = tid % 16, tp = tid / 16;
+  float acc[8][8];
+#pragma unroll
+  for (int a = 0; a < 8; ++a)
+#pragma unroll
+    for (int b = 0; b < 8; ++b) acc[a][b] = 0.0f;
+#pragma unroll 4
+  for (int c = 0; c < kIndexDim; ++c) {
+    const float4 qa = *reinterpret_cast<const float4*>(qt + c * kTileM + tm * 4);
+    const float4 qb = *reinterpret_cast<const float4*>(qt + c * kTileM + 64 + tm * 4);
+    const float4 ka = *reinterpret_cast<const float4*>(kt + c * kTileP + tp * 4);
+    const float4 kb = *reinterpret_cast<const float4*>(kt + c * kTileP + 64 + tp * 4);
+    const float qv[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+    const float kv[8] = {ka.x, ka.y, ka.z, ka.w, kb.x, kb.y, kb.z, kb.w};
+#pragma unroll
+    for (int a = 0; a < 8; ++a)
+#pragma unroll
+      for (int b = 0; b < 8; ++b) acc[a][b] = fmaf(qv[a], kv[b], acc[a][b]);
+  }
+  __syncthreads();  // qt becomes the t buffer [kTileM][kTileLd]
+
+  float* t = qt;
+#pragma unroll
+  for (int a = 0; a < 8; ++a) {
+    const int m = (a < 4 ? 0 : 64) + tm * 4 + (a & 3);
+    const int64_t r = r0 + m / kTileHeads;
+    const float w = r < rows ? __ldg(p.w + r * kTileHeads + m % kTileHeads) : 0.0f;
+#pragma unroll
+    for (int b = 0; b < 8; ++b) {
+      const int j = (b < 4 ? 0 : 64) + tp * 4 + (b & 3);
+      const float l = acc[a][b];
+      t[m * kTileLd + j] = w * (l < 0.0f ? 0.0f : l);  // NaN passes through
+    }
+  }
+  __syncthreads();
+  const float norm = 1.0f / sqrtf(float(kIndexDim * kTileHeads));
+  for (int i = tid; i < kTileRows * kTileP; i += kTileThreads) {
+    const int ri = i / kTileP, j = i % kTileP;
+    const int64_t r = r0 + ri;
+    if (r >= rows || p0 + j >= p.pools) continue;
+    float s = 0.0f;
+    for (int h = 0; h < kTileHeads; ++h) s += t[(ri * kTileHeads + h) * kTileLd + j];
+    p.scores[r * p.pools + p0 + j] = s * norm;
   }
 }
 
@@ -220,8 +320,21 @@ void dsa_pool_scores(const float* q, const float* w, int64_t rows, int heads, co
                      int64_t pools, float* scores, cudaStream_t stream) {
   SPARKGLM_ASSERT(heads > 0 && heads <= kMaxHeads, "dsa_pool_scores: at most 64 indexer heads");
   if (rows <= 0 || pools <= 0) return;
-  const dim3 grid(unsigned((pools + kPoolTile - 1) / kPoolTile), unsigned(rows));
-  score_kernel<<<grid, 256, 0, stream>>>(ScoreParams{q, w, pooled, scores, pools, heads});
+  const ScoreParams params{q, w, pooled, scores, pools, heads};
+  if (rows >= kTileRows && heads == kTileHeads) {
+    static bool configured = false;
+    if (!configured) {
+      SPARKGLM_CUDA_CHECK(cudaFuncSetAttribute(
+          score_tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kTileSmem)));
+      configured = true;
+    }
+    const dim3 grid(unsigned((pools + kTileP - 1) / kTileP),
+                    unsigned((rows + kTileRows - 1) / kTileRows));
+    score_tile_kernel<<<grid, kTileThreads, kTileSmem, stream>>>(params, rows);
+  } else {
+    const dim3 grid(unsigned((pools + kPoolTile - 1) / kPoolTile), unsigned(rows));
+    score_kernel<<<grid, 256, 0, stream>>>(params);
+  }
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
