@@ -11,6 +11,7 @@
 #include "engine/backend/cpu/kda_delta_rule.h"
 #include "engine/backend/cpu/ops.h"
 #include "engine/backend/cuda/device_buffer.h"
+#include "engine/backend/cuda/kda.h"
 #include "engine/backend/cuda/kda_chunked.h"
 #include "tests/cuda/cuda_test_support.h"
 
@@ -25,7 +26,8 @@ using cuda_test::uniform;
 
 constexpr int kHeads = 2, kSeqs = 2, kD = cuda::kKdaHeadDim;
 constexpr int64_t kHK = int64_t(kHeads) * kD;
-// TF32 inputs to every product: about 2e-7 on these inputs, against ~1e-13 for FP32 ones.
+// TF32 inputs to every product: about 2e-7 on these inputs, against ~1e-13 for FP32 ones (the
+// same bound serves the comparison with the token-by-token kernel).
 constexpr double kTolerance = 1e-5;
 
 struct Inputs {
@@ -133,6 +135,57 @@ TEST(CudaKdaChunked, ResumingMidChunkMatchesOneRun) {
   const DeviceRun got = device_run(in, n, 37);
   EXPECT_LT(nmse(got.o, o), kTolerance);
   EXPECT_LT(nmse(got.state, state), kTolerance);
+}
+
+TEST(CudaKdaChunked, MatchesTheCpuAndTheTokenByTokenKernelAtG1Lengths) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  // The G1 lengths (several full chunks, the partial last one) from 0 and from inside a chunk:
+  // against the CPU's chunked form and against the device's token-by-token kernel.
+  for (int n : {77, 512, 2048}) {
+    for (int64_t start : {int64_t(0), int64_t(37)}) {
+      const Inputs in = make_inputs(n, 200 + uint64_t(n));
+      std::vector<float> o(in.q.size()), state(in.state0);
+      cpu_run(in, n, 0, n, start, o, state);
+      const DeviceRun got = device_run(in, n, start);
+      for (float x : got.o) ASSERT_TRUE(std::isfinite(x)) << "n " << n << ": unwritten or NaN";
+      EXPECT_LT(nmse(got.o, o), kTolerance) << "n " << n << " start " << start;
+      EXPECT_LT(nmse(got.state, state), kTolerance) << "n " << n << " start " << start;
+
+      const cuda::KdaBatch batch{kSeqs, n, kHeads};
+      auto dq = to_device(in.q), dk = to_device(in.k), dv = to_device(in.v);
+      auto dd = to_device(in.decay), db = to_device(in.beta), ds = to_device(in.state0);
+      cuda::DeviceBuffer dout(in.q.size() * 4);
+      cuda::kda_recurrent(batch, static_cast<float*>(dq.data()), static_cast<float*>(dk.data()),
+                          static_cast<float*>(dv.data()), static_cast<float*>(dd.data()),
+                          static_cast<float*>(db.data()), static_cast<float*>(ds.data()),
+                          static_cast<float*>(dout.data()), nullptr);
+      const auto seq_o = to_host<float>(dout, in.q.size());
+      const auto seq_state = to_host<float>(ds, in.state0.size());
+      EXPECT_LT(nmse(got.o, seq_o), kTolerance) << "n " << n << " start " << start;
+      EXPECT_LT(nmse(got.state, seq_state), kTolerance) << "n " << n << " start " << start;
+    }
+  }
+}
+
+TEST(CudaKdaChunked, NeedsNoWorkspace) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  // The runner calls kda_prefill with a null workspace; the result is the same bits.
+  const int n = 130;
+  const Inputs in = make_inputs(n, 300);
+  const DeviceRun with = device_run(in, n, 37);
+  const cuda::KdaBatch batch{kSeqs, n, kHeads};
+  auto dq = to_device(in.q), dk = to_device(in.k), dv = to_device(in.v);
+  auto dd = to_device(in.decay), db = to_device(in.beta), ds = to_device(in.state0);
+  cuda::DeviceBuffer dout(in.q.size() * 4);
+  cuda::kda_prefill(batch, 37, static_cast<float*>(dq.data()), static_cast<float*>(dk.data()),
+                    static_cast<float*>(dv.data()), static_cast<float*>(dd.data()),
+                    static_cast<float*>(db.data()), static_cast<float*>(ds.data()),
+                    static_cast<float*>(dout.data()), nullptr, nullptr);
+  const auto o = to_host<float>(dout, in.q.size());
+  const auto state = to_host<float>(ds, in.state0.size());
+  ASSERT_GE(n, cuda::kKdaChunkedMinRows);
+  EXPECT_EQ(std::memcmp(o.data(), with.o.data(), o.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(state.data(), with.state.data(), state.size() * 4), 0);
 }
 
 }  // namespace
