@@ -8,6 +8,7 @@
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_model_runner.h"
 #include "engine/backend/cuda/dsa_indexer.h"
+#include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/latent_store.h"
 #include "engine/backend/cuda/mla_absorb.h"
 #include "engine/backend/cuda/mla_decode.h"
@@ -80,7 +81,16 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
 
   gemm_.linear(ws_.cq_bf16 + int64_t(row0) * ql, rows, w.q_b.bf16(), int64_t(H) * dn, ql, ws_.mq,
                stream_);
-  mla_absorb_queries(ws_.mq, rows, H, dn, dv, R, w.kv_b.bf16(), ws_.q_tilde, stream_);
+  // Passes past kGemvMaxRows rows (prefill, large decode batches) take the per-head products on
+  // tensor cores, as W_qb's product above does; smaller ones keep the FP32 kernels, bit for bit
+  // the CPU's and batch invariant.
+  const bool tensor_cores = rows > kGemvMaxRows;
+  if (tensor_cores) {
+    mla_absorb_queries_tc(ws_.mq, rows, H, dn, dv, R, w.kv_b.bf16(), ws_.mq_bf16, ws_.q_tilde,
+                          gemm_, stream_);
+  } else {
+    mla_absorb_queries(ws_.mq, rows, H, dn, dv, R, w.kv_b.bf16(), ws_.q_tilde, stream_);
+  }
 
   // Rows [0, dense_rows) of the pass attend every earlier token; the rest use the indexer.
   int dense_rows = 0;
@@ -175,7 +185,13 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
     }
   }
 
-  mla_up_values(ws_.o_bar, rows, H, dn, dv, R, w.kv_b.bf16(), ws_.mo, ws_.mo_bf16, stream_);
+  // W_o reads only the BF16 o, so the tensor-core path writes nothing else (ws_.mo stays stale).
+  if (tensor_cores) {
+    mla_up_values_tc(ws_.o_bar, rows, H, dn, dv, R, w.kv_b.bf16(), ws_.o_bar_bf16, ws_.mo_bf16,
+                     gemm_, stream_);
+  } else {
+    mla_up_values(ws_.o_bar, rows, H, dn, dv, R, w.kv_b.bf16(), ws_.mo, ws_.mo_bf16, stream_);
+  }
   gemm_.linear(ws_.mo_bf16, rows, w.o_proj.bf16(), D, int64_t(H) * dv, out + int64_t(row0) * D,
                stream_);
 }

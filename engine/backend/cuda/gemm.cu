@@ -229,9 +229,15 @@ void gemv_bf16(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64
 
 Gemm::Gemm() : workspace_(kWorkspaceBytes), split_partials_(kSplitPartialBytes) {
   SPARKGLM_CUBLAS_CHECK(cublasLtCreate(&handle_));
+  const cublasStatus_t made = cublasCreate(&blas_);
+  if (made != CUBLAS_STATUS_SUCCESS) {
+    cublasLtDestroy(handle_);  // no destructor runs after a throwing constructor
+    SPARKGLM_CUBLAS_CHECK(made);
+  }
 }
 
 Gemm::~Gemm() {
+  if (blas_) cublasDestroy(blas_);
   if (handle_) cublasLtDestroy(handle_);
 }
 
@@ -312,6 +318,27 @@ void Gemm::cublaslt(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, 
   cublasLtMatrixLayoutDestroy(b);
   cublasLtMatrixLayoutDestroy(d);
   cublasLtMatmulDescDestroy(op);
+}
+
+// Column-major view of batch b: D = Y_b^T [n, m] (ld y_ld) = op(A) B with B = X_b^T [k, m]
+// (ld x_ld). W_b [n, k] row-major is [k, n] column-major, so op(A) = A^T; W_b [k, n] row-major
+// is [n, k] column-major already, op(A) = A.
+void Gemm::batched(const BatchedGemmArgs& a, cudaStream_t stream) {
+  if (a.m <= 0 || a.n <= 0 || a.batches <= 0) return;
+  constexpr int64_t kIntMax = 2147483647;
+  SPARKGLM_ASSERT(a.k > 0 && a.x && a.w && a.y && a.x_ld >= a.k && a.y_ld >= a.n &&
+                      a.w_ld >= (a.w_kn ? a.n : a.k) &&
+                      std::max({a.m, a.n, a.k, a.x_ld, a.w_ld, a.y_ld}) <= kIntMax,
+                  "Gemm::batched: row strides must cover a row, sizes fit cuBLAS's int");
+  SPARKGLM_CUBLAS_CHECK(cublasSetStream(blas_, stream));
+  // cublasSetStream puts cuBLAS's own workspace pool back, so ours goes in after it.
+  SPARKGLM_CUBLAS_CHECK(cublasSetWorkspace(blas_, workspace_.data(), workspace_.bytes()));
+  const float alpha = 1.0f, beta = 0.0f;
+  SPARKGLM_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+      blas_, a.w_kn ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, int(a.n), int(a.m), int(a.k), &alpha,
+      a.w, CUDA_R_16BF, int(a.w_ld), a.w_batch, a.x, CUDA_R_16BF, int(a.x_ld), a.x_batch, &beta,
+      a.y, a.y_bf16 ? CUDA_R_16BF : CUDA_R_32F, int(a.y_ld), a.y_batch, a.batches,
+      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace sparkglm::cuda

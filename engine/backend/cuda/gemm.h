@@ -10,7 +10,10 @@
 //     kernel with the same property.
 //   M >  kGemvMaxRows (prefill): cuBLASLt (tensor cores, FP32 accumulate); no batch-invariance
 //     promise, prefill rows are checked against the CPU within tolerance.
+// Gemm::batched is the strided-batched product of cuBLAS (MLA's per-head products in prefill
+// passes), with the same lack of a batch-invariance promise.
 #include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -22,6 +25,24 @@
 namespace sparkglm::cuda {
 
 inline constexpr int kGemvMaxRows = 32;
+
+// For b < batches: Y_b = X_b W_b^T, or X_b W_b with w_kn, on tensor cores (BF16 operands, FP32
+// accumulation). Row-major views, element strides: X_b [m, k] at x + b * x_batch, rows x_ld
+// apart; W_b [n, k] (nn.Linear layout), or [k, n] with w_kn, at w + b * w_batch, rows w_ld apart;
+// Y_b [m, n] at y + b * y_batch, rows y_ld apart, FP32, or BF16 bits with y_bf16. Batches may
+// interleave (x_batch < x_ld) as long as no element of Y belongs to two of them.
+struct BatchedGemmArgs {
+  int64_t m = 0, n = 0, k = 0;
+  int batches = 0;
+  const uint16_t* x = nullptr;
+  int64_t x_ld = 0, x_batch = 0;
+  const uint16_t* w = nullptr;
+  int64_t w_ld = 0, w_batch = 0;
+  bool w_kn = false;
+  void* y = nullptr;
+  int64_t y_ld = 0, y_batch = 0;
+  bool y_bf16 = false;
+};
 
 // x: [m, k] BF16 bits; w: [n, k] BF16 bits (nn.Linear layout); y: [m, n] FP32.
 // k must be a multiple of 8 and x, w 16-byte aligned.
@@ -42,9 +63,13 @@ class Gemm {
   // cuBLASLt whatever m (the peer the G1 table sets beside gemv_bf16). y: [m, n] FP32.
   void cublaslt(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
                 cudaStream_t stream);
+  // One cublasGemmStridedBatchedEx (BatchedGemmArgs). It shares the cuBLASLt workspace, so like
+  // every call of this class it must stay on one stream at a time.
+  void batched(const BatchedGemmArgs& args, cudaStream_t stream);
 
  private:
   cublasLtHandle_t handle_ = nullptr;
+  cublasHandle_t blas_ = nullptr;  // cuBLAS proper, for the strided-batched product
   DeviceBuffer workspace_;
   DeviceBuffer split_partials_;
   std::map<std::tuple<int64_t, int64_t, int64_t>, cublasLtMatmulAlgo_t> algos_;  // by (m, n, k)

@@ -2,7 +2,9 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/lane_linear.cuh"
+#include "engine/backend/cuda/norms.h"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -182,6 +184,38 @@ void mla_up_values(const float* o_bar, int64_t T, int H, int dn, int dv, int R,
       o_bar, hr, R, kv_b + int64_t(dn) * R, int64_t(dn + dv) * R, o, o_bf16, int64_t(H) * dv, dv,
       T,     dv, R};
   lane_linear::run<uint16_t>(p, H, stream);
+}
+
+// Head h is batch entry h: X_h = q[:, h*dn ..] [T, dn] (row stride H*dn), W_kb,h [dn, R] used
+// as [k, n], Y_h = q~[:, h, :] [T, R] (row stride H*R).
+void mla_absorb_queries_tc(const float* q, int64_t T, int H, int dn, int dv, int R,
+                           const uint16_t* kv_b, uint16_t* q_bf16, float* q_tilde, Gemm& gemm,
+                           cudaStream_t stream) {
+  SPARKGLM_ASSERT(H > 0 && dn > 0 && dv >= 0 && R > 0, "mla_absorb_queries_tc: bad shape");
+  if (T <= 0) return;
+  cast_f32_to_bf16(q, T * H * dn, q_bf16, stream);
+  BatchedGemmArgs a;
+  a.m = T, a.n = R, a.k = dn, a.batches = H;
+  a.x = q_bf16, a.x_ld = int64_t(H) * dn, a.x_batch = dn;
+  a.w = kv_b, a.w_ld = R, a.w_batch = int64_t(dn + dv) * R, a.w_kn = true;
+  a.y = q_tilde, a.y_ld = int64_t(H) * R, a.y_batch = R, a.y_bf16 = false;
+  gemm.batched(a, stream);
+}
+
+// Head h is batch entry h: X_h = ō[:, h, :] [T, R] (row stride H*R), W_vb,h [dv, R] in the
+// nn.Linear layout, Y_h = o[:, h*dv ..] [T, dv] (row stride H*dv).
+void mla_up_values_tc(const float* o_bar, int64_t T, int H, int dn, int dv, int R,
+                      const uint16_t* kv_b, uint16_t* o_bar_bf16, uint16_t* o_bf16, Gemm& gemm,
+                      cudaStream_t stream) {
+  SPARKGLM_ASSERT(H > 0 && dn >= 0 && dv > 0 && R > 0, "mla_up_values_tc: bad shape");
+  if (T <= 0) return;
+  cast_f32_to_bf16(o_bar, T * H * R, o_bar_bf16, stream);
+  BatchedGemmArgs a;
+  a.m = T, a.n = dv, a.k = R, a.batches = H;
+  a.x = o_bar_bf16, a.x_ld = int64_t(H) * R, a.x_batch = R;
+  a.w = kv_b + int64_t(dn) * R, a.w_ld = R, a.w_batch = int64_t(dn + dv) * R, a.w_kn = false;
+  a.y = o_bf16, a.y_ld = int64_t(H) * dv, a.y_batch = dv, a.y_bf16 = true;
+  gemm.batched(a, stream);
 }
 
 }  // namespace sparkglm::cuda

@@ -49,6 +49,8 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
   w.o_bar = c.take<float>(C * heads * R);
   w.mo = c.take<float>(C * heads * m.v_head_dim);
   w.mo_bf16 = c.take<uint16_t>(C * heads * m.v_head_dim);
+  w.mq_bf16 = c.take<uint16_t>(C * heads * m.qk_nope_head_dim);
+  w.o_bar_bf16 = c.take<uint16_t>(C * heads * R);
   w.iq = c.take<float>(C * I * di);
   w.iw = c.take<float>(C * I);
   w.pooled = c.take<float>(int64_t(s.max_pools) * di);

@@ -51,6 +51,7 @@ struct Workspace {
   float *latent, *index_keys, *index_gates, *cq, *mq, *q_tilde, *o_bar, *mo, *iq, *iw;
   float *pooled, *seq_keys, *seq_gates, *scores, *attn_ws;
   uint16_t *cq_bf16, *mo_bf16;
+  uint16_t *mq_bf16, *o_bar_bf16;  // BF16 operands of the tensor-core W_kb / W_vb products
   int32_t *lists, *counts;
   size_t attn_ws_bytes;
   // MoE and dense MLP
