@@ -241,7 +241,7 @@ void CudaModelRunner::head_to_host(const float* h, const float* norm, ForwardOut
     gemm_.linear(ws_.head_bf16, m, lm.bf16(), V, D, ws_.logits, stream_);
     SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(pinned_logits_, ws_.logits, size_t(m * V) * 4,
                                         cudaMemcpyDeviceToHost, stream_));
-    profile_.end_step(stream_);
+    profile_.end_step(stream_, step_->decode_rows() == step_->rows() ? "decode" : "prefill");
     SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
     std::memcpy(out.hidden.data() + c0 * D, pinned_hidden_, size_t(m * D) * 4);
     std::memcpy(out.logits.data() + c0 * V, pinned_logits_, size_t(m * V) * 4);

@@ -81,7 +81,7 @@ void CudaModelRunner::head_picks(int parity, std::vector<float>* logits) {
   SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(pinned_picks_[parity], picks, size_t(n) * sizeof(int32_t),
                                       cudaMemcpyDeviceToHost, stream_));
   SPARKGLM_CUDA_CHECK(cudaEventRecord(picks_copied_[parity], stream_));
-  profile_.end_step(stream_);
+  profile_.end_step(stream_, step_->decode_rows() == step_->rows() ? "decode" : "prefill");
 }
 
 }  // namespace sparkglm::cuda

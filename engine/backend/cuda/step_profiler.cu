@@ -15,7 +15,7 @@ StepProfiler::StepProfiler() {
 }
 
 StepProfiler::~StepProfiler() {
-  if (on_ && steps_ > 0) std::fputs(report().c_str(), stderr);
+  if (on_ && !steps_.empty()) std::fputs(report().c_str(), stderr);
   for (cudaEvent_t e : pool_) cudaEventDestroy(e);
 }
 
@@ -26,7 +26,13 @@ void StepProfiler::mark(const char* part, cudaStream_t stream) {
     SPARKGLM_CUDA_CHECK(cudaEventCreate(&e));
     pool_.push_back(e);
   }
-  SPARKGLM_CUDA_CHECK(cudaEventRecord(pool_[parts_.size()], stream));
+  // Inside a stream capture a plain record only orders the graph's nodes; an external one
+  // becomes an event-record node that each replay records (what the timing needs).
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  SPARKGLM_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  SPARKGLM_CUDA_CHECK(cudaEventRecordWithFlags(
+      pool_[parts_.size()], stream,
+      capture == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
   parts_.push_back(part);
 }
 
@@ -50,28 +56,35 @@ void StepProfiler::replayed(const std::vector<const char*>& parts) {
   parts_.insert(parts_.end(), parts.begin(), parts.end());
 }
 
-void StepProfiler::end_step(cudaStream_t stream) {
+void StepProfiler::end_step(cudaStream_t stream, const std::string& kind) {
   if (!on_ || parts_.empty()) return;
   mark("end", stream);
   SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream));
-  for (size_t i = 0; i + 1 < parts_.size(); ++i) {
-    float ms = 0;
-    SPARKGLM_CUDA_CHECK(cudaEventElapsedTime(&ms, pool_[i], pool_[i + 1]));
-    total_ms_[parts_[i]] += ms;
+  if (seen_[kind]++ > 0) {
+    for (size_t i = 0; i + 1 < parts_.size(); ++i) {
+      float ms = 0;
+      SPARKGLM_CUDA_CHECK(cudaEventElapsedTime(&ms, pool_[i], pool_[i + 1]));
+      total_ms_[kind][parts_[i]] += ms;
+    }
+    ++steps_[kind];
   }
   parts_.clear();
-  ++steps_;
 }
 
 std::string StepProfiler::report() const {
-  double all = 0;
-  for (const auto& [part, ms] : total_ms_) all += ms;
-  std::string out = "device time by part over " + std::to_string(steps_) + " steps:\n";
+  std::string out;
   char line[160];
-  for (const auto& [part, ms] : total_ms_) {
-    std::snprintf(line, sizeof line, "  %-12s %10.3f ms total %9.4f ms/step %5.1f %%\n",
-                  part.c_str(), ms, ms / steps_, all > 0 ? 100.0 * ms / all : 0.0);
-    out += line;
+  for (const auto& [kind, parts] : total_ms_) {
+    const int steps = steps_.at(kind);
+    double all = 0;
+    for (const auto& [part, ms] : parts) all += ms;
+    out += "device time by part over " + std::to_string(steps) + " " + kind +
+           " steps (the first left out):\n";
+    for (const auto& [part, ms] : parts) {
+      std::snprintf(line, sizeof line, "  %-12s %10.3f ms total %9.4f ms/step %5.1f %%\n",
+                    part.c_str(), ms, ms / steps, all > 0 ? 100.0 * ms / all : 0.0);
+      out += line;
+    }
   }
   return out;
 }

@@ -25,15 +25,18 @@ class StepProfiler {
   std::vector<const char*> parts_since(size_t first) const;
   // A replayed graph recorded these parts' events (the ones its capture marked, from marks() on).
   void replayed(const std::vector<const char*>& parts);
-  void end_step(cudaStream_t stream);  // synchronises and charges the step's marks
-  std::string report() const;          // one line per part: total ms, ms per step, share
+  // Synchronises and charges the step's marks to `kind` ("decode" or "prefill": reported apart;
+  // the first step of each kind, cold caches and lazily loaded kernels, is left out).
+  void end_step(cudaStream_t stream, const std::string& kind);
+  std::string report() const;  // one line per part: total ms, ms per step, share
 
  private:
   bool on_ = false;
   std::vector<cudaEvent_t> pool_;
   std::vector<const char*> parts_;  // the part of each used event, in order
-  std::map<std::string, double> total_ms_;
-  int steps_ = 0;
+  std::map<std::string, std::map<std::string, double>> total_ms_;  // kind -> part -> ms
+  std::map<std::string, int> steps_;                               // kind -> steps charged
+  std::map<std::string, int> seen_;                                // kind -> steps ended
 };
 
 }  // namespace sparkglm::cuda
