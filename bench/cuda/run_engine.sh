@@ -19,7 +19,7 @@ BUILD=${BUILD:-build}
 FLASH_LAYERS=${FLASH_LAYERS:-8}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
-bench() { "$BUILD/bench/sparkglm-runner-bench" --device cuda "$@"; }
+RUNNER_BENCH=("$BUILD/bench/sparkglm-runner-bench" --device cuda)
 case "$part" in
 tests)
   timeout 300 "$BUILD/tests/sparkglm_cuda_tests" > "$OUT/cuda-tests.txt" 2>&1
@@ -35,10 +35,10 @@ tests)
   exit $rc
   ;;
 bench)
-  timeout 300 bench --preset tinyglm --runs 3 --decode-steps 64 --max-seconds 120 \
+  timeout 300 "${RUNNER_BENCH[@]}" --preset tinyglm --runs 3 --decode-steps 64 --max-seconds 120 \
     --out "$OUT/runner-tinyglm.json" 2> "$OUT/runner-tinyglm.log"
   echo "tinyglm bench rc=$?"; tail -8 "$OUT/runner-tinyglm.log" | cut -c1-240
-  timeout 300 bench --preset glm-5.3-flash --num-layers "$FLASH_LAYERS" --runs 3 --decode-steps 32 \
+  timeout 300 "${RUNNER_BENCH[@]}" --preset glm-5.3-flash --num-layers "$FLASH_LAYERS" --runs 3 --decode-steps 32 \
     --max-seconds 90 --cells decode_c1,decode_c4,decode_c8,prefill_8k,prefill_32k,prefill_64k \
     --out "$OUT/runner-glm-5.3-flash.json" 2> "$OUT/runner-glm.log"
   echo "flash bench rc=$?"; tail -8 "$OUT/runner-glm.log" | cut -c1-240
