@@ -94,7 +94,9 @@ void run_prepare(Harness& h, int seqs, int n, bool decode) {
   c.bytes = double(rows * kHK * 4 * 8 + int64_t(seqs) * 3 * kHist * kHK * 4 * 2);
   c.flops = double(rows * kHK) * 40.0;
   c.flops_on_tensor_cores = false;
-  c.note = "conv4 + SiLU + l2norm + gates + beta, then the conv history advance";
+  c.note =
+      "conv4 + SiLU + l2norm + gates + beta, then the conv history advance; why under the "
+      "floor: two launches over at most a few MB, latency at decode rows";
   const cuda::KdaBatch batch{seqs, n, kH};
   cuda::KdaPrepareArgs args{ptr<float>(d_raw_q), ptr<float>(d_raw_k),
                             ptr<float>(d_raw_v), ptr<float>(d_f),
@@ -189,9 +191,11 @@ void run_recurrent(Harness& h, int seqs, int n, bool decode, bool chunked = fals
   c.bytes = 2 * state_bytes + double(rows) * kHK * 4 * 5 + double(rows) * kH * 4;
   c.flops = double(rows) * kH * kK * kK * 7.0;  // decay multiply + 3 FMAs per state element
   c.flops_on_tensor_cores = false;
-  c.note = decode ? "token-by-token recurrence, state in registers"
-                  : "token-by-token recurrence (the path below kKdaChunkedMinRows rows); floor "
-                    "counts the recurrence on FP32 cores";
+  c.note = decode ? "token-by-token recurrence, state in registers; why under the floor: the "
+                    "state (64 KB a head) is read and written once a row, at 1-32 rows a few "
+                    "microseconds of latency"
+                  : "token-by-token recurrence (one-row prefill calls; longer ones take the "
+                    "chunked kernel below); floor counts the recurrence on FP32 cores";
   const cuda::KdaBatch batch{seqs, n, kH};
   std::shared_ptr<cuda::DeviceBuffer> d_ws;
   if (chunked) {
@@ -199,9 +203,11 @@ void run_recurrent(Harness& h, int seqs, int n, bool decode, bool chunked = fals
     c.flops = double(rows) * kH * kK * kK * 8.5;
     c.flops_on_tensor_cores = true;
     c.note =
-        "chunked WY form, 64-position chunks: TF32 mma (half the BF16 peak the floor uses), "
-        "per-chunk terms through an HBM workspace; kda_prefill does not select it while it is "
-        "slower than the token-by-token kernel";
+        "fused chunked form (the engine's prefill from 2 rows): a block per (head, 64 value "
+        "columns) walks the 64-position chunks with its state in registers, Gram matrices and "
+        "state products as TF32 mma (half the BF16 peak the floor uses), FP32 forward "
+        "substitution; why slower than fla-core's chunk_kda: two blocks per head repeat the "
+        "Gram work, only 128 blocks run (one per SM) and a block's chunks are serial";
     d_ws = device_alloc(cuda::kda_chunked_workspace_bytes(batch, start));
   }
   void* wsp = d_ws ? d_ws->data() : nullptr;
@@ -254,6 +260,7 @@ void run_output_gate(Harness& h, int64_t rows, bool decode) {
   c.bytes = double(rows * kHK * 12);
   c.flops = double(rows * kHK) * 8;
   c.flops_on_tensor_cores = false;
+  c.note = "why under the floor at decode rows: 32 KB a row, one launch's latency";
   const cuda::KdaBatch batch{int(rows), 1, kH};
   const float *op = ptr<float>(d_o), *gp = ptr<float>(d_gate), *np = ptr<float>(d_norm);
   float* outp = ptr<float>(d_out);

@@ -53,7 +53,8 @@ void run_rows(Harness& h, const ModelConfig& config, int64_t rows, bool decode) 
     c.flops = double(rows) * (2.0 * (kM + 1) * kN + 2.0 * kN);
     c.flops_on_tensor_cores = false;
     c.note = rows <= cuda::kHcSplitMaxRows
-                 ? "split form: 32 blocks per row stream fn, partial sums added in slice order"
+                 ? "split form: 32 blocks per row stream fn, partial sums added in slice order; "
+                   "why under the floor: a decode row is ~0.2 MB, so two launches' latency"
                  : "one block per row: fn is re-read from L2 by every row (a GEMM over rows is "
                    "the prefill fix)";
     const float *xp = ptr<float>(d_x), *fp = ptr<float>(d_fn), *bp = ptr<float>(d_base);
@@ -81,6 +82,7 @@ void run_rows(Harness& h, const ModelConfig& config, int64_t rows, bool decode) 
     c.bytes = double(rows * kN * 8 + rows * kD * 4);
     c.flops = double(rows * kN) * 10.0;
     c.flops_on_tensor_cores = false;
+    c.note = "16 column slices per row; why under the floor at decode rows: launch latency";
     float* xp = ptr<float>(d_x);
     const float* x0 = ptr<float>(d_x0);
     const float *bp = ptr<float>(d_b), *pp = ptr<float>(d_post_ref), *cp = ptr<float>(d_comb_ref);
@@ -108,6 +110,7 @@ void run_rows(Harness& h, const ModelConfig& config, int64_t rows, bool decode) 
     c.bytes = double(rows * kN * 4 + kS * kN * 4 + rows * kD * 4);
     c.flops = double(rows) * 2.0 * (kS + 1) * kN;
     c.flops_on_tensor_cores = false;
+    c.note = "why under the floor at decode rows: 256 KB a row, one launch's latency";
     const float *xp = ptr<float>(d_x), *fp = ptr<float>(d_hfn), *bp = ptr<float>(d_hbase);
     const float* sp = ptr<float>(d_scale);  // scale[0] is the head's single scale
     float* yp = ptr<float>(d_y);

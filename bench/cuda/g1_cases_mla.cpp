@@ -149,7 +149,10 @@ void run_case(Harness& h, cuda::LatentFormat format, const Pages& pg, int rows, 
   const double attended = std::accumulate(lengths.begin(), lengths.end(), 0.0);
   c.bytes = attended * double(cuda::latent_record_bytes(format)) + 2.0 * rows * kH * kR * 4;
   c.flops = attended * kH * kR * 4.0;
-  c.note = "tensor-core flash decode (BF16 operands, FP32 accumulate), 128-token splits";
+  c.note =
+      "tensor-core flash decode (BF16 operands, FP32 accumulate), 128-token splits merged in "
+      "split order; why under the floor: each 16-head group re-reads the row's latents (four "
+      "reads of the 1 KB records for 64 heads) and the split partials round-trip through memory";
   c.launch = [a](cudaStream_t st) { cuda::mla_decode(a, st); };
   c.outputs.push_back(
       {"o_bar", a.o_bar, int64_t(rows) * kH * kR, false, int64_t(kH) * kR, ref, {}});

@@ -96,7 +96,10 @@ void run_rows(Harness& h, ExpertBank& bank, const ModelConfig& config, int64_t r
   c.bytes = distinct * double(kGateUp + kDown) * 2 + double(rows * kD * 6);
   c.flops = double(rows) * (kK + 1) * 2.0 * double(kGateUp + kDown);
   c.note = "pairs grouped by expert (8 per group), one weight stream per group on tensor cores; " +
-           std::to_string(used.size()) + " distinct routed experts";
+           std::to_string(used.size()) +
+           " distinct routed experts; why under the HBM floor: each group's [2W, D] and "
+           "[D, W] streams are GEMV-shaped (64 B of 16 rows per load instruction, the linear "
+           "rows' pattern) and the three launches (gate/up, SwiGLU, down + combine) each ramp";
   c.launch = [a](cudaStream_t s) { cuda::moe_experts_decode(a, s); };
   c.outputs.push_back({"out", a.out, rows * kD, false, kD, ref, {}});
   c.keep = {d_x, d_e, d_w, d_h, d_y, d_sgu, d_sh, d_sy, d_out, d_groups};

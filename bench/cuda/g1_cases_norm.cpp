@@ -41,6 +41,9 @@ void run_rms_norm(Harness& h, int64_t n) {
     c.bytes = double(m * n * 8 + n * 4);
     c.flops = 4.0 * double(m * n);
     c.flops_on_tensor_cores = false;
+    c.note =
+        "one block per row; why under the floor at decode rows: kilobytes, one launch's "
+        "latency (fusing norms into their neighbours is the fix)";
     const float *xp = ptr<float>(x), *wp = ptr<float>(w);
     float* yp = ptr<float>(y);
     c.launch = [=](cudaStream_t s) { cuda::rms_norm_rows(xp, wp, kEps, m, n, yp, nullptr, s); };
@@ -71,6 +74,7 @@ void run_layer_norm(Harness& h) {
     c.tolerance = 1e-10;
     c.bytes = double(m * n * 8);
     c.flops = 6.0 * double(m * n);
+    c.note = "one block per row; why under the floor: 512 B a row, launch latency";
     c.flops_on_tensor_cores = false;
     const float *xp = ptr<float>(x), *wp = ptr<float>(w), *bp = ptr<float>(b);
     float* yp = ptr<float>(y);
@@ -106,6 +110,7 @@ void run_embedding(Harness& h) {
     c.decode = m <= 32;
     c.tolerance = 0;  // a widening copy: exact
     c.bytes = double(m * kHidden * 2 + m * kStreams * kHidden * 4);
+    c.note = "why under the floor at decode rows: 64 KB a row, one launch's latency";
     const uint16_t* tp = ptr<uint16_t>(table);
     const int32_t* ip = ptr<int32_t>(ids_dev);
     float* op = ptr<float>(out_dev);

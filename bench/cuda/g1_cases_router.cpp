@@ -5,6 +5,7 @@
 
 #include "bench/cuda/g1_harness.h"
 #include "engine/backend/cpu/expert_router.h"
+#include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/moe_router.h"
 #include "engine/backend/cuda/sampling.h"
 #include "engine/model/config.h"
@@ -40,7 +41,9 @@ void run_router(Harness& h, const ModelConfig& config, int64_t rows, bool decode
   c.bytes = double(rows * (kExperts * 4 + kTopK * 8));
   c.flops = double(rows * kExperts) * 10;
   c.flops_on_tensor_cores = false;
-  c.note = "sigmoid + bias, top-8 by (value desc, index asc), NaN never chosen";
+  c.note =
+      "sigmoid + bias, top-8 by (value desc, index asc), NaN never chosen; why under the floor: "
+      "at decode a few KB, one launch's latency";
   const float *lp = ptr<float>(d_logits), *bp = ptr<float>(d_bias);
   int32_t* ep = ptr<int32_t>(d_experts);
   float* wp = ptr<float>(d_weights);
@@ -76,12 +79,18 @@ void run_greedy(Harness& h, int64_t rows, bool decode, const std::string& varian
   c.bytes = double(rows * kVocab * 4);
   c.flops = double(rows * kVocab);
   c.flops_on_tensor_cores = false;
-  c.note = "lowest id among the maxima; NaN as -inf";
+  c.note =
+      "lowest id among the maxima; NaN as -inf; the runner's split form (up to 64 blocks a row, "
+      "merged by a 64-bit atomicMax on an order-preserving key), plus a launch that hands out the "
+      "tokens: two launches, latency-bound at these sizes";
+  auto d_keys = device_alloc(size_t(rows) * sizeof(unsigned long long));
+  SPARKGLM_CUDA_CHECK(cudaMemset(d_keys->data(), 0, d_keys->bytes()));
   const float* lp = ptr<float>(d_logits);
   int32_t* tp = ptr<int32_t>(d_tokens);
-  c.launch = [=](cudaStream_t s) { cuda::sample_greedy(lp, rows, kVocab, tp, s); };
+  auto* kp = static_cast<unsigned long long*>(d_keys->data());
+  c.launch = [=](cudaStream_t s) { cuda::sample_greedy(lp, rows, kVocab, tp, s, kp); };
   c.outputs.push_back({"token", tp, rows, true, 1, ref, {}});
-  c.keep = {d_logits, d_tokens};
+  c.keep = {d_logits, d_tokens, d_keys};
   h.run(c);
 }
 

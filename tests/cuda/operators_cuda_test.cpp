@@ -239,12 +239,28 @@ TEST(CudaOperators, GreedyTakesTheLowestIdAmongTheMaxima) {
   for (int64_t i = 0; i < vocab; ++i) logits[size_t(vocab + i)] = i == 3 ? NAN : -INFINITY;
   logits[size_t(vocab + vocab - 1)] = -1.0f;  // row 1's only finite logit is the last id
   auto dl = to_device(logits);
-  cuda::DeviceBuffer dt(8);
-  cuda::sample_greedy(static_cast<float*>(dl.data()), 2, vocab, static_cast<int32_t*>(dt.data()),
-                      nullptr);
-  const auto tokens = to_host<int32_t>(dt, 2);
-  EXPECT_EQ(tokens[0], 4000);
-  EXPECT_EQ(tokens[1], vocab - 1);
+  cuda::DeviceBuffer dt(8), keys(2 * sizeof(unsigned long long));
+  ASSERT_EQ(cudaMemset(keys.data(), 0, keys.bytes()), cudaSuccess);
+  for (bool split : {false, true}) {
+    cuda::sample_greedy(static_cast<float*>(dl.data()), 2, vocab, static_cast<int32_t*>(dt.data()),
+                        nullptr, split ? static_cast<unsigned long long*>(keys.data()) : nullptr);
+    const auto tokens = to_host<int32_t>(dt, 2);
+    EXPECT_EQ(tokens[0], 4000) << "split " << split;
+    EXPECT_EQ(tokens[1], vocab - 1) << "split " << split;
+  }
+  // Signed zeros are equal values: the lower id wins in both forms; an all -inf/NaN row gives -1.
+  std::vector<float> zeros(size_t(2 * vocab), -1.0f);
+  zeros[100] = -0.0f;
+  zeros[200] = 0.0f;
+  for (int64_t i = 0; i < vocab; ++i) zeros[size_t(vocab + i)] = i % 2 ? NAN : -INFINITY;
+  auto dz = to_device(zeros);
+  for (bool split : {false, true}) {
+    cuda::sample_greedy(static_cast<float*>(dz.data()), 2, vocab, static_cast<int32_t*>(dt.data()),
+                        nullptr, split ? static_cast<unsigned long long*>(keys.data()) : nullptr);
+    const auto tokens = to_host<int32_t>(dt, 2);
+    EXPECT_EQ(tokens[0], 100) << "split " << split;
+    EXPECT_EQ(tokens[1], -1) << "split " << split;
+  }
 }
 
 // The CPU sampler's token for `s` (draw index skipped by accepting tokens; penalties are off).

@@ -110,6 +110,8 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
   const size_t row_ints = size_t(options_.max_rows) * sizeof(int32_t);
   picks_ = DeviceBuffer(row_ints);
   token_from_ = DeviceBuffer(row_ints);
+  greedy_keys_ = DeviceBuffer(size_t(kLogitChunk) * sizeof(unsigned long long));
+  SPARKGLM_CUDA_CHECK(cudaMemset(greedy_keys_.data(), 0, greedy_keys_.bytes()));
   SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_from_, row_ints));
   SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&from_copied_, cudaEventDisableTiming));
   for (int p = 0; p < 2; ++p) {

@@ -128,6 +128,7 @@ class CudaModelRunner : public ModelRunner {
   std::deque<QueuedStep> queued_;
   int next_parity_ = 0;
   DeviceBuffer picks_, token_from_;  // int32 [max_rows] each
+  DeviceBuffer greedy_keys_;         // sample_greedy's scratch: [kLogitChunk] zeros
   int32_t* pinned_picks_[2] = {nullptr, nullptr};
   cudaEvent_t picks_copied_[2] = {nullptr, nullptr};
   int32_t* pinned_from_ = nullptr;  // [max_rows] token_from in step order

@@ -1,5 +1,8 @@
 #include "engine/backend/cuda/sampling.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "engine/backend/cuda/cuda_check.h"
 
 namespace sparkglm::cuda {
@@ -12,7 +15,7 @@ __device__ __forceinline__ void take(float v, int64_t i, float& bv, int64_t& bi)
   if (i >= 0 && (bi < 0 || v > bv || (v == bv && i < bi))) bv = v, bi = i;
 }
 
-// Grid: rows. Each thread scans a strided slice with float4 loads, then (value, id) reductions.
+// Grid: rows. Each thread scans a strided slice, then (value, id) reductions.
 __global__ void __launch_bounds__(kThreads)
     greedy_kernel(const float* logits, int64_t vocab, int32_t* tokens) {
   __shared__ float sv[kThreads / 32];
@@ -38,12 +41,73 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The split form's key: the value's order-preserving bits above, ~id below, so a larger key is a
+// larger value or, at equal values, a lower id; -0 counts as +0 (equal values, as in `take`).
+// NaN and -inf never make a key; 0 means no candidate.
+__device__ __forceinline__ unsigned long long greedy_key(float v, int64_t i) {
+  uint32_t u = v == 0.0f ? 0u : __float_as_uint(v);
+  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return (static_cast<unsigned long long>(u) << 32) | (0xffffffffu - static_cast<uint32_t>(i));
+}
+
+constexpr int kSplitThreads = 256;
+constexpr int64_t kSplitMinSpan = 2048;  // values per block at least
+constexpr int kSplitMaxBlocks = 64;
+
+// Grid: (blocks per row, rows). Block b scans its contiguous span of the row.
+__global__ void __launch_bounds__(kSplitThreads)
+    greedy_split_kernel(const float* logits, int64_t vocab, int64_t span,
+                        unsigned long long* keys) {
+  __shared__ unsigned long long warp_best[kSplitThreads / 32];
+  const float* x = logits + int64_t(blockIdx.y) * vocab;
+  const int64_t begin = int64_t(blockIdx.x) * span;
+  const int64_t end = begin + span < vocab ? begin + span : vocab;
+  unsigned long long best = 0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kSplitThreads) {
+    const float v = x[i];
+    if (!isnan(v) && v > -INFINITY) {
+      const unsigned long long k = greedy_key(v, i);
+      best = k > best ? k : best;
+    }
+  }
+  for (int m = 16; m > 0; m >>= 1) {
+    const unsigned long long o = __shfl_xor_sync(0xffffffffu, best, m);
+    best = o > best ? o : best;
+  }
+  if ((threadIdx.x & 31) == 0) warp_best[threadIdx.x >> 5] = best;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kSplitThreads / 32; ++w) best = warp_best[w] > best ? warp_best[w] : best;
+    if (best != 0) atomicMax(keys + blockIdx.y, best);
+  }
+}
+
+// One thread per row: the token from the merged key, and the key back to zero.
+__global__ void greedy_finish_kernel(int64_t rows, unsigned long long* keys, int32_t* tokens) {
+  const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  const unsigned long long k = keys[r];
+  tokens[r] = k == 0 ? -1 : int32_t(0xffffffffu - static_cast<uint32_t>(k & 0xffffffffu));
+  keys[r] = 0;
+}
+
 }  // namespace
 
 void sample_greedy(const float* logits, int64_t rows, int64_t vocab, int32_t* tokens,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, unsigned long long* scratch) {
   if (rows <= 0) return;
-  greedy_kernel<<<unsigned(rows), kThreads, 0, stream>>>(logits, vocab, tokens);
+  if (scratch == nullptr) {
+    greedy_kernel<<<unsigned(rows), kThreads, 0, stream>>>(logits, vocab, tokens);
+    SPARKGLM_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
+  const int64_t blocks = std::min<int64_t>(
+      kSplitMaxBlocks, std::max<int64_t>(1, (vocab + kSplitMinSpan - 1) / kSplitMinSpan));
+  const int64_t span = (vocab + blocks - 1) / blocks;
+  greedy_split_kernel<<<dim3(unsigned(blocks), unsigned(rows)), kSplitThreads, 0, stream>>>(
+      logits, vocab, span, scratch);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  greedy_finish_kernel<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(rows, scratch, tokens);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
