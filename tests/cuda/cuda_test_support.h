@@ -1,12 +1,18 @@
 #pragma once
 // What the CUDA operator tests share: whether a device is present, deterministic inputs,
-// host/device copies, and the normalised error they compare with the CPU reference.
+// host/device copies, latent records, and the normalised error they compare with the CPU reference.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_buffer.h"
+#include "engine/backend/cuda/mla_decode.h"
+#include "engine/core/dtype.h"
 #include "tinyglm/dummy_hash.h"
 
 namespace sparkglm::cuda_test {
@@ -44,6 +50,31 @@ inline double nmse(const std::vector<float>& got, const std::vector<float>& want
     den += double(want[i]) * want[i];
   }
   return num / den;
+}
+
+// One token's latent record (runtime/latent_cache.h layouts) from its r values v: bf16, or
+// fp8_g128 (E4M3 of v / scale then one FP32 scale per 128 values, scale = amax / 448); `back`
+// gets the values the record decodes to.
+inline void encode_latent(cuda::LatentFormat format, const float* v, int r, uint8_t* out,
+                          float* back) {
+  if (format == cuda::LatentFormat::kBF16) {
+    for (int i = 0; i < r; ++i) {
+      const uint16_t h = f32_to_bf16(v[i]);
+      std::memcpy(out + 2 * i, &h, 2);
+      back[i] = bf16_to_f32(h);
+    }
+    return;
+  }
+  for (int g = 0; g < r / 128; ++g) {
+    float amax = 0.0f;
+    for (int i = g * 128; i < g * 128 + 128; ++i) amax = std::max(amax, std::fabs(v[i]));
+    const float scale = amax / 448.0f;
+    for (int i = g * 128; i < g * 128 + 128; ++i) {
+      out[i] = f32_to_e4m3(v[i] / scale);
+      back[i] = e4m3_to_f32(out[i]) * scale;
+    }
+    std::memcpy(out + r + 4 * g, &scale, 4);
+  }
 }
 
 }  // namespace sparkglm::cuda_test

@@ -59,26 +59,7 @@ Pages make_pages(cuda::LatentFormat format, int context, uint64_t key) {
     uint8_t* out =
         &p.bytes[(size_t(p.table[size_t(pos / kBlock)]) * kBlock + size_t(pos % kBlock)) *
                  size_t(rec)];
-    const float* v = &lat[size_t(pos) * kR];
-    float* b = &p.back[size_t(pos) * kR];
-    if (format == cuda::LatentFormat::kBF16) {
-      for (int i = 0; i < kR; ++i) {
-        const uint16_t h = f32_to_bf16(v[i]);
-        std::memcpy(out + 2 * i, &h, 2);
-        b[i] = bf16_to_f32(h);
-      }
-      continue;
-    }
-    for (int g = 0; g < kR / 128; ++g) {
-      float amax = 0.0f;
-      for (int i = g * 128; i < g * 128 + 128; ++i) amax = std::max(amax, std::fabs(v[i]));
-      const float scale = amax / 448.0f;
-      for (int i = g * 128; i < g * 128 + 128; ++i) {
-        out[i] = f32_to_e4m3(v[i] / scale);
-        b[i] = e4m3_to_f32(out[i]) * scale;
-      }
-      std::memcpy(out + kR + 4 * g, &scale, 4);
-    }
+    cuda_test::encode_latent(format, &lat[size_t(pos) * kR], kR, out, &p.back[size_t(pos) * kR]);
   }
   return p;
 }

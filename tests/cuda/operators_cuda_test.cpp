@@ -91,26 +91,8 @@ TEST(CudaOperators, MlaDecodeMatchesTheReferenceOverScatteredPagesAndLists) {
         uint8_t* out = &pages[(size_t(table[size_t(row * blocks_per_row + pos / block)]) * block +
                                size_t(pos % block)) *
                               size_t(rec)];
-        const float* v = &lat[(size_t(row) * context + size_t(pos)) * r];
-        float* b = &back[(size_t(row) * context + size_t(pos)) * r];
-        if (format == cuda::LatentFormat::kBF16) {
-          for (int i = 0; i < r; ++i) {
-            const uint16_t h = f32_to_bf16(v[i]);
-            std::memcpy(out + 2 * i, &h, 2);
-            b[i] = bf16_to_f32(h);
-          }
-          continue;
-        }
-        for (int g = 0; g < r / 128; ++g) {
-          float amax = 0.0f;
-          for (int i = g * 128; i < g * 128 + 128; ++i) amax = std::max(amax, std::fabs(v[i]));
-          const float scale = amax / 448.0f;
-          for (int i = g * 128; i < g * 128 + 128; ++i) {
-            out[i] = f32_to_e4m3(v[i] / scale);
-            b[i] = e4m3_to_f32(out[i]) * scale;
-          }
-          std::memcpy(out + r + 4 * g, &scale, 4);
-        }
+        const size_t at = (size_t(row) * context + size_t(pos)) * r;
+        cuda_test::encode_latent(format, &lat[at], int(r), out, &back[at]);
       }
     std::vector<float> want(size_t(rows) * heads * r, 0.0f);
     for (int row = 0; row < rows; ++row)

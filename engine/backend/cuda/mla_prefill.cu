@@ -93,6 +93,20 @@ struct RowsArgs {
   float* o_bar = nullptr;  // [rows, 64, R]
 };
 
+// The fields MlaPrefillArgs and MlaDecodeArgs share.
+template <typename Args>
+RowsArgs rows_args(const Args& a) {
+  RowsArgs r;
+  r.rows = a.rows;
+  r.q_tilde = a.q_tilde;
+  r.pages = a.pages;
+  r.block_size = a.block_size;
+  r.block_table = a.block_table;
+  r.scale = a.scale;
+  r.o_bar = a.o_bar;
+  return r;
+}
+
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return uint32_t(__cvta_generic_to_shared(p));
 }
@@ -390,16 +404,9 @@ void mla_prefill(const MlaPrefillArgs& a, cudaStream_t stream) {
     prefill_by_decode(a, stream);
     return;
   }
-  RowsArgs r;
-  r.rows = a.rows;
-  r.q_tilde = a.q_tilde;
-  r.pages = a.pages;
-  r.block_size = a.block_size;
-  r.block_table = a.block_table;
+  RowsArgs r = rows_args(a);
   r.table_stride = 0;
   r.start = a.start;
-  r.scale = a.scale;
-  r.o_bar = a.o_bar;
   launch_prefill_kernel(r, a.format, stream);
 }
 
@@ -410,18 +417,11 @@ void mla_prefill_lists(const MlaDecodeArgs& a, cudaStream_t stream) {
     mla_decode(a, stream);
     return;
   }
-  RowsArgs r;
-  r.rows = a.rows;
-  r.q_tilde = a.q_tilde;
-  r.pages = a.pages;
-  r.block_size = a.block_size;
-  r.block_table = a.block_table;
+  RowsArgs r = rows_args(a);
   r.table_stride = a.table_stride;
   r.lengths = a.lengths;
   r.attended = a.attended;
   r.max_len = a.max_len;
-  r.scale = a.scale;
-  r.o_bar = a.o_bar;
   launch_prefill_kernel(r, a.format, stream);
 }
 
