@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DSPARKGLM_FUZZ=ON -DSPARKGLM_TESTS=OFF \
-  -DSPARKGLM_BENCH=OFF -DSPARKGLM_CUDA=OFF
+  -DSPARKGLM_BENCH=OFF -DSPARKGLM_CUDA=OFF -DSPARKGLM_WERROR=ON
 ninja -C build-fuzz safetensors_header_fuzz
 
 # libFuzzer writes the inputs it discovers into the first corpus directory; a scratch one keeps the

@@ -1,6 +1,9 @@
 #include "operator/text_diff.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
 #include <vector>
 
 namespace sparkglm::operator_tool {

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 #include "engine/core/error.h"
 
@@ -23,9 +25,13 @@ constexpr const char* kSparse = "deepseek_sparse_attention";
               "field `" + field + "`: expected " + expected + ", got " + got);
 }
 
-const json& field(const json& j, const std::string& name, const std::string& expected) {
-  auto it = j.find(name);
-  if (it == j.end()) bad(name, expected, "nothing (the field is missing)");
+// The name and the expectation are views taken by value: a `const std::string&` parameter bound to
+// a temporary (a literal) makes g++ 13 warn that the returned reference may dangle
+// (-Wdangling-reference), though it refers into `j`.
+const json& field(const json& j, std::string_view name, std::string_view expected) {
+  auto it = j.find(std::string(name));
+  if (it == j.end())
+    bad(std::string(name), std::string(expected), "nothing (the field is missing)");
   return *it;
 }
 

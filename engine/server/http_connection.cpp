@@ -55,8 +55,10 @@ std::string head(int status, const std::string& content_type, bool keep_alive,
 
 // A parse error of the request itself (worth a 400), as opposed to the client going away.
 bool malformed(const beast::error_code& ec) {
-  static const auto& http_category = beast::error_code(http::error::bad_method).category();
-  return ec && ec.category() == http_category && ec != http::error::end_of_stream &&
+  // Held by value: a reference to the category of a temporary error_code makes g++ 13 warn
+  // (-Wdangling-reference), though the category itself is a static object.
+  static const beast::error_code http_error = http::error::bad_method;
+  return ec && ec.category() == http_error.category() && ec != http::error::end_of_stream &&
          ec != http::error::partial_message;
 }
 

@@ -177,8 +177,10 @@ constexpr int64_t kKC = 64;                 // chunks per K slice (512 k)
 thread_local Scratch t_panels, t_lanes;
 
 // Chunk j of panel row (pn, r) goes to slice s = j / kKC as [s][panel][chunk in slice][kNR][8]:
-// a tile walks the panels of one slice in order, so its W reads are one sequential stream.
-inline int64_t panel_offset(int64_t chunks, int64_t n_panels, int64_t pn, int64_t j) {
+// a tile walks the panels of one slice in order, so its W reads are one sequential stream. Unused
+// where the packed path does not pay (kernels::kPackedPathPays false): clang would warn.
+[[maybe_unused]] inline int64_t panel_offset(int64_t chunks, int64_t n_panels, int64_t pn,
+                                             int64_t j) {
   const int64_t s = j / kKC, nj = std::min(kKC, chunks - s * kKC);
   return (s * kKC * n_panels + pn * nj + (j - s * kKC)) * kNR * 8;
 }
