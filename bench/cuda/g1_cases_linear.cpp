@@ -69,14 +69,25 @@ void run_shape(Harness& h, const ProjectionShape& s, const std::vector<int>& row
                    "loads 64 B of each of 16 rows per instruction (~60 % of HBM on large weights "
                    "where cuBLAS streams ~95 %), and launch, ramp and the split-k sum cost ~8 us "
                    "a call, most of a 32-64 MB operand's time"
-                 : "cuBLASLt";
+                 : "Gemm::prefill (own fixed-tile tensor-core GEMM, mma.sync + cp.async, no "
+                   "split-K): a row's bits do not depend on how many rows share the product, so a "
+                   "prompt computes the same however the scheduler cut it; the cuBLAS peer row "
+                   "beside it is the fastest batch-variant choice (it picks kernels by M), and the "
+                   "ratio of the two is what invariance costs";
     const std::vector<int64_t> rows = checked_rows(m);
     if (m > 32) c.note += "; CPU reference on " + std::to_string(rows.size()) + " sampled rows";
     cuda::Gemm& g = h.gemm();
     const uint16_t* xp = ptr<uint16_t>(x);
     const uint16_t* wp = ptr<uint16_t>(w);
     float* yp = ptr<float>(y);
-    c.launch = [&g, xp, wp, yp, m, s](cudaStream_t st) { g.linear(xp, m, wp, s.n, s.k, yp, st); };
+    // Decode rows take the weight-streaming GEMV, prefill rows the fixed-tile GEMM (gemm.h).
+    c.launch = [&g, xp, wp, yp, m, s, decode](cudaStream_t st) {
+      if (decode) {
+        g.decode(xp, m, wp, s.n, s.k, yp, st);
+      } else {
+        g.prefill(xp, m, wp, s.n, s.k, yp, st);
+      }
+    };
     CaseOutput out{"y", yp, int64_t(m) * s.n, false, s.n, {}, {}};
     std::vector<float> xs(rows.size() * size_t(s.k));
     for (size_t r = 0; r < rows.size(); ++r)

@@ -24,9 +24,10 @@ size_t StepLayout::build(const ForwardBatch& batch, int32_t* packed) {
                     std::to_string(nseq) + " sequences exceeds the runner's workspace (" +
                     std::to_string(capacity_.max_rows) + " rows, " +
                     std::to_string(capacity_.max_seqs) + " sequences)");
-  // Step order of the sequences: dense decode, sparse decode, then prefill chunks.
+  // Step order of the sequences: dense decode, sparse decode, then prefill pieces (a one-row
+  // prompt piece included: it runs the prefill kernels, as inside a longer piece).
   auto rank = [&](const SequenceSlice& s) {
-    if (s.num_rows != 1) return 2;
+    if (!s.decode) return 2;
     return is_sparse(s.start_position) ? 1 : 0;
   };
   std::vector<int> order;
@@ -53,12 +54,12 @@ size_t StepLayout::build(const ForwardBatch& batch, int32_t* packed) {
       throw Error(ErrorKind::kInvalidArgument,
                   "CUDA forward: a block table of " + std::to_string(s.block_table.size()) +
                       " blocks exceeds max-seq-len's " + std::to_string(capacity_.table_stride));
-    seqs_.push_back({row, s.num_rows, s.start_position, s.state_slot, k});
+    seqs_.push_back({row, s.num_rows, s.start_position, s.state_slot, k, s.decode});
     slots[k] = s.state_slot;
     offsets[k] = table_words;
     std::copy(s.block_table.begin(), s.block_table.end(), tables + table_words);
     table_words += int(s.block_table.size());
-    if (s.num_rows == 1) {
+    if (s.decode) {
       ++decode_rows_;
       if (!is_sparse(s.start_position)) {
         ++dense_decode_rows_;

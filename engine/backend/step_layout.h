@@ -1,10 +1,11 @@
 #pragma once
 // One forward step in the order the CUDA runner computes it, and the packed words that carry it to
-// the device. The batch's sequences are reordered: one-row sequences first (decode rows; those
-// attending every earlier token before those the DSA indexer selects for), then the longer ones
-// (prefill chunks), each a contiguous run of rows. Every kernel of the model is row-wise except
-// attention and the KDA recurrence, so this order lets the decode rows run as one batch and each
-// prefill chunk as one sequence. Host-only code, so the layout is tested without a GPU.
+// the device. The batch's sequences are reordered: decode rows first (SequenceSlice::decode; those
+// attending every earlier token before those the DSA indexer selects for), then the prompt pieces
+// (prefill chunks, one-row pieces included), each a contiguous run of rows. Every kernel of the
+// model is row-wise except attention and the KDA recurrence, so this order lets the decode rows run
+// as one batch and each prefill chunk as one sequence. Host-only code, so the layout is tested
+// without a GPU.
 //
 // Packed words (int32): header {rows, seqs, logit rows, table words}; per row {token, page row,
 // position} in step order; the logit rows (step rows, in the batch's order); the sequences' state
@@ -23,9 +24,10 @@ inline constexpr int kStepRowWords = 3;
 struct StepSequence {
   int first_row = 0;  // in step order
   int rows = 0;
-  int start = 0;  // absolute position of the first row
-  int slot = 0;   // KDA state slot
-  int index = 0;  // in step order: its block table is tables + index * table_stride
+  int start = 0;        // absolute position of the first row
+  int slot = 0;         // KDA state slot
+  int index = 0;        // in step order: its block table is tables + index * table_stride
+  bool decode = false;  // a decode row (one row), else a prompt piece of any length
 };
 
 struct StepCapacity {
@@ -46,7 +48,7 @@ class StepLayout {
   size_t build(const ForwardBatch& batch, int32_t* packed);
 
   int rows() const { return rows_; }
-  int decode_rows() const { return decode_rows_; }              // one-row sequences, first
+  int decode_rows() const { return decode_rows_; }              // decode rows, first
   int dense_decode_rows() const { return dense_decode_rows_; }  // of those, the first attend all
   int max_decode_length() const { return max_decode_length_; }  // longest dense decode row + 1
   const std::vector<StepSequence>& seqs() const { return seqs_; }

@@ -14,6 +14,7 @@ void ForwardBatch::add_sequence(const std::vector<int32_t>& seq_tokens, int32_t 
   s.num_rows = int32_t(seq_tokens.size());
   s.start_position = start_position;
   s.state_slot = state_slot;
+  s.decode = seq_tokens.size() == 1 && !all_logits;
   s.block_table = std::move(block_table);
   const int32_t seq = int32_t(seqs.size());
   for (int32_t i = 0; i < s.num_rows; ++i) {
@@ -41,6 +42,7 @@ void ForwardBatch::validate(const ModelConfig& config, int block_size, int num_b
     if (s.first_row != expected_first || s.num_rows <= 0)
       fail(who + ": rows must be contiguous, non-empty and in sequence order");
     expected_first += s.num_rows;
+    if (s.decode && s.num_rows != 1) fail(who + ": a decode slice has exactly one row");
     if (s.state_slot < 0 || s.state_slot >= num_slots)
       fail(who + ": state slot " + std::to_string(s.state_slot) + " outside [0, " +
            std::to_string(num_slots) + ")");

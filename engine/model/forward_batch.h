@@ -14,6 +14,12 @@ struct SequenceSlice {
   int32_t num_rows = 0;        // rows this step (a prefill chunk, or 1 for decode)
   int32_t start_position = 0;  // absolute position of the first row; 0 starts a new sequence
   int32_t state_slot = 0;      // KDA state slot (zeroed by the forward when start_position is 0)
+  // A generated token's row (decode kernels, the token-by-token KDA recurrence), or a piece of a
+  // prompt (prefill kernels, the chunked KDA form), whatever its length: a prompt cut by the
+  // prefill budget may leave a one-row piece, which must still compute what the same row computes
+  // inside a longer piece (batch invariance). add_sequence sets it for one-row slices; the
+  // scheduler clears it for one-row prompt pieces.
+  bool decode = false;
   std::vector<int32_t> block_table;  // latent-cache blocks covering [0, start_position + num_rows)
 };
 

@@ -62,6 +62,7 @@ GenerationResult OfflineGenerator::generate_greedy(const std::vector<int32_t>& p
       ForwardBatch batch;
       batch.add_sequence({prompt.begin() + start, prompt.begin() + end}, int32_t(start), state_slot,
                          table, /*want_logits=*/end == n);
+      batch.seqs.back().decode = false;
       runner_.forward(batch, out);
     }
     result.prefill_seconds = seconds_since(t0);

@@ -55,18 +55,54 @@ TEST(CudaOperators, GemvMatchesCpuLinearAndRowsDoNotDependOnTheBatch) {
     for (size_t i = 0; i < x.size(); ++i) x32[i] = bf16_to_f32(x[i]);
     ThreadPool pool(1);
     cpu::linear(x32.data(), 32, Linear{DType::kBF16, n, k, w.data()}, want.data(), pool);
-    gemm.linear(static_cast<uint16_t*>(dx.data()), 32, static_cast<uint16_t*>(dw.data()), n, k,
+    gemm.decode(static_cast<uint16_t*>(dx.data()), 32, static_cast<uint16_t*>(dw.data()), n, k,
                 static_cast<float*>(dy.data()), nullptr);
     const auto all = to_host<float>(dy, size_t(32 * n));
     EXPECT_LT(nmse(all, want), 1e-9) << "k " << k;
     for (int64_t m : {1, 3, 9, 17}) {
       SPARKGLM_CUDA_CHECK(cudaMemset(dy.data(), 0xff, dy.bytes()));
-      gemm.linear(static_cast<uint16_t*>(dx.data()), m, static_cast<uint16_t*>(dw.data()), n, k,
+      gemm.decode(static_cast<uint16_t*>(dx.data()), m, static_cast<uint16_t*>(dw.data()), n, k,
                   static_cast<float*>(dy.data()), nullptr);
       const auto part = to_host<float>(dy, size_t(m * n));
       EXPECT_EQ(std::memcmp(part.data(), all.data(), part.size() * 4), 0)
           << "k " << k << " m " << m;
     }
+  }
+}
+
+// Prefill rows: the fixed-tile GEMM, within tolerance of the CPU and, row for row, the same bits
+// whatever the number of rows sharing the product (1 to 700, ragged tiles included); a weight of
+// n % 8 != 0 columns takes the CUDA-core kernel with the same promise.
+TEST(CudaOperators, PrefillRowsDoNotDependOnHowManyRowsShareTheProduct) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  cuda::Gemm gemm;
+  const int64_t rows = 700, k = 512;
+  for (int64_t n : {264, 1}) {
+    std::vector<uint16_t> w(size_t(n * k)), x(size_t(rows * k));
+    const auto wf = uniform(5, w.size(), 0.0f, 0.2f), xf = uniform(6, x.size(), 0.0f, 1.0f);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(wf[i]);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = f32_to_bf16(xf[i]);
+    auto dw = to_device(w), dx = to_device(x);
+    cuda::DeviceBuffer dy(size_t(rows * n * 4));
+    gemm.prefill(static_cast<uint16_t*>(dx.data()), rows, static_cast<uint16_t*>(dw.data()), n, k,
+                 static_cast<float*>(dy.data()), nullptr);
+    const auto all = to_host<float>(dy, size_t(rows * n));
+    std::vector<float> x32(x.size()), want(size_t(rows * n));
+    for (size_t i = 0; i < x.size(); ++i) x32[i] = bf16_to_f32(x[i]);
+    ThreadPool pool(1);
+    cpu::linear(x32.data(), rows, Linear{DType::kBF16, n, k, w.data()}, want.data(), pool);
+    EXPECT_LT(nmse(all, want), 1e-9) << "n " << n;
+    for (int64_t first : {0, 63, 130})
+      for (int64_t m : {1, 2, 65, 129, 511}) {
+        if (first + m > rows) continue;
+        SPARKGLM_CUDA_CHECK(cudaMemset(dy.data(), 0xff, dy.bytes()));
+        gemm.prefill(static_cast<uint16_t*>(dx.data()) + first * k, m,
+                     static_cast<uint16_t*>(dw.data()), n, k, static_cast<float*>(dy.data()),
+                     nullptr);
+        const auto part = to_host<float>(dy, size_t(m * n));
+        EXPECT_EQ(std::memcmp(part.data(), all.data() + first * n, part.size() * 4), 0)
+            << "n " << n << " rows " << first << ".." << first + m;
+      }
   }
 }
 

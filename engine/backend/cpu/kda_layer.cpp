@@ -122,7 +122,7 @@ void head_forward(const ModelConfig& c, const KdaWeights& w, int kda_index,
   run.beta = beta;
   run.o = rows.o.data() + r0 * hk + h * vd;
   float* state = states.state(seq.state_slot, kda_index) + int64_t(h) * kd * vd;  // [K, V]
-  if (path == KdaPath::kRecurrent || n == 1) {
+  if (path == KdaPath::kRecurrent || seq.decode) {
     kda_recurrent_run(run, state);
   } else {
     kda_chunked_run(run, seq.start_position, state);

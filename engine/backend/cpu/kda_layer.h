@@ -21,7 +21,8 @@
 
 namespace sparkglm::cpu {
 
-// kAuto: the chunked (WY) form for a sequence's multi-row slice, token by token for a single row.
+// kAuto: the chunked (WY) form for a prompt piece of any length, token by token for a decode row
+// (SequenceSlice::decode).
 // kRecurrent: token by token everywhere (the reference the chunked form is tested against).
 enum class KdaPath { kAuto, kRecurrent };
 

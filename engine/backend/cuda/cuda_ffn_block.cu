@@ -1,7 +1,9 @@
 // The feed-forward block of the CUDA runner (MODEL.md section 5): the dense SwiGLU of the first
 // layers, or the MoE (FP32 router, top-k choice, routed experts, shared expert, combine). Decode
-// batches (at most kDecodeMaxRows rows) stream each chosen expert's weights per token; larger
-// steps group tokens by expert on the device (moe_experts_prefill: grouped GEMMs, no host sync).
+// rows stream each chosen expert's weights per token; prompt rows are grouped by expert on the
+// device (moe_experts_prefill: grouped GEMMs, no host sync).
+#include <algorithm>
+
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_model_runner.h"
 #include "engine/backend/cuda/linear_f32.h"
@@ -16,9 +18,10 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
   const int64_t T = step_->rows(), D = config_.hidden_size;
   if (w.dense_mlp) {
     const int64_t W = w.mlp.gate.rows;  // gate rows then up rows: one [2W, D] product
-    gemm_.linear(ws_.normed_bf16, T, w.mlp.gate.bf16(), 2 * W, D, ws_.gu, stream_);
+    gemm_.step(ws_.normed_bf16, step_->decode_rows(), T, w.mlp.gate.bf16(), 2 * W, D, ws_.gu,
+               stream_);
     swiglu_rows(ws_.gu, T, W, 0.0f, ws_.mlp_h, stream_);
-    gemm_.linear(ws_.mlp_h, T, w.mlp.down.bf16(), D, W, out, stream_);
+    gemm_.step(ws_.mlp_h, step_->decode_rows(), T, w.mlp.down.bf16(), D, W, out, stream_);
     return;
   }
   const int E = config_.n_routed_experts, k = config_.num_experts_per_tok;
@@ -30,24 +33,28 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
   profile_.mark("moe.experts", stream_);
   const ExpertTable& table = experts_.at(layer);
   const SwiGluWeights* shared = w.moe.shared ? &*w.moe.shared : nullptr;
-  // The fields the decode and prefill paths share.
-  auto common = [&](auto& a) {
-    a.tokens = T;
+  // Decode rows (the first `dec`) stream their experts' weights per token, in pieces of at most
+  // kDecodeMaxRows; prompt rows go through the grouped GEMMs. Each path's per-token sums do not
+  // depend on the other tokens (moe_experts.h, grouped_gemm.h), and a token's path depends on what
+  // it is, not on how many rows share its step.
+  const int64_t dec = step_->decode_rows();
+  auto common = [&](auto& a, int64_t row0, int64_t rows) {
+    a.tokens = rows;
     a.top_k = k;
     a.n_experts = E;
     a.hidden = D;
     a.width = W;
     a.clamp_limit = config_.swiglu_limit;
-    a.x = ws_.normed_bf16;
-    a.experts = ws_.experts;
-    a.weights = ws_.expert_weights;
+    a.x = ws_.normed_bf16 + row0 * D;
+    a.experts = ws_.experts + row0 * k;
+    a.weights = ws_.expert_weights + row0 * k;
     a.shared_gate_up = shared ? shared->gate.bf16() : nullptr;
     a.shared_down = shared ? shared->down.bf16() : nullptr;
-    a.out = out;
+    a.out = out + row0 * D;
   };
-  if (T <= kDecodeMaxRows) {
+  for (int64_t r0 = 0; r0 < dec; r0 += kDecodeMaxRows) {
     MoeExpertArgs a;
-    common(a);
+    common(a, r0, std::min<int64_t>(kDecodeMaxRows, dec - r0));
     a.gate_up = table.device_gate_up;
     a.down = table.device_down;
     a.h = ws_.moe_h;
@@ -57,10 +64,10 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
     a.shared_h = ws_.moe_shared_h;
     a.shared_y = ws_.moe_shared_y;
     moe_experts_decode(a, stream_);
-    return;
   }
+  if (T == dec) return;
   MoePrefillArgs a;
-  common(a);
+  common(a, dec, T - dec);
   a.gate_up = table.gate_up;
   a.down = table.down;
   a.device_gate_up = table.device_gate_up;

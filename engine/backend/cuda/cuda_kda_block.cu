@@ -23,14 +23,14 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
                       static_cast<const char*>(w.v_proj.data) ==
                           static_cast<const char*>(w.k_proj.data) + proj_bytes,
                   "device weights: q/k/v projections must be contiguous");
-  gemm_.linear(x, T, w.q_proj.bf16(), 3 * HK, D, ws_.raw_q, stream_);
-  gemm_.linear(x, T, w.f_a.bf16(), K, D, ws_.low, stream_);
+  gemm_.step(x, step_->decode_rows(), T, w.q_proj.bf16(), 3 * HK, D, ws_.raw_q, stream_);
+  gemm_.step(x, step_->decode_rows(), T, w.f_a.bf16(), K, D, ws_.low, stream_);
   cast_f32_to_bf16(ws_.low, T * K, ws_.low_bf16, stream_);
-  gemm_.linear(ws_.low_bf16, T, w.f_b.bf16(), HK, K, ws_.f, stream_);
-  gemm_.linear(x, T, w.g_a.bf16(), K, D, ws_.low, stream_);
+  gemm_.step(ws_.low_bf16, step_->decode_rows(), T, w.f_b.bf16(), HK, K, ws_.f, stream_);
+  gemm_.step(x, step_->decode_rows(), T, w.g_a.bf16(), K, D, ws_.low, stream_);
   cast_f32_to_bf16(ws_.low, T * K, ws_.low_bf16, stream_);
-  gemm_.linear(ws_.low_bf16, T, w.g_b.bf16(), HK, K, ws_.gate, stream_);
-  gemm_.linear(x, T, w.b_proj.bf16(), H, D, ws_.b_logit, stream_);
+  gemm_.step(ws_.low_bf16, step_->decode_rows(), T, w.g_b.bf16(), HK, K, ws_.gate, stream_);
+  gemm_.step(x, step_->decode_rows(), T, w.b_proj.bf16(), H, D, ws_.b_logit, stream_);
 
   // The three conv weights sit back to back in the arena: kda_prepare's [3][H*K, taps] operand.
   const int64_t conv_w = HK * kKdaTaps;
@@ -40,7 +40,11 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
   float* state = caches_.kda_state + kda_index * slots * HK * K;  // slot 0 of this layer
   float* conv = caches_.kda_conv + kda_index * slots * 3 * (kKdaTaps - 1) * HK;
 
-  auto run_group = [&](int first_row, int num_seqs, int rows_per_seq, int seq_index, int start) {
+  // Decode rows run the token-by-token recurrence, prompt pieces (one-row pieces too) the chunked
+  // form on the absolute 64-row grid, as on the CPU: a row's path never depends on how the
+  // scheduler cut its prompt.
+  auto run_group = [&](int first_row, int num_seqs, int rows_per_seq, int seq_index, int start,
+                       bool decode) {
     KdaBatch b;
     b.num_seqs = num_seqs;
     b.rows_per_seq = rows_per_seq;
@@ -66,17 +70,17 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
     a.beta = ws_.beta + r * H;
     kda_prepare(b, a, stream_);
     kda_advance_conv_history(b, a.raw_q, a.raw_k, a.raw_v, conv, stream_, a.raw_stride);
-    if (rows_per_seq == 1) {
+    if (decode) {
       kda_recurrent(b, a.q, a.k, a.v, a.decay, a.beta, state, ws_.o + r * HK, stream_);
     } else {
-      kda_prefill(b, start, a.q, a.k, a.v, a.decay, a.beta, state, ws_.o + r * HK, nullptr,
-                  stream_);
+      kda_chunked_prefill(b, start, a.q, a.k, a.v, a.decay, a.beta, state, ws_.o + r * HK, nullptr,
+                          stream_);
     }
   };
   profile_.mark("kda.recur", stream_);
-  if (step_->decode_rows() > 0) run_group(0, step_->decode_rows(), 1, 0, 0);
+  if (step_->decode_rows() > 0) run_group(0, step_->decode_rows(), 1, 0, 0, true);
   for (const StepSequence& s : step_->seqs())
-    if (s.rows > 1) run_group(s.first_row, 1, s.rows, s.index, s.start);
+    if (!s.decode) run_group(s.first_row, 1, s.rows, s.index, s.start, false);
 
   profile_.mark("kda.out", stream_);
   KdaBatch all;
@@ -85,7 +89,7 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
   all.heads = H;
   kda_output_gate(all, ws_.o, ws_.gate, w.o_norm, config_.rms_norm_eps, ws_.raw_q, ws_.o_bf16,
                   stream_);
-  gemm_.linear(ws_.o_bf16, T, w.o_proj.bf16(), D, HK, out, stream_);
+  gemm_.step(ws_.o_bf16, step_->decode_rows(), T, w.o_proj.bf16(), D, HK, out, stream_);
 }
 
 }  // namespace sparkglm::cuda

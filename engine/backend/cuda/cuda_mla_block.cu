@@ -32,18 +32,19 @@ void CudaModelRunner::mla_block(int cache_layer, const MlaWeights& w, float* out
       options_.kv_dtype == KvDtype::kFp8G128 ? LatentFormat::kFp8G128 : LatentFormat::kBF16;
 
   profile_.mark("mla.cache+q", stream_);
-  gemm_.linear(x, T, w.kv_a.bf16(), R, D, ws_.latent, stream_);
+  gemm_.step(x, step_->decode_rows(), T, w.kv_a.bf16(), R, D, ws_.latent, stream_);
   rms_norm_rows(ws_.latent, w.kv_a_norm, eps, T, R, ws_.latent, nullptr, stream_);
   store_latents(ws_.latent, T, int(R), format, step_->page_rows(),
                 caches_.latent_layer(cache_layer), stream_);
-  gemm_.linear(x, T, w.indexer.wk.bf16(), di, D, ws_.index_keys, stream_);
+  gemm_.step(x, step_->decode_rows(), T, w.indexer.wk.bf16(), di, D, ws_.index_keys, stream_);
   layer_norm_rows(ws_.index_keys, w.indexer.k_norm_weight, w.indexer.k_norm_bias, kIndexKeyNormEps,
                   T, di, ws_.index_keys, stream_);
-  gemm_.linear(x, T, w.indexer.kpool_gate.bf16(), 1, D, ws_.index_gates, stream_);
+  gemm_.step(x, step_->decode_rows(), T, w.indexer.kpool_gate.bf16(), 1, D, ws_.index_gates,
+             stream_);
   store_index_keys(ws_.index_keys, ws_.index_gates, T, int(di), step_->page_rows(),
                    caches_.index_keys + cache_layer * caches_.tokens * di,
                    caches_.index_gates + cache_layer * caches_.tokens, stream_);
-  gemm_.linear(x, T, w.q_a.bf16(), ql, D, ws_.cq, stream_);
+  gemm_.step(x, step_->decode_rows(), T, w.q_a.bf16(), ql, D, ws_.cq, stream_);
   rms_norm_rows(ws_.cq, w.q_a_norm, eps, T, ql, ws_.cq, ws_.cq_bf16, stream_);
 
   profile_.mark("mla.attend", stream_);
@@ -54,7 +55,7 @@ void CudaModelRunner::mla_block(int cache_layer, const MlaWeights& w, float* out
   for (int r0 = dense; r0 < decode; r0 += kMlaRowChunk)
     mla_attend(cache_layer, w, r0, std::min(kMlaRowChunk, decode - r0), -1, true, out);
   for (const StepSequence& s : step_->seqs()) {
-    if (s.rows == 1) continue;
+    if (s.decode) continue;
     for (int r0 = s.first_row; r0 < s.first_row + s.rows; r0 += kMlaRowChunk)
       mla_attend(cache_layer, w, r0, std::min(kMlaRowChunk, s.first_row + s.rows - r0), s.index,
                  false, out);
@@ -79,15 +80,25 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
   const std::vector<int32_t>& pos = step_->positions();
   const float scale = config_.mla_softmax_scale();
 
-  gemm_.linear(ws_.cq_bf16 + int64_t(row0) * ql, rows, w.q_b.bf16(), int64_t(H) * dn, ql, ws_.mq,
-               stream_);
-  // Passes past kGemvMaxRows rows (prefill, large decode batches) take the per-head products on
-  // tensor cores, as W_qb's product above does; smaller ones keep the FP32 kernels, bit for bit
-  // the CPU's and batch invariant.
-  const bool tensor_cores = rows > kGemvMaxRows;
+  // A pass holds decode rows only or rows of one prompt piece only: its products take that
+  // class's path (gemm.h), whatever the pass's row count.
+  auto project = [&](const uint16_t* x, int64_t m, const uint16_t* wt, int64_t n, int64_t k,
+                     float* y) {
+    if (decode) {
+      gemm_.decode(x, m, wt, n, k, y, stream_);
+    } else {
+      gemm_.prefill(x, m, wt, n, k, y, stream_);
+    }
+  };
+  project(ws_.cq_bf16 + int64_t(row0) * ql, rows, w.q_b.bf16(), int64_t(H) * dn, ql, ws_.mq);
+  // Prefill passes take the per-head products on tensor cores, launched at the full pass of
+  // kMlaRowChunk rows whatever their count (the rows past `rows` compute unused values), so that
+  // cuBLAS picks one kernel for every pass and a row's bits do not depend on how its prompt was
+  // cut; decode passes keep the FP32 kernels, bit for bit the CPU's for any row count.
+  const bool tensor_cores = !decode;
   if (tensor_cores) {
-    mla_absorb_queries_tc(ws_.mq, rows, H, dn, dv, R, w.kv_b.bf16(), ws_.mq_bf16, ws_.q_tilde,
-                          gemm_, stream_);
+    mla_absorb_queries_tc(ws_.mq, kMlaRowChunk, H, dn, dv, R, w.kv_b.bf16(), ws_.mq_bf16,
+                          ws_.q_tilde, gemm_, stream_);
   } else {
     mla_absorb_queries(ws_.mq, rows, H, dn, dv, R, w.kv_b.bf16(), ws_.q_tilde, stream_);
   }
@@ -137,10 +148,10 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
   const int sparse_rows = rows - dense_rows;
   if (sparse_rows > 0) {
     const int s0 = row0 + dense_rows;  // first sparse row of the step
-    gemm_.linear(ws_.cq_bf16 + int64_t(s0) * ql, sparse_rows, w.indexer.wq_b.bf16(),
-                 int64_t(I) * di, ql, ws_.iq, stream_);
-    gemm_.linear(ws_.normed_bf16 + int64_t(s0) * D, sparse_rows, w.indexer.weights_proj.bf16(), I,
-                 D, ws_.iw, stream_);
+    project(ws_.cq_bf16 + int64_t(s0) * ql, sparse_rows, w.indexer.wq_b.bf16(), int64_t(I) * di, ql,
+            ws_.iq);
+    project(ws_.normed_bf16 + int64_t(s0) * D, sparse_rows, w.indexer.weights_proj.bf16(), I, D,
+            ws_.iw);
     // Pooled keys of one sequence up to `pools`, then the scores of rows [r, r + n) against them.
     // dsa_pool_scores writes n rows `pools` apart; dsa_select reads rows `score_stride` apart:
     // decode rows (one sequence each, scored one by one) sit max_pools apart, the rows of one
@@ -187,13 +198,12 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
 
   // W_o reads only the BF16 o, so the tensor-core path writes nothing else (ws_.mo stays stale).
   if (tensor_cores) {
-    mla_up_values_tc(ws_.o_bar, rows, H, dn, dv, R, w.kv_b.bf16(), ws_.o_bar_bf16, ws_.mo_bf16,
-                     gemm_, stream_);
+    mla_up_values_tc(ws_.o_bar, kMlaRowChunk, H, dn, dv, R, w.kv_b.bf16(), ws_.o_bar_bf16,
+                     ws_.mo_bf16, gemm_, stream_);
   } else {
     mla_up_values(ws_.o_bar, rows, H, dn, dv, R, w.kv_b.bf16(), ws_.mo, ws_.mo_bf16, stream_);
   }
-  gemm_.linear(ws_.mo_bf16, rows, w.o_proj.bf16(), D, int64_t(H) * dv, out + int64_t(row0) * D,
-               stream_);
+  project(ws_.mo_bf16, rows, w.o_proj.bf16(), D, int64_t(H) * dv, out + int64_t(row0) * D);
 }
 
 }  // namespace sparkglm::cuda

@@ -69,7 +69,7 @@ void CudaModelRunner::head_picks(int parity, std::vector<float>* logits) {
     gather_rows(ws_.y, step_->logit_rows_device() + c0, m, D, ws_.head_rows, stream_);
     rms_norm_rows(ws_.head_rows, weights_->weights().final_norm, config_.rms_norm_eps, m, D,
                   ws_.head_rows, ws_.head_bf16, stream_);
-    gemm_.linear(ws_.head_bf16, m, weights_->weights().lm_head.bf16(), V, D, ws_.logits, stream_);
+    gemm_.decode(ws_.head_bf16, m, weights_->weights().lm_head.bf16(), V, D, ws_.logits, stream_);
     sample_greedy(ws_.logits, m, V, picks + c0, stream_,
                   static_cast<unsigned long long*>(greedy_keys_.data()));
     if (logits) {

@@ -5,6 +5,7 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/grouped_gemm.h"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -18,10 +19,15 @@ constexpr size_t kSplitPartialBytes = size_t(16) << 20;  // split-k GEMV partial
 constexpr int64_t kGemvTargetBlocks = 1024;  // enough blocks to keep every SM's loads in flight
 
 void check_cublas(cublasStatus_t status, const char* call, int line) {
-  if (status != CUBLAS_STATUS_SUCCESS)
-    throw Error(ErrorKind::kUnsupported, std::string(call) +
-                                             " failed at gemm.cu:" + std::to_string(line) +
-                                             " (status " + std::to_string(int(status)) + ")");
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  const std::string what =
+      std::string(call) + " (cuBLAS status " + std::to_string(int(status)) + ")";
+  // cuBLAS reports a poisoned context as its own failure: the sticky error behind it decides.
+  if (const cudaError_t sticky = pending_sticky_error(); sticky != cudaSuccess)
+    fail(sticky, what, "gemm.cu", line);
+  const bool memory = status == CUBLAS_STATUS_ALLOC_FAILED;
+  throw Error(memory ? ErrorKind::kCapacity : ErrorKind::kUnsupported,
+              what + " failed at gemm.cu:" + std::to_string(line));
 }
 #define SPARKGLM_CUBLAS_CHECK(call) check_cublas((call), #call, __LINE__)
 
@@ -227,7 +233,10 @@ void gemv_bf16(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64
   }
 }
 
-Gemm::Gemm() : workspace_(kWorkspaceBytes), split_partials_(kSplitPartialBytes) {
+Gemm::Gemm()
+    : workspace_(kWorkspaceBytes),
+      split_partials_(kSplitPartialBytes),
+      dense_plan_(4 * sizeof(int32_t)) {
   SPARKGLM_CUBLAS_CHECK(cublasLtCreate(&handle_));
   const cublasStatus_t made = cublasCreate(&blas_);
   if (made != CUBLAS_STATUS_SUCCESS) {
@@ -243,6 +252,14 @@ Gemm::~Gemm() {
 
 namespace {
 
+// prefill()'s plan for one group of m rows: offsets {0, m}, tile offsets {0, ceil(m / tile)}.
+__global__ void one_group_plan_kernel(int32_t m, int32_t tile_rows, int32_t* plan) {
+  plan[0] = 0;
+  plan[1] = m;
+  plan[2] = 0;
+  plan[3] = (m + tile_rows - 1) / tile_rows;
+}
+
 int gemv_splits(int64_t n, int64_t k) {
   const int64_t blocks = (n + kMmaRows - 1) / kMmaRows;
   int splits = 1;
@@ -252,27 +269,69 @@ int gemv_splits(int64_t n, int64_t k) {
 
 }  // namespace
 
-void Gemm::linear(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
+void Gemm::decode(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
                   cudaStream_t stream) {
-  if (m <= kGemvMaxRows) {
-    // A weight matrix of few rows gives too few blocks to stream at full bandwidth: its k is
-    // split over more blocks, whose partial sums are then added in slice order. The split
-    // depends on the weight's shape only, so a row's result still does not depend on the batch.
-    const int splits = k % kMmaK == 0 ? gemv_splits(n, k) : 1;
-    if (splits == 1 ||
-        size_t(splits) * size_t(m) * size_t(n) * sizeof(float) > split_partials_.bytes()) {
-      gemv_bf16(x, m, w, n, k, y, stream);
-      return;
+  // A weight matrix of few rows gives too few blocks to stream at full bandwidth: its k is split
+  // over more blocks, whose partial sums are then added in slice order. The split depends on the
+  // weight's shape only (the partials' room is judged at a full piece), so a row's result does
+  // not depend on the batch.
+  const int splits = k % kMmaK == 0 ? gemv_splits(n, k) : 1;
+  const bool split =
+      splits > 1 &&
+      size_t(splits) * size_t(kGemvMaxRows) * size_t(n) * sizeof(float) <= split_partials_.bytes();
+  for (int64_t r0 = 0; r0 < m; r0 += kGemvMaxRows) {
+    const int64_t rows = std::min<int64_t>(kGemvMaxRows, m - r0);
+    const uint16_t* xr = x + r0 * k;
+    float* yr = y + r0 * n;
+    if (!split) {
+      gemv_bf16(xr, rows, w, n, k, yr, stream);
+      continue;
     }
-    GemvParams p{x, w, static_cast<float*>(split_partials_.data()), m, n, k, splits};
+    GemvParams p{xr, w, static_cast<float*>(split_partials_.data()), rows, n, k, splits};
     launch_gemv_mma_tiles(p, stream);
-    const int64_t count = m * n;
+    const int64_t count = rows * n;
     sum_splits_kernel<<<unsigned(std::min<int64_t>((count + 255) / 256, 4096)), 256, 0, stream>>>(
-        p.y, splits, count, y);
+        p.y, splits, count, yr);
     SPARKGLM_CUDA_CHECK(cudaGetLastError());
-  } else {
-    cublaslt(x, m, w, n, k, y, stream);
   }
+}
+
+void Gemm::prefill(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
+                   cudaStream_t stream) {
+  if (m <= 0 || n <= 0) return;
+  SPARKGLM_ASSERT(k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(w) % 16 == 0 && m <= int64_t(INT32_MAX),
+                  "Gemm::prefill: k must be a multiple of 8, operands 16-byte aligned");
+  if (n % 8 != 0) {
+    // Too few columns for the tile GEMM (the indexer's one-column pooling gate): the CUDA-core
+    // GEMV, whose per-element chain is the same for every m.
+    launch_gemv<8>(GemvParams{x, w, y, m, n, k}, stream);
+    return;
+  }
+  // 128-row tiles for long pieces, 64 for short ones; a row's bits are the same with either.
+  const int tile_rows = m >= 512 ? 128 : 64;
+  int32_t* plan = static_cast<int32_t*>(dense_plan_.data());
+  one_group_plan_kernel<<<1, 1, 0, stream>>>(int32_t(m), tile_rows, plan);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  GroupedGemmArgs g;
+  g.groups = 1;
+  g.tile_rows = tile_rows;
+  g.offsets = plan;
+  g.tile_offsets = plan + 2;
+  g.max_rows = m;
+  g.a = x;
+  g.w_count = 0;  // the one group reads w_last
+  g.w_last = w;
+  g.n = n;
+  g.k = k;
+  grouped_gemm(g, y, stream);
+}
+
+void Gemm::step(const uint16_t* x, int64_t decode_rows, int64_t m, const uint16_t* w, int64_t n,
+                int64_t k, float* y, cudaStream_t stream) {
+  SPARKGLM_ASSERT(decode_rows >= 0 && decode_rows <= m, "Gemm::step: decode rows outside [0, m]");
+  decode(x, decode_rows, w, n, k, y, stream);
+  prefill(x + decode_rows * k, m - decode_rows, w, n, k, y + decode_rows * n, stream);
 }
 
 // Column-major view: D [n, m] (= y row-major [m, n]) = op(A) B with A = W viewed as [k, n]

@@ -1,17 +1,22 @@
 #pragma once
 // y = x W^T with BF16 operands and FP32 accumulation and output: every projection of the model.
 //
-// Two paths, chosen by the number of rows M:
-//   M <= kGemvMaxRows (decode): gemv_bf16, a weight-streaming kernel on tensor cores
-//     (mma.m16n8k16, FP32 accumulate): W rows are the MMA's 16-row operand, x rows its columns,
-//     k split over 4 warps whose partial sums are added in warp order. A column's sums never use
-//     another column's values and the k order is fixed, so a decode row's result does not depend
-//     on the batch it shares (bit for bit). k not a multiple of 512 falls back to a CUDA-core
-//     kernel with the same property.
-//   M >  kGemvMaxRows (prefill): cuBLASLt (tensor cores, FP32 accumulate); no batch-invariance
-//     promise, prefill rows are checked against the CPU within tolerance.
+// Batch invariance: a row's result never depends on which rows share its product, how many there
+// are, or how a prompt was cut into steps. The path is chosen by what a row is, never by how many
+// rows there are:
+//   decode rows (and the LM head's logit rows): gemv_bf16, a weight-streaming kernel on tensor
+//     cores (mma.m16n8k16, FP32 accumulate) over pieces of at most kGemvMaxRows rows: W rows are
+//     the MMA's 16-row operand, x rows its columns, k split over 4 warps whose partial sums are
+//     added in warp order (and over more blocks, in slice order, for weights of few rows: a split
+//     fixed by the weight's shape). A column's sums never use another column's values.
+//   prefill rows: a fixed-tile tensor-core GEMM (grouped_gemm with one group): each output is one
+//     row's dot product summed k16 step after k16 step in k order, whatever the tile size or the
+//     row's place in its tile; no split-K. Weights of n % 8 != 0 columns (the indexer's pooling
+//     gate) take the CUDA-core GEMV kernel, whose chain does not depend on m either.
+// A token is a decode row or a prefill row by what it is (SequenceSlice::decode), so each of its
+// products always takes the same path. cuBLASLt stays as the G1 peer: it picks kernels by M.
 // Gemm::batched is the strided-batched product of cuBLAS (MLA's per-head products in prefill
-// passes), with the same lack of a batch-invariance promise.
+// passes): its callers launch it at one fixed M, so one kernel serves every pass.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -56,10 +61,16 @@ class Gemm {
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  // The model's projection: gemv_bf16 for m <= kGemvMaxRows (its k split over more blocks, in
-  // a fixed order, when the weight has few rows), else cuBLASLt.
-  void linear(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
+  // Decode rows (any m, in pieces of kGemvMaxRows): the weight-streaming GEMV.
+  void decode(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
               cudaStream_t stream);
+  // Prefill rows (any m, one row included): the fixed-tile GEMM.
+  void prefill(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
+               cudaStream_t stream);
+  // A step's rows, decode rows first (the runner's step order): rows [0, decode_rows) through
+  // decode(), rows [decode_rows, m) through prefill().
+  void step(const uint16_t* x, int64_t decode_rows, int64_t m, const uint16_t* w, int64_t n,
+            int64_t k, float* y, cudaStream_t stream);
   // cuBLASLt whatever m (the peer the G1 table sets beside gemv_bf16). y: [m, n] FP32.
   void cublaslt(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
                 cudaStream_t stream);
@@ -72,6 +83,7 @@ class Gemm {
   cublasHandle_t blas_ = nullptr;  // cuBLAS proper, for the strided-batched product
   DeviceBuffer workspace_;
   DeviceBuffer split_partials_;
+  DeviceBuffer dense_plan_;  // int32 [4]: prefill()'s one-group offsets and tile offsets
   std::map<std::tuple<int64_t, int64_t, int64_t>, cublasLtMatmulAlgo_t> algos_;  // by (m, n, k)
 };
 
