@@ -14,6 +14,8 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include <poll.h>
+
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +24,7 @@
 #include <string>
 
 #include "engine/server/api_error.h"
+#include "engine/server/http_framing.h"
 #include "engine/server/metrics.h"
 #include "engine/server/server_log.h"
 
@@ -38,6 +41,9 @@ constexpr size_t kReadChunk = 4096;
 // While a request runs the connection keeps reading, to notice a disconnect; pipelined bytes
 // beyond this are left in the socket.
 constexpr size_t kMaxPipelinedBytes = 64u << 10;
+// When reading cannot tell whether the client is still there (its pipelined bytes fill the buffer,
+// or it has sent its FIN), the socket's state is looked at this often while a request runs.
+constexpr std::chrono::milliseconds kPeerCheckInterval{100};
 // After the last response of a connection, its unread input is drained this long (so that closing
 // does not reset the connection before the client has read the response).
 constexpr std::chrono::milliseconds kLingerTime{1000};
@@ -62,6 +68,16 @@ bool malformed(const beast::error_code& ec) {
          ec != http::error::partial_message;
 }
 
+RequestFraming framing_of(const http::request<http::string_body>& req) {
+  RequestFraming f;
+  f.version = req.version() < 11 ? 10 : 11;
+  for (auto [it, end] = req.equal_range(http::field::content_length); it != end; ++it)
+    f.content_length.emplace_back(it->value().data(), it->value().size());
+  for (auto [it, end] = req.equal_range(http::field::transfer_encoding); it != end; ++it)
+    f.transfer_encoding.emplace_back(it->value().data(), it->value().size());
+  return f;
+}
+
 }  // namespace
 
 // One client connection: reads requests one after another and writes their answers in order. All
@@ -69,7 +85,10 @@ bool malformed(const beast::error_code& ec) {
 class Connection final : public HttpConnection, public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, ListenerState& server, bool counted)
-      : server_(server), stream_(std::move(socket)), counted_(counted) {
+      : server_(server),
+        stream_(std::move(socket)),
+        counted_(counted),
+        peer_timer_(stream_.get_executor()) {
     beast::error_code ec;
     const tcp::endpoint ep = stream_.socket().remote_endpoint(ec);
     if (!ec) peer_ = ep.address().to_string() + ":" + std::to_string(ep.port());
@@ -144,7 +163,10 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
  private:
   enum class AfterWatch { kKeepWatching, kNextRequest, kLinger };
 
-  bool keep_alive() const { return keep_alive_ && !server_.draining.load(); }
+  // No keep-alive once the client has sent its FIN and left nothing more to serve.
+  bool keep_alive() const {
+    return keep_alive_ && !server_.draining.load() && !(input_closed_ && buffer_.size() == 0);
+  }
 
   // Waits for the first byte of the next request, then reads its header.
   void wait_for_request(std::chrono::milliseconds timeout) {
@@ -182,6 +204,8 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
       return reply_and_close(ApiError::invalid_request("malformed HTTP request: " + ec.message()));
     if (ec) return close();  // timeout, reset or end of stream
     const auto& req = parser_->get();
+    if (const std::string problem = framing_problem(framing_of(req)); !problem.empty())
+      return reply_and_close(ApiError::invalid_request("malformed HTTP request: " + problem));
     if (beast::iequals(req[http::field::expect], "100-continue"))
       queue("HTTP/1.1 100 Continue\r\n\r\n");
     if (parser_->is_done()) return on_request();
@@ -260,6 +284,7 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
   void finish_exchange() {
     in_exchange_ = false;
     streaming_ = false;
+    peer_timer_.cancel();
     if (!keep_alive()) return linger(false);
     if (watching_) {
       after_watch_ = AfterWatch::kNextRequest;
@@ -270,9 +295,12 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
     wait_for_request(server_.options.idle_timeout);
   }
 
-  // Reads while a request runs so that a disconnect is noticed at once.
+  // Reads while a request runs so that a disconnect is noticed at once. With the buffer full of
+  // pipelined bytes, or the client's input ended, reading tells nothing more: check_peer() takes
+  // over.
   void watch() {
-    if (watching_ || closed_ || buffer_.size() >= kMaxPipelinedBytes) return;
+    if (watching_ || closed_ || input_closed_) return;
+    if (buffer_.size() >= kMaxPipelinedBytes) return check_peer();
     watching_ = true;
     after_watch_ = AfterWatch::kKeepWatching;
     stream_.expires_never();
@@ -290,9 +318,49 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
       case AfterWatch::kLinger:
         return linger(true);
       case AfterWatch::kKeepWatching:
-        if (ec) return close();  // the client went away
+        if (ec == net::error::eof) {
+          // A FIN: the client closed, or only half-closed (shutdown(SHUT_WR)) and still reads.
+          input_closed_ = true;
+          if (in_exchange_) check_peer();
+          return;
+        }
+        if (ec) return close();  // reset: the client went away
         if (in_exchange_) return watch();
         return;
+    }
+  }
+
+  // Looks at the socket every kPeerCheckInterval while the request runs. A FIN alone cannot tell
+  // a client that closed from one that half-closed and waits for its answer; a byte sent can: a
+  // closed socket answers it with a reset. So after a FIN the connection sends one harmless probe
+  // (an interim "100 Continue" before the answer's head, which HTTP/1.1 clients must accept, or
+  // an SSE comment line in a stream), and a reset or error seen afterwards abandons the request.
+  void check_peer() {
+    if (closed_ || !in_exchange_ || peer_check_armed_) return;
+    peer_check_armed_ = true;
+    peer_timer_.expires_after(kPeerCheckInterval);
+    peer_timer_.async_wait([self = shared_from_this()](beast::error_code) {
+      self->peer_check_armed_ = false;
+      if (self->closed_ || !self->in_exchange_) return;
+      pollfd p{self->stream_.socket().native_handle(), POLLRDHUP, 0};
+      if (::poll(&p, 1, 0) < 0) return self->check_peer();
+      if (p.revents & (POLLERR | POLLHUP)) return self->close();  // reset: the client is gone
+      if ((p.revents & POLLRDHUP) && !self->probed_) self->probe();
+      // While the buffer holds pipelined bytes, the client may yet be read from.
+      if (!self->input_closed_ && self->buffer_.size() < kMaxPipelinedBytes) return self->watch();
+      self->check_peer();
+    });
+  }
+
+  void probe() {
+    if (!exchange_open_) return;
+    if (streaming_) {
+      probed_ = true;
+      return write_chunk(":\n");
+    }
+    if (status_ == 0 && !http10_) {
+      probed_ = true;
+      queue("HTTP/1.1 100 Continue\r\n\r\n");
     }
   }
 
@@ -339,6 +407,7 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
   void close() {
     if (closed_) return;
     closed_ = true;
+    peer_timer_.cancel();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.close();
@@ -373,6 +442,11 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
   std::string pending_, sending_;
   bool writing_ = false;
   bool watching_ = false;
+  // Noticing a client that left while its request runs (see check_peer).
+  net::steady_timer peer_timer_;
+  bool peer_check_armed_ = false;
+  bool input_closed_ = false;  // the client's FIN was read
+  bool probed_ = false;        // this exchange sent its probe
   AfterWatch after_watch_ = AfterWatch::kKeepWatching;
   std::array<char, kReadChunk> discard_{};
   size_t drained_ = 0;
@@ -429,9 +503,13 @@ void Connection::on_request() {
   in_exchange_ = true;
   exchange_open_ = true;
   streaming_ = false;
+  probed_ = false;
   status_ = 0;
   path_ = r.path;
-  watch();
+  if (input_closed_)
+    check_peer();
+  else
+    watch();
   auto exchange = std::make_shared<ConnectionExchange>(shared_from_this(), exchange_id_);
   try {
     server_.handler.handle(std::move(r), exchange);
