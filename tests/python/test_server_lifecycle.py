@@ -51,10 +51,11 @@ class ServerProcess:
     def __init__(self, *extra, bin_dir=None):
         binary = os.path.join(bin_dir or BIN_DIR, "sparkglm-serve")
         # `extra` flags (all `--name value` pairs) replace the base values of the same name.
-        # A value of None drops the flag.
+        # A value of None drops the flag; True passes it bare (a boolean switch).
         flags = dict(zip(BASE_ARGS[::2], BASE_ARGS[1::2]))
         flags.update(zip(extra[::2], extra[1::2]))
-        self.args = [binary] + [x for k, v in flags.items() if v is not None for x in (k, v)]
+        self.args = [binary] + [x for k, v in flags.items() if v is not None
+                                for x in ((k,) if v is True else (k, v))]
         self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      errors="replace")
