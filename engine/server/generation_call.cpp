@@ -63,7 +63,7 @@ void GenerationCall::start(GenerationEngine& engine) {
     throw api_error_from(e);
   }
   if (!setup_.fields.cache_salt.empty())
-    log_line("request " + id_ + " cache_salt=" + setup_.fields.cache_salt);
+    log_line("request " + id_ + " cache_salt=" + client_text(setup_.fields.cache_salt));
   exchange_->on_abandon([self] { self->abandon(); });
   if (!exchange_->open()) return abandon();  // the client left while the request was queued
   if (!setup_.fields.stream) return;
