@@ -197,20 +197,17 @@ void run_recurrent(Harness& h, int seqs, int n, bool decode, bool chunked = fals
                   : "token-by-token recurrence (one-row prefill calls; longer ones take the "
                     "chunked kernel below); floor counts the recurrence on FP32 cores";
   const cuda::KdaBatch batch{seqs, n, kH};
-  std::shared_ptr<cuda::DeviceBuffer> d_ws;
   if (chunked) {
     // Per chunk of C rows: Grams and T products ~4 C^2 K, the scan 6 C K V + C^2 V: 8.5 K V a row.
     c.flops = double(rows) * kH * kK * kK * 8.5;
     c.flops_on_tensor_cores = true;
     c.note =
-        "fused chunked form (the engine's prefill from 2 rows): a block per (head, 64 value "
+        "fused chunked form (the engine's prefill): a block per (head, 64 value "
         "columns) walks the 64-position chunks with its state in registers, Gram matrices and "
         "state products as TF32 mma (half the BF16 peak the floor uses), FP32 forward "
         "substitution; why slower than fla-core's chunk_kda: two blocks per head repeat the "
         "Gram work, only 128 blocks run (one per SM) and a block's chunks are serial";
-    d_ws = device_alloc(cuda::kda_chunked_workspace_bytes(batch, start));
   }
-  void* wsp = d_ws ? d_ws->data() : nullptr;
   const float *qp = ptr<float>(d_q), *kp = ptr<float>(d_k), *vp = ptr<float>(d_v);
   const float *dp = ptr<float>(d_decay), *bp = ptr<float>(d_beta), *s0 = ptr<float>(d_state0);
   float *sp = ptr<float>(d_state), *op = ptr<float>(d_o);
@@ -220,7 +217,7 @@ void run_recurrent(Harness& h, int seqs, int n, bool decode, bool chunked = fals
   };
   if (chunked)
     c.launch = [=](cudaStream_t st) {
-      cuda::kda_chunked_prefill(batch, start, qp, kp, vp, dp, bp, sp, op, wsp, st);
+      cuda::kda_chunked_prefill(batch, start, qp, kp, vp, dp, bp, sp, op, st);
     };
   else
     c.launch = [=](cudaStream_t st) { cuda::kda_recurrent(batch, qp, kp, vp, dp, bp, sp, op, st); };
@@ -228,16 +225,7 @@ void run_recurrent(Harness& h, int seqs, int n, bool decode, bool chunked = fals
   c.outputs.push_back(
       {"state", sp, int64_t(state.size()), false, int64_t(kH) * kK * kK, state, {}});
   c.keep = {d_q, d_k, d_v, d_decay, d_beta, d_state0, d_state, d_o};
-  if (d_ws) c.keep.push_back(d_ws);
   h.run(c);
-  if (chunked && start == 0) {
-    // The two kernels apart (the workspace holds the run's terms, so the scan has real input).
-    h.add_peer("split", c.op + ".prepare", c.shape, [=](cudaStream_t st) {
-      cuda::kda_chunked_prepare(batch, start, qp, kp, vp, dp, bp, wsp, st);
-    });
-    h.add_peer("split", c.op + ".scan", c.shape,
-               [=](cudaStream_t st) { cuda::kda_chunked_scan(batch, start, sp, op, wsp, st); });
-  }
 }
 
 void run_output_gate(Harness& h, int64_t rows, bool decode) {

@@ -116,14 +116,13 @@ TEST(CudaKdaSlots, ChunkedScanReadsAndWritesTheSlot) {
   auto d_slots = to_device(slots);
   const cuda::KdaBatch plain{1, n, kHeads};
   const cuda::KdaBatch slotted{1, n, kHeads, static_cast<const int32_t*>(d_slots.data())};
-  cuda::DeviceBuffer ws(cuda::kda_chunked_workspace_bytes(plain, start));
   cuda::DeviceBuffer o1(size_t(act) * 4), o2(size_t(act) * 4);
   auto pool = to_device(state0);
   auto one = to_device(compact(state0, slots, kStateFloats));
   cuda::kda_chunked_prefill(slotted, start, f(q), f(k), f(v), f(decay), f(beta), f(pool), f(o1),
-                            ws.data(), nullptr);
+                            nullptr);
   cuda::kda_chunked_prefill(plain, start, f(q), f(k), f(v), f(decay), f(beta), f(one), f(o2),
-                            ws.data(), nullptr);
+                            nullptr);
   const auto a = to_host<float>(o1, size_t(act)), b = to_host<float>(o2, size_t(act));
   EXPECT_TRUE(same_bits(a, b.data(), a.size())) << "o";
   const auto ps = to_host<float>(pool, state0.size());

@@ -73,8 +73,7 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
     if (decode) {
       kda_recurrent(b, a.q, a.k, a.v, a.decay, a.beta, state, ws_.o + r * HK, stream_);
     } else {
-      kda_chunked_prefill(b, start, a.q, a.k, a.v, a.decay, a.beta, state, ws_.o + r * HK, nullptr,
-                          stream_);
+      kda_chunked_prefill(b, start, a.q, a.k, a.v, a.decay, a.beta, state, ws_.o + r * HK, stream_);
     }
   };
   profile_.mark("kda.recur", stream_);

@@ -5,8 +5,8 @@
 //
 // The recurrence runs token by token (the CPU's kda_recurrent_run, per column of S): each thread
 // owns 16 keys of one value column, so the read S^T k and the query S^T q reduce over 8 lanes in a
-// fixed order. The chunked WY form is kda_chunked.h (correct, not yet faster than this kernel on
-// the H200; see docs/cuda-operators.md).
+// fixed order. Decode rows run it; prefill takes the chunked WY form (kda_chunked.h), which is
+// faster from 77 rows on the H200 (docs/cuda-operators.md).
 #include <cuda_runtime.h>
 
 #include <cstdint>
