@@ -13,7 +13,7 @@ namespace sparkglm::g1 {
 
 namespace {
 
-constexpr int kDi = cuda::kIndexDim, kPool = cuda::kIndexKpool, kHeads = 32, kTopk = 512;
+constexpr int kDi = cuda::kIndexDim, kPool = cuda::kIndexKpool;
 
 void run_pool_keys(Harness& h, int64_t context) {
   const int64_t pools = context / kPool;
@@ -47,26 +47,28 @@ void run_pool_keys(Harness& h, int64_t context) {
 }
 
 void run_scores(Harness& h, int64_t rows, bool decode) {
-  const int64_t pools = 2048;  // an 8192-token context
+  const int heads = h.model().index_n_heads;
+  const int64_t pools = 8192 / kPool;  // an 8192-token context
   const auto pooled = host_uniform("dsa.pooled", pools * kDi, 0.0f, 1.0f);
-  const auto q = host_uniform("dsa.q", rows * kHeads * kDi, 0.0f, 1.0f);
-  const auto w = host_uniform("dsa.w", rows * kHeads, 0.0f, 1.0f);
+  const auto q = host_uniform("dsa.q", rows * heads * kDi, 0.0f, 1.0f);
+  const auto w = host_uniform("dsa.w", rows * heads, 0.0f, 1.0f);
   auto d_pooled = upload(pooled), d_q = upload(q), d_w = upload(w);
   auto d_scores = device_alloc(size_t(rows * pools * 4));
   std::vector<float> ref;
   for (int64_t r = 0; r < rows; ++r) {
-    const auto s = cpu::index_pool_scores(&q[size_t(r * kHeads * kDi)], &w[size_t(r * kHeads)],
-                                          kHeads, kDi, pooled.data(), pools, h.pool());
+    const auto s = cpu::index_pool_scores(&q[size_t(r * heads * kDi)], &w[size_t(r * heads)], heads,
+                                          kDi, pooled.data(), pools, h.pool());
     ref.insert(ref.end(), s.begin(), s.end());
   }
   OperatorCase c;
   c.op = "dsa.pool_scores";
-  c.shape = std::to_string(rows) + " rows x 2048 pools, 32 heads x 128";
+  c.shape = std::to_string(rows) + " rows x " + std::to_string(pools) + " pools, " +
+            std::to_string(heads) + " heads x " + std::to_string(kDi);
   c.rows = rows;
   c.decode = decode;
   c.tolerance = 1e-10;
-  c.bytes = double(pools * kDi * 4 + rows * (kHeads * kDi + kHeads + pools) * 4);
-  c.flops = double(rows * pools) * kHeads * (2.0 * kDi + 2);
+  c.bytes = double(pools * kDi * 4 + rows * (heads * kDi + heads + pools) * 4);
+  c.flops = double(rows * pools) * heads * (2.0 * kDi + 2);
   c.flops_on_tensor_cores = false;
   c.note =
       "FP32 CUDA cores by design (each score is one FMA chain over increasing c and the heads "
@@ -76,13 +78,14 @@ void run_scores(Harness& h, int64_t rows, bool decode) {
       "tiled kernel reaches ~45 % of FP32 peak";
   const float *qp = ptr<float>(d_q), *wp = ptr<float>(d_w), *pp = ptr<float>(d_pooled);
   float* sp = ptr<float>(d_scores);
-  c.launch = [=](cudaStream_t s) { cuda::dsa_pool_scores(qp, wp, rows, kHeads, pp, pools, sp, s); };
+  c.launch = [=](cudaStream_t s) { cuda::dsa_pool_scores(qp, wp, rows, heads, pp, pools, sp, s); };
   c.outputs.push_back({"scores", sp, rows * pools, false, pools, ref, {}});
   c.keep = {d_pooled, d_q, d_w, d_scores};
   h.run(c);
 }
 
 void run_select(Harness& h) {
+  const int topk = h.model().index_topk_pools();
   // Query positions: the last dense one (512 pools, 2051 tokens), the first sparse ones, tails of
   // 0-3 tokens at an 8192-token context, a row of tied scores and one with NaN scores.
   const std::vector<int32_t> positions = {2050, 2051, 2052, 8187, 8188, 8189, 8190, 8191, 8191};
@@ -91,14 +94,14 @@ void run_select(Harness& h) {
   for (int64_t p = 0; p < stride; ++p) scores[size_t(7 * stride + p)] = 0.5f;  // all tied
   for (int64_t p = 0; p < stride; p += 3) scores[size_t(8 * stride + p)] = NAN;
   for (int64_t p = 0; p < stride; p += 7) scores[size_t(3 * stride + p)] = 0.25f;  // some ties
-  const int64_t out_stride = kTopk * kPool + 3;
+  const int64_t out_stride = topk * kPool + 3;
   std::vector<float> ref_pos;
   std::vector<int64_t> checked;
   std::vector<float> ref_counts;
   for (int64_t r = 0; r < rows; ++r) {
     const auto sel =
         cpu::select_attended(std::span<const float>(&scores[size_t(r * stride)], size_t(stride)),
-                             positions[size_t(r)], kPool, kTopk);
+                             positions[size_t(r)], kPool, topk);
     for (size_t i = 0; i < sel.size(); ++i) {
       ref_pos.push_back(float(sel[i]));
       checked.push_back(r * out_stride + int64_t(i));
@@ -124,7 +127,7 @@ void run_select(Harness& h) {
   const int32_t* pp = ptr<int32_t>(d_pos);
   int32_t *op = ptr<int32_t>(d_out), *cp = ptr<int32_t>(d_counts);
   c.launch = [=](cudaStream_t s) {
-    cuda::dsa_select(sp, stride, pp, rows, kTopk, op, out_stride, cp, s);
+    cuda::dsa_select(sp, stride, pp, rows, topk, op, out_stride, cp, s);
   };
   CaseOutput pos{"attended", op, rows * out_stride, true, 0, ref_pos, checked};
   pos.only_checked_written = true;

@@ -111,18 +111,23 @@ void run_linear_cases(Harness& h) {
   const std::vector<int> decode(std::begin(kDecodeRows), std::end(kDecodeRows));
   std::vector<int> prefill(std::begin(kPrefillRows), std::end(kPrefillRows));
   if (h.quick()) prefill.pop_back();
+  // [n, k] of each projection, from the G1 model's geometry.
+  const ModelConfig& m = h.model();
+  const int64_t d = m.hidden_size, kda_hk = int64_t(m.kda.num_heads) * m.kda.head_dim;
+  const int64_t mla_q = int64_t(m.num_attention_heads) * m.qk_nope_head_dim;
+  const int64_t mla_v = int64_t(m.num_attention_heads) * m.v_head_dim;
   const ProjectionShape decode_shapes[] = {
-      {"kda_qkv", 8192, 4096},      // W_q / W_k / W_v of a KDA layer
-      {"mla_q_b", 16384, 1536},     // q_b_proj: 64 heads x 256 from the q LoRA rank
-      {"dense_down", 4096, 12288},  // dense MLP down
-      {"expert_up", 2048, 4096},    // one routed expert's gate or up
-      {"lm_head", 154880, 4096},    // the LM head
+      {"kda_qkv", kda_hk, d},                     // W_q / W_k / W_v of a KDA layer
+      {"mla_q_b", mla_q, m.q_lora_rank},          // q_b_proj: heads x qk head dim, q LoRA rank
+      {"dense_down", d, m.intermediate_size},     // dense MLP down
+      {"expert_up", m.moe_intermediate_size, d},  // one routed expert's gate or up
+      {"lm_head", m.vocab_size, d},               // the LM head
   };
   for (const auto& s : decode_shapes) run_shape(h, s, decode, true);
   const ProjectionShape prefill_shapes[] = {
-      {"kda_qkv", 8192, 4096},
-      {"dense_up", 12288, 4096},
-      {"mla_o", 4096, 16384},
+      {"kda_qkv", kda_hk, d},
+      {"dense_up", m.intermediate_size, d},
+      {"mla_o", d, mla_v},
   };
   for (const auto& s : prefill_shapes) run_shape(h, s, prefill, false);
 }

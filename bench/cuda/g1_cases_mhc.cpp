@@ -18,7 +18,8 @@ constexpr int kS = cuda::kHcStreams, kD = cuda::kHcWidth, kM = cuda::kHcMixes;
 constexpr int64_t kN = int64_t(kS) * kD;
 
 std::string shape_of(int64_t rows) {
-  return "X[" + std::to_string(rows) + ",4,4096] f32";
+  return "X[" + std::to_string(rows) + "," + std::to_string(kS) + "," + std::to_string(kD) +
+         "] f32";
 }
 
 void run_rows(Harness& h, const ModelConfig& config, int64_t rows, bool decode) {
@@ -123,7 +124,7 @@ void run_rows(Harness& h, const ModelConfig& config, int64_t rows, bool decode) 
 }  // namespace
 
 void run_mhc_cases(Harness& h) {
-  const ModelConfig config = preset_config("glm-5.3-flash");
+  const ModelConfig& config = h.model();  // its hc_mult and width are kS and kD (Harness checks)
   for (int r : kDecodeRows) run_rows(h, config, r, true);
   for (int r : kPrefillRows)
     if (!(h.quick() && r == 8192)) run_rows(h, config, r, false);

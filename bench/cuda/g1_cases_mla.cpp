@@ -18,8 +18,7 @@ namespace sparkglm::g1 {
 
 namespace {
 
-constexpr int kH = 64, kR = cuda::kMlaLatentDim, kBlock = 64;
-constexpr float kScale = 0.0625f;
+constexpr int kR = cuda::kMlaLatentDim, kBlock = 64;
 
 // One token's record in `format`, and the values a reader gets back from it.
 void encode(cuda::LatentFormat format, const float* v, uint8_t* rec, float* back) {
@@ -78,8 +77,10 @@ Pages make_pages(cuda::LatentFormat format, int rows, int context) {
 
 void run_case(Harness& h, cuda::LatentFormat format, const Pages& pg, int rows, int context,
               const std::vector<std::vector<int32_t>>& lists, const std::string& op, bool decode) {
+  const int heads = h.model().num_attention_heads;
+  const float softmax_scale = h.model().mla_softmax_scale();
   const char* fmt = format == cuda::LatentFormat::kBF16 ? "bf16" : "fp8_g128";
-  const auto qt = host_uniform("mla.q_tilde", int64_t(rows) * kH * kR, 0.0f, 1.0f);
+  const auto qt = host_uniform("mla.q_tilde", int64_t(rows) * heads * kR, 0.0f, 1.0f);
   auto d_q = upload(qt);
   int max_len = 0;
   std::vector<int32_t> lengths(static_cast<size_t>(rows));
@@ -96,13 +97,13 @@ void run_case(Harness& h, cuda::LatentFormat format, const Pages& pg, int rows, 
   }
   auto d_len = upload(lengths);
   auto d_list = flat.empty() ? nullptr : upload(flat);
-  auto d_ws = device_alloc(size_t(cuda::mla_decode_workspace_floats(rows, kH, max_len)) * 4);
-  auto d_o = device_alloc(size_t(rows) * kH * kR * 4);
+  auto d_ws = device_alloc(size_t(cuda::mla_decode_workspace_floats(rows, heads, max_len)) * 4);
+  auto d_o = device_alloc(size_t(rows) * heads * kR * 4);
 
-  std::vector<float> ref(size_t(rows) * kH * kR);
-  h.pool().parallel_for(int64_t(rows) * kH, 1, [&](int64_t lo, int64_t hi) {
+  std::vector<float> ref(size_t(rows) * heads * kR);
+  h.pool().parallel_for(int64_t(rows) * heads, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t item = lo; item < hi; ++item) {
-      const int64_t r = item / kH;
+      const int64_t r = item / heads;
       const int n = lengths[size_t(r)];
       std::vector<float> p(static_cast<size_t>(n));
       auto latent = [&](int j) {
@@ -110,7 +111,7 @@ void run_case(Harness& h, cuda::LatentFormat format, const Pages& pg, int rows, 
         return &pg.latents[(size_t(r) * context + size_t(pos)) * kR];
       };
       const float* q = &qt[size_t(item) * kR];
-      for (int j = 0; j < n; ++j) p[size_t(j)] = kScale * cpu::dot(q, latent(j), kR);
+      for (int j = 0; j < n; ++j) p[size_t(j)] = softmax_scale * cpu::dot(q, latent(j), kR);
       cpu::softmax(p.data(), n);
       float* o = &ref[size_t(item) * kR];
       for (int e = 0; e < kR; ++e) o[e] = 0.0f;
@@ -123,7 +124,7 @@ void run_case(Harness& h, cuda::LatentFormat format, const Pages& pg, int rows, 
 
   cuda::MlaDecodeArgs a;
   a.rows = rows;
-  a.heads = kH;
+  a.heads = heads;
   a.q_tilde = ptr<float>(d_q);
   a.pages = ptr<uint8_t>(pg.pages);
   a.format = format;
@@ -133,29 +134,30 @@ void run_case(Harness& h, cuda::LatentFormat format, const Pages& pg, int rows, 
   a.lengths = ptr<int32_t>(d_len);
   a.attended = d_list ? ptr<int32_t>(d_list) : nullptr;
   a.max_len = max_len;
-  a.scale = kScale;
+  a.scale = softmax_scale;
   a.workspace = ptr<float>(d_ws);
   a.o_bar = ptr<float>(d_o);
 
   OperatorCase c;
   c.op = op + "." + fmt;
   c.shape = std::to_string(rows) + " rows x " + std::to_string(max_len) + " attended of " +
-            std::to_string(context) + ", H 64, R 512, block 64";
+            std::to_string(context) + ", H " + std::to_string(heads) + ", R " + std::to_string(kR) +
+            ", block " + std::to_string(kBlock);
   c.rows = rows;
   c.decode = decode;
   // q~ and the probabilities (and fp8 latents after their scale) enter the tensor cores as BF16
   // (2^-9 relative each): about 1e-6 in practice.
   c.tolerance = 1e-5;
   const double attended = std::accumulate(lengths.begin(), lengths.end(), 0.0);
-  c.bytes = attended * double(cuda::latent_record_bytes(format)) + 2.0 * rows * kH * kR * 4;
-  c.flops = attended * kH * kR * 4.0;
+  c.bytes = attended * double(cuda::latent_record_bytes(format)) + 2.0 * rows * heads * kR * 4;
+  c.flops = attended * heads * kR * 4.0;
   c.note =
       "tensor-core flash decode (BF16 operands, FP32 accumulate), 128-token splits merged in "
       "split order; why under the floor: each 16-head group re-reads the row's latents (four "
       "reads of the 1 KB records for 64 heads) and the split partials round-trip through memory";
   c.launch = [a](cudaStream_t st) { cuda::mla_decode(a, st); };
   c.outputs.push_back(
-      {"o_bar", a.o_bar, int64_t(rows) * kH * kR, false, int64_t(kH) * kR, ref, {}});
+      {"o_bar", a.o_bar, int64_t(rows) * heads * kR, false, int64_t(heads) * kR, ref, {}});
   c.keep = {d_q, d_len, d_ws, d_o};
   if (d_list) c.keep.push_back(d_list);
   h.run(c);

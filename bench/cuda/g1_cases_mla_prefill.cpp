@@ -24,14 +24,15 @@ namespace sparkglm::g1 {
 
 namespace {
 
-constexpr int kH = 64, kR = cuda::kMlaLatentDim, kBlock = 64;
+constexpr int kR = cuda::kMlaLatentDim, kBlock = 64;
 // Every row is compared up to 2048 rows (< 0.3 TFLOP of reference); an 8192-row chunk would be
 // 4.4 TFLOP (10-25 s on 16 cores), so it is compared on a sample.
 constexpr int kFullRows = 2048, kSampled = 256;
-constexpr float kScale = 0.0625f;
 
 // `pass`: query rows per mla_prefill launch (rows: one launch).
 void run_chunk(Harness& h, int start, int rows, int pass) {
+  const int heads = h.model().num_attention_heads;
+  const float softmax_scale = h.model().mla_softmax_scale();
   const int context = start + rows;
   const int blocks = (context + kBlock - 1) / kBlock;
   // The sequence's latents (BF16 records), its blocks scattered over the pages.
@@ -50,7 +51,7 @@ void run_chunk(Harness& h, int start, int rows, int pass) {
       latent[size_t(pos) * kR + size_t(i)] = bf16_to_f32(b);
     }
   }
-  const auto qt = host_uniform("mla_prefill.q_tilde", int64_t(rows) * kH * kR, 0.0f, 1.0f);
+  const auto qt = host_uniform("mla_prefill.q_tilde", int64_t(rows) * heads * kR, 0.0f, 1.0f);
 
   // Rows compared: every row up to kFullRows; else kSampled evenly spaced (the first and the last
   // among them) and the first and last row of every pass.
@@ -63,18 +64,18 @@ void run_chunk(Harness& h, int start, int rows, int pass) {
       rows_set.insert(std::min(r0 + pass, rows) - 1);
     }
   const std::vector<int64_t> sampled(rows_set.begin(), rows_set.end());
-  const int64_t items = int64_t(sampled.size()) * kH;
+  const int64_t items = int64_t(sampled.size()) * heads;
   std::vector<float> ref(size_t(items) * kR);
   const bool all = int64_t(sampled.size()) == rows;  // then ref is in output order
   std::vector<int64_t> checked(all ? 0 : ref.size());
   h.pool().parallel_for(items, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t item = lo; item < hi; ++item) {
-      const int64_t t = sampled[size_t(item / kH)], head = item % kH;
+      const int64_t t = sampled[size_t(item / heads)], head = item % heads;
       const int len = start + int(t) + 1;  // causal: positions 0 .. start + t
-      const float* q = &qt[size_t((t * kH + head) * kR)];
+      const float* q = &qt[size_t((t * heads + head) * kR)];
       std::vector<float> p(static_cast<size_t>(len));
       for (int j = 0; j < len; ++j)
-        p[size_t(j)] = kScale * cpu::dot(q, &latent[size_t(j) * kR], kR);
+        p[size_t(j)] = softmax_scale * cpu::dot(q, &latent[size_t(j) * kR], kR);
       cpu::softmax(p.data(), len);
       float* o = &ref[size_t(item) * kR];
       for (int e = 0; e < kR; ++e) o[e] = 0.0f;
@@ -83,7 +84,7 @@ void run_chunk(Harness& h, int start, int rows, int pass) {
           o[e] = std::fma(p[size_t(j)], latent[size_t(j) * kR + e], o[e]);
       if (!all)
         for (int e = 0; e < kR; ++e)
-          checked[size_t(item) * kR + size_t(e)] = (t * kH + head) * kR + e;
+          checked[size_t(item) * kR + size_t(e)] = (t * heads + head) * kR + e;
     }
   });
 
@@ -93,15 +94,16 @@ void run_chunk(Harness& h, int start, int rows, int pass) {
   size_t ws_bytes = 0;
   for (int r0 = 0; r0 < rows; r0 += pass) {
     const int pr = std::min(pass, rows - r0);
-    ws_bytes = std::max(ws_bytes, cuda::mla_prefill_workspace_bytes(
-                                      pr, kH, start + r0, (start + r0 + pr + kBlock - 1) / kBlock));
+    ws_bytes =
+        std::max(ws_bytes, cuda::mla_prefill_workspace_bytes(
+                               pr, heads, start + r0, (start + r0 + pr + kBlock - 1) / kBlock));
   }
   auto d_pages = upload(records), d_table = upload(table), d_q = upload(qt);
   auto d_ws = device_alloc(ws_bytes);
-  auto d_o = device_alloc(size_t(rows) * kH * kR * 4);
+  auto d_o = device_alloc(size_t(rows) * heads * kR * 4);
   cuda::MlaPrefillArgs a;
   a.rows = rows;
-  a.heads = kH;
+  a.heads = heads;
   a.start = start;
   a.q_tilde = ptr<float>(d_q);
   a.pages = reinterpret_cast<const uint8_t*>(d_pages->data());
@@ -109,14 +111,15 @@ void run_chunk(Harness& h, int start, int rows, int pass) {
   a.block_size = kBlock;
   a.block_table = ptr<int32_t>(d_table);
   a.table_len = blocks;
-  a.scale = kScale;
+  a.scale = softmax_scale;
   a.workspace = d_ws->data();
   a.o_bar = ptr<float>(d_o);
 
   OperatorCase c;
   c.op = "mla.prefill.bf16";
-  c.shape = std::to_string(rows) + " rows from position " + std::to_string(start) +
-            ", causal, H 64, R 512, block 64";
+  c.shape = std::to_string(rows) + " rows from position " + std::to_string(start) + ", causal, H " +
+            std::to_string(heads) + ", R " + std::to_string(kR) + ", block " +
+            std::to_string(kBlock);
   if (context > 2051) c.shape += ", dense past the 2051-token edge";
   if (pass < rows) c.shape += ", " + std::to_string(pass) + "-row passes";
   if (!all)
@@ -128,8 +131,8 @@ void run_chunk(Harness& h, int start, int rows, int pass) {
   // Floor: the latents once (a prefill kernel's minimum) and q~ / o_bar; the arithmetic of every
   // row over its causal prefix.
   const double attended = double(rows) * start + double(rows) * (rows + 1) / 2.0;
-  c.bytes = double(context) * kR * 2 + 2.0 * rows * kH * kR * 4;
-  c.flops = attended * kH * kR * 4.0;
+  c.bytes = double(context) * kR * 2 + 2.0 * rows * heads * kR * 4;
+  c.flops = attended * heads * kR * 4.0;
   const std::string compared =
       all ? std::string("every row")
           : std::to_string(sampled.size()) +
@@ -145,13 +148,13 @@ void run_chunk(Harness& h, int start, int rows, int pass) {
       cuda::MlaPrefillArgs p = a;
       p.rows = std::min(pass, a.rows - r0);
       p.start = a.start + r0;
-      p.q_tilde = a.q_tilde + int64_t(r0) * kH * kR;
+      p.q_tilde = a.q_tilde + int64_t(r0) * a.heads * kR;
       p.table_len = (p.start + p.rows + kBlock - 1) / kBlock;
-      p.o_bar = a.o_bar + int64_t(r0) * kH * kR;
+      p.o_bar = a.o_bar + int64_t(r0) * a.heads * kR;
       cuda::mla_prefill(p, st);
     }
   };
-  c.outputs.push_back({"o_bar", a.o_bar, int64_t(rows) * kH * kR, false, 0, ref, checked});
+  c.outputs.push_back({"o_bar", a.o_bar, int64_t(rows) * heads * kR, false, 0, ref, checked});
   c.keep = {d_pages, d_table, d_q, d_ws, d_o};
   h.run(c);
 }

@@ -4,6 +4,7 @@
 // draw index and (in the .mixed rows) its own filters; rows depend only on their index, so the
 // decode batches are checked against the 32-row batch bit for bit.
 #include <cmath>
+#include <functional>
 
 #include "bench/cuda/g1_harness.h"
 #include "engine/backend/cuda/sampling_topk_topp.h"
@@ -13,9 +14,7 @@ namespace sparkglm::g1 {
 
 namespace {
 
-constexpr int64_t kVocab = 154880;
-
-using ParamsOf = cuda::SampleParams (*)(int64_t row);
+using ParamsOf = std::function<cuda::SampleParams(int64_t row)>;
 
 cuda::SampleParams seeded(int64_t row, float t, int32_t k, float p, float min_p) {
   cuda::SampleParams s;
@@ -29,26 +28,28 @@ cuda::SampleParams seeded(int64_t row, float t, int32_t k, float p, float min_p)
 }
 
 void run_case(Harness& h, const std::string& variant, int64_t rows, bool decode,
-              const std::vector<float>& logits, ParamsOf params_of, const std::string& note) {
+              const std::vector<float>& logits, const ParamsOf& params_of,
+              const std::string& note) {
+  const int64_t vocab = h.model().vocab_size;
   std::vector<cuda::SampleParams> params(static_cast<size_t>(rows));
   std::vector<float> ref(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     params[size_t(r)] = params_of(r);
     ref[size_t(r)] =
-        float(cuda::cpu_sampler_token(params[size_t(r)], &logits[size_t(r * kVocab)], kVocab));
+        float(cuda::cpu_sampler_token(params[size_t(r)], &logits[size_t(r * vocab)], vocab));
   }
   auto d_logits = upload(logits), d_params = upload(params);
-  auto d_scratch = device_alloc(cuda::sample_scratch_bytes(rows, kVocab));
+  auto d_scratch = device_alloc(cuda::sample_scratch_bytes(rows, vocab));
   auto d_tokens = device_alloc(size_t(rows * 4));
   OperatorCase c;
   c.op = "sampling.seeded" + variant;
-  c.shape = "logits[" + std::to_string(rows) + ",154880] f32";
+  c.shape = "logits[" + std::to_string(rows) + "," + std::to_string(vocab) + "] f32";
   c.rows = rows;
   c.decode = decode;
   c.tolerance = 0;  // the CPU sampler's token exactly
-  c.bytes = double(rows * kVocab * 4);
+  c.bytes = double(rows * vocab * 4);
   // About 20 passes over the vocab (max, weights, 2 x 8 radix passes, mask, block sums).
-  c.flops = double(rows * kVocab) * 60;
+  c.flops = double(rows * vocab) * 60;
   c.flops_on_tensor_cores = false;
   c.note = note +
            "; why under the floor: one 512-thread block per row makes ~20 passes over the "
@@ -57,7 +58,7 @@ void run_case(Harness& h, const std::string& variant, int64_t rows, bool decode,
   const cuda::SampleParams* pp = ptr<cuda::SampleParams>(d_params);
   void* sp = d_scratch->data();
   int32_t* tp = ptr<int32_t>(d_tokens);
-  c.launch = [=](cudaStream_t s) { cuda::sample_top_k_top_p(lp, rows, kVocab, pp, sp, tp, s); };
+  c.launch = [=](cudaStream_t s) { cuda::sample_top_k_top_p(lp, rows, vocab, pp, sp, tp, s); };
   c.outputs.push_back({"token", tp, rows, true, 1, ref, {}});
   c.keep = {d_logits, d_params, d_scratch, d_tokens};
   h.run(c);
@@ -66,6 +67,7 @@ void run_case(Harness& h, const std::string& variant, int64_t rows, bool decode,
 }  // namespace
 
 void run_sampling_cases(Harness& h) {
+  const int64_t vocab = h.model().vocab_size;
   struct Variant {
     std::string name;
     ParamsOf params_of;
@@ -79,9 +81,9 @@ void run_sampling_cases(Harness& h) {
       {".top_k_top_p_min_p", [](int64_t r) { return seeded(r, 1.2f, 400, 0.95f, 0.02f); },
        "T 1.2, top_k 400, top_p 0.95, min_p 0.02; token equals runtime/sampler's"},
       {".mixed",
-       [](int64_t r) {
+       [vocab](int64_t r) {
          const float ts[] = {0.0f, 0.6f, 1.0f, 1.5f};
-         const int32_t ks[] = {0, 1, 20, 2000, 154880};
+         const int32_t ks[] = {0, 1, 20, 2000, int32_t(vocab)};
          const float ps[] = {1.0f, 0.5f, 0.99f};
          const float mins[] = {0.0f, 0.1f};
          return seeded(r, ts[r % 4], ks[r % 5], ps[r % 3], mins[r % 2]);
@@ -91,20 +93,20 @@ void run_sampling_cases(Harness& h) {
   for (const Variant& v : variants)
     for (int r : kDecodeRows) {
       // Logits over 16 nats, so that every filter removes tokens and the rest stay in play.
-      const auto logits = host_uniform("sampling.logits", int64_t(r) * kVocab, 0.0f, 8.0f);
+      const auto logits = host_uniform("sampling.logits", int64_t(r) * vocab, 0.0f, 8.0f);
       run_case(h, v.name, r, true, logits, v.params_of, v.note);
     }
   {
     // Boundary: tied weights across the top-k and top-p cuts (ties go to the lower id), NaN and
     // -inf logits, a +inf logit (it takes all the mass), and a peaked row where top_p keeps one.
     const int r = 8;
-    auto logits = host_uniform("sampling.ties", int64_t(r) * kVocab, 0.0f, 8.0f);
+    auto logits = host_uniform("sampling.ties", int64_t(r) * vocab, 0.0f, 8.0f);
     for (int64_t row = 0; row < r; ++row) {
-      float* x = &logits[size_t(row * kVocab)];
+      float* x = &logits[size_t(row * vocab)];
       for (int64_t i = 0; i < 64; ++i) x[1000 + 997 * i] = 9.0f;  // 64 tied maxima
-      for (int64_t i = 0; i < kVocab; i += 7) x[i] = NAN;
-      for (int64_t i = 3; i < kVocab; i += 11) x[i] = -INFINITY;
-      if (row == 6) x[kVocab - 1] = INFINITY;
+      for (int64_t i = 0; i < vocab; i += 7) x[i] = NAN;
+      for (int64_t i = 3; i < vocab; i += 11) x[i] = -INFINITY;
+      if (row == 6) x[vocab - 1] = INFINITY;
       if (row == 7) x[12345] = 40.0f;
     }
     run_case(

@@ -9,40 +9,46 @@
 namespace sparkglm::g1 {
 
 SwiGluWeights ExpertBank::weights(int e) {
+  const int64_t gu_elems = shape.gate_up(), dn_elems = shape.down();
+  const int64_t d = shape.hidden, w = shape.width;
   auto it = host.find(e);
   if (it == host.end()) {
-    std::vector<uint16_t> v(size_t(kGateUp + kDown));
-    const auto* gu = e == kExperts ? ptr<uint16_t>(shared_gate_up)
-                                   : ptr<uint16_t>(gate_up) + int64_t(e) * kGateUp;
-    const auto* dn =
-        e == kExperts ? ptr<uint16_t>(shared_down) : ptr<uint16_t>(down) + int64_t(e) * kDown;
-    SPARKGLM_CUDA_CHECK(cudaMemcpy(v.data(), gu, size_t(kGateUp) * 2, cudaMemcpyDeviceToHost));
+    std::vector<uint16_t> v(size_t(gu_elems + dn_elems));
+    const auto* gu = e == shape.experts ? ptr<uint16_t>(shared_gate_up)
+                                        : ptr<uint16_t>(gate_up) + int64_t(e) * gu_elems;
+    const auto* dn = e == shape.experts ? ptr<uint16_t>(shared_down)
+                                        : ptr<uint16_t>(down) + int64_t(e) * dn_elems;
+    SPARKGLM_CUDA_CHECK(cudaMemcpy(v.data(), gu, size_t(gu_elems) * 2, cudaMemcpyDeviceToHost));
     SPARKGLM_CUDA_CHECK(
-        cudaMemcpy(v.data() + kGateUp, dn, size_t(kDown) * 2, cudaMemcpyDeviceToHost));
+        cudaMemcpy(v.data() + gu_elems, dn, size_t(dn_elems) * 2, cudaMemcpyDeviceToHost));
     it = host.emplace(e, std::move(v)).first;
   }
   const uint16_t* v = it->second.data();
-  return SwiGluWeights{Linear{DType::kBF16, kExpertW, kExpertD, v},
-                       Linear{DType::kBF16, kExpertW, kExpertD, v + kExpertW * kExpertD},
-                       Linear{DType::kBF16, kExpertD, kExpertW, v + kGateUp}};
+  return SwiGluWeights{Linear{DType::kBF16, w, d, v}, Linear{DType::kBF16, w, d, v + w * d},
+                       Linear{DType::kBF16, d, w, v + gu_elems}};
 }
 
-ExpertBank make_expert_bank(uint32_t seed, cudaStream_t s) {
+ExpertBank make_expert_bank(const ExpertShape& shape, uint32_t seed, cudaStream_t s) {
+  const int64_t gu_elems = shape.gate_up(), dn_elems = shape.down();
+  const int experts = shape.experts;
   ExpertBank b;
-  b.gate_up = device_alloc(size_t(kExperts * kGateUp * 2));
-  b.down = device_alloc(size_t(kExperts * kDown * 2));
-  b.shared_gate_up = device_alloc(size_t(kGateUp * 2));
-  b.shared_down = device_alloc(size_t(kDown * 2));
-  const float in_scale = std::sqrt(3.0f / float(kExpertD));
-  const float mid_scale = std::sqrt(3.0f / float(kExpertW));
-  cuda::fill_dummy_bf16(ptr<uint16_t>(b.gate_up), kExperts * kGateUp, seed, 0.0f, in_scale, s);
-  cuda::fill_dummy_bf16(ptr<uint16_t>(b.down), kExperts * kDown, seed + 0x0101, 0.0f, mid_scale, s);
-  cuda::fill_dummy_bf16(ptr<uint16_t>(b.shared_gate_up), kGateUp, seed + 0x0202, 0.0f, in_scale, s);
-  cuda::fill_dummy_bf16(ptr<uint16_t>(b.shared_down), kDown, seed + 0x0303, 0.0f, mid_scale, s);
-  std::vector<const uint16_t*> ptrs(2 * kExperts);
-  for (int e = 0; e < kExperts; ++e) {
-    ptrs[size_t(e)] = ptr<uint16_t>(b.gate_up) + int64_t(e) * kGateUp;
-    ptrs[size_t(kExperts + e)] = ptr<uint16_t>(b.down) + int64_t(e) * kDown;
+  b.shape = shape;
+  b.gate_up = device_alloc(size_t(experts * gu_elems * 2));
+  b.down = device_alloc(size_t(experts * dn_elems * 2));
+  b.shared_gate_up = device_alloc(size_t(gu_elems * 2));
+  b.shared_down = device_alloc(size_t(dn_elems * 2));
+  const float in_scale = std::sqrt(3.0f / float(shape.hidden));
+  const float mid_scale = std::sqrt(3.0f / float(shape.width));
+  cuda::fill_dummy_bf16(ptr<uint16_t>(b.gate_up), experts * gu_elems, seed, 0.0f, in_scale, s);
+  cuda::fill_dummy_bf16(ptr<uint16_t>(b.down), experts * dn_elems, seed + 0x0101, 0.0f, mid_scale,
+                        s);
+  cuda::fill_dummy_bf16(ptr<uint16_t>(b.shared_gate_up), gu_elems, seed + 0x0202, 0.0f, in_scale,
+                        s);
+  cuda::fill_dummy_bf16(ptr<uint16_t>(b.shared_down), dn_elems, seed + 0x0303, 0.0f, mid_scale, s);
+  std::vector<const uint16_t*> ptrs(size_t(2 * experts));
+  for (int e = 0; e < experts; ++e) {
+    ptrs[size_t(e)] = ptr<uint16_t>(b.gate_up) + int64_t(e) * gu_elems;
+    ptrs[size_t(experts + e)] = ptr<uint16_t>(b.down) + int64_t(e) * dn_elems;
   }
   b.ptrs = upload(ptrs);
   SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(s));

@@ -4,10 +4,17 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/dsa_indexer.h"
 #include "engine/backend/cuda/dummy_weights.h"
+#include "engine/backend/cuda/kda.h"
+#include "engine/backend/cuda/mhc.h"
+#include "engine/backend/cuda/mla_decode.h"
 #include "engine/core/dtype.h"
+#include "engine/core/error.h"
 #include "tinyglm/dummy_hash.h"
 
 namespace sparkglm::g1 {
@@ -69,7 +76,26 @@ std::vector<float> from_bf16(const std::vector<uint16_t>& v) {
 }
 
 Harness::Harness(int timed_runs, bool quick)
-    : pool_(0), flush_(kFlushBytes), timed_runs_(timed_runs), quick_(quick) {
+    : model_(preset_config(kG1Preset)),
+      pool_(0),
+      flush_(kFlushBytes),
+      timed_runs_(timed_runs),
+      quick_(quick) {
+  const ModelConfig& m = model_;
+  const std::pair<const char*, bool> specialised[] = {
+      {"kv_lora_rank = cuda::kMlaLatentDim", m.kv_lora_rank == cuda::kMlaLatentDim},
+      {"linear_attn_config.head_dim = cuda::kKdaHeadDim", m.kda.head_dim == cuda::kKdaHeadDim},
+      {"linear_attn_config.short_conv_kernel_size = cuda::kKdaTaps",
+       m.kda.short_conv_kernel_size == cuda::kKdaTaps},
+      {"index_head_dim = cuda::kIndexDim", m.index_head_dim == cuda::kIndexDim},
+      {"index_kpool = cuda::kIndexKpool", m.index_kpool == cuda::kIndexKpool},
+      {"hc_mult = cuda::kHcStreams", m.hc_mult == cuda::kHcStreams},
+      {"hidden_size = cuda::kHcWidth", m.hidden_size == cuda::kHcWidth},
+      {"hc_mix_count() = cuda::kHcMixes", m.hc_mix_count() == cuda::kHcMixes}};
+  for (const auto& [what, holds] : specialised)
+    if (!holds)
+      throw Error(ErrorKind::kUnsupported,
+                  std::string("G1 at preset ") + kG1Preset + ": the CUDA kernels need " + what);
   SPARKGLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   SPARKGLM_CUDA_CHECK(cudaEventCreate(&start_));
   SPARKGLM_CUDA_CHECK(cudaEventCreate(&stop_));

@@ -19,6 +19,7 @@
 #include "engine/backend/cuda/device_buffer.h"
 #include "engine/backend/cuda/gemm.h"
 #include "engine/core/thread_pool.h"
+#include "engine/model/config.h"
 
 namespace sparkglm::g1 {
 
@@ -57,10 +58,18 @@ struct Ceilings {
   double fp32_tflops = 0;  // the FP32 CUDA-core rate: 2 * SMs * 128 lanes * clock (datasheet form)
 };
 
+// The table runs at the geometry of this preset: every case takes its dimensions from model(),
+// none restates them (288 experts, a 154880-token vocabulary, the softmax scale, ...).
+inline constexpr const char* kG1Preset = "glm-5.3-flash";
+
 class Harness {
  public:
+  // Throws Error(kUnsupported) when the preset's geometry is not the one the CUDA kernels are
+  // specialised for (MLA latent width, KDA head width and taps, indexer width and pool, mHC).
   Harness(int timed_runs, bool quick);
   ~Harness();
+
+  const ModelConfig& model() const { return model_; }
 
   cuda::Gemm& gemm() { return gemm_; }
   ThreadPool& pool() { return pool_; }
@@ -81,6 +90,7 @@ class Harness {
 
  private:
   void flush_l2();
+  ModelConfig model_;
   cuda::Gemm gemm_;
   ThreadPool pool_;
   cudaStream_t stream_ = nullptr;
