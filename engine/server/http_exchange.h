@@ -61,6 +61,9 @@ class HttpHandler {
   // Called on the connection's strand for each complete request. May answer at once or keep the
   // exchange and answer later; an exception becomes an error response.
   virtual void handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) = 0;
+  // The server has stopped its I/O threads (HttpServer::stop): from the return on, the handler
+  // touches no exchange, so the server may go. A handler with threads of its own joins them.
+  virtual void stop() {}
 };
 
 // The reason phrase of a status ("Not Found").

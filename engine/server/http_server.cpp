@@ -169,6 +169,7 @@ void HttpServer::stop() {
   for (auto& t : s.threads)
     if (t.joinable()) t.join();
   s.threads.clear();
+  s.state.handler.stop();
 }
 
 int HttpServer::open_connections() const {

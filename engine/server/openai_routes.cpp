@@ -4,6 +4,7 @@
 
 #include "engine/server/api_error.h"
 #include "engine/server/metrics.h"
+#include "engine/server/server_log.h"
 
 namespace sparkglm::server {
 
@@ -36,7 +37,14 @@ bool same_secret(const std::string& a, const std::string& b) {
 
 OpenAiRoutes::OpenAiRoutes(RouteOptions options, GenerationEngine& engine, const TokenCodec& codec,
                            Metrics& metrics)
-    : options_(std::move(options)), engine_(engine), codec_(codec), metrics_(metrics) {}
+    : options_(std::move(options)), engine_(engine), codec_(codec), metrics_(metrics) {
+  if (options_.request_workers > 0)
+    workers_ = std::make_unique<RequestWorkers>(options_.request_workers, options_.request_queue);
+}
+
+void OpenAiRoutes::stop() {
+  if (workers_) workers_->stop();
+}
 
 void OpenAiRoutes::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
   const Route* route = nullptr;
@@ -56,14 +64,66 @@ void OpenAiRoutes::handle(HttpRequest request, std::shared_ptr<HttpExchange> exc
     r.headers.emplace_back("Allow", allowed);
     return exchange->respond(std::move(r));
   }
-  if (request.path.rfind("/v1/", 0) == 0 && !authorized(request)) throw ApiError::unauthorized();
-
   const std::string& p = request.path;
+  // A load balancer probes /health without credentials; a scraper may be let in to /metrics.
+  const bool open_route = p == "/health" || (p == "/metrics" && options_.metrics_without_auth);
+  if (!open_route && !authorized(request)) throw ApiError::unauthorized();
+
   if (p == "/health") return exchange->respond(health());
   if (p == "/metrics") return exchange->respond(metrics_text());
   if (p == "/v1/models") return exchange->respond(models());
-  if (p == "/tokenize") return exchange->respond(tokenize(request));
-  if (p == "/detokenize") return exchange->respond(detokenize(request));
+  offload(std::move(request), std::move(exchange));
+}
+
+void OpenAiRoutes::offload(HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
+  if (!workers_) return prepare(request, std::move(exchange))();
+  // A client that leaves while its request waits for a worker costs no work.
+  auto left = std::make_shared<std::atomic<bool>>(false);
+  exchange->on_abandon([left] { left->store(true); });
+  auto job = [this, request = std::move(request), exchange, left] {
+    if (left->load()) return;
+    Continuation next;
+    try {
+      next = prepare(request, exchange);
+    } catch (const ApiError& e) {
+      next = [exchange, e] { exchange->respond(HttpResponse::error(e)); };
+    } catch (const Error& e) {
+      next = [exchange, e = api_error_from(e)] { exchange->respond(HttpResponse::error(e)); };
+    } catch (const std::exception& e) {
+      log_line(std::string("internal error: ") + e.what());
+      next = [exchange, e = ApiError::internal(e.what())] {
+        exchange->respond(HttpResponse::error(e));
+      };
+    }
+    exchange->post([exchange, next = std::move(next)] {
+      if (!exchange->open()) return;
+      try {
+        next();
+      } catch (const ApiError& e) {
+        exchange->respond(HttpResponse::error(e));
+      } catch (const std::exception& e) {
+        log_line(std::string("internal error: ") + e.what());
+        exchange->respond(HttpResponse::error(ApiError::internal(e.what())));
+      }
+    });
+  };
+  if (!workers_->try_post(std::move(job))) {
+    HttpResponse busy = HttpResponse::error(ApiError(
+        503, "server_error", "server_busy",
+        "every request worker is busy and " + std::to_string(workers_->max_queued()) +
+            " requests already wait for one (--request-workers, --request-queue); retry later"));
+    busy.headers.emplace_back("Retry-After", "1");
+    exchange->respond(std::move(busy));
+  }
+}
+
+OpenAiRoutes::Continuation OpenAiRoutes::prepare(const HttpRequest& request,
+                                                 std::shared_ptr<HttpExchange> exchange) {
+  const std::string& p = request.path;
+  if (p == "/tokenize")
+    return [exchange, r = tokenize(request)]() mutable { exchange->respond(std::move(r)); };
+  if (p == "/detokenize")
+    return [exchange, r = detokenize(request)]() mutable { exchange->respond(std::move(r)); };
   if (p == "/v1/chat/completions") return chat_completion(request, std::move(exchange));
   return completion(request, std::move(exchange));
 }
@@ -95,10 +155,13 @@ HttpResponse OpenAiRoutes::metrics_text() const {
 }
 
 HttpResponse OpenAiRoutes::tokenize(const HttpRequest& request) const {
-  const TokenizeRequest r = parse_tokenize(parse_json_body(request.body), options_.model);
+  const json fields = parse_json_body(request.body);
+  check_message_counts(fields, options_.limits);
+  const TokenizeRequest r = parse_tokenize(fields, options_.model);
   std::vector<int32_t> ids;
   if (r.add_special_tokens) ids = codec_.prefix();
   const std::string text = r.prompt ? *r.prompt : r.chat->render();
+  check_prompt_bytes(text.size(), options_.limits, r.prompt ? "prompt" : "messages");
   const std::vector<int32_t> body = codec_.encode(text);
   ids.insert(ids.end(), body.begin(), body.end());
   return HttpResponse::json(
@@ -110,29 +173,40 @@ HttpResponse OpenAiRoutes::detokenize(const HttpRequest& request) const {
   return HttpResponse::json(200, {{"prompt", codec_.decode(r.tokens, r.skip_special_tokens)}});
 }
 
-void OpenAiRoutes::chat_completion(const HttpRequest& request,
-                                   std::shared_ptr<HttpExchange> exchange) {
-  ChatCompletionRequest r = parse_chat_completion(parse_json_body(request.body), options_.model);
+OpenAiRoutes::Continuation OpenAiRoutes::chat_completion(const HttpRequest& request,
+                                                         std::shared_ptr<HttpExchange> exchange) {
+  const json json_body = parse_json_body(request.body);
+  check_message_counts(json_body, options_.limits);
+  auto r =
+      std::make_shared<ChatCompletionRequest>(parse_chat_completion(json_body, options_.model));
   std::vector<int32_t> prompt;
-  if (r.add_special_tokens) prompt = codec_.prefix();
-  const std::vector<int32_t> body = codec_.encode(r.chat.render());
+  if (r->add_special_tokens) prompt = codec_.prefix();
+  const std::string text = r->chat.render();
+  check_prompt_bytes(text.size(), options_.limits, "messages");
+  const std::vector<int32_t> body = codec_.encode(text);
   prompt.insert(prompt.end(), body.begin(), body.end());
-  const bool thinking = thinking_enabled(r.chat.options) && r.chat.options.add_generation_prompt;
-  generate(ApiKind::kChat, std::move(r.fields), std::move(prompt), thinking, std::move(exchange));
+  const bool thinking = thinking_enabled(r->chat.options) && r->chat.options.add_generation_prompt;
+  return [this, r, prompt = std::move(prompt), thinking, exchange]() mutable {
+    generate(ApiKind::kChat, std::move(r->fields), std::move(prompt), thinking, exchange);
+  };
 }
 
-void OpenAiRoutes::completion(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange) {
-  CompletionRequest r = parse_completion(parse_json_body(request.body), options_.model);
+OpenAiRoutes::Continuation OpenAiRoutes::completion(const HttpRequest& request,
+                                                    std::shared_ptr<HttpExchange> exchange) {
+  auto r = std::make_shared<CompletionRequest>(
+      parse_completion(parse_json_body(request.body), options_.model));
   std::vector<int32_t> prompt;
-  if (r.prompt_text) {
-    if (r.add_special_tokens) prompt = codec_.prefix();
-    const std::vector<int32_t> body = codec_.encode(*r.prompt_text);
+  if (r->prompt_text) {
+    check_prompt_bytes(r->prompt_text->size(), options_.limits, "prompt");
+    if (r->add_special_tokens) prompt = codec_.prefix();
+    const std::vector<int32_t> body = codec_.encode(*r->prompt_text);
     prompt.insert(prompt.end(), body.begin(), body.end());
   } else {
-    prompt = std::move(r.prompt_ids);
+    prompt = std::move(r->prompt_ids);
   }
-  generate(ApiKind::kCompletion, std::move(r.fields), std::move(prompt), false,
-           std::move(exchange));
+  return [this, r, prompt = std::move(prompt), exchange]() mutable {
+    generate(ApiKind::kCompletion, std::move(r->fields), std::move(prompt), false, exchange);
+  };
 }
 
 void OpenAiRoutes::generate(ApiKind kind, GenerationFields fields, std::vector<int32_t> prompt,

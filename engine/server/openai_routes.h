@@ -1,9 +1,16 @@
 #pragma once
 // The routes of sparkglm-serve: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,
-// POST /tokenize, POST /detokenize, GET /health, GET /metrics. Bearer authentication on /v1/*
-// when an API key is set. Unknown paths are 404, known paths with another method 405.
+// POST /tokenize, POST /detokenize, GET /health, GET /metrics. With an API key, every route but
+// /health needs it as a Bearer token (/metrics too, unless metrics_without_auth opens it for a
+// scraper). Unknown paths are 404, known paths with another method 405.
+//
+// Threads: handle() runs on the connection's strand (an I/O thread) and answers only what is cheap
+// there (/health, /metrics, /v1/models, refusals). Reading a body, rendering the chat template
+// and tokenizing run on the request workers, within RequestLimits; the result comes back to the
+// strand, which answers or starts the generation. A full worker queue is a 503 at once.
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +19,8 @@
 #include "engine/server/generation_engine.h"
 #include "engine/server/http_exchange.h"
 #include "engine/server/openai_request.h"
+#include "engine/server/request_limits.h"
+#include "engine/server/request_workers.h"
 #include "engine/server/token_codec.h"
 
 namespace sparkglm::server {
@@ -20,7 +29,12 @@ class Metrics;
 
 struct RouteOptions {
   ServedModel model;
-  std::string api_key;           // "" = no authentication
+  std::string api_key;  // "" = no authentication
+  bool metrics_without_auth = false;
+  RequestLimits limits;
+  // Threads for the request work described above; 0 runs it inline on the strand (unit tests).
+  int request_workers = 0;
+  size_t request_queue = 64;     // requests waiting for a worker at most
   double request_timeout_s = 0;  // 0 = none
   int kv_pool_tokens = 0;        // what the whole KV pool holds; bounds the default max_tokens
   std::vector<int> eos_ids;
@@ -35,20 +49,28 @@ class OpenAiRoutes : public HttpHandler {
                Metrics& metrics);
 
   void handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) override;
+  void stop() override;  // joins the request workers
   // From the first shutdown signal on: /health says 503, new generations are refused.
   void set_draining() { draining_.store(true); }
 
   const RouteOptions& options() const { return options_; }
 
  private:
+  // What runs on the strand once a request's work is done.
+  using Continuation = std::function<void()>;
+
   bool authorized(const HttpRequest& request) const;
   HttpResponse models() const;
   HttpResponse health() const;
   HttpResponse metrics_text() const;
+  // Runs prepare() on a worker (or inline without workers) and its continuation on the strand.
+  void offload(HttpRequest request, std::shared_ptr<HttpExchange> exchange);
+  // The worker's part of a body route: parse, check the limits, render, tokenize.
+  Continuation prepare(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange);
   HttpResponse tokenize(const HttpRequest& request) const;
   HttpResponse detokenize(const HttpRequest& request) const;
-  void chat_completion(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange);
-  void completion(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange);
+  Continuation chat_completion(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange);
+  Continuation completion(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange);
   // Checks the prompt against the limits, settles max_tokens, and starts the call.
   void generate(ApiKind kind, GenerationFields fields, std::vector<int32_t> prompt, bool thinking,
                 std::shared_ptr<HttpExchange> exchange);
@@ -58,6 +80,7 @@ class OpenAiRoutes : public HttpHandler {
   const TokenCodec& codec_;
   Metrics& metrics_;
   std::atomic<bool> draining_{false};
+  std::unique_ptr<RequestWorkers> workers_;  // last: joined before the rest goes
 };
 
 }  // namespace sparkglm::server

@@ -185,7 +185,7 @@ class TimeoutTest(unittest.TestCase):
 
 
 class ApiKeyTest(unittest.TestCase):
-    def test_api_key_guards_v1_only(self):
+    def test_api_key_guards_every_route_but_health(self):
         with harness.ServerProcess("--api-key", "s3cret") as srv:
             self.assertNotIn("s3cret", srv.log())  # never logged
             for headers in [None, {"Authorization": "Bearer wrong"},
@@ -201,7 +201,21 @@ class ApiKeyTest(unittest.TestCase):
                                              headers={"Authorization": "Bearer s3cret"})
             self.assertEqual(status, 200, body)
             self.assertEqual(harness.call(srv.port, "GET", "/health")[0], 200)
+            # Every other route needs the key, /tokenize, /detokenize and /metrics included.
+            key = {"Authorization": "Bearer s3cret"}
+            for method, path, body in [("GET", "/metrics", None),
+                                       ("POST", "/tokenize", {"prompt": "a"}),
+                                       ("POST", "/detokenize", {"tokens": [1]})]:
+                self.assertEqual(harness.call(srv.port, method, path, body)[0], 401, path)
+                self.assertEqual(harness.call(srv.port, method, path, body, headers=key)[0],
+                                 200, path)
+            self.assertEqual(srv.stop(), 0)
+
+    def test_metrics_without_auth_opens_only_metrics(self):
+        with harness.ServerProcess("--api-key", "s3cret", "--metrics-without-auth", True) as srv:
             self.assertEqual(harness.call(srv.port, "GET", "/metrics")[0], 200)
+            self.assertEqual(harness.call(srv.port, "POST", "/tokenize", {"prompt": "a"})[0], 401)
+            self.assertEqual(harness.call(srv.port, "GET", "/v1/models")[0], 401)
             self.assertEqual(srv.stop(), 0)
 
     def test_without_api_key_v1_is_open(self):

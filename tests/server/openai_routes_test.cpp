@@ -181,14 +181,18 @@ TEST_F(RoutesTest, UnknownPathIs404AndWrongMethod405WithAllow) {
   EXPECT_EQ(call("POST", "/health")->response->status, 405);
 }
 
-TEST_F(RoutesTest, ApiKeyGuardsV1Only) {
+TEST_F(RoutesTest, ApiKeyGuardsEveryRouteButHealth) {
   make_routes("k3y");
   EXPECT_EQ(call("GET", "/v1/models")->response->status, 401);
   EXPECT_EQ(call("GET", "/v1/models", nullptr, "Bearer nope")->response->status, 401);
   EXPECT_EQ(call("GET", "/v1/models", nullptr, "Bearer k3y2")->response->status, 401);
   EXPECT_EQ(call("GET", "/v1/models", nullptr, "Bearer k3y")->response->status, 200);
   EXPECT_EQ(call("GET", "/health")->response->status, 200);
-  EXPECT_EQ(call("POST", "/tokenize", {{"prompt", "a"}})->response->status, 200);
+  EXPECT_EQ(call("POST", "/tokenize", {{"prompt", "a"}})->response->status, 401);
+  EXPECT_EQ(call("POST", "/detokenize", {{"tokens", {1}}})->response->status, 401);
+  EXPECT_EQ(call("GET", "/metrics")->response->status, 401);
+  EXPECT_EQ(call("POST", "/tokenize", {{"prompt", "a"}}, "Bearer k3y")->response->status, 200);
+  EXPECT_EQ(call("GET", "/metrics", nullptr, "Bearer k3y")->response->status, 200);
 }
 
 TEST_F(RoutesTest, ModelsHealthAndMetrics) {
