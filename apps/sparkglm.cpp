@@ -28,9 +28,11 @@ constexpr const char* kUsage = R"(usage: sparkglm <command> [flags]
   tinyglm make --preset P --out DIR    write a dummy-weight checkpoint directory
        [--seed N] [--num-layers N] [--shard-mb N] [--force]
   generate (--preset P | --model DIR)  greedy generation on the CPU backend
-       [--prompt TEXT] [--max-tokens N] [--prefill-chunk N] [--threads N] [--seed N] [--num-layers N]
-  logits (--preset P | --model DIR) --tokens a,b,c --out FILE.npz [--mtp]
+       [--prompt TEXT] [--max-tokens N] [--prefill-chunk N] [--threads N]
+  logits (--preset P | --model DIR) --tokens a,b,c --out FILE.npz [--mtp] [--threads N]
        logits [T, vocab] and hidden [T, D] of every position (and MTP logits [T-1, vocab])
+  With --preset, [--seed N] [--num-layers N] shape the dummy weights; with --model they are
+  refused. A flag a command does not use is an error.
 
 )";
 
@@ -39,13 +41,36 @@ constexpr const char* kPresets = "\npresets: glm-5.3-flash, tinyglm, tinyglm-mic
 const std::set<std::string> kModelFlags = {"--preset", "--model", "--seed", "--num-layers",
                                            "--threads"};
 
-std::unique_ptr<LoadedModel> load(const CliArgs& a, ThreadPool& pool) {
-  const uint64_t seed = uint64_t(a.integer("--seed", int64_t(kDefaultDummySeed), 0, INT64_MAX));
-  const int layers = int(a.integer("--num-layers", 0, 0, 1024));
+// Where the weights come from. --seed and --num-layers shape a preset's dummy weights; a checkpoint
+// directory has its own weights and depth, so with --model they are refused, not ignored.
+struct ModelSource {
+  std::string preset, model_dir;
+  int num_layers = 0;
+  uint64_t seed = kDefaultDummySeed;
+};
+
+ModelSource model_source(const CliArgs& a) {
   if (a.has("--model") == a.has("--preset"))
     throw Error(ErrorKind::kInvalidArgument, "give exactly one of --preset NAME or --model DIR");
-  if (a.has("--model")) return load_model_dir(a.str("--model", ""));
-  return load_model_preset(a.str("--preset", ""), layers, seed, pool);
+  ModelSource m;
+  if (a.has("--model")) {
+    for (const char* flag : {"--num-layers", "--seed"})
+      if (a.has(flag))
+        throw Error(ErrorKind::kInvalidArgument,
+                    std::string(flag) + " applies to --preset only (a --model checkpoint has its " +
+                        "own weights and depth)");
+    m.model_dir = a.str("--model", "");
+    return m;
+  }
+  m.preset = a.str("--preset", "");
+  m.num_layers = int(a.integer("--num-layers", 0, 0, 1024));
+  m.seed = uint64_t(a.integer("--seed", int64_t(kDefaultDummySeed), 0, INT64_MAX));
+  return m;
+}
+
+std::unique_ptr<LoadedModel> load(const ModelSource& m, ThreadPool& pool) {
+  if (!m.model_dir.empty()) return load_model_dir(m.model_dir);
+  return load_model_preset(m.preset, m.num_layers, m.seed, pool);
 }
 
 ThreadPool& pool_for(const CliArgs& a) {
@@ -66,6 +91,7 @@ int cmd_tinyglm_make(const CliArgs& a) {
   options.max_shard_bytes = a.integer("--shard-mb", 2048, 1, 1 << 20) << 20;
   options.overwrite = a.has("--force");
   const std::string out = a.required("--out");
+  a.reject_unread("sparkglm tinyglm make");
   const int shards = write_dummy_checkpoint(config, out, options, pool);
   std::printf("wrote %s: %d shard(s), weights %s\n", out.c_str(), shards,
               dummy_identity(options.seed).c_str());
@@ -76,13 +102,15 @@ int cmd_generate(const CliArgs& a) {
   std::set<std::string> known = kModelFlags;
   known.insert({"--prompt", "--max-tokens", "--prefill-chunk"});
   a.allow_only(known);
-  ThreadPool& pool = pool_for(a);
-  const auto model = load(a, pool);
-  const ByteTokenizer tok;
+  const ModelSource source = model_source(a);
   const std::string prompt =
       a.str("--prompt", "[gMASK]<sop><|user|>\nWrite a haiku about sparks.<|assistant|>");
   const int max_tokens = int(a.integer("--max-tokens", 32, 1, 1 << 20));
   const int chunk = int(a.integer("--prefill-chunk", 512, 1, 1 << 20));
+  ThreadPool& pool = pool_for(a);
+  a.reject_unread("sparkglm generate");
+  const auto model = load(source, pool);
+  const ByteTokenizer tok;
   const std::vector<int32_t> ids = tok.encode(prompt);
   const int block_size = 16;
   const int blocks = int((ids.size() + size_t(max_tokens)) / block_size + 2);
@@ -112,13 +140,17 @@ int cmd_generate(const CliArgs& a) {
 }
 
 int cmd_logits(const CliArgs& a) {
+  // One forward over all the tokens: no prefill chunking, so --prefill-chunk is unknown here.
   std::set<std::string> known = kModelFlags;
-  known.insert({"--tokens", "--out", "--mtp", "--prefill-chunk"});
+  known.insert({"--tokens", "--out", "--mtp"});
   a.allow_only(known);
-  ThreadPool& pool = pool_for(a);
-  const auto model = load(a, pool);
+  const ModelSource source = model_source(a);
   const std::vector<int32_t> ids = a.int_list("--tokens");
   const std::string out_path = a.required("--out");
+  const bool with_mtp = a.has("--mtp");
+  ThreadPool& pool = pool_for(a);
+  a.reject_unread("sparkglm logits");
+  const auto model = load(source, pool);
   const int64_t t = int64_t(ids.size()), d = model->config.hidden_size,
                 v = model->config.vocab_size;
   const int block_size = 16, blocks = int(t / block_size + 2);
@@ -133,7 +165,7 @@ int cmd_logits(const CliArgs& a) {
   std::vector<NpzArray> arrays = {{"logits", {t, v}, main.logits.data()},
                                   {"hidden", {t, d}, main.hidden.data()}};
   ForwardOutput mtp;
-  if (a.has("--mtp") && t > 1) {
+  if (with_mtp && t > 1) {
     // MTP row i combines h_i with token i+1.
     ForwardBatch mb;
     mb.add_sequence({ids.begin() + 1, ids.end()}, 0, 0, table, true, /*all_logits=*/true);

@@ -47,15 +47,18 @@ CliArgs::CliArgs(const std::vector<std::string>& args, const std::set<std::strin
 }
 
 bool CliArgs::has(const std::string& flag) const {
+  mark_read(flag);
   return values_.count(flag) > 0;
 }
 
 std::string CliArgs::str(const std::string& flag, const std::string& fallback) const {
+  mark_read(flag);
   auto it = values_.find(flag);
   return it == values_.end() ? fallback : it->second;
 }
 
 std::string CliArgs::required(const std::string& flag) const {
+  mark_read(flag);
   auto it = values_.find(flag);
   if (it == values_.end()) throw Error(ErrorKind::kInvalidArgument, flag + " is required");
   return it->second;
@@ -63,6 +66,7 @@ std::string CliArgs::required(const std::string& flag) const {
 
 int64_t CliArgs::integer(const std::string& flag, int64_t fallback, int64_t min,
                          int64_t max) const {
+  mark_read(flag);
   auto it = values_.find(flag);
   if (it == values_.end()) return fallback;
   const int64_t v = parse_int(flag, it->second);
@@ -92,6 +96,14 @@ std::vector<int32_t> CliArgs::int_list(const std::string& flag) const {
 void CliArgs::allow_only(const std::set<std::string>& known) const {
   for (const auto& [name, _] : values_)
     if (!known.count(name)) throw Error(ErrorKind::kInvalidArgument, "unknown flag " + name);
+}
+
+void CliArgs::reject_unread(const std::string& command) const {
+  for (const auto& [name, _] : values_)
+    if (!read_.count(name))
+      throw Error(ErrorKind::kInvalidArgument,
+                  name + ": given but not used by " + command +
+                      " with these flags (a flag that does nothing is an error)");
 }
 
 }  // namespace sparkglm

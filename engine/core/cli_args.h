@@ -1,6 +1,8 @@
 #pragma once
 // Command-line flags of the form `--name value` and `--flag`, with typed getters whose errors name
-// the flag and the value expected. Unknown flags are an error, never ignored.
+// the flag and the value expected. Unknown flags are an error, never ignored; so is a flag that is
+// known but that the command did not read for what it was asked (reject_unread): a command reads
+// every flag it will use before it starts its work, then calls reject_unread.
 #include <cstdint>
 #include <map>
 #include <set>
@@ -22,9 +24,15 @@ class CliArgs {
   const std::vector<std::string>& positional() const { return positional_; }
   // Throws for any flag not in `known` (and not a switch).
   void allow_only(const std::set<std::string>& known) const;
+  // Throws Error(kInvalidArgument) "--X: given but not used by <command> (...)" for the first flag
+  // given that no getter (has, str, required, integer, int_list) has read yet.
+  void reject_unread(const std::string& command) const;
 
  private:
+  void mark_read(const std::string& flag) const { read_.insert(flag); }
+
   std::map<std::string, std::string> values_;
+  mutable std::set<std::string> read_;  // flags a getter asked for
   std::vector<std::string> positional_;
 };
 
