@@ -2,6 +2,8 @@
 
 #include <functional>
 #include <regex>
+#include <string>
+#include <string_view>
 
 #include "engine/core/error.h"
 #include "receipts/bundle_file.h"
@@ -21,9 +23,11 @@ struct Fields {
                 file + ": field " + at + ": expected " + expected + ", got " +
                     (got.is_null() ? std::string("nothing") : got.dump().substr(0, 80)));
   }
-  const json& get(const json& o, const std::string& at) const {
+  // Static, with the path by value: a member taking a temporary path would make g++ 13 warn that
+  // the returned reference may dangle (-Wdangling-reference), though it refers into `o`.
+  static const json& get(const json& o, std::string_view at) {
     const size_t dot = at.rfind('.');
-    const std::string key = dot == std::string::npos ? at : at.substr(dot + 1);
+    const std::string key(dot == std::string_view::npos ? at : at.substr(dot + 1));
     static const json missing;
     return o.is_object() && o.contains(key) ? o[key] : missing;
   }

@@ -59,7 +59,10 @@ std::vector<std::string> operator_table_limitations(const json& table) {
     if (!(floor > 0 && t > 0)) continue;
     const double fraction = floor / t;
     const double target = row.value("floor_kind", "hbm") == "compute" ? 0.6 : 0.7;
-    Worst& w = targets[row.value("operator", "?")];
+    // The key is named first: a reference bound to operator[] of a temporary key makes g++ 13
+    // warn (-Wdangling-reference), though it refers into the map.
+    const std::string op = row.value("operator", "?");
+    Worst& w = targets[op];
     ++w.shapes;
     if (fraction >= target) continue;
     ++w.misses;

@@ -3,6 +3,7 @@
 // `not-run` with the reason), driving one server (a measurement) or two (an A/B, interleaved) with
 // the gates' workloads, and writes one bundle that verifies. The harness knows nothing of the
 // model; the servers are whatever command lines it is given.
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <ostream>

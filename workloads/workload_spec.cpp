@@ -37,7 +37,8 @@ class Fields {
   }
   std::string name(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
   bool has(const std::string& key) const { return j_.contains(key) && !j_[key].is_null(); }
-  const json& at(const std::string& key) const { return j_[key]; }
+  // A literal key: a temporary std::string would make g++ 13 warn (-Wdangling-reference).
+  const json& at(const char* key) const { return j_[key]; }
 
   std::string text(const std::string& key, const std::string* fallback = nullptr) const {
     if (!has(key)) {

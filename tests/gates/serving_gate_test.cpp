@@ -65,7 +65,8 @@ struct FakeRun {
     return evaluate_serving_gate(gate, run, metrics, policy.at(cls), g1);
   }
 
-  harness::RequestRecord& measured(const std::string& arm, const std::string& case_id, int rep) {
+  // Literal names: temporary strings would make g++ 13 warn (-Wdangling-reference).
+  harness::RequestRecord& measured(const char* arm, const char* case_id, int rep) {
     for (harness::RequestRecord& r : run.records)
       if (r.arm == arm && r.case_id == case_id && r.repetition == rep) return r;
     throw std::runtime_error("no such record");
