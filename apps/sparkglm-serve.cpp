@@ -1,7 +1,7 @@
 // sparkglm-serve: the OpenAI-compatible server. Options come from the registry (flags, then
 // --profile); the model from --preset or --model; the runner factory builds the CPU reference or
 // the CUDA backend (--device) under the continuous-batching engine; Beast serves HTTP.
-// SIGINT/SIGTERM drain and exit 0.
+// SIGINT/SIGTERM drain and exit 0; a device fault drains and exits 3 (a supervisor restarts it).
 #include <pthread.h>
 #include <signal.h>
 
@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -36,6 +37,11 @@ namespace sparkglm {
 namespace {
 
 using server::log_line;
+
+// The exit status after a device fault: the device is unusable until the process restarts.
+constexpr int kExitDeviceFault = 3;
+// How long /health keeps answering 503 with the reason before the listener closes.
+constexpr std::chrono::milliseconds kFaultHold{2000};
 
 std::chrono::milliseconds millis(double seconds) {
   return std::chrono::milliseconds(int64_t(seconds * 1000.0));
@@ -78,6 +84,7 @@ int serve(const std::vector<std::string>& args) {
   request.kv_cache_bytes = size_t(cfg.integer("kv-cache-memory-bytes"));
   request.gpu_memory_utilization = cfg.number("gpu-memory-utilization");
   request.cuda_graphs = !cfg.boolean("enforce-eager");
+  request.inject_device_fault_after_steps = cfg.integer("inject-device-fault-after-steps");
   BuiltRunner built = build_runner(request, pool);
   ModelRunner& runner = *built.runner;
   const ModelConfig& mc = built.config;
@@ -140,8 +147,28 @@ int serve(const std::vector<std::string>& args) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  // Waits for a shutdown signal or a device fault, whichever comes first.
   int received = 0;
-  sigwait(&signals, &received);
+  std::string fatal;
+  const timespec no_wait{0, 0};
+  while (received <= 0 && fatal.empty()) {
+    received = sigtimedwait(&signals, nullptr, &no_wait);
+    if (received <= 0) fatal = engine->wait_for_fault(std::chrono::milliseconds(100));
+  }
+  if (!fatal.empty()) {
+    // The engine has already ended every request with a 503; /health says why while their
+    // connections finish, then the process exits for its supervisor to restart it.
+    log_line("engine fatal: " + fatal + "; draining and exiting with status " +
+             std::to_string(kExitDeviceFault) + " (restart the server)");
+    // Probes (and `sparkglm status`) get a moment to read the reason from /health.
+    std::this_thread::sleep_for(kFaultHold);
+    http_server.stop_accepting();
+    const bool closed = http_server.wait_until_closed(std::chrono::milliseconds(2000));
+    http_server.stop();
+    log_line(std::string("stopped after a device fault") +
+             (closed ? "" : " (some connections were still open)"));
+    return kExitDeviceFault;
+  }
   const double grace = cfg.number("shutdown-grace");
   char grace_text[32];
   std::snprintf(grace_text, sizeof grace_text, "%g", grace);

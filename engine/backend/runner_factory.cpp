@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <climits>
+#include <functional>
 #include <string>
 
 #include "engine/backend/cpu/cpu_model_runner.h"
+#include "engine/backend/device_fault_injector.h"
 #include "engine/backend/memory_plan.h"
 #include "engine/core/error.h"
 
@@ -13,6 +15,7 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_model_runner.h"
+#include "engine/backend/cuda/device_fault.h"
 #include "engine/backend/cuda/dsa_indexer.h"
 #endif
 
@@ -158,7 +161,9 @@ bool cuda_backend_built() {
 #endif
 }
 
-BuiltRunner build_runner(const RunnerRequest& request, ThreadPool& pool) {
+namespace {
+
+BuiltRunner build_for_device(const RunnerRequest& request, ThreadPool& pool) {
   if (request.device == "cpu") return build_cpu(request, pool);
   if (request.device == "cuda") {
 #if SPARKGLM_HAVE_CUDA
@@ -170,6 +175,22 @@ BuiltRunner build_runner(const RunnerRequest& request, ThreadPool& pool) {
 #endif
   }
   throw Error(ErrorKind::kInvalidArgument, "--device " + request.device + ": expected cpu or cuda");
+}
+
+}  // namespace
+
+BuiltRunner build_runner(const RunnerRequest& request, ThreadPool& pool) {
+  BuiltRunner b = build_for_device(request, pool);
+  const int64_t after = request.inject_device_fault_after_steps;
+  if (after <= 0) return b;
+  std::function<void()> provoke = throw_injected_device_fault(after);
+#if SPARKGLM_HAVE_CUDA
+  if (request.device == "cuda") provoke = [] { cuda::provoke_illegal_address(); };
+#endif
+  b.runner = std::make_unique<DeviceFaultInjector>(std::move(b.runner), after, std::move(provoke));
+  b.log_lines.push_back("TEST HOOK: a device fault is injected after " + std::to_string(after) +
+                        " engine steps (--inject-device-fault-after-steps)");
+  return b;
 }
 
 }  // namespace sparkglm

@@ -13,6 +13,7 @@ enum class ErrorKind {
   kIo,                 // a file could not be opened, read or written
   kCapacity,           // a request cannot fit in the configured pools
   kUnsupported,        // a format or feature this build does not implement
+  kDeviceFatal,        // the device is unusable (a sticky CUDA error): the process must restart
 };
 
 const char* to_string(ErrorKind kind);
@@ -28,6 +29,9 @@ class Error : public std::runtime_error {
   ErrorKind kind_;
   std::string message_;
 };
+
+// True for an Error of kind kDeviceFatal: no request's fault, and no later step can succeed.
+bool is_device_fatal(const std::exception& e);
 
 [[noreturn]] void assert_failed(const char* expr, const char* file, int line,
                                 const std::string& msg);

@@ -153,6 +153,10 @@ std::vector<OptionSpec> serving_table() {
            "needs it"),
       real("shutdown-grace", 30.0, 0.0, 3600.0, P::kServerArgs,
            "seconds in-flight requests get to finish after SIGTERM (0 = stop at once)"),
+      // Test hooks: never in a profile.
+      integer("inject-device-fault-after-steps", 0, 0, int64_t(1) << 40, P::kCommandLineOnly,
+              "TEST HOOK: provoke a device fault after this many engine steps (a real illegal "
+              "address on CUDA, a fatal device error on the CPU) to test the fatal path (0 = off)"),
   };
   for (OptionSpec& s : t) {
     if (s.name == "api-key") s.secret = true;

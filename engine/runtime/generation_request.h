@@ -20,6 +20,7 @@ enum class FinishReason {
   kCancelled,  // the client went away or the server cancelled it
   kTimeout,    // the request's deadline passed
   kError,      // the engine failed this request (message in RequestEvent::error)
+  kDeviceFault,  // the device failed for good: the engine stopped (the reason in error)
 };
 const char* to_string(FinishReason r);
 

@@ -30,6 +30,8 @@ const char* to_string(FinishReason r) {
       return "timeout";
     case FinishReason::kError:
       return "error";
+    case FinishReason::kDeviceFault:
+      return "device_fault";
   }
   return "?";
 }
@@ -313,7 +315,9 @@ bool Scheduler::step() {
   try {
     runner_.submit(batch, sampling);
   } catch (const std::exception& e) {
-    // A failed step fails its requests, never the server.
+    // A failed step fails its requests, never the server; a device fault fails the device, and
+    // goes to the engine (which cancels everything through cancel_all).
+    if (is_device_fatal(e)) throw;
     for (Sequence* s : q.members) finish(*s, FinishReason::kError, e.what());
     drop_finished();
     if (!queued_.empty()) collect_oldest();
@@ -339,6 +343,7 @@ void Scheduler::collect_oldest() {
   try {
     runner_.collect(result);
   } catch (const std::exception& e) {
+    if (is_device_fatal(e)) throw;  // the engine's to handle, as in step()
     failure = e.what();
   }
   const ModelConfig& c = runner_.config();
@@ -380,7 +385,7 @@ void Scheduler::collect_oldest() {
   counters_.total_step_seconds += counters_.last_step_seconds;
 }
 
-void Scheduler::cancel_all(FinishReason reason) {
+void Scheduler::cancel_all(FinishReason reason, const std::string& error) {
   // Queued steps are collected (the runner's queue must drain) and their results dropped.
   for (; !queued_.empty(); queued_.pop_front()) {
     StepResult ignored;
@@ -390,8 +395,9 @@ void Scheduler::cancel_all(FinishReason reason) {
     }
     for (Sequence* s : queued_.front().members) s->queued_steps = 0, s->pending_row = -1;
   }
-  for (auto& s : waiting_) finish(*s, reason);
-  for (auto& s : running_) finish(*s, reason);
+  for (auto& s : waiting_) finish(*s, reason, error);
+  for (auto& s : running_)
+    if (s->finish == FinishReason::kNone) finish(*s, reason, error);
   waiting_.clear();
   running_.clear();
 }

@@ -70,8 +70,10 @@ class Scheduler {
   // One engine step: submits the next step and collects the one before it; returns false when
   // there was nothing to do.
   bool step();
-  // Finishes every request with `reason` (shutdown).
-  void cancel_all(FinishReason reason);
+  // Finishes every request with `reason` (shutdown; a device fault, with `error` saying why).
+  // step() throws an Error of kind kDeviceFatal on instead of failing the step's requests: the
+  // caller then calls this.
+  void cancel_all(FinishReason reason, const std::string& error = "");
 
   int waiting() const { return int(waiting_.size()); }
   int running() const { return int(running_.size()); }

@@ -32,6 +32,8 @@ std::shared_ptr<RequestHandle> ServingEngine::submit(GenerationRequest request) 
   auto handle = std::make_shared<RequestHandle>(next_id.fetch_add(1));
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!fatal_.empty())
+      throw Error(ErrorKind::kDeviceFatal, "the engine stopped on a device fault: " + fatal_);
     if (stopping_ || draining_) throw Error(ErrorKind::kCapacity, "the server is shutting down");
     inbox_.emplace_back(handle, std::move(request));
     stats_.waiting = int(inbox_.size()) + scheduler_waiting_;
@@ -60,6 +62,7 @@ void ServingEngine::publish_stats() {
   s.last_step_seconds = c.last_step_seconds;
   s.total_step_seconds = c.total_step_seconds;
   std::lock_guard<std::mutex> lock(mutex_);
+  s.fatal = fatal_;
   scheduler_waiting_ = scheduler_.waiting();
   s.waiting = scheduler_waiting_ + int(inbox_.size());
   idle_ = scheduler_.idle() && inbox_.empty();
@@ -69,6 +72,7 @@ void ServingEngine::publish_stats() {
 void ServingEngine::loop() {
   for (;;) {
     std::vector<std::pair<std::shared_ptr<RequestHandle>, GenerationRequest>> arrived;
+    std::function<void()> after_step;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       // With nothing to run, sleep until a request arrives; cancellation flags are polled by
@@ -76,6 +80,7 @@ void ServingEngine::loop() {
       wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !scheduler_.idle(); });
       if (stopping_) break;
       arrived.swap(inbox_);
+      after_step = after_step_;
     }
     for (auto& [handle, request] : arrived) {
       auto on_event = request.on_event;
@@ -91,12 +96,30 @@ void ServingEngine::loop() {
     try {
       scheduler_.step();
     } catch (const std::exception& e) {
+      if (is_device_fatal(e)) {
+        // No later step can succeed: the engine stops here, and says why.
+        std::fprintf(stderr, "sparkglm-serve: engine fatal: %s\n", e.what());
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          fatal_ = e.what();
+        }
+        end_all(FinishReason::kDeviceFault, e.what());
+        faulted_.notify_all();
+        return;
+      }
       std::fprintf(stderr, "sparkglm-serve: engine step failed: %s\n", e.what());
       scheduler_.cancel_all(FinishReason::kError);
     }
+    if (after_step) after_step();
     publish_stats();
   }
-  // Whatever is left, queued or running, ends now.
+  end_all(FinishReason::kCancelled, "");
+}
+
+void ServingEngine::end_all(FinishReason reason, const std::string& error) {
+  // Whatever is left, queued or running, ends now. With the engine thread gone, a request that
+  // was submitted a moment ago would wait forever: submit() refuses new ones before this runs
+  // (stopping_ or fatal_ is set), so the inbox is complete.
   std::vector<std::pair<std::shared_ptr<RequestHandle>, GenerationRequest>> left;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -104,12 +127,24 @@ void ServingEngine::loop() {
   }
   for (auto& [handle, request] : left) {
     RequestEvent ev;
-    ev.finish = FinishReason::kCancelled;
+    ev.finish = reason;
+    ev.error = error;
     ev.prompt_tokens = int(request.prompt.size());
     if (request.on_event) request.on_event(ev);
   }
-  scheduler_.cancel_all(FinishReason::kCancelled);
+  scheduler_.cancel_all(reason, error);
   publish_stats();
+}
+
+void ServingEngine::set_after_step(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  after_step_ = std::move(fn);
+}
+
+std::string ServingEngine::wait_for_fault(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  faulted_.wait_for(lock, timeout, [&] { return !fatal_.empty(); });
+  return fatal_;
 }
 
 void ServingEngine::shutdown(std::chrono::milliseconds grace) {

@@ -89,6 +89,11 @@ ApiError ApiError::internal(const std::string& message) {
   return ApiError(500, "server_error", "internal_error", message);
 }
 
+ApiError ApiError::device_fault(const std::string& reason) {
+  return ApiError(503, "server_error", "device_fault",
+                  "the engine stopped on a device fault and the server is restarting: " + reason);
+}
+
 ApiError api_error_from(const Error& e) {
   switch (e.kind()) {
     case ErrorKind::kCapacity:
@@ -96,6 +101,8 @@ ApiError api_error_from(const Error& e) {
                       "this request can never fit in this server: " + e.message());
     case ErrorKind::kInvalidArgument:
       return ApiError::invalid_request(e.message());
+    case ErrorKind::kDeviceFatal:
+      return ApiError::device_fault(e.message());
     default:
       return ApiError::internal(e.what());
   }

@@ -39,6 +39,8 @@ class ApiError : public std::runtime_error {
   static ApiError shutting_down();
   static ApiError request_timeout(const std::string& message);
   static ApiError internal(const std::string& message);
+  // The engine stopped on a device fault (503: the server exits and its supervisor restarts it).
+  static ApiError device_fault(const std::string& reason);
 
  private:
   int status_;
@@ -46,7 +48,7 @@ class ApiError : public std::runtime_error {
 };
 
 // An engine Error raised while serving a request: kInvalidArgument and kCapacity are the client's
-// (400), everything else is the server's (500).
+// (400), kDeviceFatal is 503 (device_fault), everything else is the server's (500).
 ApiError api_error_from(const Error& e);
 
 }  // namespace sparkglm::server

@@ -109,7 +109,9 @@ void GenerationCall::drain() {
     // set until a timer finds the inbox empty.)
     if (!timed) drain_scheduled_ = false;
   }
+  emitted_.clear();
   for (const RequestEvent& e : draining_) {
+    if (!done_ && !e.tokens.empty()) emitted_.push_back(e.time);
     try {
       on_event(e);
     } catch (const std::exception& ex) {
@@ -119,7 +121,10 @@ void GenerationCall::drain() {
     }
   }
   draining_.clear();  // keeps its capacity for the next drain
-  if (setup_.fields.stream) sse_.flush();
+  if (setup_.fields.stream) {
+    sse_.flush();
+    record_emit_delays();
+  }
   if (timed && !done_) {
     // The next multiple of the interval on the steady clock, the same instant for every stream:
     // one wake-up of the I/O thread then drains them all.
@@ -129,6 +134,15 @@ void GenerationCall::drain() {
     exchange_->post_at(now + iv - now.time_since_epoch() % iv,
                        [self = shared_from_this()] { self->drain_on_timer(); });
   }
+}
+
+void GenerationCall::record_emit_delays() {
+  if (!metrics_ || emitted_.empty()) return;
+  const auto written = std::chrono::steady_clock::now();
+  std::vector<double> delays;
+  delays.reserve(emitted_.size());
+  for (const auto& made : emitted_) delays.push_back(seconds_between(made, written));
+  metrics_->record_sse_emit_delays(delays);
 }
 
 void GenerationCall::send_chunk(json chunk) {
@@ -201,6 +215,8 @@ void GenerationCall::on_event(const RequestEvent& e) {
       return fail(ApiError::shutting_down(), "abort");
     case FinishReason::kError:
       return fail(ApiError::internal("the engine failed this request: " + e.error), "error");
+    case FinishReason::kDeviceFault:
+      return fail(ApiError::device_fault(e.error), "device_fault");
   }
 }
 

@@ -8,7 +8,8 @@
 //
 // Endings: eos / stop token -> "stop"; a stop string -> "stop" and the engine request is cancelled
 // at once; max_tokens -> "length"; the client gone -> the engine request is cancelled; the deadline
-// -> 504 (or an error event mid-stream); server shutdown -> 503 (or an error event).
+// -> 504 (or an error event mid-stream); server shutdown -> 503 (or an error event); a device
+// fault -> 503 device_fault (or an error event, then [DONE]).
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -69,6 +70,8 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   // interval, schedules the next drain by timer while the stream runs.
   void drain();
   void drain_on_timer();
+  // Stream: the delay from each drained token event's making to its write, into the metrics.
+  void record_emit_delays();
   void on_event(const RequestEvent& e);
   bool is_stop_token(int32_t id) const;
   // Stream: one chunk with the text and logprobs of this event. Body: accumulates.
@@ -95,6 +98,7 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   std::mutex inbox_mutex_;  // guards inbox_ and drain_scheduled_
   std::vector<RequestEvent> inbox_, draining_;
   bool drain_scheduled_ = false;  // a drain is posted or its timer runs: deliver() posts nothing
+  std::vector<std::chrono::steady_clock::time_point> emitted_;  // the drain's token events' times
   std::string id_;
   int64_t created_ = 0;
   bool done_ = false;

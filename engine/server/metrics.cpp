@@ -67,7 +67,10 @@ void Histogram::render(std::string& out, const std::string& name) const {
 
 Metrics::Metrics()
     : first_token_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
-      request_duration_({0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}) {}
+      request_duration_({0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}),
+      // Fine below a millisecond, where a token that leaves when it is made lands.
+      sse_emit_delay_({25e-6, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3, 25e-3, 50e-3,
+                       0.1, 0.25, 1}) {}
 
 void Metrics::record_response(std::string_view path, int status) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -98,6 +101,11 @@ void Metrics::record_generation(std::string_view finish, int prompt_tokens, int 
   request_completion_tokens_ += uint64_t(completion_tokens);
   if (first_token_seconds >= 0) first_token_.observe(first_token_seconds);
   request_duration_.observe(total_seconds);
+}
+
+void Metrics::record_sse_emit_delays(const std::vector<double>& seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (double v : seconds) sse_emit_delay_.observe(v);
 }
 
 std::string Metrics::render(const EngineStats& e) const {
@@ -132,6 +140,9 @@ std::string Metrics::render(const EngineStats& e) const {
   header(out, "sparkglm_request_duration_seconds", "histogram",
          "From a request's arrival to its last event.");
   request_duration_.render(out, "sparkglm_request_duration_seconds");
+  header(out, "sparkglm_sse_emit_delay_seconds", "histogram",
+         "Streams: from the engine sampling a token to its event's bytes reaching the socket.");
+  sse_emit_delay_.render(out, "sparkglm_sse_emit_delay_seconds");
 
   header(out, "sparkglm_prompt_tokens_total", "counter", "Prompt tokens the engine processed.");
   sample(out, "sparkglm_prompt_tokens_total", double(e.prompt_tokens));
@@ -157,6 +168,10 @@ std::string Metrics::render(const EngineStats& e) const {
   sample(out, "sparkglm_engine_step_seconds_count", double(e.steps));
   header(out, "sparkglm_engine_last_step_seconds", "gauge", "Time of the latest engine step.");
   sample(out, "sparkglm_engine_last_step_seconds", e.last_step_seconds);
+  header(out, "sparkglm_engine_fatal", "gauge",
+         "1 once a device fault stopped the engine: the server drains and exits non-zero, and "
+         "/health gives the reason.");
+  sample(out, "sparkglm_engine_fatal", e.fatal.empty() ? 0.0 : 1.0);
   return out;
 }
 

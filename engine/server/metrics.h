@@ -42,6 +42,10 @@ class Metrics {
   void record_generation(std::string_view finish, int prompt_tokens, int completion_tokens,
                          double first_token_seconds, double total_seconds);
 
+  // Streams: for each event of one write, the time from the engine producing it (the token was
+  // sampled) to its bytes being handed to the socket.
+  void record_sse_emit_delays(const std::vector<double>& seconds);
+
   std::string render(const EngineStats& engine) const;
 
  private:
@@ -51,7 +55,7 @@ class Metrics {
   int64_t connections_open_ = 0;
   uint64_t connections_total_ = 0, connections_rejected_ = 0;
   uint64_t request_prompt_tokens_ = 0, request_completion_tokens_ = 0;
-  Histogram first_token_, request_duration_;
+  Histogram first_token_, request_duration_, sse_emit_delay_;
 };
 
 // The route label for a path: the path itself when it is one of the server's routes.

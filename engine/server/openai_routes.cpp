@@ -145,6 +145,9 @@ HttpResponse OpenAiRoutes::models() const {
 }
 
 HttpResponse OpenAiRoutes::health() const {
+  // A device fault outranks a drain: it is why the server is going away.
+  if (const std::string fatal = engine_.stats().fatal; !fatal.empty())
+    return HttpResponse::error(ApiError::device_fault(fatal));
   if (draining_.load()) return HttpResponse::error(ApiError::shutting_down());
   return HttpResponse::json(200, {{"status", "ok"}});
 }
