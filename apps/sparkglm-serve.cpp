@@ -138,6 +138,8 @@ int serve(const std::vector<std::string>& args) {
   } engine_first{engine};
 
   http_server.start();
+  // Token events leave on the engine thread, as they are made (see run_ready_handlers).
+  engine->set_after_step([&http_server] { http_server.run_ready_handlers(); });
   log_line("tokenizer: " + std::string(codec->kind()) + ", vocab " +
            std::to_string(codec->vocab_size()) +
            (route_options.api_key.empty() ? "" : "; API key required on /v1/*"));

@@ -176,4 +176,12 @@ int HttpServer::open_connections() const {
   return impl_->state.open.load();
 }
 
+void HttpServer::run_ready_handlers() {
+  try {
+    impl_->ioc.poll();
+  } catch (const std::exception& e) {
+    log_line(std::string("internal error in an I/O handler: ") + e.what());
+  }
+}
+
 }  // namespace sparkglm::server
