@@ -4,7 +4,12 @@
 // calls back on its own thread, which only appends the event to this call's inbox and, when the
 // inbox was empty, posts one drain to the connection's strand; so this object is otherwise only
 // touched there, the engine never waits on a client, and the events that piled up while the
-// connection was busy go out in one write. (With a flush interval, see GenerationSetup.)
+// connection was busy go out in one write. (With a flush interval, see GenerationSetup.) The
+// strand's handlers run on an I/O thread or, right after each engine step, on the engine thread
+// itself (HttpServer::run_ready_handlers), so that a token's event need not wait for the I/O
+// thread to get a core; the I/O thread, woken by the post, can still take the drain first and
+// lose its core inside it. Each drain records its token events' delay from sampling to write in
+// Metrics (sparkglm_sse_emit_delay_seconds), which shows how often that happens.
 //
 // Endings: eos / stop token -> "stop"; a stop string -> "stop" and the engine request is cancelled
 // at once; max_tokens -> "length"; the client gone -> the engine request is cancelled; the deadline
