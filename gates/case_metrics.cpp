@@ -55,10 +55,12 @@ std::optional<double> largest_gap(const Group& g) {
 
 const std::vector<MetricDef>& metric_defs() {
   static const std::vector<MetricDef> defs = {
-      {"aggregate_decode_tok_s", "tok/s", true, harness::aggregate_decode_tok_s},
+      {"output_throughput_tok_s", "tok/s", true, harness::output_throughput_tok_s},
       {"wall_s", "s", false, wall},
       {"ttft_s", "s", false,
        [](const Group& g) { return median_of(g, [](auto& m) { return m.ttft_s; }); }},
+      {"ttfv_s", "s", false,
+       [](const Group& g) { return median_of(g, [](auto& m) { return m.ttfv_s; }); }},
       {"decode_tok_s", "tok/s", true,
        [](const Group& g) { return median_of(g, [](auto& m) { return m.decode_tok_s; }); }},
       {"tpot_s", "s", false,

@@ -3,14 +3,19 @@
 // per measured repetition of each metric below, summarised, and, with two arms, compared
 // (harness/statistics.h). These are qualification.json's `metrics`.
 //
-//   aggregate_decode_tok_s  Σ(completion − 1) / (last end − first output) of the repetition
-//   wall_s                  last end − first start of the repetition
-//   ttft_s                  median TTFT of the repetition's requests
-//   decode_tok_s            median per-request decode rate
-//   tpot_s                  median per-request TPOT
-//   prefill_tok_s           median prompt tokens / TTFT (includes queueing)
-//   sse_gap_p95_s           median of the per-request SSE gap p95
-//   sse_gap_max_s           largest SSE gap of the repetition
+//   output_throughput_tok_s  Σ completion tokens / (last end − first start) of the repetition:
+//                            the output throughput a user gets (prefill, queueing, client gaps in)
+//   wall_s                   last end − first start of the repetition
+//   ttft_s                   median time to the first token (first event carrying a token)
+//   ttfv_s                   median time to the first visible text (first event with content)
+//   decode_tok_s             median per-request decode rate, (tokens − 1) / (last − first token)
+//   tpot_s                   median per-request TPOT
+//   prefill_tok_s            median prompt tokens / TTFT (includes queueing)
+//   sse_gap_p95_s            median of the per-request SSE gap p95
+//   sse_gap_max_s            largest SSE gap of the repetition
+//
+// Bundles written before output_throughput_tok_s carry `aggregate_decode_tok_s` instead (see
+// harness/request_metrics.h); their recorded samples stay as they were written.
 #include <string>
 #include <vector>
 

@@ -11,7 +11,7 @@ RequestMetrics request_metrics(const RequestRecord& r) {
   RequestMetrics m;
   if (!r.ok) return m;
   m.latency_s = r.end_s - r.start_s;
-  if (r.first_visible_s) m.first_visible_s = *r.first_visible_s - r.start_s;
+  if (r.first_visible_s) m.ttfv_s = *r.first_visible_s - r.start_s;
   if (r.first_output_s) {
     const double ttft = *r.first_output_s - r.start_s;
     m.ttft_s = ttft;
@@ -41,20 +41,44 @@ std::vector<double> pooled_itl_s(const std::vector<RequestRecord>& records) {
   return gaps;
 }
 
-std::optional<double> aggregate_decode_tok_s(const std::vector<RequestRecord>& group) {
-  double first_output = std::numeric_limits<double>::infinity();
+std::optional<double> output_throughput_tok_s(const std::vector<RequestRecord>& group) {
+  double first_start = std::numeric_limits<double>::infinity();
   double last_end = -std::numeric_limits<double>::infinity();
   double tokens = 0;
   for (const RequestRecord& r : group) {
     if (!r.ok) return std::nullopt;
-    if (!r.first_output_s) continue;  // no output token: adds nothing and bounds nothing
-    first_output = std::min(first_output, *r.first_output_s);
+    first_start = std::min(first_start, r.start_s);
     last_end = std::max(last_end, r.end_s);
-    tokens += std::max(0, r.completion_tokens - 1);
+    tokens += std::max(0, r.completion_tokens);
   }
-  const double span = last_end - first_output;
+  const double span = last_end - first_start;
   if (!(span > 0) || tokens <= 0) return std::nullopt;
   return tokens / span;
+}
+
+DeliverySummary delivery_summary(const std::vector<RequestRecord>& records) {
+  DeliverySummary d;
+  std::vector<double> per_read;
+  for (const RequestRecord& r : records) {
+    if (!r.ok) continue;
+    for (int32_t n : r.events_per_read) {
+      if (n <= 0) continue;
+      per_read.push_back(n);
+      d.events += n;
+      d.max_events_per_read = std::max(d.max_events_per_read, n);
+    }
+  }
+  d.reads = int64_t(per_read.size());
+  if (!per_read.empty()) d.p99_events_per_read = int32_t(percentile_nearest_rank(per_read, 99));
+  return d;
+}
+
+std::vector<double> thread_cpu_per_event_s(const std::vector<RequestRecord>& records) {
+  std::vector<double> out;
+  for (const RequestRecord& r : records)
+    if (r.ok && r.client_thread_cpu_s > 0 && !r.output_event_s.empty())
+      out.push_back(r.client_thread_cpu_s / double(r.output_event_s.size()));
+  return out;
 }
 
 std::optional<double> client_overhead_to_itl(const std::vector<RequestRecord>& records) {

@@ -12,7 +12,9 @@ using nlohmann::json;
 
 namespace {
 
-// The record's keys, in the order to_json writes them; record_from_json requires each and no other.
+// The record's keys, in the order to_json writes them; record_from_json requires each but the
+// newer ones that older bundles lack (logprobs_sha256, client_thread_cpu_s, events_per_read), and
+// accepts no other.
 const std::set<std::string>& record_keys() {
   static const std::set<std::string> keys = {"arm",
                                              "workload",
@@ -39,8 +41,11 @@ const std::set<std::string>& record_keys() {
                                              "output_sha256",
                                              "reasoning_sha256",
                                              "token_ids_sha256",
+                                             "logprobs_sha256",
                                              "client_overhead_median_s",
-                                             "client_overhead_max_s"};
+                                             "client_overhead_max_s",
+                                             "client_thread_cpu_s",
+                                             "events_per_read"};
   return keys;
 }
 
@@ -116,8 +121,11 @@ json to_json(const RequestRecord& r) {
           {"output_sha256", r.output_sha256},
           {"reasoning_sha256", r.reasoning_sha256},
           {"token_ids_sha256", r.token_ids_sha256},
+          {"logprobs_sha256", r.logprobs_sha256},
           {"client_overhead_median_s", r.client_overhead_median_s},
-          {"client_overhead_max_s", r.client_overhead_max_s}};
+          {"client_overhead_max_s", r.client_overhead_max_s},
+          {"client_thread_cpu_s", r.client_thread_cpu_s},
+          {"events_per_read", r.events_per_read}};
 }
 
 RequestRecord record_from_json(const json& j) {
@@ -166,8 +174,19 @@ RequestRecord record_from_json(const json& j) {
   r.output_sha256 = text(j, "output_sha256");
   r.reasoning_sha256 = text(j, "reasoning_sha256");
   r.token_ids_sha256 = text(j, "token_ids_sha256");
+  if (j.contains("logprobs_sha256")) r.logprobs_sha256 = text(j, "logprobs_sha256");  // 2026-12
   r.client_overhead_median_s = seconds(j, "client_overhead_median_s");
   r.client_overhead_max_s = seconds(j, "client_overhead_max_s");
+  if (j.contains("client_thread_cpu_s")) r.client_thread_cpu_s = seconds(j, "client_thread_cpu_s");
+  if (j.contains("events_per_read")) {
+    const json& reads = j["events_per_read"];
+    if (!reads.is_array()) bad_field("events_per_read", "an array of event counts");
+    for (const json& n : reads) {
+      if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > INT32_MAX)
+        bad_field("events_per_read", "an array of non-negative event counts");
+      r.events_per_read.push_back(n.get<int32_t>());
+    }
+  }
   return r;
 }
 

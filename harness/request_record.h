@@ -21,12 +21,13 @@ struct RequestRecord {
   std::string marker;
 
   // Times (seconds since the run epoch, monotonic).
-  double start_s = 0;                    // just before the request bytes were handed to the socket
-  std::optional<double> first_output_s;  // first delta carrying content or reasoning (TTFT)
-  std::optional<double>
-      first_visible_s;                 // first delta carrying content (time to first visible token)
-  std::vector<double> output_event_s;  // every SSE event that carried content or reasoning
-  double end_s = 0;                    // "data: [DONE]" (or the failure)
+  double start_s = 0;  // just before the request bytes were handed to the socket
+  // The first event carrying a token: token ids, content or reasoning (TTFT). On byte-level output
+  // a token may carry no text, so this is keyed to the token, not to the first visible byte.
+  std::optional<double> first_output_s;
+  std::optional<double> first_visible_s;  // first event carrying content (TTFV)
+  std::vector<double> output_event_s;     // every SSE event that carried a token or text
+  double end_s = 0;                       // "data: [DONE]" (or the failure)
 
   // Outcome.
   bool ok = false;
@@ -43,13 +44,27 @@ struct RequestRecord {
   std::string output_sha256;       // of output_text
   std::string reasoning_sha256;    // of reasoning_text
   std::string token_ids_sha256;    // of the ids as decimal text joined by "," (the G2 identity)
+  // Of every chunk's `logprobs` value as received, joined ("" when the request asked for none):
+  // equal hashes mean the server sent the same logprob bits at every step.
+  std::string logprobs_sha256;
 
   // The client's own cost: seconds spent parsing and recording, per event (median and max).
   double client_overhead_median_s = 0;
   double client_overhead_max_s = 0;
+  // The load thread's whole CPU time for this request (CLOCK_THREAD_CPUTIME_ID over perform():
+  // libcurl, the socket, parsing, recording), not only the write callback's share.
+  double client_thread_cpu_s = 0;
+  // Delivery: the output events (those carrying a token or text) each socket read (libcurl write
+  // callback) of the stream completed, in order; 0 for a read that completed none (the role chunk,
+  // the usage chunk and [DONE], a read that ended inside an event). One output event per read is a
+  // stream whose tokens left the server as they were made; many in one read is bursty delivery,
+  // and then the client's event times say nothing about the server's pace.
+  std::vector<int32_t> events_per_read;
 };
 
 nlohmann::json to_json(const RequestRecord& record);
-RequestRecord record_from_json(const nlohmann::json& j);  // throws Error naming the bad field
+// Throws Error naming the bad field. client_thread_cpu_s and events_per_read are optional (records
+// of bundles written before they existed lack them: 0 and empty).
+RequestRecord record_from_json(const nlohmann::json& j);
 
 }  // namespace sparkglm::harness

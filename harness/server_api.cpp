@@ -2,11 +2,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 
 namespace sparkglm::harness {
 
@@ -19,10 +21,35 @@ size_t append_body(char* data, size_t size, size_t count, void* user) {
   return size * count;
 }
 
-HttpResult perform(CurlEasy& curl, const std::string& url, double timeout_s) {
+// One response header line as sent ("Server: x\r\n" -> "Server: x"); the status line and the
+// blank end line are skipped.
+size_t append_header(char* data, size_t size, size_t count, void* user) {
+  std::string line(data, size * count);
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+  if (!line.empty() && line.rfind("HTTP/", 0) != 0)
+    static_cast<std::vector<std::string>*>(user)->push_back(std::move(line));
+  return size * count;
+}
+
+// Bearer tokens by server base URL (set_api_key); read by every request to that server.
+std::mutex& keys_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, std::string>& api_keys() {
+  static std::map<std::string, std::string> keys;
+  return keys;
+}
+
+HttpResult perform(CurlEasy& curl, const std::string& url, double timeout_s,
+                   curl_slist* headers = nullptr) {
   HttpResult result;
   char error[CURL_ERROR_SIZE] = {};
   CURL* h = curl.get();
+  headers = add_authorization(headers, url);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, append_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &result.headers);
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error);
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, long(std::ceil(timeout_s * 1000)));
@@ -34,6 +61,7 @@ HttpResult perform(CurlEasy& curl, const std::string& url, double timeout_s) {
   result.status = int32_t(status);
   if (code != CURLE_OK)
     result.transport_error = std::string(curl_easy_strerror(code)) + (error[0] ? ": " : "") + error;
+  curl_slist_free_all(headers);
   return result;
 }
 
@@ -45,14 +73,23 @@ std::string strip_slash(const std::string& base_url) {
 
 json parse_ok(const HttpResult& r, const std::string& url) {
   if (!r.ok()) throw Error(ErrorKind::kIo, url + ": " + r.describe());
-  try {
-    return json::parse(r.body);
-  } catch (const json::parse_error& e) {
-    throw Error(ErrorKind::kIo, url + ": the response is not JSON (" + e.what() + ")");
-  }
+  return parse_json(r.body, url + ": the response", ErrorKind::kIo, json_limits::kServerReply);
 }
 
 }  // namespace
+
+void set_api_key(const std::string& base_url, const std::string& key) {
+  std::lock_guard<std::mutex> lock(keys_mutex());
+  api_keys()[strip_slash(base_url)] = key;
+}
+
+curl_slist* add_authorization(curl_slist* headers, const std::string& url) {
+  std::lock_guard<std::mutex> lock(keys_mutex());
+  for (const auto& [base, key] : api_keys())
+    if (url.rfind(base, 0) == 0 && (url.size() == base.size() || url[base.size()] == '/'))
+      return curl_slist_append(headers, ("Authorization: Bearer " + key).c_str());
+  return headers;
+}
 
 void curl_init_once() {
   static std::once_flag once;
@@ -91,12 +128,9 @@ HttpResult http_post_json(const std::string& url, const json& body, double timeo
   // Without an empty Expect, libcurl waits up to a second for "100 Continue" on larger bodies.
   curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
   headers = curl_slist_append(headers, "Expect:");
-  curl_easy_setopt(curl.get(), CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(curl.get(), CURLOPT_POSTFIELDS, bytes.c_str());
   curl_easy_setopt(curl.get(), CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.size()));
-  HttpResult r = perform(curl, url, timeout_s);
-  curl_slist_free_all(headers);
-  return r;
+  return perform(curl, url, timeout_s, headers);  // frees the headers
 }
 
 json get_json(const std::string& base_url, const std::string& path, double timeout_s) {

@@ -32,10 +32,18 @@ class CurlEasy {
 struct HttpResult {
   int32_t status = 0;  // 0 when no response came
   std::string body;
-  std::string transport_error;  // "" when a response came; otherwise libcurl's reason
+  std::vector<std::string> headers;  // the response's header lines, "Name: value", as sent
+  std::string transport_error;       // "" when a response came; otherwise libcurl's reason
   bool ok() const { return transport_error.empty() && status == 200; }
   std::string describe() const;  // "HTTP 400: {...}" or "connection failed: ..." for messages
 };
+
+// The bearer token every later request to `base_url` (and the paths under it) presents, as
+// "Authorization: Bearer KEY"; for a server measured through --url that requires one. The key
+// lives in this process only: nothing the harness records holds it.
+void set_api_key(const std::string& base_url, const std::string& key);
+// Appends the Authorization header for `url` when a key was set for its server; returns the list.
+curl_slist* add_authorization(curl_slist* headers, const std::string& url);
 
 HttpResult http_get(const std::string& url, double timeout_s = 30);
 HttpResult http_post_json(const std::string& url, const nlohmann::json& body,

@@ -1,10 +1,13 @@
 #include "harness/sse_client.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cmath>
 
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
+#include "engine/core/strict_json.h"
 #include "harness/server_api.h"
 #include "harness/sse_parser.h"
 #include "harness/statistics.h"
@@ -29,6 +32,7 @@ struct Transfer {
   std::vector<double> overhead_s;   // one per output event: the time of the callback holding it
   std::string error_body;           // the body of a response that is not 200
   std::string stream_error;         // the first error found in the stream
+  std::string logprobs;             // every chunk's non-null `logprobs`, dumped and joined
   bool status_checked = false;
   bool failed_status = false;
   bool done = false;  // [DONE] seen
@@ -53,9 +57,9 @@ void Transfer::on_event(const std::string& data, double t) {
   }
   json chunk;
   try {
-    chunk = json::parse(data);
-  } catch (const json::parse_error&) {
-    return fail("malformed SSE event (not JSON): " + data.substr(0, 200));
+    chunk = parse_json(data, "SSE event", ErrorKind::kIo, json_limits::kServerReply);
+  } catch (const Error& e) {
+    return fail("malformed SSE event (" + e.message().substr(0, 200) + "): " + data.substr(0, 200));
   }
   if (!chunk.is_object())
     return fail("malformed SSE event (not an object): " + data.substr(0, 200));
@@ -86,10 +90,16 @@ void Transfer::on_chunk(const json& chunk, double t) {
     } else if (auto v = c.find("text"); v != c.end() && v->is_string()) {  // completion
       content = *v;
     }
-    if (auto ids = c.find("token_ids"); ids != c.end() && ids->is_array())
+    size_t tokens = 0;
+    if (auto ids = c.find("token_ids"); ids != c.end() && ids->is_array()) {
       for (const json& id : *ids) r.token_ids.push_back(id.get<int32_t>());
+      tokens = ids->size();
+    }
     if (auto f = c.find("finish_reason"); f != c.end() && f->is_string()) r.finish_reason = *f;
-    if (content.empty() && reasoning.empty()) continue;
+    if (auto l = c.find("logprobs"); l != c.end() && !l->is_null()) logprobs += l->dump() + "\n";
+    // A token whose bytes do not yet complete a character carries no text but is output all the
+    // same: the clock keys to the token (TTFT, decode window), visibility only to content.
+    if (tokens == 0 && content.empty() && reasoning.empty()) continue;
     r.output_text += content;
     r.reasoning_text += reasoning;
     r.output_event_s.push_back(t);
@@ -133,11 +143,19 @@ size_t on_bytes(char* data, size_t size, size_t count, void* user) {
     }
   }
   const size_t outputs = x.record->output_event_s.size() - outputs_before;
+  x.record->events_per_read.push_back(int32_t(outputs));
   if (outputs > 0) {
     const double spent = std::chrono::duration<double>(Clock::now() - entered).count();
     x.overhead_s.insert(x.overhead_s.end(), outputs, spent);
   }
   return n;
+}
+
+// This thread's CPU time: the load thread's whole cost, where the callback's clock sees only part.
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
 std::string ids_text(const std::vector<int32_t>& ids) {
@@ -235,6 +253,7 @@ SseRequest::SseRequest(const std::string& base_url, const RequestSpec& spec, con
   s.headers = curl_slist_append(s.headers, "Content-Type: application/json");
   s.headers = curl_slist_append(s.headers, "Accept: text/event-stream");
   s.headers = curl_slist_append(s.headers, "Expect:");  // no "100 Continue" round trip
+  s.headers = add_authorization(s.headers, s.url);
   CURL* h = s.curl.get();
   curl_easy_setopt(h, CURLOPT_URL, s.url.c_str());
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, s.headers);
@@ -263,7 +282,9 @@ RequestRecord SseRequest::perform() {
     return std::move(r);
   }
   r.start_s = now();  // replaced by on_request_ready once connected
+  const double cpu_before = thread_cpu_s();
   const CURLcode code = curl_easy_perform(s.curl.get());
+  r.client_thread_cpu_s = thread_cpu_s() - cpu_before;
   const double finished = now();
   if (!x.status_checked) {
     long status = 0;
@@ -277,6 +298,7 @@ RequestRecord SseRequest::perform() {
   r.output_sha256 = sha256_hex(r.output_text);
   r.reasoning_sha256 = sha256_hex(r.reasoning_text);
   r.token_ids_sha256 = sha256_hex(ids_text(r.token_ids));
+  if (!x.logprobs.empty()) r.logprobs_sha256 = sha256_hex(x.logprobs);
   if (!x.overhead_s.empty()) {
     r.client_overhead_median_s = median(x.overhead_s);
     r.client_overhead_max_s = *std::max_element(x.overhead_s.begin(), x.overhead_s.end());

@@ -1,8 +1,11 @@
 #pragma once
 // One streaming request, timed as its bytes arrive: the libcurl write callback reads the
 // monotonic clock on entry, so every event carries the time its last byte reached the client, not
-// the time it was parsed. The client's own time inside the callback is recorded per output event,
-// so a reader can check it stays far below the gaps it measures.
+// the time it was parsed. An output event is one that carries a token (its ids, with
+// return_token_ids) or text, so TTFT and the decode window are keyed to tokens, not to visible
+// bytes. The client's own time inside the callback is recorded per output event, the load
+// thread's whole CPU time per request, and how many events each socket read held, so a reader can
+// check the client stays far below the gaps it measures and that the server did not batch events.
 #include <chrono>
 #include <memory>
 #include <string>

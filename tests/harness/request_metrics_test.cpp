@@ -27,10 +27,10 @@ TEST(RequestMetrics, WorkedExample) {
   const RequestRecord r = worked_example();
   const RequestMetrics m = request_metrics(r);
   // The events span 1 + 2 + ... + 20 = 210 ms.
-  ASSERT_TRUE(m.ttft_s && m.first_visible_s && m.latency_s && m.decode_tok_s && m.tpot_s &&
+  ASSERT_TRUE(m.ttft_s && m.ttfv_s && m.latency_s && m.decode_tok_s && m.tpot_s &&
               m.prefill_tok_s && m.sse_gap_p95_s && m.sse_gap_max_s);
   EXPECT_NEAR(*m.ttft_s, 0.5, 1e-12);
-  EXPECT_NEAR(*m.first_visible_s, 0.503, 1e-12);
+  EXPECT_NEAR(*m.ttfv_s, 0.503, 1e-12);
   EXPECT_NEAR(*m.latency_s, 0.5 + 0.210 + 0.05, 1e-12);
   EXPECT_NEAR(*m.decode_tok_s, 20 / 0.210, 1e-9);
   EXPECT_NEAR(*m.tpot_s, (0.210 + 0.05) / 20, 1e-12);
@@ -64,7 +64,7 @@ TEST(RequestMetrics, OneTokenHasTtftButNoDecodeRate) {
   const RequestMetrics m = request_metrics(r);
   EXPECT_NEAR(m.ttft_s.value(), 0.25, 1e-12);
   EXPECT_NEAR(m.prefill_tok_s.value(), 200, 1e-9);
-  EXPECT_FALSE(m.first_visible_s);  // only reasoning came
+  EXPECT_FALSE(m.ttfv_s);  // only reasoning came
   EXPECT_FALSE(m.decode_tok_s);
   EXPECT_FALSE(m.tpot_s);
   EXPECT_FALSE(m.sse_gap_p95_s);
@@ -73,6 +73,7 @@ TEST(RequestMetrics, OneTokenHasTtftButNoDecodeRate) {
 RequestRecord span(double first_output, double end, int32_t tokens) {
   RequestRecord r;
   r.ok = true;
+  r.start_s = first_output - 0.5;
   r.first_output_s = first_output;
   r.output_event_s = {first_output, end - 0.01};
   r.end_s = end;
@@ -80,17 +81,51 @@ RequestRecord span(double first_output, double end, int32_t tokens) {
   return r;
 }
 
-TEST(RequestMetrics, AggregateDecodeRateSpansTheGroup) {
-  // (10 + 20) tokens after the first ones, from the first output (1.0 s) to the last end (4.0 s).
-  EXPECT_NEAR(aggregate_decode_tok_s({span(1.0, 3.0, 11), span(1.5, 4.0, 21)}).value(), 10.0,
+TEST(RequestMetrics, OutputThroughputSpansTheGroupFromTheFirstStart) {
+  // 11 + 21 tokens from the first start (0.5 s: prefill and queueing included) to the last end
+  // (4.0 s); not a decode rate, so every token counts and the window opens at the send.
+  EXPECT_NEAR(output_throughput_tok_s({span(1.0, 3.0, 11), span(1.5, 4.0, 21)}).value(), 32 / 3.5,
               1e-12);
 }
 
-TEST(RequestMetrics, AggregateOfAGroupWithAFailureIsAbsent) {
+TEST(RequestMetrics, OutputThroughputOfAGroupWithAFailureIsAbsent) {
   RequestRecord failed = span(1.5, 4.0, 21);
   failed.ok = false;
-  EXPECT_FALSE(aggregate_decode_tok_s({span(1.0, 3.0, 11), failed}));
-  EXPECT_FALSE(aggregate_decode_tok_s({}));
+  EXPECT_FALSE(output_throughput_tok_s({span(1.0, 3.0, 11), failed}));
+  EXPECT_FALSE(output_throughput_tok_s({}));
+}
+
+TEST(RequestMetrics, DeliveryCountsOutputEventsPerReadOfOkRecords) {
+  RequestRecord steady = span(1.0, 2.0, 3);
+  steady.events_per_read = std::vector<int32_t>(99, 1);
+  steady.events_per_read.push_back(0);  // the usage chunk and [DONE]
+  EXPECT_EQ(delivery_summary({steady}).reads, 99);
+  EXPECT_EQ(delivery_summary({steady}).p99_events_per_read, 1);
+  EXPECT_FALSE(delivery_summary({steady}).bursty());
+
+  // 40 events in 10 reads, one of 11: the second-largest read sets p99 of 10 reads (rank 10).
+  RequestRecord burst = span(1.0, 2.0, 40);
+  burst.events_per_read = {11, 3, 3, 3, 3, 3, 4, 4, 3, 3};
+  const DeliverySummary d = delivery_summary({steady, burst});
+  EXPECT_EQ(d.reads, 109);
+  EXPECT_EQ(d.events, 99 + 40);
+  EXPECT_EQ(d.max_events_per_read, 11);
+  EXPECT_GT(d.p99_events_per_read, 1);
+  EXPECT_TRUE(d.bursty());
+
+  burst.ok = false;  // a failed record's reads count for nothing
+  EXPECT_FALSE(delivery_summary({steady, burst}).bursty());
+}
+
+TEST(RequestMetrics, ThreadCpuPerOutputEvent) {
+  RequestRecord r = span(1.0, 2.0, 4);
+  r.output_event_s = {1.0, 1.1, 1.2, 1.3};
+  r.client_thread_cpu_s = 0.0002;
+  RequestRecord old = r;  // a record written before client_thread_cpu_s existed
+  old.client_thread_cpu_s = 0;
+  const std::vector<double> v = thread_cpu_per_event_s({r, old});
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_NEAR(v[0], 0.00005, 1e-15);
 }
 
 TEST(RequestMetrics, PooledItlConcatenatesOkRecordsInOrder) {

@@ -36,6 +36,8 @@ RequestRecord filled() {
   r.token_ids_sha256 = std::string(64, 'c');
   r.client_overhead_median_s = 1.5e-6;
   r.client_overhead_max_s = 4e-5;
+  r.client_thread_cpu_s = 2.5e-4;
+  r.events_per_read = {0, 1, 2, 0};
   return r;
 }
 
@@ -48,6 +50,17 @@ TEST(RequestRecord, RoundTripsThroughJsonText) {
   EXPECT_EQ(back.output_event_s, filled().output_event_s);
   EXPECT_EQ(back.token_ids, filled().token_ids);
   EXPECT_TRUE(j["first_visible_s"].is_null());
+  EXPECT_EQ(back.events_per_read, filled().events_per_read);
+  EXPECT_EQ(back.client_thread_cpu_s, 2.5e-4);
+}
+
+TEST(RequestRecord, RecordsOfOlderBundlesLoadWithoutTheNewerFields) {
+  nlohmann::json j = to_json(filled());
+  j.erase("client_thread_cpu_s");
+  j.erase("events_per_read");
+  const RequestRecord back = record_from_json(j);
+  EXPECT_EQ(back.client_thread_cpu_s, 0);
+  EXPECT_TRUE(back.events_per_read.empty());
 }
 
 void expect_error_naming(const nlohmann::json& j, const std::string& field) {
@@ -76,6 +89,12 @@ TEST(RequestRecord, BadFieldsAreNamed) {
   j = good;
   j["first_output_s"] = "0.3";
   expect_error_naming(j, "first_output_s");
+  j = good;
+  j["events_per_read"] = {1, -1};
+  expect_error_naming(j, "events_per_read");
+  j = good;
+  j["client_thread_cpu_s"] = "fast";
+  expect_error_naming(j, "client_thread_cpu_s");
   j = good;
   j["ttft"] = 0.1;
   expect_error_naming(j, "ttft");
