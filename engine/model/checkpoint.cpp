@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "engine/core/sha256.h"
 
 namespace sparkglm {
@@ -49,12 +50,8 @@ std::map<std::string, std::string> read_weight_map(const fs::path& index_path) {
   if (!in) throw Error(ErrorKind::kIo, "cannot read " + where);
   std::stringstream text;
   text << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(text.str());
-  } catch (const json::exception& e) {
-    invalid(where + " is not valid JSON: " + e.what());
-  }
+  const json j =
+      parse_json(text.str(), where, ErrorKind::kInvalidCheckpoint, json_limits::kCheckpointIndex);
   if (!j.is_object()) {
     invalid(where + " is a JSON " + j.type_name() + "; expected an object with \"weight_map\"");
   }

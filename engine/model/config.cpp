@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 
 namespace sparkglm {
 
@@ -19,10 +20,12 @@ namespace {
 constexpr const char* kLinear = "linear_attention";
 constexpr const char* kSparse = "deepseek_sparse_attention";
 
+// `got` is cut short: it may be a whole (bounded, but large) JSON value.
 [[noreturn]] void bad(const std::string& field, const std::string& expected,
                       const std::string& got) {
+  const std::string shown = got.size() > 80 ? got.substr(0, 77) + "..." : got;
   throw Error(ErrorKind::kInvalidConfig,
-              "field `" + field + "`: expected " + expected + ", got " + got);
+              "field `" + field + "`: expected " + expected + ", got " + shown);
 }
 
 // The name and the expectation are views taken by value: a `const std::string&` parameter bound to
@@ -35,17 +38,69 @@ const json& field(const json& j, std::string_view name, std::string_view expecte
   return *it;
 }
 
-int get_int(const json& j, const std::string& name, const std::string& prefix = "") {
-  const json& v = field(j, name, "an integer");
-  if (!v.is_number_integer()) bad(prefix + name, "an integer", v.dump());
-  const int64_t x = v.get<int64_t>();
-  if (x < INT32_MIN || x > INT32_MAX) bad(prefix + name, "a 32-bit integer", v.dump());
-  return int(x);
+std::string shortest(double x) {
+  char buf[32];
+  const auto res = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, res.ptr);
 }
 
+std::string range_text(const ConfigRange& r) {
+  return std::string(r.lo_open ? "(" : "[") + shortest(r.lo) + ", " + shortest(r.hi) +
+         (r.hi_open ? ")" : "]");
+}
+
+const ConfigRange& range_of(std::string_view name) {
+  for (const ConfigRange& r : config_ranges())
+    if (name == r.field) return r;
+  assert_failed("a range for every config field", __FILE__, __LINE__, std::string(name));
+}
+
+bool in_range(const ConfigRange& r, double v) {
+  return std::isfinite(v) && (r.lo_open ? v > r.lo : v >= r.lo) &&
+         (r.hi_open ? v < r.hi : v <= r.hi);
+}
+
+// Integers are compared before narrowing to int, so 2^32+1 is out of range rather than 1.
+void check_integer(std::string_view name, int64_t v) {
+  const ConfigRange& r = range_of(name);
+  if (!in_range(r, double(v)))
+    bad(std::string(name), "an integer in " + range_text(r), std::to_string(v));
+}
+
+void check_real(std::string_view name, double v) {
+  const ConfigRange& r = range_of(name);
+  if (!in_range(r, v)) bad(std::string(name), "a finite number in " + range_text(r), shortest(v));
+}
+
+void check_eos(int64_t id, int vocab_size) {
+  if (id < 0 || id >= vocab_size)
+    bad("eos_token_id", "ids in [0, vocab_size=" + std::to_string(vocab_size) + ")",
+        std::to_string(id));
+}
+
+// The value as int64, whatever JSON integer it is (an unsigned one above 2^63 is out of range).
+int64_t integer_value(const json& v, const std::string& name) {
+  if (!v.is_number_integer()) bad(name, "an integer", v.dump());
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
+    bad(name, "an integer below 2^63", v.dump());
+  return v.get<int64_t>();
+}
+
+int64_t get_integer(const json& j, const std::string& name, const std::string& prefix = "") {
+  const int64_t x = integer_value(field(j, name, "an integer"), prefix + name);
+  check_integer(prefix + name, x);
+  return x;
+}
+
+int get_int(const json& j, const std::string& name, const std::string& prefix = "") {
+  return int(get_integer(j, name, prefix));  // every int field's range lies within int32
+}
+
+// Read as a double and range-checked before narrowing: 1e39 is out of range, not a float inf.
 float get_float(const json& j, const std::string& name, const std::string& prefix = "") {
   const json& v = field(j, name, "a number");
   if (!v.is_number()) bad(prefix + name, "a number", v.dump());
+  check_real(prefix + name, v.get<double>());
   return v.get<float>();
 }
 
@@ -59,10 +114,6 @@ bool get_bool(const json& j, const std::string& name) {
   const json& v = field(j, name, "true or false");
   if (!v.is_boolean()) bad(name, "true or false", v.dump());
   return v.get<bool>();
-}
-
-void require_positive(const std::string& name, int64_t v) {
-  if (v <= 0) bad(name, "a positive integer", std::to_string(v));
 }
 
 // A float written as the shortest decimal that reads back to it ("1e-05", not 9.99999974e-06).
@@ -108,65 +159,108 @@ bool ModelConfig::is_eos(int token) const {
   return false;
 }
 
+const std::vector<ConfigRange>& config_ranges() {
+  // Integers first, then reals. Sizes are bounded to keep every derived product (hc_mult x
+  // hidden_size, experts x moe_intermediate_size x hidden_size) far from overflow and every
+  // loop bound (hc_sinkhorn_iters) short; reals must be finite so that inf never reaches a kernel.
+  static const std::vector<ConfigRange> ranges = {
+      {"hidden_size", 1, 65536},
+      {"num_hidden_layers", 1, 1024},
+      {"first_k_dense_replace", 0, 1024},  // and at most num_hidden_layers
+      {"intermediate_size", 1, 1 << 20},
+      {"vocab_size", 1, 1 << 24},
+      {"max_position_embeddings", 1, double(int64_t(1) << 30)},
+      {"linear_attn_config.num_heads", 1, 1024},
+      {"linear_attn_config.head_dim", 1, 1024},
+      {"linear_attn_config.short_conv_kernel_size", 1, 64},
+      {"num_attention_heads", 1, 1024},
+      {"q_lora_rank", 1, 65536},
+      {"kv_lora_rank", 1, 65536},
+      {"qk_nope_head_dim", 1, 1024},
+      {"qk_rope_head_dim", 0, 1024},  // and 0 for this model (NoPE)
+      {"v_head_dim", 1, 1024},
+      {"index_n_heads", 1, 1024},
+      {"index_head_dim", 1, 1024},
+      {"index_topk", 1, 1 << 20},  // and a multiple of index_kpool
+      {"index_kpool", 1, 1024},
+      {"n_routed_experts", 1, 4096},
+      {"num_experts_per_tok", 1, 4096},  // and at most n_routed_experts
+      {"moe_intermediate_size", 1, 1 << 20},
+      {"n_shared_experts", 0, 64},
+      {"n_group", 1, 1},  // grouped routing is not implemented
+      {"topk_group", 1, 1},
+      {"hc_mult", 1, 16},
+      {"hc_sinkhorn_iters", 1, 1000},
+      {"num_nextn_predict_layers", 0, 1},
+      {"rms_norm_eps", 0, 0.1, /*integer=*/false, /*lo_open=*/true},
+      {"linear_attn_config.gate_lower_bound", -100, 0, false, false, /*hi_open=*/true},
+      {"routed_scaling_factor", 0, 1000, false, true},
+      {"swiglu_limit", 0, 1e6, false, true},
+      {"hc_eps", 0, 0.1, false, true},
+  };
+  return ranges;
+}
+
 void ModelConfig::validate() const {
   if (model_type != "glm5_next") bad("model_type", "\"glm5_next\"", "\"" + model_type + "\"");
-  require_positive("hidden_size", hidden_size);
-  require_positive("num_hidden_layers", num_hidden_layers);
+  const std::pair<const char*, int64_t> integers[] = {
+      {"hidden_size", hidden_size},
+      {"num_hidden_layers", num_hidden_layers},
+      {"first_k_dense_replace", first_k_dense_replace},
+      {"intermediate_size", intermediate_size},
+      {"vocab_size", vocab_size},
+      {"max_position_embeddings", max_position_embeddings},
+      {"linear_attn_config.num_heads", kda.num_heads},
+      {"linear_attn_config.head_dim", kda.head_dim},
+      {"linear_attn_config.short_conv_kernel_size", kda.short_conv_kernel_size},
+      {"num_attention_heads", num_attention_heads},
+      {"q_lora_rank", q_lora_rank},
+      {"kv_lora_rank", kv_lora_rank},
+      {"qk_nope_head_dim", qk_nope_head_dim},
+      {"qk_rope_head_dim", qk_rope_head_dim},
+      {"v_head_dim", v_head_dim},
+      {"index_n_heads", index_n_heads},
+      {"index_head_dim", index_head_dim},
+      {"index_topk", index_topk},
+      {"index_kpool", index_kpool},
+      {"n_routed_experts", n_routed_experts},
+      {"num_experts_per_tok", num_experts_per_tok},
+      {"moe_intermediate_size", moe_intermediate_size},
+      {"n_shared_experts", n_shared_experts},
+      {"n_group", n_group},
+      {"topk_group", topk_group},
+      {"hc_mult", hc_mult},
+      {"hc_sinkhorn_iters", hc_sinkhorn_iters},
+      {"num_nextn_predict_layers", num_nextn_predict_layers},
+  };
+  for (const auto& [name, v] : integers) check_integer(name, v);
+  const std::pair<const char*, float> reals[] = {
+      {"rms_norm_eps", rms_norm_eps},
+      {"linear_attn_config.gate_lower_bound", kda.gate_lower_bound},
+      {"routed_scaling_factor", routed_scaling_factor},
+      {"swiglu_limit", swiglu_limit},
+      {"hc_eps", hc_eps},
+  };
+  for (const auto& [name, v] : reals) check_real(name, double(v));
+  // What depends on another field.
   if (int(layer_types.size()) != num_hidden_layers)
     bad("layer_types", std::to_string(num_hidden_layers) + " entries (num_hidden_layers)",
         std::to_string(layer_types.size()) + " entries");
-  if (first_k_dense_replace < 0 || first_k_dense_replace > num_hidden_layers)
+  if (first_k_dense_replace > num_hidden_layers)
     bad("first_k_dense_replace", "0.." + std::to_string(num_hidden_layers),
         std::to_string(first_k_dense_replace));
-  require_positive("intermediate_size", intermediate_size);
-  require_positive("vocab_size", vocab_size);
   if (eos_token_ids.empty()) bad("eos_token_id", "at least one token id", "[]");
-  for (int e : eos_token_ids)
-    if (e < 0 || e >= vocab_size)
-      bad("eos_token_id", "ids in [0, vocab_size=" + std::to_string(vocab_size) + ")",
-          std::to_string(e));
-  require_positive("max_position_embeddings", max_position_embeddings);
-  if (!(rms_norm_eps > 0.0f))
-    bad("rms_norm_eps", "a positive number", std::to_string(rms_norm_eps));
-  require_positive("linear_attn_config.num_heads", kda.num_heads);
-  require_positive("linear_attn_config.head_dim", kda.head_dim);
-  require_positive("linear_attn_config.short_conv_kernel_size", kda.short_conv_kernel_size);
-  if (!(kda.gate_lower_bound < 0.0f))
-    bad("linear_attn_config.gate_lower_bound", "a negative number",
-        std::to_string(kda.gate_lower_bound));
-  require_positive("num_attention_heads", num_attention_heads);
-  require_positive("q_lora_rank", q_lora_rank);
-  require_positive("kv_lora_rank", kv_lora_rank);
-  require_positive("qk_nope_head_dim", qk_nope_head_dim);
+  for (int e : eos_token_ids) check_eos(e, vocab_size);
   if (qk_rope_head_dim != 0)
     bad("qk_rope_head_dim", "0 (GLM-5.3-Flash's MLA is NoPE)", std::to_string(qk_rope_head_dim));
-  require_positive("v_head_dim", v_head_dim);
-  require_positive("index_n_heads", index_n_heads);
-  require_positive("index_head_dim", index_head_dim);
-  require_positive("index_kpool", index_kpool);
-  require_positive("index_topk", index_topk);
   if (index_topk % index_kpool != 0)
     bad("index_topk", "a multiple of index_kpool=" + std::to_string(index_kpool),
         std::to_string(index_topk));
-  require_positive("n_routed_experts", n_routed_experts);
-  if (num_experts_per_tok <= 0 || num_experts_per_tok > n_routed_experts)
+  if (num_experts_per_tok > n_routed_experts)
     bad("num_experts_per_tok", "1.." + std::to_string(n_routed_experts) + " (n_routed_experts)",
         std::to_string(num_experts_per_tok));
-  require_positive("moe_intermediate_size", moe_intermediate_size);
-  if (n_shared_experts < 0) bad("n_shared_experts", "0 or more", std::to_string(n_shared_experts));
   if (scoring_func != "sigmoid") bad("scoring_func", "\"sigmoid\"", "\"" + scoring_func + "\"");
   if (topk_method != "noaux_tc") bad("topk_method", "\"noaux_tc\"", "\"" + topk_method + "\"");
-  if (n_group != 1) bad("n_group", "1", std::to_string(n_group));
-  if (topk_group != 1) bad("topk_group", "1", std::to_string(topk_group));
-  if (!(routed_scaling_factor > 0.0f))
-    bad("routed_scaling_factor", "a positive number", std::to_string(routed_scaling_factor));
-  if (!(swiglu_limit > 0.0f))
-    bad("swiglu_limit", "a positive number", std::to_string(swiglu_limit));
-  require_positive("hc_mult", hc_mult);
-  require_positive("hc_sinkhorn_iters", hc_sinkhorn_iters);
-  if (!(hc_eps > 0.0f)) bad("hc_eps", "a positive number", std::to_string(hc_eps));
-  if (num_nextn_predict_layers < 0 || num_nextn_predict_layers > 1)
-    bad("num_nextn_predict_layers", "0 or 1", std::to_string(num_nextn_predict_layers));
   if (num_mla_layers() == 0 && num_nextn_predict_layers == 0 && num_kda_layers() == 0)
     bad("layer_types", "at least one layer", "none");
 }
@@ -219,21 +313,22 @@ ModelConfig ModelConfig::from_json(const json& j) {
   c.vocab_size = get_int(j, "vocab_size");
   const json& eos = field(j, "eos_token_id", "an integer or a list of integers");
   c.eos_token_ids.clear();
+  auto add_eos = [&](const json& e) {
+    const int64_t id = integer_value(e, "eos_token_id");
+    check_eos(id, c.vocab_size);  // before narrowing: 2^32+1 must not become 1
+    c.eos_token_ids.push_back(int(id));
+  };
   if (eos.is_number_integer()) {
-    c.eos_token_ids.push_back(eos.get<int>());
+    add_eos(eos);
   } else if (eos.is_array()) {
     for (const auto& e : eos) {
       if (!e.is_number_integer()) bad("eos_token_id", "integers", eos.dump());
-      c.eos_token_ids.push_back(e.get<int>());
+      add_eos(e);
     }
   } else {
     bad("eos_token_id", "an integer or a list of integers", eos.dump());
   }
-  {
-    const json& v = field(j, "max_position_embeddings", "an integer");
-    if (!v.is_number_integer()) bad("max_position_embeddings", "an integer", v.dump());
-    c.max_position_embeddings = v.get<int64_t>();
-  }
+  c.max_position_embeddings = get_integer(j, "max_position_embeddings");
   c.rms_norm_eps = get_float(j, "rms_norm_eps");
   const json& la = field(j, "linear_attn_config", "an object");
   if (!la.is_object()) bad("linear_attn_config", "an object", la.dump());
@@ -321,14 +416,7 @@ json ModelConfig::to_json() const {
 }
 
 ModelConfig ModelConfig::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(ErrorKind::kIo, "cannot open " + path);
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    throw Error(ErrorKind::kInvalidConfig, path + " is not valid JSON: " + e.what());
-  }
+  const json j = parse_json_file(path, ErrorKind::kInvalidConfig, json_limits::kModelConfig);
   try {
     return from_json(j);
   } catch (const Error& e) {

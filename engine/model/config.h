@@ -87,6 +87,18 @@ struct ModelConfig {
   void save(const std::string& path) const;
 };
 
+// The range each numeric config.json field must lie in, checked at load (before a value is
+// narrowed to its C++ type) and by validate(), with a message naming the field and the range:
+// "field `hc_sinkhorn_iters`: expected an integer in [1, 1000], got 2147483647". Every preset
+// lies inside; fields that depend on another (eos_token_id < vocab_size) are checked as well.
+struct ConfigRange {
+  const char* field;  // as config.json names it: "linear_attn_config.head_dim"
+  double lo, hi;
+  bool integer = true;
+  bool lo_open = false, hi_open = false;  // (lo, ...] / [..., hi)
+};
+const std::vector<ConfigRange>& config_ranges();
+
 // The 3:1 rule: layer i is sparse attention when (i + 1) % 4 == 0.
 std::vector<LayerKind> default_layer_types(int num_layers);
 

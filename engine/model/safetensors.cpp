@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 
 namespace sparkglm {
 namespace {
@@ -24,70 +25,12 @@ using nlohmann::json;
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
-// A real header nests three deep (header, tensor, shape). Refusing deeper text before parsing keeps
-// a header of a million '[' from making the parser grow a stack entry per byte.
-constexpr int kMaxJsonDepth = 8;
-
 [[noreturn]] void invalid(const std::string& where, const std::string& what) {
   throw Error(ErrorKind::kInvalidCheckpoint, where + ": " + what);
 }
 
 [[noreturn]] void io_error(const std::string& what) {
   throw Error(ErrorKind::kIo, what + ": " + std::strerror(errno));
-}
-
-int json_depth(std::string_view text) {
-  int depth = 0;
-  int max_depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      max_depth = std::max(max_depth, ++depth);
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return max_depth;
-}
-
-// nlohmann keeps the last of two equal keys silently; a header naming a tensor twice is malformed,
-// so the parse watches every object's keys.
-json parse_json_rejecting_duplicates(std::string_view text, const std::string& where) {
-  if (json_depth(text) > kMaxJsonDepth) {
-    invalid(where, "header JSON nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-  }
-  std::vector<std::set<std::string>> open_objects;
-  std::string duplicate;
-  auto watch = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) {
-      open_objects.emplace_back();
-    } else if (event == json::parse_event_t::object_end) {
-      open_objects.pop_back();
-    } else if (event == json::parse_event_t::key && !open_objects.empty()) {
-      const auto& key = parsed.get_ref<const std::string&>();
-      if (!open_objects.back().insert(key).second && duplicate.empty()) duplicate = key;
-    }
-    return true;
-  };
-  json j;
-  try {
-    j = json::parse(text.begin(), text.end(), watch);
-  } catch (const json::exception& e) {
-    invalid(where, std::string("header is not valid JSON: ") + e.what());
-  }
-  if (!duplicate.empty()) invalid(where, "header names '" + duplicate + "' twice");
-  return j;
 }
 
 std::map<std::string, std::string> parse_metadata(const json& v, const std::string& where) {
@@ -234,8 +177,10 @@ SafetensorsHeader parse_header(const std::byte* data, size_t size, const std::st
   SafetensorsHeader h;
   h.data_offset = 8 + n;
   h.data_size = size - h.data_offset;
-  const json j = parse_json_rejecting_duplicates(
-      std::string_view(reinterpret_cast<const char*>(data + 8), size_t(n)), where);
+  // A tensor named twice is malformed, where a plain parse would keep one of the two silently.
+  const json j = parse_json_unique_keys(
+      std::string_view(reinterpret_cast<const char*>(data + 8), size_t(n)), where + ": header",
+      ErrorKind::kInvalidCheckpoint, json_limits::kSafetensorsHeader);
   if (!j.is_object()) {
     invalid(where, std::string("header is a JSON ") + j.type_name() + "; expected an object");
   }

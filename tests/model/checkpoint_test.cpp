@@ -146,7 +146,13 @@ TEST_F(CheckpointTest, DirectoryWithoutWeightsIsRejected) {
 TEST_F(CheckpointTest, IndexThatIsNotJsonIsRejected) {
   text("model.safetensors.index.json", "{\"weight_map\": ");
   EXPECT_TRUE(Mentions(open_error(), "invalid checkpoint|"));
-  EXPECT_TRUE(Mentions(open_error(), "is not valid JSON"));
+  EXPECT_TRUE(Mentions(open_error(), "model.safetensors.index.json: not valid JSON"));
+}
+
+TEST_F(CheckpointTest, DeeplyNestedIndexIsRejectedByName) {
+  text("model.safetensors.index.json",
+       "{\"weight_map\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
+  EXPECT_TRUE(Mentions(open_error(), "JSON nested deeper than 16 levels"));
 }
 
 TEST_F(CheckpointTest, IndexWithoutWeightMapIsRejected) {

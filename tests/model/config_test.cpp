@@ -1,6 +1,12 @@
 #include "engine/model/config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "engine/core/error.h"
 
@@ -78,7 +84,7 @@ TEST(Config, InconsistentFieldsNameTheFieldAndTheExpectedValue) {
       {"index_topk", 2047, "multiple of index_kpool"},
       {"num_experts_per_tok", 17, "1..16"},
       {"scoring_func", "softmax", "sigmoid"},
-      {"hidden_size", -1, "positive"},
+      {"hidden_size", -1, "an integer in [1, 65536]"},
       {"eos_token_id", 99999, "vocab_size"},
       {"layer_types", nlohmann::json::array({"linear_attention"}), "4 entries"},
       {"hc_mult", "four", "integer"},
@@ -101,6 +107,123 @@ TEST(Config, DepthOverrideKeepsTheThreeToOnePattern) {
   EXPECT_EQ(c.mtp_layer(), 8);
   EXPECT_NO_THROW(c.validate());
   EXPECT_THROW(c.set_depth(6), Error);
+}
+
+// The three cases of issue 14: each was accepted and then hung or misbehaved at run time.
+TEST(Config, SinkhornIterationsBeyondTheRangeAreRefused) {
+  auto j = preset_config("tinyglm").to_json();
+  j["hc_sinkhorn_iters"] = 2147483647;
+  EXPECT_EQ(error_of(j),
+            "invalid config: field `hc_sinkhorn_iters`: expected an integer in [1, 1000], got "
+            "2147483647");
+}
+
+TEST(Config, AnInfiniteEpsilonOrScaleIsRefused) {
+  for (const char* name : {"rms_norm_eps", "hc_eps", "routed_scaling_factor", "swiglu_limit"}) {
+    auto j = preset_config("tinyglm").to_json();
+    j[name] = 1e39;  // a finite double that a float cannot hold
+    const std::string e = error_of(j);
+    EXPECT_NE(e.find(std::string("field `") + name + "`: expected a finite number in ("),
+              std::string::npos)
+        << e;
+    EXPECT_NE(e.find("got 1e+39"), std::string::npos) << e;
+  }
+  auto j = preset_config("tinyglm").to_json();
+  j["linear_attn_config"]["gate_lower_bound"] = -1e39;
+  EXPECT_NE(error_of(j).find("field `linear_attn_config.gate_lower_bound`: expected a finite "
+                             "number in [-100, 0)"),
+            std::string::npos)
+      << error_of(j);
+}
+
+TEST(Config, AnEosIdBeyondInt32IsRefusedNotTruncated) {
+  const auto tinyglm = preset_config("tinyglm");
+  auto j = tinyglm.to_json();
+  j["eos_token_id"] = 4294967297LL;  // 2^32 + 1: was read as 1
+  const std::string vocab = std::to_string(tinyglm.vocab_size);
+  EXPECT_EQ(error_of(j), "invalid config: field `eos_token_id`: expected ids in [0, vocab_size=" +
+                             vocab + "), got 4294967297");
+  j["eos_token_id"] = nlohmann::json::array({tinyglm.eos_token_ids[0], 4294967297LL});
+  EXPECT_NE(error_of(j).find("got 4294967297"), std::string::npos) << error_of(j);
+  j["eos_token_id"] = 18446744073709551615ULL;
+  EXPECT_NE(error_of(j).find("field `eos_token_id`"), std::string::npos) << error_of(j);
+  j["eos_token_id"] = tinyglm.vocab_size;
+  EXPECT_NE(error_of(j).find("vocab_size=" + vocab + ")"), std::string::npos) << error_of(j);
+}
+
+// Every ranged field: each preset lies inside, and just outside each end is refused with a message
+// naming the field and the range.
+TEST(Config, EveryRangedFieldRefusesValuesJustOutsideItsRange) {
+  auto set = [](nlohmann::json& j, const std::string& field, const nlohmann::json& v) {
+    const size_t dot = field.find('.');
+    if (dot == std::string::npos)
+      j[field] = v;
+    else
+      j[field.substr(0, dot)][field.substr(dot + 1)] = v;
+  };
+  ASSERT_GE(config_ranges().size(), 30u);
+  for (const auto& preset : preset_names()) {
+    for (const ConfigRange& r : config_ranges()) {
+      SCOPED_TRACE(preset + ": " + r.field);
+      const nlohmann::json base = preset_config(preset).to_json();
+      std::vector<nlohmann::json> outside;
+      if (r.integer) {
+        outside = {int64_t(r.lo) - 1, int64_t(r.hi) + 1, int64_t(1) << 40};
+      } else {
+        outside = {r.lo_open ? r.lo : r.lo - 1, r.hi_open ? r.hi : r.hi * 2 + 1, 1e39, -1e39};
+      }
+      for (const nlohmann::json& v : outside) {
+        nlohmann::json j = base;
+        set(j, r.field, v);
+        const std::string e = error_of(j);
+        EXPECT_NE(e.find(std::string("field `") + r.field + "`: expected "), std::string::npos)
+            << v << " -> " << e;
+        EXPECT_NE(e.find(r.lo_open ? "in (" : "in ["), std::string::npos) << v << " -> " << e;
+      }
+    }
+  }
+}
+
+TEST(Config, ValidateChecksTheRangesOfAConfigBuiltInCode) {
+  ModelConfig c = preset_config("tinyglm-micro");
+  c.hc_sinkhorn_iters = 1 << 30;
+  EXPECT_THROW(c.validate(), Error);
+  c = preset_config("tinyglm-micro");
+  c.hc_eps = INFINITY;
+  EXPECT_THROW(c.validate(), Error);
+}
+
+class ConfigFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("config_file_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string load_error(const std::string& text) {
+    const std::string path = (dir_ / "config.json").string();
+    std::ofstream(path, std::ios::binary) << text;
+    try {
+      ModelConfig::load(path);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidConfig) << e.what();
+      return e.message();
+    }
+    return "";
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(ConfigFile, DeepNestingFailsAtLoadWithANamedError) {
+  const std::string path = (dir_ / "config.json").string();
+  // A field nested 200,000 deep, after valid fields: a recursive walk of it would overflow.
+  std::string text = preset_config("tinyglm").to_json().dump();
+  text.pop_back();
+  text += ", \"quantization_config\": " + std::string(200000, '[') + std::string(200000, ']') + "}";
+  EXPECT_EQ(load_error(text), path + ": JSON nested deeper than 16 levels");
+  EXPECT_EQ(load_error(std::string(100000, '{')), path + ": JSON nested deeper than 16 levels");
+  EXPECT_EQ(load_error(preset_config("tinyglm").to_json().dump()), "");
 }
 
 }  // namespace
