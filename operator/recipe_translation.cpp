@@ -9,6 +9,7 @@
 #include "engine/core/error.h"
 #include "engine/options/option_registry.h"
 #include "engine/options/profile.h"
+#include "operator/secret_redaction.h"
 
 namespace sparkglm::operator_tool {
 
@@ -82,13 +83,6 @@ bool mentions_gpu(const nlohmann::json& hardware) {
   for (char& c : text) c = char(std::tolower(static_cast<unsigned char>(c)));
   for (const char* word : {"nvidia", "gpu", "cuda", "dgx", "h100", "h200", "gb10", "a100"})
     if (text.find(word) != std::string::npos) return true;
-  return false;
-}
-
-// Recipes are public, but a copied command line can still carry a token: notes never keep one.
-bool looks_secret(const std::string& key) {
-  for (const char* word : {"TOKEN", "SECRET", "PASSWORD", "API_KEY", "APIKEY", "CREDENTIAL"})
-    if (key.find(word) != std::string::npos) return true;
   return false;
 }
 
@@ -218,8 +212,12 @@ ProfileDraft translate_recipe(const Recipe& recipe, const FetchedRecipe& fetched
     std::string name = w.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     std::optional<std::string> value;
     std::string written = w;
+    const OptionSpec* named = registry.find(name);
+    // A key on the command line is reported as its flag alone (it is never applied either).
+    const bool secret = is_secret_name(name) || (named && named->secret);
     if (eq != std::string::npos) {
       value = w.substr(eq + 1);
+      if (secret) written = w.substr(0, eq + 1) + kRedacted;
     } else {
       std::string canonical = name;
       if (auto a = kAliases.find(name); a != kAliases.end()) canonical = a->second;
@@ -229,7 +227,7 @@ ProfileDraft translate_recipe(const Recipe& recipe, const FetchedRecipe& fetched
                : i + 1 < recipe.command.size() && recipe.command[i + 1].rfind("-", 0) != 0;
       if (takes_value && i + 1 < recipe.command.size()) {
         value = recipe.command[++i];
-        written += " " + *value;
+        written += " " + (secret ? std::string(kRedacted) : *value);
       }
     }
     b.flag(written, name, value);
@@ -238,13 +236,18 @@ ProfileDraft translate_recipe(const Recipe& recipe, const FetchedRecipe& fetched
   // The environment: the recipe's own, then assignments written before the program.
   std::vector<EnvAssignment> env = recipe.env.assignments;
   env.insert(env.end(), command_env.begin(), command_env.end());
-  draft.env_skipped = recipe.env.skipped;
+  for (const std::string& line : recipe.env.skipped) {
+    // "KEY=VALUE: why" or "KEY: why": a secret's line keeps only its key.
+    const std::string key = line.substr(0, line.find_first_of("=:"));
+    draft.env_skipped.push_back(is_secret_name(key) ? key + ": " + kRedacted : redact_text(line));
+  }
   ordered_json env_notes = ordered_json::object();
   ordered_json refused = ordered_json::array();
   for (const EnvAssignment& a : env) {
     if (const std::string why = refused_env_reason(a.key); !why.empty()) {
-      draft.refused_env.push_back(a.key + "=" + a.value + ": refused, " + why);
-      refused.push_back({{"key", a.key}, {"value", a.value}, {"reason", why}});
+      const std::string shown = is_secret_name(a.key) ? kRedacted : a.value;
+      draft.refused_env.push_back(a.key + "=" + shown + ": refused, " + why);
+      refused.push_back({{"key", a.key}, {"value", shown}, {"reason", why}});
       continue;
     }
     std::string option;
@@ -266,13 +269,13 @@ ProfileDraft translate_recipe(const Recipe& recipe, const FetchedRecipe& fetched
       const std::string why = "--" + spec->name +
                               " is set on the command line only, never in a "
                               "profile";
-      const std::string shown = spec->secret ? "<redacted>" : a.value;
+      const std::string shown = spec->secret || is_secret_name(a.key) ? kRedacted : a.value;
       draft.refused_env.push_back(a.key + "=" + shown + ": refused, " + why);
       refused.push_back({{"key", a.key}, {"value", shown}, {"reason", why}});
       continue;
     }
     draft.env_notes.push_back(a.key);
-    env_notes[a.key] = looks_secret(a.key) ? "<redacted>" : a.value;
+    env_notes[a.key] = is_secret_name(a.key) ? kRedacted : a.value;
   }
 
   // Fields beside the command fill what its flags left unset.
@@ -358,8 +361,8 @@ ProfileDraft translate_recipe(const Recipe& recipe, const FetchedRecipe& fetched
                                 {"quantization", recipe.quantization},
                                 {"hardware", ordered_json::parse(recipe.hardware.dump())},
                                 {"program", program},
-                                {"command", recipe.command},
-                                {"notes", recipe.notes}};
+                                {"command", redact_argv(recipe.command)},
+                                {"notes", redact_text(recipe.notes)}};
   const std::string title = recipe.title.empty() ? recipe.id : recipe.title;
   draft.profile = {
       {"name", draft.name},

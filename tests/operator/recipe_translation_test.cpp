@@ -160,9 +160,39 @@ TEST(RecipeTranslation, CommandLineOnlyOptionsAreNeverWrittenToAProfile) {
                   {"model", "GLM-5.3-Flash"},
                   {"command", json::array({"serve", "--api-key", "s3cret", "--rank=1"})}};
   const ProfileDraft d = translate(fetched_from(j));
-  EXPECT_TRUE(has_line(d.unsupported, "--api-key s3cret: --api-key is set on the command line"));
+  EXPECT_TRUE(
+      has_line(d.unsupported, "--api-key <redacted>: --api-key is set on the command line"));
   EXPECT_TRUE(has_line(d.unsupported, "--rank=1: "));
   EXPECT_FALSE(d.profile["server_args"].contains("api-key"));
+}
+
+// The profile is a file others read and commit; the recipe's command is kept in its provenance,
+// so every place a key could land holds "<redacted>" instead, and the key appears nowhere.
+TEST(RecipeTranslation, KeysInTheRecipeAreRedactedFromTheProfileAndTheReport) {
+  const json j = {
+      {"id", "x"},
+      {"model", "GLM-5.3-Flash"},
+      {"env", "HF_TOKEN=hf_SECRET1 NCCL_DEBUG=INFO"},
+      {"notes", "run it with --api-key=SECRET2 behind a proxy"},
+      {"command", json::array({"OPENAI_API_KEY=SECRET3", "vllm", "serve", "--api-key=SECRET4",
+                               "--hf-token", "SECRET5", "--max-num-batched-tokens", "8192",
+                               "--max-num-seqs", "2"})}};
+  const ProfileDraft d = translate(fetched_from(j));
+  const std::string report = describe(d);
+  for (const char* secret : {"SECRET1", "SECRET2", "SECRET3", "SECRET4", "SECRET5"}) {
+    EXPECT_EQ(d.text.find(secret), std::string::npos) << secret << " in\n" << d.text;
+    EXPECT_EQ(report.find(secret), std::string::npos) << secret << " in\n" << report;
+  }
+  const json command = json::parse(d.text)["provenance"]["recipe"]["command"];
+  EXPECT_EQ(command, json::array({"OPENAI_API_KEY=<redacted>", "vllm", "serve",
+                                  "--api-key=<redacted>", "--hf-token", "<redacted>",
+                                  "--max-num-batched-tokens", "8192", "--max-num-seqs", "2"}));
+  EXPECT_EQ(json::parse(d.text)["provenance"]["recipe"]["notes"],
+            "run it with --api-key=<redacted> behind a proxy");
+  EXPECT_EQ(json::parse(d.text)["provenance"]["environment_notes"]["NCCL_DEBUG"], "INFO");
+  EXPECT_EQ(std::get<int64_t>(
+                Profile::parse(d.text, "/tmp/profiles/x.json").values().at("max-num-seqs")),
+            2);
 }
 
 TEST(RecipeTranslation, ProfileNamesStayInsideTheProfileFolder) {
