@@ -4,7 +4,6 @@
 
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
-#include "engine/core/strict_json.h"
 #include "engine/options/profile.h"
 #include "gates/gate_definition.h"
 #include "receipts/bundle_file.h"
@@ -22,8 +21,7 @@ std::optional<nlohmann::json> candidate_config(const fs::path& bundle) {
   const fs::path p = bundle / "server" / "candidate" / "effective-config.json";
   if (!fs::exists(p)) return std::nullopt;
   try {
-    return parse_json(receipts::read_file(p), p.string(), ErrorKind::kInvalidArgument,
-                      json_limits::kReceipt);
+    return nlohmann::json::parse(receipts::read_file(p));
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -38,7 +36,7 @@ Problems receipt_backs_option(const fs::path& bundle, const OptionSpec& option,
   Problems problems = receipts::verify_bundle(bundle);
   if (!problems.empty()) return problems;
   const std::string bytes = receipts::read_file(bundle / "qualification.json");
-  const nlohmann::json record = receipts::parse_record_text(bytes, where + "/qualification.json");
+  const nlohmann::json record = nlohmann::json::parse(bytes);
   auto add = [&](const std::string& field, const std::string& what) {
     problems.push_back({where + ": " + field, what});
   };
@@ -117,8 +115,7 @@ void promote(const PromoteRequest& request) {
   }
 
   const std::string old_bytes = receipts::read_file(profile.path());
-  nlohmann::ordered_json j = parse_ordered_json(old_bytes, profile.path(),
-                                                ErrorKind::kInvalidConfig, json_limits::kProfile);
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(old_bytes);
   j["options"][option.name] = option.to_json(value);
   j["promotions"][option.name] = {
       {"value", option.to_json(value)},

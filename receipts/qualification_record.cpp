@@ -308,7 +308,7 @@ class RecordChecker {
 }  // namespace
 
 json parse_record_text(std::string_view bytes, const std::string& name) {
-  return parse_json_unique_keys(bytes, name, ErrorKind::kInvalidArgument, json_limits::kReceipt);
+  return parse_json_unique_keys(bytes, name, ErrorKind::kInvalidArgument);
 }
 
 std::string record_file_text(const json& record) {
