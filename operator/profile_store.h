@@ -27,10 +27,12 @@ class ProfileStore {
   };
   // Writes `text` to path_of(name): a temporary file in the folder, flushed, then renamed over the
   // target, so a reader sees the old file or the new one, never half of one. A replaced file is
-  // first copied to NAME.json.<UTC time>.bak. Creates the folder when missing.
+  // first copied to NAME.json.<UTC time to the nanosecond>.<pid>.bak, a name no other writer can
+  // take (O_EXCL). The folder is locked (FolderLock) for the backup and the rename, so concurrent
+  // writers each back up what the one before wrote. Creates the folder when missing.
   Written write(const std::string& name, const std::string& text) const;
 
-  // The profile chosen with `sparkglm profile use`, "" when none.
+  // The profile chosen with `sparkglm profile use` (the state folder's `profile`), "" when none.
   std::string used() const;
   void use(const std::string& name) const;  // checks the profile loads first
 
@@ -39,7 +41,7 @@ class ProfileStore {
 };
 
 std::string read_text_file(const std::string& path);  // Error(kIo) naming the path
-// Writes through a temporary file beside `path`, then rename (no backup).
-void write_file_atomically(const std::string& path, const std::string& text);
+// Writes through a temporary file beside `path` created with `mode`, then rename (no backup).
+void write_file_atomically(const std::string& path, const std::string& text, unsigned mode = 0644);
 
 }  // namespace sparkglm::operator_tool

@@ -1,10 +1,13 @@
 #include "operator/profile_store.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "engine/core/error.h"
 
@@ -56,6 +59,41 @@ TEST_F(ProfileStoreTest, WritesANewFileAndKeepsABackupOfAReplacedOne) {
   EXPECT_EQ(store.names(), std::vector<std::string>{"micro"});
 }
 
+// Twelve writers at once (separate processes, as twelve `recipe apply --yes` are): every version
+// that was ever the file survives, as the file or as a backup, and no backup name is shared.
+TEST_F(ProfileStoreTest, ConcurrentWritersKeepEveryVersionAsABackup) {
+  const ProfileStore store((root_ / "profiles").string(), (root_ / "state").string());
+  store.write("micro", "v0\n");
+  constexpr int kWriters = 12;
+  std::vector<pid_t> children;
+  for (int i = 1; i <= kWriters; ++i) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      try {
+        store.write("micro", "v" + std::to_string(i) + "\n");
+        _exit(0);
+      } catch (...) {
+        _exit(1);
+      }
+    }
+    children.push_back(pid);
+  }
+  for (const pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  std::set<std::string> versions;
+  size_t backups = 0;
+  for (const std::string& name : files(root_ / "profiles")) {
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".bak") == 0) ++backups;
+    versions.insert(read_text_file((root_ / "profiles" / name).string()));
+  }
+  EXPECT_EQ(backups, size_t(kWriters));
+  EXPECT_EQ(versions.size(), size_t(kWriters + 1));  // v0 .. v12, each exactly once
+}
+
 TEST_F(ProfileStoreTest, NamesCannotReachOutsideTheFolder) {
   const ProfileStore store((root_ / "profiles").string(), (root_ / "state").string());
   for (const char* name : {"../x", "a/b", "..", ".hidden", "", "UPPER", "/etc/passwd"})
@@ -72,6 +110,9 @@ TEST_F(ProfileStoreTest, UseRecordsAValidProfileOnly) {
   store.write("micro", kMicro);
   store.use("micro");
   EXPECT_EQ(store.used(), "micro");
+  // The choice is state: private to its owner.
+  EXPECT_EQ(fs::status(root_ / "state" / "profile").permissions(), fs::perms(0600));
+  EXPECT_EQ(fs::status(root_ / "state").permissions(), fs::perms(0700));
   store.write("broken", "{}\n");
   EXPECT_THROW(store.use("broken"), Error);
   EXPECT_THROW(store.use("missing"), Error);
