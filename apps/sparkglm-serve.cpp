@@ -23,6 +23,7 @@
 #include "engine/core/sha256.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/model_loader.h"
+#include "engine/options/api_key_source.h"
 #include "engine/options/effective_config.h"
 #include "engine/runtime/latent_cache.h"
 #include "engine/runtime/serving_engine.h"
@@ -57,6 +58,9 @@ std::unique_ptr<server::TokenCodec> codec_for(const EffectiveConfig& c, const Mo
 
 int serve(const std::vector<std::string>& args) {
   const EffectiveConfig cfg = parse_serve_args(args);
+  // Before the model loads: a missing key file is reported at once.
+  const std::string api_key =
+      resolve_api_key({cfg.str("api-key"), cfg.str("api-key-file"), cfg.str("api-key-env")});
   log_line(std::string("sparkglm-serve ") + build_info().version + " (" + build_info().commit +
            ")");
   for (const std::string& line : cfg.log_lines()) log_line(line);
@@ -113,7 +117,7 @@ int serve(const std::vector<std::string>& args) {
   server::Metrics metrics;
   server::RouteOptions route_options;
   route_options.model = {model_id, max_seq_len, mc.vocab_size};
-  route_options.api_key = cfg.str("api-key");
+  route_options.api_key = api_key;
   route_options.request_timeout_s = cfg.number("request-timeout");
   route_options.kv_pool_tokens = pool_tokens;
   route_options.eos_ids = mc.eos_token_ids;
