@@ -42,7 +42,7 @@ bool is_http_url(const std::string& text) {
   return head.rfind("http://", 0) == 0 || head.rfind("https://", 0) == 0;
 }
 
-HttpResult http_get(const std::string& url, const HttpLimits& limits) {
+HttpResult http_get(const std::string& url, const HttpLimits& limits, const std::string& bearer) {
   static std::once_flag init;
   std::call_once(init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   const std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
@@ -55,7 +55,13 @@ HttpResult http_get(const std::string& url, const HttpLimits& limits) {
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+  // A key goes to the URL asked for and nowhere a redirect points.
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, bearer.empty() ? 1L : 0L);
+  const std::string authorization = "Authorization: Bearer " + bearer;
+  const std::unique_ptr<curl_slist, void (*)(curl_slist*)> headers(
+      bearer.empty() ? nullptr : curl_slist_append(nullptr, authorization.c_str()),
+      curl_slist_free_all);
+  if (headers) curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
   curl_easy_setopt(c, CURLOPT_MAXREDIRS, limits.max_redirects);
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);

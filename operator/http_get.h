@@ -24,7 +24,9 @@ bool is_http_url(const std::string& text);  // http:// or https://, any case
 
 // Throws Error(kIo, "<url>: <what went wrong>") when no response came back (unreachable host,
 // refused connection, timeout, TLS failure, too many redirects) or the body is over the limit. An
-// HTTP error status is returned, not thrown: the caller words it.
-HttpResult http_get(const std::string& url, const HttpLimits& limits);
+// HTTP error status is returned, not thrown: the caller words it. A `bearer` token is sent as
+// "Authorization: Bearer ..." and redirects are then not followed.
+HttpResult http_get(const std::string& url, const HttpLimits& limits,
+                    const std::string& bearer = "");
 
 }  // namespace sparkglm::operator_tool

@@ -23,12 +23,14 @@ const char* const kOperatorUsage =
        [--max-bytes N] [--timeout SECONDS]
   profile list|show P|diff A B|use P   the profiles in --profile-dir (default: profiles/)
   start [--profile P] [--port N] [--bind ADDR] [--wait SECONDS] [-- SERVE-FLAGS...]
+       [--api-key-file PATH | --api-key-env NAME]
                                        run sparkglm-serve in the background, wait for /health
+                                       (the key is never in an argv or a state file)
   stop [--timeout SECONDS] [--force]   SIGTERM the engine (SIGKILL after the wait with --force)
   status                               version, profile, pid, health and pool use
   logs [--lines N]                     the engine's log (default: the last 100 lines)
        every engine command takes --state-dir DIR (default: $XDG_STATE_HOME/sparkglm or
-       ~/.local/state/sparkglm) for engine.pid, engine.json and engine.log
+       ~/.local/state/sparkglm, made 0700) for engine.pid, engine.json and engine.log (0600)
 )";
 
 std::string profile_dir_from(const CliArgs& flags) {
