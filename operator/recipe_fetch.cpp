@@ -1,5 +1,6 @@
 #include "operator/recipe_fetch.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
