@@ -6,8 +6,11 @@
 #include <iostream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/core/build_info.h"
 #include "engine/core/error.h"
+#include "engine/options/api_key_source.h"
 #include "engine/options/effective_config.h"
 #include "operator/commands.h"
 #include "operator/engine_process.h"
@@ -29,9 +32,32 @@ std::string serve_binary(const CliArgs& a) {
   return (self.parent_path() / "sparkglm-serve").string();
 }
 
-int start(const CliArgs& a, const std::vector<std::string>& passthrough) {
+// The variable that carries a key given as `-- --api-key K` into the server's environment.
+constexpr const char* kKeyVariable = "SPARKGLM_SERVE_API_KEY";
+
+// Takes `--api-key K` / `--api-key=K` out of the flags for sparkglm-serve: a key in the server's
+// argv is readable by every user (/proc/<pid>/cmdline) and would land in engine.json.
+std::string take_inline_key(std::vector<std::string>& flags) {
+  std::string key;
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < flags.size(); ++i) {
+    if (flags[i] == "--api-key") {
+      if (i + 1 == flags.size())
+        throw Error(ErrorKind::kInvalidArgument, "--api-key expects a value");
+      key = flags[++i];
+    } else if (flags[i].rfind("--api-key=", 0) == 0) {
+      key = flags[i].substr(10);
+    } else {
+      rest.push_back(flags[i]);
+    }
+  }
+  flags = std::move(rest);
+  return key;
+}
+
+int start(const CliArgs& a, std::vector<std::string> passthrough) {
   a.allow_only({"--profile", "--profile-dir", "--state-dir", "--port", "--bind", "--wait",
-                "--serve-binary"});
+                "--serve-binary", "--api-key-file", "--api-key-env"});
   const ProfileStore store = store_from(a);
   const std::string profile = a.has("--profile") ? a.str("--profile", "") : store.used();
   if (profile.empty() && passthrough.empty())
@@ -45,11 +71,26 @@ int start(const CliArgs& a, const std::vector<std::string>& passthrough) {
     request.args = {"--profile", path};
     profile_label = profile + " (" + path + ")";
   }
-  for (const char* flag : {"--port", "--bind"})
+  for (const char* flag : {"--port", "--bind", "--api-key-env"})
     if (a.has(flag)) request.args.insert(request.args.end(), {flag, a.str(flag, "")});
+  if (a.has("--api-key-file"))
+    request.args.insert(request.args.end(),
+                        {"--api-key-file", fs::absolute(a.str("--api-key-file", "")).string()});
+  const std::string inline_key = take_inline_key(passthrough);
   request.args.insert(request.args.end(), passthrough.begin(), passthrough.end());
-  // The same parse the server runs: a bad flag or profile is reported here, before any process.
+  // The same parse the server runs: a bad flag or profile, two key sources, an unreadable key
+  // file or an unset variable are reported here, before any process.
   const EffectiveConfig config = parse_serve_args(request.args, store.dir());
+  resolve_api_key({inline_key, config.str("api-key-file"), config.str("api-key-env")});
+  if (!inline_key.empty()) {
+    request.env.emplace_back(kKeyVariable, inline_key);
+    request.args.insert(request.args.end(), {"--api-key-env", kKeyVariable});
+    std::cerr << "sparkglm: the key given with --api-key goes to sparkglm-serve in its "
+                 "environment ("
+              << kKeyVariable
+              << "), not in its argv; --api-key-file PATH or --api-key-env NAME keep it out of "
+                 "this command's argv too\n";
+  }
   request.serve_binary = serve_binary(a);
   request.bind = config.str("bind");
   request.port = int(config.integer("port"));
@@ -60,7 +101,7 @@ int start(const CliArgs& a, const std::vector<std::string>& passthrough) {
   engine.running(&stale);
   if (!stale.empty()) std::cout << stale << "\n";
   const EngineRecord r = engine.start(request);
-  std::cout << "sparkglm-serve is running: pid " << r.pid << ", listening on " << r.url
+  std::cout << "sparkglm-serve is running: pid " << r.process.pid << ", listening on " << r.url
             << (profile_label.empty() ? "" : ", profile " + profile_label)
             << "\nlog: " << engine.log_path() << "\n";
   return 0;
@@ -91,12 +132,21 @@ double metric(const std::string& text, const std::string& name) {
   return -1.0;
 }
 
-// The "sparkglm-serve VERSION (COMMIT)" line of the run's log.
-std::string engine_version(const std::string& log) {
-  const size_t at = log.rfind("sparkglm-serve ");
-  if (at == std::string::npos) return "";
-  const size_t end = log.find('\n', at);
-  return log.substr(at, end == std::string::npos ? end : end - at);
+// The key the engine was started with, for /metrics: from its key file, or from the variable
+// it names when this shell has it too. "" when it has none or this command cannot know it.
+std::string engine_key(const EngineRecord& r) {
+  const nlohmann::json& args = r.raw.contains("args") ? r.raw["args"] : nlohmann::json::array();
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    const std::string flag = args[i].is_string() ? args[i].get<std::string>() : "";
+    const std::string value = args[i + 1].is_string() ? args[i + 1].get<std::string>() : "";
+    try {
+      if (flag == "--api-key-file") return resolve_api_key({"", value, ""});
+      if (flag == "--api-key-env") return resolve_api_key({"", "", value});
+    } catch (const Error&) {
+      return "";
+    }
+  }
+  return "";
 }
 
 int status(const CliArgs& a) {
@@ -110,10 +160,14 @@ int status(const CliArgs& a) {
     std::cout << "engine: not running (state " << engine.state_dir() << ")\n";
     return kNotRunning;
   }
-  std::cout << "engine: running, pid " << r->pid
+  std::cout << "engine: running, pid " << r->process.pid
             << (r->started_at.empty() ? "" : ", started " + r->started_at) << "\n";
-  if (const std::string v = engine_version(engine.log_tail(0)); !v.empty())
-    std::cout << "version: " << v << "\n";
+  // Recorded at start from the running executable itself (never from the log, which clients
+  // write into); the process was just checked to be that executable.
+  std::cout << "version: " << (r->version.empty() ? "unknown" : r->version) << "\n";
+  std::cout << "binary: " << r->process.exe
+            << (r->process.exe_deleted ? " (replaced on disk since it started)" : "")
+            << (r->binary_sha256.empty() ? "" : ", sha256 " + r->binary_sha256) << "\n";
   std::cout << "profile: " << (r->profile.empty() ? "(none)" : r->profile) << "\n";
   if (r->url.empty()) {
     std::cout << "health: starting (not listening yet)\n";
@@ -127,7 +181,10 @@ int status(const CliArgs& a) {
     const HttpResult health = http_get(r->url + "/health", limits);
     std::cout << "health: "
               << (health.status == 200 ? "ok" : "HTTP " + std::to_string(health.status)) << "\n";
-    const std::string m = http_get(r->url + "/metrics", limits).body;
+    const HttpResult metrics = http_get(r->url + "/metrics", limits, engine_key(*r));
+    if (metrics.status != 200)
+      std::cout << "pool: unknown (/metrics answered HTTP " << metrics.status << ")\n";
+    const std::string m = metrics.status == 200 ? metrics.body : "";
     const double used = metric(m, "sparkglm_kv_blocks_used"),
                  total = metric(m, "sparkglm_kv_blocks_total");
     if (total > 0) {
@@ -164,15 +221,14 @@ int engine_command(const std::string& command, const std::vector<std::string>& a
   // Flags after `--` go to sparkglm-serve unchanged.
   const auto dashes = std::find(args.begin(), args.end(), "--");
   const std::vector<std::string> own(args.begin(), dashes);
-  const std::vector<std::string> passthrough(dashes == args.end() ? dashes : dashes + 1,
-                                             args.end());
+  std::vector<std::string> passthrough(dashes == args.end() ? dashes : dashes + 1, args.end());
   const CliArgs a(own, {"--force"});
   if (!a.positional().empty())
     throw Error(ErrorKind::kInvalidArgument,
                 "sparkglm " + command + ": unexpected argument \"" + a.positional()[0] + "\"");
   if (command != "start" && !passthrough.empty())
     throw Error(ErrorKind::kInvalidArgument, "sparkglm " + command + " takes no `--` flags");
-  if (command == "start") return start(a, passthrough);
+  if (command == "start") return start(a, std::move(passthrough));
   if (command == "stop") return stop(a);
   if (command == "status") return status(a);
   if (command == "logs") return logs(a);
