@@ -4,10 +4,13 @@
 
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
+#include "engine/core/strict_json.h"
 #include "engine/options/profile.h"
 #include "gates/gate_definition.h"
+#include "gates/verdict_rederivation.h"
 #include "receipts/bundle_file.h"
 #include "receipts/bundle_verifier.h"
+#include "receipts/qualification_record.h"
 
 namespace sparkglm::gates {
 namespace {
@@ -21,7 +24,8 @@ std::optional<nlohmann::json> candidate_config(const fs::path& bundle) {
   const fs::path p = bundle / "server" / "candidate" / "effective-config.json";
   if (!fs::exists(p)) return std::nullopt;
   try {
-    return nlohmann::json::parse(receipts::read_file(p));
+    return parse_json(receipts::read_file(p), p.string(), ErrorKind::kInvalidArgument,
+                      json_limits::kReceipt);
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -31,12 +35,15 @@ std::optional<nlohmann::json> candidate_config(const fs::path& bundle) {
 
 Problems receipt_backs_option(const fs::path& bundle, const OptionSpec& option,
                               const OptionValue& value, const ChangeClassPolicy& policy,
+                              const receipts::VerifyOptions& verification,
                               const std::string& expected_sha256) {
   const std::string where = bundle.filename().string();
-  Problems problems = receipts::verify_bundle(bundle);
+  Problems problems = receipts::verify_bundle(bundle, verification);
   if (!problems.empty()) return problems;
   const std::string bytes = receipts::read_file(bundle / "qualification.json");
-  const nlohmann::json record = nlohmann::json::parse(bytes);
+  const nlohmann::json record = parse_json_unique_keys(bytes, where + "/qualification.json",
+                                                      ErrorKind::kInvalidArgument,
+                                                      json_limits::kReceipt);
   auto add = [&](const std::string& field, const std::string& what) {
     problems.push_back({where + ": " + field, what});
   };
@@ -44,6 +51,13 @@ Problems receipt_backs_option(const fs::path& bundle, const OptionSpec& option,
     add("qualification.json", "sha256 " + sha256_hex(bytes) + " differs from the profile's " +
                                   expected_sha256 + " (the bundle changed after promotion)");
   const nlohmann::json& change = record.at("change");
+  // A server measured through `run --url` was already running: its binary and profile were not
+  // observed, so the bundle cannot say which server the numbers belong to.
+  if (const auto cand = change.find("candidate");
+      cand != change.end() && cand->is_object() && cand->value("observed", "") == "endpoint")
+    add("change.candidate.observed",
+        "\"endpoint\": measured through --url, the server's binary and profile were not "
+        "observed; a promotion needs a server the harness started");
   const nlohmann::json opt = change.value("option", nlohmann::json());
   if (!opt.is_object() || opt.value("name", "") != option.name)
     add("change.option.name",
@@ -107,7 +121,11 @@ void promote(const PromoteRequest& request) {
                                                  "put it under " +
                                                  results.string() +
                                                  "/ and rebuild the index first");
-  const Problems problems = receipt_backs_option(bundle, option, value, policy);
+  const Problems problems = receipt_backs_option(
+      bundle, option, value, policy,
+      full_verification(
+          request.trusted_keys.empty() ? request.receipts / "keys" : request.trusted_keys,
+          request.gates));
   if (!problems.empty()) {
     std::string text = "the receipt does not back " + option.name + " = " + request.value + ":";
     for (const Problem& p : problems) text += "\n  " + p.to_string();
@@ -115,7 +133,8 @@ void promote(const PromoteRequest& request) {
   }
 
   const std::string old_bytes = receipts::read_file(profile.path());
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(old_bytes);
+  nlohmann::ordered_json j = parse_ordered_json(old_bytes, profile.path(),
+                                                ErrorKind::kInvalidConfig, json_limits::kProfile);
   j["options"][option.name] = option.to_json(value);
   j["promotions"][option.name] = {
       {"value", option.to_json(value)},

@@ -10,10 +10,13 @@
 
 #include "engine/core/build_info.h"
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "gates/case_metrics.h"
 #include "gates/change_class_policy.h"
+#include "gates/device_share.h"
 #include "gates/gate_definition.h"
 #include "gates/operator_gate.h"
+#include "gates/serving_arm.h"
 #include "gates/serving_gate.h"
 #include "gates/static_gate.h"
 #include "harness/ab_runner.h"
@@ -45,51 +48,6 @@ std::string utc_now() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
-}
-
-// One started server with what it said about itself.
-struct Arm {
-  std::string label;
-  std::unique_ptr<harness::ServerProcess> server;
-  harness::ServerIdentity identity;
-  std::string metrics_before;
-};
-
-Arm start_arm(const std::string& label, const ArmCommand& cmd, receipts::BundleWriter& bundle,
-              std::ostream& err) {
-  const std::string log = "server/" + label + "/server.log";
-  bundle.add_file(log, "log");
-  harness::ServerProcessOptions o;
-  o.binary = cmd.binary;
-  o.args = cmd.args;
-  o.log_path = bundle.where_is(log).string();
-  fs::create_directories(bundle.where_is(log).parent_path());
-  err << "starting " << label << ": " << cmd.binary;
-  for (const std::string& a : cmd.args) err << ' ' << a;
-  err << '\n';
-  Arm arm;
-  arm.label = label;
-  arm.server = std::make_unique<harness::ServerProcess>(o);
-  std::vector<std::string> argv = {cmd.binary};
-  argv.insert(argv.end(), cmd.args.begin(), cmd.args.end());
-  arm.identity = harness::read_server_identity(label, argv, receipts::read_file(o.log_path));
-  bundle.add_bytes("server/" + label + "/effective-config.json",
-                   arm.identity.effective_config.dump(2) + "\n", "config");
-  bundle.add_bytes("server/" + label + "/identity.json", arm.identity.identity.dump(2) + "\n",
-                   "identity");
-  arm.metrics_before = harness::http_get(arm.server->base_url() + "/metrics").body;
-  bundle.add_bytes("server/" + label + "/metrics-before.txt", arm.metrics_before, "metrics");
-  return arm;
-}
-
-// Both arms must serve the same model: an A/B of two models measures nothing.
-void check_arms_comparable(const std::vector<Arm>& arms) {
-  if (arms.size() < 2) return;
-  const json& a = arms[0].identity.identity["model"];
-  const json& b = arms[1].identity.identity["model"];
-  if (a != b)
-    throw Error(ErrorKind::kInvalidArgument, "the arms serve different models (change.*.model): " +
-                                                 a.dump() + " vs " + b.dump());
 }
 
 std::vector<harness::CaseLoad> case_loads(const workloads::WorkloadPlan& plan) {
@@ -133,7 +91,7 @@ bool serves_on_cuda(const ArmCommand& cmd) {
   return false;
 }
 
-bool dummy_weights(const Arm& arm) {
+bool dummy_weights(const ServingArm& arm) {
   return arm.identity.identity["model"].value("weights", "").rfind("dummy", 0) == 0;
 }
 
@@ -148,9 +106,35 @@ json client_cost(const std::vector<harness::RequestRecord>& records) {
       overhead_max = std::max(overhead_max, r.client_overhead_max_s);
     }
   const auto share = harness::client_overhead_to_itl(records);
-  return {{"overhead_per_event_median_s", overhead.empty() ? 0.0 : harness::median(overhead)},
-          {"overhead_per_event_max_s", overhead_max},
-          {"worst_median_overhead_over_median_itl", share ? json(*share) : json(nullptr)}};
+  // The callback's clock sees parsing and recording only; the load thread also spends CPU in
+  // libcurl and the socket for every event, so its whole thread CPU time is recorded beside it.
+  const std::vector<double> cpu = harness::thread_cpu_per_event_s(records);
+  const harness::DeliverySummary d = harness::delivery_summary(records);
+  return {
+      {"overhead_per_event_median_s", overhead.empty() ? 0.0 : harness::median(overhead)},
+      {"overhead_per_event_max_s", overhead_max},
+      {"worst_median_overhead_over_median_itl", share ? json(*share) : json(nullptr)},
+      {"thread_cpu_per_event_median_s", cpu.empty() ? json(nullptr) : json(harness::median(cpu))},
+      {"thread_cpu_per_event_max_s",
+       cpu.empty() ? json(nullptr) : json(*std::max_element(cpu.begin(), cpu.end()))},
+      {"delivery",
+       {{"reads_with_output", d.reads},
+        {"output_events", d.events},
+        {"max_events_per_read", d.max_events_per_read},
+        {"p99_events_per_read", d.p99_events_per_read},
+        {"bursty", d.bursty()}}}};
+}
+
+// A bursty server cannot qualify quietly: the warning every card shows, naming the numbers.
+std::optional<std::string> bursty_delivery_warning(
+    const std::vector<harness::RequestRecord>& records) {
+  const harness::DeliverySummary d = harness::delivery_summary(records);
+  if (!d.bursty()) return std::nullopt;
+  return "bursty delivery: " + std::to_string(d.events) + " output events reached the client in " +
+         std::to_string(d.reads) + " socket reads (p99 " + std::to_string(d.p99_events_per_read) +
+         ", max " + std::to_string(d.max_events_per_read) +
+         " events in one read); the client's event times (ITL, decode rate, SSE gaps) then "
+         "measure the batching, not the server's pace";
 }
 
 // Feeds the terminal progress line: the case and arm about to run, and each finished request.
@@ -234,7 +218,8 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
     err << "G1: " << results.back().status << " (" << results.back().summary << ")\n";
     if (results.back().status != "not-run") {
       const auto speed = operator_table_limitations(
-          json::parse(receipts::read_file(bundle.where_is("operators.json"))));
+          parse_json(receipts::read_file(bundle.where_is("operators.json")), "operators.json",
+                     ErrorKind::kInvalidArgument, json_limits::kReceipt));
       limitations.insert(limitations.end(), speed.begin(), speed.end());
     }
   }
@@ -272,10 +257,28 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
   ServingRun run;
   json client = nullptr;
   json counters = json::object();
+  json device_share = nullptr;
   if (!workload_ids.empty()) {
-    std::vector<Arm> arms;
-    arms.push_back(start_arm("candidate", req.candidate, bundle, err));
-    if (req.baseline) arms.push_back(start_arm("baseline", *req.baseline, bundle, err));
+    std::vector<ServingArm> arms;
+    if (req.external) {
+      arms.push_back(attach_arm("candidate", *req.external, bundle, err));
+      limitations.push_back(
+          "measured through --url: the server was running already; its binary, commit, profile "
+          "and effective configuration were not observed (server/candidate/endpoint.json holds "
+          "what it said over HTTP), so no promotion may cite this bundle");
+    } else {
+      ArmCommand candidate = req.candidate;
+      std::optional<ArmCommand> baseline = req.baseline;
+      std::vector<ArmCommand*> commands = {&candidate};
+      if (baseline) commands.push_back(&*baseline);
+      int64_t device_bytes = 0;
+      const json env = harness::probe_environment();
+      if (env.contains("gpus") && env["gpus"].is_array() && !env["gpus"].empty())
+        device_bytes = env["gpus"][0].value("memory_bytes", int64_t(0));
+      device_share = plan_device_share(commands, serves_on_cuda(candidate), device_bytes).to_json();
+      arms.push_back(start_arm("candidate", candidate, bundle, err));
+      if (baseline) arms.push_back(start_arm("baseline", *baseline, bundle, err));
+    }
     check_arms_comparable(arms);
     change["candidate"] = arms[0].identity.identity;
     if (arms.size() > 1) change["baseline"] = arms[1].identity.identity;
@@ -285,9 +288,11 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
       if (cfg.contains(req.option->first)) change["option"]["value"] = cfg[req.option->first];
     }
 
-    const std::string base = arms[0].server->base_url();
+    const std::string base = arms[0].base_url;
     workloads::PlanOptions plan_options;
-    plan_options.model = harness::model_id(base);
+    plan_options.model = req.external
+                             ? arms[0].identity.identity["model"]["preset"].get<std::string>()
+                             : harness::model_id(base);
     plan_options.count = [&](const json& body) {
       return int32_t(harness::tokenize(base, workloads::tokenize_body(body)).size());
     };
@@ -307,17 +312,18 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
     }
 
     std::vector<harness::ArmEndpoint> endpoints;
-    for (const Arm& a : arms) endpoints.push_back({a.label, a.server->base_url()});
+    for (const ServingArm& a : arms) endpoints.push_back({a.label, a.base_url});
     reports::ProgressLine line = reports::ProgressLine::for_stderr();
     reports::Progress progress;
     const harness::RunProgress hooks = progress_hooks(loads, arms.size(), epoch, line, progress);
     run.records = harness::run_interleaved(loads, endpoints, epoch, hooks);
     line.finish();
 
-    for (Arm& a : arms) {
-      const std::string after = harness::http_get(a.server->base_url() + "/metrics").body;
+    for (ServingArm& a : arms) {
+      const std::string after = a.scrape_metrics();
       bundle.add_bytes("server/" + a.label + "/metrics-after.txt", after, "metrics");
       counters[a.label] = counter_deltas(a.metrics_before, after);
+      if (!a.server) continue;  // measured through --url: never ours to stop
       const harness::ServerExit exit = a.server->stop();
       if (!exit.clean())
         limitations.push_back("the " + a.label +
@@ -328,6 +334,10 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
     bundle.add_bytes("requests.jsonl", jsonl, "requests");
 
     client = client_cost(run.records);
+    if (const auto warning = bursty_delivery_warning(run.records)) {
+      limitations.push_back(*warning);
+      err << "warning: " << *warning << '\n';
+    }
     run.baseline = req.baseline ? "baseline" : "";
     run.dummy_weights = dummy_weights(arms[0]);
     metrics = case_metrics(run.records, "candidate", run.baseline);
@@ -391,7 +401,8 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
                  {"metrics", metric_json},
                  {"limitations", limitations},
                  {"client", client},
-                 {"counters", counters}};
+                 {"counters", counters},
+                 {"device_share", device_share}};
   bundle.finish(record);
   const receipts::Problems problems = receipts::verify_bundle(req.out);
   for (const receipts::Problem& p : problems) err << "verify: " << p.to_string() << '\n';

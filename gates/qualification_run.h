@@ -18,11 +18,19 @@ struct ArmCommand {
   std::vector<std::string> args;  // its flags (without --port: the harness picks one)
 };
 
+// A server already running, measured as it is (`run --url`): nothing is started or stopped.
+struct ExternalServer {
+  std::string url;          // its base URL, e.g. "http://127.0.0.1:8000"
+  std::string api_key_env;  // the environment variable holding its API key ("" = none)
+  std::string model;        // the model id to request ("" = the first /v1/models lists)
+};
+
 struct RunRequest {
   std::string gate = "G2";
   double scale = 1;
   ArmCommand candidate;
-  std::optional<ArmCommand> baseline;  // absent: a single-arm measurement
+  std::optional<ArmCommand> baseline;      // absent: a single-arm measurement
+  std::optional<ExternalServer> external;  // present: measure it instead of starting candidate
   std::string id, title, target;
   std::string state = "measurement";
   std::string change_class = "launcher-profile";

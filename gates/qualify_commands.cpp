@@ -47,7 +47,17 @@ const char* const kRunUsage =
     "         [--id ID] [--out DIR] [--title T] [--target T] [--state S] [--change-class C]\n"
     "         [--repetitions N] [--ctest-dir DIR] [--operators FILE] [--operator-runner PATH]\n"
     "         [--workload ID,ID...] [--workloads DIR] [--gates DIR] [--receipts DIR]\n"
-    "         [--profiles DIR]\n";
+    "         [--profiles DIR]\n"
+    "   or: sparkglm-qualify run --url URL [--api-key-env NAME] [--model ID] [--gate G2..G4]\n"
+    "         [--scale S] [--repetitions N] [--workload ID,...] [--id ID] [--out DIR] ...\n"
+    "         measures a server that is already running (started by `sparkglm start`, a peer\n"
+    "         engine, a remote appliance); nothing is started or stopped, and the bundle says its\n"
+    "         binary and profile were not observed (no promotion can cite it)\n";
+
+// The flags that start or configure a server: meaningless when --url measures a running one.
+const char* const kProcessFlags[] = {"--preset",         "--device",       "--server-args",
+                                     "--candidate-args", "--option",       "--ab",
+                                     "--baseline-args",  "--baseline-bin", "--server-bin"};
 
 }  // namespace
 
@@ -84,7 +94,15 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
                   "--gates",
                   "--receipts",
                   "--profiles",
+                  "--url",
+                  "--api-key-env",
+                  "--model",
                   "--help"});
+    if (!a.has("--url"))
+      for (const char* f : {"--api-key-env", "--model"})
+        if (a.has(f))
+          throw Error(ErrorKind::kInvalidArgument,
+                      std::string(f) + ": only with --url (a started server serves its preset)");
     if (!a.positional().empty())
       throw Error(ErrorKind::kInvalidArgument, "unexpected argument \"" + a.positional()[0] + "\"");
     RunRequest r;
@@ -101,9 +119,22 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
       throw Error(ErrorKind::kInvalidArgument,
                   "--scale: expected a number in (0, 1], got \"" + scale + "\"");
     }
-    const std::string preset = a.str("--preset", "tinyglm");
-    const std::string device = a.str("--device", "cpu");
-    if (device != "cpu" && device != "cuda")
+    if (a.has("--url")) {
+      for (const char* f : kProcessFlags)
+        if (a.has(f))
+          throw Error(ErrorKind::kInvalidArgument,
+                      std::string(f) +
+                          ": --url measures a server that is already running, so nothing is "
+                          "started or configured; leave it out");
+      r.external =
+          ExternalServer{a.str("--url", ""), a.str("--api-key-env", ""), a.str("--model", "")};
+    }
+    const std::string preset = a.str("--preset", r.external ? "url" : "tinyglm");
+    const std::string device = a.str("--device", r.external ? "endpoint" : "cpu");
+    if (r.external && gate_level(r.gate) < 2)
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--gate " + r.gate + ": --url measures a server, so G2 or above");
+    if (!r.external && device != "cpu" && device != "cuda")
       throw Error(ErrorKind::kInvalidArgument,
                   "--device: expected cpu or cuda, got \"" + device + "\"");
     const fs::path bin_dir = self_dir();
@@ -137,9 +168,11 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     if (fs::path(r.out).filename() != r.id && a.has("--id"))
       throw Error(ErrorKind::kInvalidArgument,
                   "--out: the bundle folder's name must be the id " + r.id);
-    r.title = a.str("--title", gate_level(r.gate) < 2 ? r.gate + " qualification of this build"
-                                                      : r.gate + " tinyGLM qualification (" +
-                                                            preset + ", " + device + ")");
+    r.title =
+        a.str("--title", r.external ? r.gate + " measurement of the server at " + r.external->url
+                         : gate_level(r.gate) < 2
+                             ? r.gate + " qualification of this build"
+                             : r.gate + " tinyGLM qualification (" + preset + ", " + device + ")");
     r.target = a.str("--target", "");
     r.state = a.str("--state", "measurement");
     r.change_class = a.str("--change-class", r.option ? "" : "launcher-profile");
@@ -189,10 +222,11 @@ int measure_command(const std::vector<std::string>& args, std::ostream& out, std
       else
         rest.push_back(args[i]);
     const CliArgs a(rest, {});
-    a.allow_only({"--torch-peer", "--title", "--id", "--out"});
+    a.allow_only({"--torch-peer", "--title", "--id", "--out", "--gates"});
     if (!a.positional().empty())
       throw Error(ErrorKind::kInvalidArgument, "unexpected argument \"" + a.positional()[0] + "\"");
     r.torch_peer = a.str("--torch-peer", "");
+    r.gates = a.str("--gates", "gates");
     r.title = a.required("--title");
     r.id = a.required("--id");
     r.out = a.str("--out", (fs::path("out") / "qualify" / r.id).string());

@@ -157,6 +157,10 @@ class RecordChecker {
     }
     text(arm, at, "device", true);
     string_list(arm, at, "args");
+    // Optional (newer): how the arm's identity was learned; "endpoint" is a server measured
+    // through `run --url`, whose binary and profile were not observed.
+    if (arm.contains("observed")) choice(arm, at, "observed", {"process", "endpoint"});
+    if (arm.contains("endpoint")) text(arm, at, "endpoint", true);
   }
 
   void change(const json& record) {
@@ -308,7 +312,7 @@ class RecordChecker {
 }  // namespace
 
 json parse_record_text(std::string_view bytes, const std::string& name) {
-  return parse_json_unique_keys(bytes, name, ErrorKind::kInvalidArgument);
+  return parse_json_unique_keys(bytes, name, ErrorKind::kInvalidArgument, json_limits::kReceipt);
 }
 
 std::string record_file_text(const json& record) {

@@ -140,7 +140,7 @@ TEST(ServingGate, ASlowerCandidateFailsThroughputAndTtft) {
   f.add_arm("baseline", 50, 0.1);
   const GateResult g = f.evaluate();
   EXPECT_EQ(g.status, "fail");
-  EXPECT_NE(find(g, "median aggregate decode tok/s (tinyglm-gate/decode_c1)"), nullptr);
+  EXPECT_NE(find(g, "median output throughput tok/s (tinyglm-gate/decode_c1)"), nullptr);
   EXPECT_NE(find(g, "median TTFT (tinyglm-gate/decode_c1)"), nullptr);
   EXPECT_EQ(find(g, "token ids equal the baseline's"), nullptr);
 }

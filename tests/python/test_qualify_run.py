@@ -1,6 +1,7 @@
 """sparkglm-qualify end to end on tinyglm-micro: a G2 measurement and an A/B, each a bundle that
 `verify` accepts; a flipped byte, an added file and a removed file are each caught; the report
-renders; a bad flag is refused with a message naming it.
+renders; a bad flag is refused with a message naming it; a server started apart is measured
+through --url.
 
 Run: python3 test_qualify_run.py --bin-dir BUILD_DIR
 """
@@ -120,6 +121,61 @@ class QualifyRun(unittest.TestCase):
         for name in ["card.txt", "report.md", "report.html"]:
             self.assertTrue(os.path.getsize(os.path.join(out, name)) > 0, name)
         self.assertEqual(qualify("verify", self.bundle).returncode, 0)
+
+
+class QualifyUrl(unittest.TestCase):
+    """`run --url` measures a server it did not start: a sparkglm-serve this test starts itself,
+    behind an API key. The bundle verifies, says the binary was not observed, and the server is
+    still running afterwards (the harness never stops what it did not start)."""
+
+    def test_running_server_is_measured_and_its_bundle_verifies(self):
+        os.environ["QUALIFY_TEST_API_KEY"] = "k-qualify-url"
+        with harness.ServerProcess("--api-key-env", "QUALIFY_TEST_API_KEY",
+                                   bin_dir=BIN_DIR) as server:
+            bundle = os.path.join(TMP, "url-micro")
+            run = qualify("run", "--url", server.base, "--api-key-env", "QUALIFY_TEST_API_KEY",
+                          "--gate", "G2", "--scale", "0.05", "--id", "url-micro", "--out", bundle)
+            self.assertEqual(run.returncode, 0, run.stderr[-3000:])
+            self.assertIsNone(server.proc.poll(), "the harness stopped a server it did not start")
+            v = qualify("verify", bundle)
+            self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
+            r = json.load(open(os.path.join(bundle, "qualification.json")))
+            self.assertEqual(r["state"], "measurement")
+            cand = r["change"]["candidate"]
+            self.assertEqual(cand["observed"], "endpoint")
+            self.assertEqual(cand["endpoint"], server.base)
+            self.assertEqual(cand["model"]["preset"], "tinyglm-micro")
+            self.assertTrue(any("not observed" in x for x in r["limitations"]), r["limitations"])
+            endpoint = json.load(open(os.path.join(bundle, "server", "candidate", "endpoint.json")))
+            self.assertEqual(endpoint["models"]["data"][0]["id"], "tinyglm-micro")
+            self.assertTrue(endpoint["models_headers"])
+            self.assertNotIn("k-qualify-url", open(os.path.join(bundle, "qualification.json")).read())
+            gates = {g["id"]: g for g in r["gates"]}
+            self.assertEqual(gates["G2"]["status"], "pass", gates["G2"])
+            # Token-keyed TTFT and the newer per-request fields are in every record.
+            lines = [json.loads(x) for x in open(os.path.join(bundle, "requests.jsonl"))]
+            for x in lines:
+                self.assertTrue(x["ok"], x["error"])
+                self.assertEqual(sum(x["events_per_read"]), len(x["output_event_s"]))
+                self.assertGreater(x["client_thread_cpu_s"], 0)
+            names = {m["name"] for m in r["metrics"]}
+            self.assertTrue({"output_throughput_tok_s", "ttft_s", "ttfv_s", "decode_tok_s"} <= names)
+            self.assertNotIn("aggregate_decode_tok_s", names)
+            self.assertIn("p99_events_per_read", r["client"]["delivery"])
+            self.assertIsNotNone(r["client"]["thread_cpu_per_event_median_s"])
+            # Two such bundles compare side by side.
+            cmp = qualify("compare", bundle, bundle)
+            self.assertEqual(cmp.returncode, 0, cmp.stdout + cmp.stderr)
+
+    def test_process_flags_are_refused_with_url(self):
+        for flag in (["--ab"], ["--preset", "tinyglm"], ["--server-args", "--threads 2"]):
+            run = qualify("run", "--url", "http://127.0.0.1:9", *flag,
+                          "--out", os.path.join(TMP, "never-url"))
+            self.assertEqual(run.returncode, 2, flag)
+            self.assertIn(flag[0], run.stderr)
+        run = qualify("run", "--model", "x", "--out", os.path.join(TMP, "never-url"))
+        self.assertEqual(run.returncode, 2)
+        self.assertIn("--model", run.stderr)
 
 
 class QualifyAb(unittest.TestCase):
