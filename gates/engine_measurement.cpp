@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
-#include <tuple>
+#include <utility>
 
 #include "engine/core/error.h"
 #include "gates/case_metrics.h"
@@ -51,17 +51,21 @@ std::string floor_text(const json& bench, const json& c) {
   return t;
 }
 
-// One judged target: observed against `at_least` (strictly above when `strict`).
+std::string threshold_text(const EngineTarget& t, const std::string& unit) {
+  return t.relation() + fmt("%.2f", t.value) + unit;
+}
+
+// One judged target.
 void judge(GateResult& g, std::vector<std::string>& limits, const std::string& name,
-           double observed, double at_least, bool strict, const std::string& unit,
+           double observed, const EngineTarget& target, const std::string& unit,
            const std::string& why) {
-  const bool pass = strict ? observed > at_least : observed >= at_least;
-  const std::string threshold = (strict ? "> " : ">= ") + fmt("%.2f", at_least) + unit;
-  g.criteria.push_back({name, observed, threshold, pass, why});
+  const bool pass = target.met(observed);
+  const std::string th = threshold_text(target, unit);
+  g.criteria.push_back({name, observed, th, pass, why});
   if (!pass)
     limits.push_back("target missed: " + name + " is " + fmt("%.3f", observed) + unit +
-                     ", target " + threshold +
-                     fmt(", short by %.1f %%", 100 * (1 - observed / at_least)) + ": " + why);
+                     ", target " + th +
+                     fmt(", short by %.1f %%", 100 * (1 - observed / target.value)) + ": " + why);
 }
 
 void unmeasured(GateResult& g, std::vector<std::string>& limits, const std::string& name,
@@ -74,12 +78,13 @@ void unmeasured(GateResult& g, std::vector<std::string>& limits, const std::stri
 }  // namespace
 
 GateResult judge_engine_targets(const std::vector<json>& benches, const json& peer,
-                                std::vector<std::string>& limits) {
+                                const EngineTargets& t, std::vector<std::string>& limits) {
   GateResult g;
   g.id = "G2";
   for (const json& b : benches) {
-    if (b["preset"] != "tinyglm") {
-      limits.push_back(label(b) + ": measured only; the issue's targets are stated for tinyglm");
+    if (b["preset"] != t.preset) {
+      limits.push_back(label(b) + ": measured only; the targets (gates/G2.json) are stated for " +
+                       t.preset);
       continue;
     }
     const std::string who = label(b) + " ";
@@ -87,29 +92,33 @@ GateResult judge_engine_targets(const std::vector<json>& benches, const json& pe
                *p8 = find_cell(b, "prefill_8k");
     const std::string n1 = who + "C1 decode, fraction of its weight-streaming floor";
     if (measured(c1))
-      judge(g, limits, n1, (*c1)["fraction_of_floor"], 0.6, false, "", floor_text(b, *c1));
+      judge(g, limits, n1, (*c1)["fraction_of_floor"], t.c1_decode_fraction_of_floor, "",
+            floor_text(b, *c1));
     else
-      unmeasured(g, limits, n1, ">= 0.60", c1);
+      unmeasured(g, limits, n1, threshold_text(t.c1_decode_fraction_of_floor, ""), c1);
     const std::string n8 = who + "C8 aggregate decode tok/s over C1";
     if (measured(c1) && measured(c8))
       judge(g, limits, n8,
-            (*c8)["tokens_per_s"].get<double>() / (*c1)["tokens_per_s"].get<double>(), 5, false,
-            "x", "C8 " + floor_text(b, *c8));
+            (*c8)["tokens_per_s"].get<double>() / (*c1)["tokens_per_s"].get<double>(),
+            t.c8_over_c1_decode, "x", "C8 " + floor_text(b, *c8));
     else
-      unmeasured(g, limits, n8, ">= 5.00x", measured(c1) ? c8 : c1);
+      unmeasured(g, limits, n8, threshold_text(t.c8_over_c1_decode, "x"), measured(c1) ? c8 : c1);
     const std::string np = who + "8K prefill, fraction of its compute floor";
     if (measured(p8))
-      judge(g, limits, np, (*p8)["fraction_of_floor"], 0.5, false, "", floor_text(b, *p8));
+      judge(g, limits, np, (*p8)["fraction_of_floor"], t.prefill_8k_fraction_of_floor, "",
+            floor_text(b, *p8));
     else
-      unmeasured(g, limits, np, ">= 0.50", p8);
+      unmeasured(g, limits, np, threshold_text(t.prefill_8k_fraction_of_floor, ""), p8);
     if (peer.is_null() || peer["preset"] != b["preset"]) {
-      limits.push_back(who +
-                       "C1 decode against PyTorch eager (>= 3x) and torch.compile (ahead): "
-                       "not judged, no --torch-peer for this preset");
+      limits.push_back(who + "C1 decode against PyTorch eager (" +
+                       threshold_text(t.c1_decode_over_torch_eager, "x") + ") and torch.compile (" +
+                       threshold_text(t.c1_decode_over_torch_compile, "x") +
+                       "): not judged, no --torch-peer for this preset");
       continue;
     }
-    for (const auto& [mode, factor, strict] :
-         {std::tuple{"eager", 3.0, false}, std::tuple{"compile", 1.0, true}}) {
+    const std::pair<const char*, EngineTarget> modes[] = {
+        {"eager", t.c1_decode_over_torch_eager}, {"compile", t.c1_decode_over_torch_compile}};
+    for (const auto& [mode, target] : modes) {
       const json* p = find_cell(peer, "decode_c1", mode);
       const std::string n = who + "C1 decode tok/s over torch " + mode + " (" +
                             peer["device"].get<std::string>() + ")";
@@ -118,10 +127,10 @@ GateResult judge_engine_targets(const std::vector<json>& benches, const json& pe
             n + ": not judged, the peer " +
             (p ? "skipped: " + p->value("skipped", "") : std::string("lacks the cell")));
       } else if (!measured(c1)) {
-        unmeasured(g, limits, n, (strict ? "> " : ">= ") + fmt("%.2fx", factor), c1);
+        unmeasured(g, limits, n, threshold_text(target, "x"), c1);
       } else {
         const double ours = (*c1)["tokens_per_s"], theirs = (*p)["tokens_per_s"];
-        judge(g, limits, n, ours / theirs, factor, strict, "x",
+        judge(g, limits, n, ours / theirs, target, "x",
               fmt("SparkGLM %.1f tok/s", ours) + fmt(" vs torch %.1f tok/s", theirs));
       }
     }
@@ -133,13 +142,15 @@ GateResult judge_engine_targets(const std::vector<json>& benches, const json& pe
         const json* p = find_cell(peer, cell, mode);
         if (!measured(p)) continue;
         const double ours = c["tokens_per_s"], theirs = (*p)["tokens_per_s"];
-        judge(g, limits, who + cell + " tok/s over torch " + mode, ours / theirs, 1.0, true, "x",
+        judge(g, limits, who + cell + " tok/s over torch " + mode, ours / theirs,
+              t.cells_over_torch, "x",
               fmt("SparkGLM %.1f tok/s", ours) + fmt(" vs torch %.1f tok/s", theirs));
       }
     }
   }
   if (g.criteria.empty())
-    return not_run("G2", "no tinyglm runner bench: the targets are stated for tinyglm");
+    return not_run("G2",
+                   "no " + t.preset + " runner bench: the targets are stated for " + t.preset);
   g.summary = "engine-step targets of the issue (speed is measured here, not an A/B)";
   g.conclude();
   return g;
@@ -248,8 +259,12 @@ json write_engine_measurement(const MeasureRequest& r) {
                  {"option", nullptr},
                  {"baseline", nullptr},
                  {"candidate", candidate_identity(benches)}};
+  const GateDefinition g2 = load_gate(r.gates.string(), "G2");
+  if (!g2.engine_targets)
+    throw Error(ErrorKind::kInvalidConfig, (r.gates / "G2.json").string() +
+                                               ": no \"engine_targets\" to judge a measurement by");
   std::vector<std::string> limits;
-  const GateResult gate = judge_engine_targets(benches, peer, limits);
+  const GateResult gate = judge_engine_targets(benches, peer, *g2.engine_targets, limits);
   limits.insert(limits.end(), r.notes.begin(), r.notes.end());
   const json env = harness::probe_environment();
   for (const json& b : benches) {

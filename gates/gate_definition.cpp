@@ -105,6 +105,8 @@ GateDefinition load_gate(const std::string& gates_dir, const std::string& id) {
     k.note = string_field(c, "note", where, false);
     g.criteria.push_back(k);
   }
+  if (j.contains("engine_targets"))
+    g.engine_targets = parse_engine_targets(j["engine_targets"], path + ".engine_targets");
   return g;
 }
 

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gates/engine_targets.h"
+
 namespace sparkglm::gates {
 
 struct Criterion {
@@ -28,7 +30,8 @@ struct GateDefinition {
   std::string needs;  // "" (runs anywhere), "gpu", or "target-hardware"
   std::vector<std::string> workloads;
   std::vector<Criterion> criteria;
-  std::string sha256;  // of the definition file's bytes
+  std::optional<EngineTargets> engine_targets;  // "engine_targets" (G2): what `measure` judges
+  std::string sha256;                           // of the definition file's bytes
 };
 
 // Errors name the file and the field.

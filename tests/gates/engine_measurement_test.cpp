@@ -4,9 +4,12 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
+#include <map>
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "gates/qualify_commands.h"
 #include "receipts/bundle_verifier.h"
 
@@ -65,6 +68,15 @@ json peer(double eager_tok_s) {
              {"samples_ms", {819.2}}}}}};
 }
 
+const fs::path kGates = fs::path(SPARKGLM_SOURCE_DIR) / "gates";
+
+// The shipped targets, as gates/G2.json states them.
+EngineTargets targets() {
+  const GateDefinition g2 = load_gate(kGates.string(), "G2");
+  EXPECT_TRUE(g2.engine_targets.has_value()) << "gates/G2.json has no engine_targets";
+  return g2.engine_targets.value_or(EngineTargets{});
+}
+
 bool has_line(const std::vector<std::string>& lines, const std::string& part) {
   for (const std::string& l : lines)
     if (l.find(part) != std::string::npos) return true;
@@ -88,7 +100,7 @@ struct TempDir {
 
 TEST(EngineMeasurement, TargetsMetPassWithoutMissedLimitations) {
   std::vector<std::string> limits;
-  const GateResult g = judge_engine_targets({bench()}, json(), limits);
+  const GateResult g = judge_engine_targets({bench()}, json(), targets(), limits);
   EXPECT_EQ(g.status, "pass") << g.summary;
   EXPECT_EQ(g.criteria.size(), 3u);
   EXPECT_FALSE(has_line(limits, "target missed"));
@@ -99,7 +111,7 @@ TEST(EngineMeasurement, AMissedTargetFailsTheGateAndSaysByHowMuch) {
   json b = bench();
   b["cells"][0]["fraction_of_floor"] = 0.45;
   std::vector<std::string> limits;
-  const GateResult g = judge_engine_targets({b}, peer(40), limits);
+  const GateResult g = judge_engine_targets({b}, peer(40), targets(), limits);
   EXPECT_EQ(g.status, "fail");
   EXPECT_TRUE(has_line(limits,
                        "C1 decode, fraction of its weight-streaming floor is 0.450, "
@@ -116,7 +128,7 @@ TEST(EngineMeasurement, ASkippedCellMissesItsTarget) {
   json b = bench();
   b["cells"][2] = {{"cell", "prefill_8k"}, {"skipped", "pool too small"}};
   std::vector<std::string> limits;
-  const GateResult g = judge_engine_targets({b}, json(), limits);
+  const GateResult g = judge_engine_targets({b}, json(), targets(), limits);
   EXPECT_EQ(g.status, "fail");
   EXPECT_EQ(g.criteria[2].observed, "skipped: pool too small");
   EXPECT_TRUE(has_line(limits, "8K prefill, fraction of its compute floor (>= 0.50) was skipped"));
@@ -126,7 +138,7 @@ TEST(EngineMeasurement, OtherPresetsAreMeasuredNotJudged) {
   json b = bench();
   b["preset"] = "glm-5.3-flash";
   std::vector<std::string> limits;
-  EXPECT_EQ(judge_engine_targets({b}, json(), limits).status, "not-run");
+  EXPECT_EQ(judge_engine_targets({b}, json(), targets(), limits).status, "not-run");
   EXPECT_TRUE(has_line(limits, "glm-5.3-flash (cuda): measured only"));
 }
 
@@ -138,6 +150,7 @@ TEST(EngineMeasurement, BundleVerifiesAndCarriesInputsAndPeerRatios) {
   r.title = "engine step";
   r.id = "m1";
   r.out = t.path / "m1";
+  r.gates = kGates;
   const json record = write_engine_measurement(r);
   EXPECT_TRUE(receipts::verify_bundle(r.out).empty());
   EXPECT_EQ(record["state"], "measurement");
@@ -163,7 +176,7 @@ TEST(EngineMeasurement, MalformedInputNamesTheFieldAndExitsNonZero) {
   const fs::path file = t.write("bad.json", b);
   std::ostringstream out, err;
   const int code = measure_command({"--runner-bench", file.string(), "--title", "t", "--id", "m2",
-                                    "--out", (t.path / "m2").string()},
+                                    "--out", (t.path / "m2").string(), "--gates", kGates.string()},
                                    out, err);
   EXPECT_EQ(code, 2);
   EXPECT_NE(err.str().find("bad.json: field cells[1].median_ms: expected a positive number"),
@@ -187,13 +200,93 @@ TEST(EngineMeasurement, CommandWritesAFailingMeasurementWithExitOne) {
   json b = bench();
   b["cells"][1]["tokens_per_s"] = 300.0;  // C8 only 3x C1
   std::ostringstream out, err;
-  const int code = measure_command({"--runner-bench", t.write("b.json", b).string(), "--title", "t",
-                                    "--id", "m3", "--out", (t.path / "m3").string()},
-                                   out, err);
+  const int code =
+      measure_command({"--runner-bench", t.write("b.json", b).string(), "--title", "t", "--id",
+                       "m3", "--out", (t.path / "m3").string(), "--gates", kGates.string()},
+                      out, err);
   EXPECT_EQ(code, 1) << err.str();
   EXPECT_TRUE(receipts::verify_bundle(t.path / "m3").empty());
   EXPECT_NE(out.str().find("C8 aggregate decode tok/s over C1 is 3.000x"), std::string::npos)
       << out.str();
+}
+
+// gates/G2.json edited, in a folder of its own (one per test, rewritten by each call).
+fs::path gates_with(const TempDir& t, const std::function<void(json&)>& edit) {
+  json g2 = read_gate_file((kGates / "G2.json").string()).json;
+  edit(g2);
+  fs::create_directories(t.path / "gates");
+  std::ofstream(t.path / "gates" / "G2.json") << g2.dump(1);
+  return t.path / "gates";
+}
+
+TEST(EngineMeasurement, TheGateJsonSetsTheTargets) {
+  // The same bench passes the shipped targets (C1 at 70 % of its floor, C8 = 6x C1) and fails
+  // when G2.json asks for 80 % and strictly more than 6x: no target is restated in the code.
+  TempDir t;
+  const fs::path gates = gates_with(t, [](json& g2) {
+    g2["engine_targets"]["c1_decode_fraction_of_floor"] = {{"at_least", 0.8}};
+    g2["engine_targets"]["c8_over_c1_decode"] = {{"above", 6}};
+  });
+  std::ostringstream out, err;
+  const int code =
+      measure_command({"--runner-bench", t.write("b.json", bench()).string(), "--title", "t",
+                       "--id", "m4", "--out", (t.path / "m4").string(), "--gates", gates.string()},
+                      out, err);
+  EXPECT_EQ(code, 1) << err.str();
+  const json record = parse_json_file((t.path / "m4" / "qualification.json").string(),
+                                      ErrorKind::kInvalidArgument, json_limits::kReceipt);
+  std::map<std::string, std::string> judged;  // criterion -> "threshold pass|fail"
+  for (const json& c : record["gates"][0]["criteria"])
+    judged[c["name"].get<std::string>()] =
+        c["threshold"].get<std::string>() + (c["pass"].get<bool>() ? " pass" : " fail");
+  EXPECT_EQ(judged["tinyglm (cuda) C1 decode, fraction of its weight-streaming floor"],
+            ">= 0.80 fail");
+  EXPECT_EQ(judged["tinyglm (cuda) C8 aggregate decode tok/s over C1"], "> 6.00x fail");
+  EXPECT_EQ(judged["tinyglm (cuda) 8K prefill, fraction of its compute floor"], ">= 0.50 pass");
+
+  // The preset the targets are stated for is data too.
+  const fs::path other =
+      gates_with(t, [](json& g2) { g2["engine_targets"]["preset"] = "tinyglm-micro"; });
+  std::vector<std::string> limits;
+  const GateDefinition g2 = load_gate(other.string(), "G2");
+  ASSERT_TRUE(g2.engine_targets.has_value());
+  EXPECT_EQ(judge_engine_targets({bench()}, json(), *g2.engine_targets, limits).status, "not-run");
+  EXPECT_TRUE(has_line(limits, "stated for tinyglm-micro"));
+}
+
+TEST(EngineMeasurement, AMalformedOrMissingTargetNamesTheField) {
+  TempDir t;
+  const fs::path bad = gates_with(t, [](json& g2) {
+    g2["engine_targets"]["c8_over_c1_decode"] = {{"at_most", 5}};
+  });
+  try {
+    load_gate(bad.string(), "G2");
+    ADD_FAILURE() << "an unknown relation was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidConfig);
+    EXPECT_NE(std::string(e.what()).find("G2.json.engine_targets.c8_over_c1_decode: expected "
+                                         "\"at_least\" or \"above\""),
+              std::string::npos)
+        << e.what();
+  }
+  const fs::path missing =
+      gates_with(t, [](json& g2) { g2["engine_targets"].erase("cells_over_torch"); });
+  try {
+    load_gate(missing.string(), "G2");
+    ADD_FAILURE() << "a missing target was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("engine_targets.cells_over_torch: missing"),
+              std::string::npos)
+        << e.what();
+  }
+  const fs::path none = gates_with(t, [](json& g2) { g2.erase("engine_targets"); });
+  std::ostringstream out, err;
+  EXPECT_EQ(
+      measure_command({"--runner-bench", t.write("b.json", bench()).string(), "--title", "t",
+                       "--id", "m5", "--out", (t.path / "m5").string(), "--gates", none.string()},
+                      out, err),
+      2);
+  EXPECT_NE(err.str().find("G2.json: no \"engine_targets\""), std::string::npos) << err.str();
 }
 
 }  // namespace
