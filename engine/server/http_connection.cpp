@@ -252,7 +252,9 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
   }
 
   void after_queued() {
-    if (pending_.size() + sending_.size() > server_.options.max_queued_bytes) {
+    // A stream's backlog grows while its client does not read; a whole answer is as large as
+    // the route made it (bounded by the request limits) and has the write timeout to go out.
+    if (streaming_ && pending_.size() + sending_.size() > server_.options.max_queued_bytes) {
       // The client does not read what it asked for; it is treated as gone.
       log_line("closing " + peer_ + ": it left more than " +
                std::to_string(server_.options.max_queued_bytes) + " bytes unread");

@@ -61,10 +61,15 @@ class LimitsTest(unittest.TestCase):
                           "--max-prompt-bytes")
         self.expect_limit("/v1/completions", {"prompt": "y" * (9 << 20), "max_tokens": 1},
                           "prompt", "--max-prompt-bytes")
-        # Within the limits: served.
+        # Within the limits: served, however large the answer (8 Mi ids here: about 40 MB of
+        # JSON, more than a stream may leave unsent).
         status, data = harness.post_json(SERVER.port, "/tokenize", {"messages": chat(16384)},
                                          timeout=120)
         self.assertEqual(status, 200, data)
+        status, data = harness.post_json(SERVER.port, "/tokenize", {"prompt": "7" * (8 << 20)},
+                                         timeout=120)
+        self.assertEqual(status, 200)
+        self.assertEqual(data["count"], (8 << 20) + 2)
 
     def test_sixty_mib_prompt_is_refused_and_the_server_stays_small(self):
         status, data = harness.post_json(SERVER.port, "/tokenize", {"prompt": "z" * (60 << 20)},
