@@ -24,6 +24,22 @@ void write_text(const fs::path& path, const std::string& text) {
   if (!out) throw Error(ErrorKind::kIo, "failed writing " + path.string());
 }
 
+// config.json as Hugging Face tooling reads it: the engine's fields, plus those whose defaults in
+// transformers' Glm5NextTextConfig would contradict them (num_key_value_heads 64 against
+// num_attention_heads, three dense MLP layers against first_k_dense_replace, a pad id outside a
+// small vocabulary). The engine's parser ignores these keys; a test loads the result with
+// transformers.AutoConfig and AutoTokenizer (tests/python/test_hf_checkpoint_load.py).
+nlohmann::json hf_config_json(const ModelConfig& config) {
+  nlohmann::json j = config.to_json();
+  j["num_key_value_heads"] = config.num_attention_heads;  // MLA: one latent serves every head
+  nlohmann::json mlp = nlohmann::json::array();
+  for (int i = 0; i < config.num_hidden_layers; ++i)
+    mlp.push_back(i < config.first_k_dense_replace ? "dense" : "sparse");
+  j["mlp_layer_types"] = mlp;
+  j["pad_token_id"] = nullptr;  // the byte vocabulary has no pad token
+  return j;
+}
+
 std::string shard_name(int index, int count) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "model-%05d-of-%05d.safetensors", index, count);
@@ -72,7 +88,7 @@ int write_dummy_checkpoint(const ModelConfig& config, const std::string& dir,
   const nlohmann::json index{{"metadata", {{"total_size", total_bytes}}},
                              {"weight_map", weight_map}};
   write_text(staging / "model.safetensors.index.json", index.dump(2) + "\n");
-  config.save((staging / "config.json").string());
+  write_text(staging / "config.json", hf_config_json(config).dump(2) + "\n");
   write_text(staging / "tokenizer.json", ByteTokenizer::hf_tokenizer_json());
   write_text(staging / "tokenizer_config.json", ByteTokenizer::hf_tokenizer_config_json());
 
