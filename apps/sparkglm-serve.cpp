@@ -32,6 +32,7 @@
 #include "engine/server/metrics.h"
 #include "engine/server/openai_routes.h"
 #include "engine/server/server_log.h"
+#include "engine/server/shutdown_deadline.h"
 #include "engine/server/token_codec.h"
 
 namespace sparkglm {
@@ -146,7 +147,7 @@ int serve(const std::vector<std::string>& args) {
   engine->set_after_step([&http_server] { http_server.run_ready_handlers(); });
   log_line("tokenizer: " + std::string(codec->kind()) + ", vocab " +
            std::to_string(codec->vocab_size()) +
-           (route_options.api_key.empty() ? "" : "; API key required on /v1/*"));
+           (route_options.api_key.empty() ? "" : "; API key required on every route but /health"));
   log_line("listening on http://" + http.bind + ":" + std::to_string(http_server.port()));
 
   sigset_t signals;
@@ -180,6 +181,8 @@ int serve(const std::vector<std::string>& args) {
   std::snprintf(grace_text, sizeof grace_text, "%g", grace);
   log_line(std::string("received ") + (received == SIGINT ? "SIGINT" : "SIGTERM") +
            ": no new connections; in-flight requests get " + grace_text + " s");
+  // A hung engine step cannot hold the process past the grace.
+  const auto deadline = server::arm_shutdown_deadline(grace);
   routes.set_draining();
   http_server.stop_accepting();
   engine->shutdown(millis(grace));
