@@ -149,19 +149,21 @@ bool signature_verifies(const std::string& public_key, std::string_view message,
                           message.size()) == 1;
 }
 
-Problems sign_bundle(const fs::path& bundle, const fs::path& private_pem, const std::string& by) {
+Problems sign_bundle(const fs::path& bundle, const fs::path& private_pem, const std::string& by,
+                     const VerifyOptions& options, const std::string& state) {
   if (by.empty()) throw Error(ErrorKind::kInvalidArgument, "--by: expected the reviewer's name");
   const fs::path manifest = bundle / kManifestName;
   json record = parse_record_text(read_file(manifest), manifest.string());
   if (!record.is_object() || !record.contains("attestation") || !record["attestation"].is_object())
     return {{manifest.string() + ": attestation", "missing (required) or not an object"}};
+  if (!state.empty()) record["state"] = state;
   json& attestation = record["attestation"];
   attestation.erase("signature");
   attestation["status"] = "maintainer-reviewed";
   attestation["by"] = by;
   attestation["date"] = utc_now();
   attestation["signature"] = sign_record(record, private_pem);
-  Problems problems = verify_bundle_record(bundle, record);
+  Problems problems = verify_bundle_record(bundle, record, options);
   if (problems.empty()) write_file_atomically(manifest, record_file_text(record));
   return problems;
 }

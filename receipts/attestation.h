@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "receipts/bundle_verifier.h"
 #include "receipts/problem.h"
 
 namespace sparkglm::receipts {
@@ -32,11 +33,14 @@ nlohmann::json sign_record(const nlohmann::json& record, const std::filesystem::
 bool signature_verifies(const std::string& public_key, std::string_view message,
                         const std::string& signature);
 
-// `sign BUNDLE`: marks the record maintainer-reviewed by `by` now, signs it, checks that the
-// bundle as it would then stand verifies, and only then replaces qualification.json atomically.
-// Returns the problems that stopped it (nothing is written then); empty when it signed.
+// `sign BUNDLE`: marks the record maintainer-reviewed by `by` now, sets its state to `state` (when
+// not empty: signing is the only way a record rises above `measurement`), signs it, checks that
+// the bundle as it would then stand verifies under `options` (so the key must be trusted and the
+// verdicts must re-derive), and only then replaces qualification.json atomically. Returns the
+// problems that stopped it (nothing is written then); empty when it signed.
 Problems sign_bundle(const std::filesystem::path& bundle, const std::filesystem::path& private_pem,
-                     const std::string& by);
+                     const std::string& by, const VerifyOptions& options,
+                     const std::string& state = "");
 
 // Base64 (RFC 4648, padded). decode returns false on anything that is not canonical base64.
 std::string base64_encode(std::string_view bytes);

@@ -7,6 +7,7 @@
 #include "receipts/attestation.h"
 #include "receipts/bundle_file.h"
 #include "receipts/qualification_record.h"
+#include "receipts/record_consistency.h"
 
 namespace sparkglm::receipts {
 
@@ -32,9 +33,10 @@ std::string not_regular(const fs::path& path) {
   return "";
 }
 
-// The listed artifacts: each present, unchanged and listed once. Returns the set of paths listed.
+// The listed artifacts: each present, unchanged and listed once. Returns the set of paths listed;
+// `intact` gains those present and unchanged.
 std::set<std::string> check_artifacts(const fs::path& bundle, const json& record,
-                                      Problems& problems) {
+                                      Problems& problems, std::set<std::string>& intact) {
   std::set<std::string> listed;
   const auto artifacts = record.find("artifacts");
   if (artifacts == record.end() || !artifacts->is_array()) return listed;
@@ -59,6 +61,7 @@ std::set<std::string> check_artifacts(const fs::path& bundle, const json& record
     }
     const FileDigest digest = digest_file(bundle / path);
     const auto sha = a.find("sha256");
+    const size_t before = problems.size();
     if (sha != a.end() && sha->is_string() && is_sha256_hex(*sha) && *sha != digest.sha256)
       problems.push_back({path, "changed: its sha256 is " + digest.sha256 + ", " + at +
                                     ".sha256 says " + sha->get<std::string>()});
@@ -66,6 +69,7 @@ std::set<std::string> check_artifacts(const fs::path& bundle, const json& record
     if (bytes != a.end() && bytes->is_number_integer() && *bytes != digest.bytes)
       problems.push_back({path, "changed: it holds " + std::to_string(digest.bytes) + " bytes, " +
                                     at + ".bytes says " + bytes->dump()});
+    if (problems.size() == before && sha != a.end() && *sha == digest.sha256) intact.insert(path);
   }
   return listed;
 }
@@ -123,14 +127,23 @@ void check_attestation(const json& record, Problems& problems) {
   }
 }
 
-// A signature present verifies, and is by --pubkey when one is given.
+// A claim is signed by a trusted key; a signature present verifies, and is by --pubkey when one is
+// given.
 void check_signature(const json& record, const VerifyOptions& options, Problems& problems) {
   const auto attestation = record.find("attestation");
   const json* signature = nullptr;
   if (attestation != record.end() && attestation->is_object() && attestation->contains("signature"))
     signature = &(*attestation)["signature"];
   const std::string where = kManifest + "attestation.signature";
+  const bool claim = record_makes_claim(record);
   if (!signature) {
+    if (claim)
+      problems.push_back(
+          {where, "missing: state " + quoted(text_of(record, "state")) + " (attestation " +
+                      quoted(attestation != record.end() ? text_of(*attestation, "status") : "") +
+                      ") claims more than a measurement, so a trusted key (" +
+                      options.trusted_keys.string() +
+                      "/) signs it (`sparkglm-qualify sign BUNDLE --key KEY.pem --state STATE`)"});
     if (!options.public_key.empty())
       problems.push_back({where, "missing, but --pubkey was given: the record is not signed"});
     return;
@@ -142,14 +155,31 @@ void check_signature(const json& record, const VerifyOptions& options, Problems&
                                                    ", --pubkey is " + quoted(options.public_key)});
     return;
   }
-  if (!signature_verifies(key, canonical_bytes(record), text_of(*signature, "value")))
+  if (!signature_verifies(key, canonical_bytes(record), text_of(*signature, "value"))) {
     problems.push_back(
         {where + ".value", "does not verify against public_key " + quoted(key) +
                                " over the record's canonical bytes: the record changed after "
                                "signing, or the signature is not by that key"});
+    return;
+  }
+  // Anyone can make a key; only one committed to the trusted folder makes a signature count.
+  const TrustedKeys trusted = load_trusted_keys(options.trusted_keys);
+  if (!trusted.holder(key))
+    problems.push_back(
+        {where + ".public_key", quoted(key) + " is not a trusted key: none of " +
+                                    options.trusted_keys.string() + "/ (" +
+                                    std::to_string(trusted.names.size()) +
+                                    " key(s)) holds it, so the signature proves nothing"});
 }
 
 }  // namespace
+
+bool record_makes_claim(const json& record) {
+  const auto attestation = record.find("attestation");
+  return text_of(record, "state") != "measurement" ||
+         (attestation != record.end() && attestation->is_object() &&
+          text_of(*attestation, "status") != "unattested");
+}
 
 Problems verify_bundle_record(const fs::path& given, const json& record,
                               const VerifyOptions& options) {
@@ -163,9 +193,16 @@ Problems verify_bundle_record(const fs::path& given, const json& record,
   if (record.contains("id") && record["id"].is_string() && id != folder)
     problems.push_back(
         {kManifest + "id", quoted(id) + " does not match the folder name " + quoted(folder)});
-  check_folder(bundle, check_artifacts(bundle, record, problems), problems);
+  std::set<std::string> intact;
+  check_folder(bundle, check_artifacts(bundle, record, problems, intact), problems);
   check_attestation(record, problems);
   check_signature(record, options, problems);
+  const bool well_formed = problems.empty();
+  for (Problem& p : check_consistency(bundle, record, intact)) problems.push_back(std::move(p));
+  // Re-derivation reads the raw records as the record describes them; on a malformed record or a
+  // changed artifact it would only repeat what is reported above.
+  if (options.verdicts && well_formed)
+    for (Problem& p : options.verdicts(bundle, record, options)) problems.push_back(std::move(p));
   return problems;
 }
 

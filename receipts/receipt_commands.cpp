@@ -41,6 +41,16 @@ std::string only_positional(const CliArgs& args, const char* what) {
   return args.positional()[0];
 }
 
+// --keys and --gates, and the verdict check, as every verifying command takes them.
+VerifyOptions verify_options(const CliArgs& args, const fs::path& default_keys,
+                             VerdictCheck verdicts) {
+  VerifyOptions options;
+  options.trusted_keys = args.str("--keys", default_keys.string());
+  options.gates = args.str("--gates", "gates");
+  options.verdicts = verdicts;
+  return options;
+}
+
 int report(const std::string& subject, const Problems& problems, std::ostream& err) {
   err << "FAIL " << subject << ": " << problems.size()
       << (problems.size() == 1 ? " problem\n" : " problems\n");
@@ -50,30 +60,34 @@ int report(const std::string& subject, const Problems& problems, std::ostream& e
 
 }  // namespace
 
-int verify_command(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+int verify_command(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err,
+                   VerdictCheck verdicts) {
   return guarded("verify", err, [&] {
     const CliArgs args(argv, {});
-    args.allow_only({"--pubkey"});
+    args.allow_only({"--pubkey", "--keys", "--gates"});
     const std::string bundle = only_positional(args, "bundle folder");
-    VerifyOptions options;
+    VerifyOptions options = verify_options(args, kTrustedKeysFolder, verdicts);
     if (args.has("--pubkey")) options.public_key = read_public_key(args.required("--pubkey"));
     const Problems problems = verify_bundle(bundle, options);
     if (!problems.empty()) return report(bundle, problems, err);
     const std::string manifest = read_file(fs::path(bundle) / kManifestName);
     out << "OK " << bundle << ": qualification.json sha256 " << sha256_hex(manifest)
-        << (options.public_key.empty() ? "" : ", signed by " + options.public_key) << "\n";
+        << (options.public_key.empty() ? "" : ", signed by " + options.public_key)
+        << (verdicts ? ", gate verdicts re-derived" : "") << "\n";
     return kOk;
   });
 }
 
-int verify_all_command(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+int verify_all_command(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err,
+                       VerdictCheck verdicts) {
   return guarded("verify-all", err, [&] {
     const CliArgs args(argv, {});
-    args.allow_only({"--receipts"});
+    args.allow_only({"--receipts", "--keys", "--gates"});
     if (!args.positional().empty())
       throw Error(ErrorKind::kInvalidArgument, "unexpected argument " + args.positional()[0]);
     const fs::path receipts = args.str("--receipts", "receipts");
-    const Problems problems = verify_all(receipts, {});
+    const Problems problems =
+        verify_all(receipts, verify_options(args, receipts / "keys", verdicts));
     if (!problems.empty()) return report(receipts.string(), problems, err);
     out << "OK " << receipts.string() << ": " << build_index(receipts)["bundles"].size()
         << " bundle(s) verify and the index is fresh\n";
@@ -95,14 +109,17 @@ int index_command(const std::vector<std::string>& argv, std::ostream& out, std::
   });
 }
 
-int sign_command(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+int sign_command(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err,
+                 VerdictCheck verdicts) {
   return guarded("sign", err, [&] {
     const CliArgs args(argv, {});
-    args.allow_only({"--key", "--by"});
+    args.allow_only({"--key", "--by", "--state", "--keys", "--gates"});
     const std::string bundle = only_positional(args, "bundle folder");
     const char* user = std::getenv("USER");
     const std::string by = args.str("--by", user ? user : "");
-    const Problems problems = sign_bundle(bundle, args.required("--key"), by);
+    const Problems problems =
+        sign_bundle(bundle, args.required("--key"), by,
+                    verify_options(args, kTrustedKeysFolder, verdicts), args.str("--state", ""));
     if (!problems.empty()) {
       err << "sign: refusing to sign; the signed bundle would not verify\n";
       return report(bundle, problems, err);

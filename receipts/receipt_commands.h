@@ -6,16 +6,27 @@
 #include <string>
 #include <vector>
 
+#include "receipts/bundle_verifier.h"
+
 namespace sparkglm::receipts {
 
-// verify BUNDLE [--pubkey KEY]   (KEY: a PEM public key file, KEY.pub, or base64 text)
-int verify_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
-// verify-all [--receipts DIR]    (default: receipts/ in the working directory)
-int verify_all_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// `verdicts` re-derives gate verdicts and metrics (gates/verdict_rederivation.h); the program
+// always hands it in, so that no command judges a verdict by the record's own words.
+//
+// verify BUNDLE [--pubkey KEY] [--keys DIR] [--gates DIR]
+//   KEY: a PEM public key file, KEY.pub, or base64 text; DIR defaults: receipts/keys, gates
+int verify_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                   VerdictCheck verdicts);
+// verify-all [--receipts DIR] [--keys DIR] [--gates DIR]
+//   (defaults: receipts/ in the working directory, its keys/, gates/)
+int verify_all_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                       VerdictCheck verdicts);
 // index [--receipts DIR]
 int index_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
-// sign BUNDLE --key KEY.pem [--by NAME]   (NAME defaults to $USER)
-int sign_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// sign BUNDLE --key KEY.pem [--by NAME] [--state STATE] [--keys DIR] [--gates DIR]
+//   (NAME defaults to $USER; STATE, e.g. accepted, replaces the record's state)
+int sign_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                 VerdictCheck verdicts);
 // keygen --out KEY.pem   (writes KEY.pem, mode 0600, and KEY.pub, the base64 public key)
 int keygen_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

@@ -7,6 +7,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
+#include "engine/core/strict_json.h"
 #include "receipts/bundle_file.h"
 #include "receipts/qualification_record.h"
 
@@ -105,9 +106,10 @@ Problems stale_index_problems(const fs::path& receipts) {
 
   json actual;
   try {
-    actual = json::parse(committed);
-  } catch (const json::exception&) {
-    return {{kIndexName, std::string("not valid JSON") + kHint}};
+    actual = parse_json(committed, "the committed index", ErrorKind::kInvalidArgument,
+                        json_limits::kReceipt);
+  } catch (const Error& e) {
+    return {{kIndexName, e.message() + kHint}};
   }
   // Name each bundle that differs; a difference in anything else is reported as a whole.
   std::map<std::string, json> want, have;
@@ -155,6 +157,10 @@ Problems verify_all(const fs::path& receipts, const VerifyOptions& options) {
       problems.push_back({prefix + "/" + p.where, p.what});
   }
   for (Problem& p : stale_index_problems(receipts)) problems.push_back(std::move(p));
+  // Checked once here rather than per bundle: a private key committed beside the public ones is
+  // a leak that must stop CI even when no bundle needs a signature yet.
+  for (Problem& p : load_trusted_keys(options.trusted_keys).problems)
+    problems.push_back(std::move(p));
   return problems;
 }
 

@@ -16,12 +16,15 @@ class Attestation : public BundleTest {
   void SetUp() override {
     BundleTest::SetUp();
     bundle_ = make_bundle("2026-11-29-g2-signed");
-    public_key_ = generate_key(root_ / "maintainer.pem");
-    other_key_ = generate_key(root_ / "other.pem");
+    public_key_ = trust("maintainer");
+    other_key_ = generate_key(root_ / "other.pem");  // anyone's key: not in the trusted folder
   }
   void sign_ok() {
-    const Problems problems = sign_bundle(bundle_, root_ / "maintainer.pem", "lead");
+    const Problems problems = sign_bundle(bundle_, root_ / "maintainer.pem", "lead", trusting());
     ASSERT_TRUE(problems.empty()) << text(problems);
+  }
+  Problems verify(const std::string& public_key = "") {
+    return verify_bundle(bundle_, trusting(public_key));
   }
 
   fs::path bundle_;
@@ -35,8 +38,8 @@ TEST_F(Attestation, SignThenVerifyRoundTrips) {
   EXPECT_EQ(record["attestation"]["by"], "lead");
   EXPECT_EQ(record["attestation"]["signature"]["algorithm"], "ed25519");
   EXPECT_EQ(record["attestation"]["signature"]["public_key"], public_key_);
-  EXPECT_TRUE(verify_bundle(bundle_).empty()) << text(verify_bundle(bundle_));
-  const Problems by_key = verify_bundle(bundle_, {public_key_});
+  EXPECT_TRUE(verify().empty()) << text(verify());
+  const Problems by_key = verify(public_key_);
   EXPECT_TRUE(by_key.empty()) << text(by_key);
   // Everything else stays as nlohmann writes it.
   EXPECT_EQ(read_file(bundle_ / kManifestName), record_file_text(record));
@@ -45,15 +48,13 @@ TEST_F(Attestation, SignThenVerifyRoundTrips) {
 
 TEST_F(Attestation, SignatureByAnotherKeyIsCaught) {
   sign_ok();
-  EXPECT_PROBLEM(verify_bundle(bundle_, {other_key_}), "attestation.signature.public_key",
-                 "signed by another key");
+  EXPECT_PROBLEM(verify(other_key_), "attestation.signature.public_key", "signed by another key");
   // Claiming the other key for this key's signature does not verify either.
   json record = record_of(bundle_);
   record["attestation"]["signature"]["public_key"] = other_key_;
   save(bundle_, record);
-  EXPECT_PROBLEM(verify_bundle(bundle_), "attestation.signature.value", "does not verify");
-  EXPECT_PROBLEM(verify_bundle(bundle_, {other_key_}), "attestation.signature.value",
-                 "does not verify");
+  EXPECT_PROBLEM(verify(), "attestation.signature.value", "does not verify");
+  EXPECT_PROBLEM(verify(other_key_), "attestation.signature.value", "does not verify");
 }
 
 TEST_F(Attestation, EditAfterSigningIsCaught) {
@@ -62,45 +63,47 @@ TEST_F(Attestation, EditAfterSigningIsCaught) {
   json record = signed_record;
   record["title"] = "a better title";
   save(bundle_, record);
-  EXPECT_PROBLEM(verify_bundle(bundle_), "attestation.signature.value", "changed after signing");
+  EXPECT_PROBLEM(verify(), "attestation.signature.value", "changed after signing");
   // An artifact changed and re-hashed into the record: the file checks pass, the signature not.
-  const std::string path = signed_record["artifacts"][0]["path"];
+  const std::string path = signed_record["artifacts"][3]["path"];
+  ASSERT_EQ(path, "server/candidate/server.log");
   write(bundle_ / path, "{}\n");
   record = signed_record;
-  record["artifacts"][0]["sha256"] = digest_file(bundle_ / path).sha256;
-  record["artifacts"][0]["bytes"] = 3;
+  record["artifacts"][3]["sha256"] = digest_file(bundle_ / path).sha256;
+  record["artifacts"][3]["bytes"] = 3;
   save(bundle_, record);
-  const Problems problems = verify_bundle(bundle_, {public_key_});
+  const Problems problems = verify(public_key_);
   EXPECT_PROBLEM(problems, "attestation.signature.value", "does not verify");
   EXPECT_EQ(problems.size(), 1u) << text(problems);
   // Changing who attested is an edit too.
   record = signed_record;
   record["attestation"]["by"] = "someone else";
   save(bundle_, record);
-  EXPECT_PROBLEM(verify_bundle(bundle_), "attestation.signature.value", "does not verify");
+  EXPECT_PROBLEM(verify(), "attestation.signature.value", "does not verify");
 }
 
 TEST_F(Attestation, PubkeyWithoutSignatureIsCaught) {
-  EXPECT_TRUE(verify_bundle(bundle_).empty());
-  EXPECT_PROBLEM(verify_bundle(bundle_, {public_key_}), "attestation.signature",
-                 "--pubkey was given");
+  EXPECT_TRUE(verify().empty()) << text(verify());
+  EXPECT_PROBLEM(verify(public_key_), "attestation.signature", "--pubkey was given");
 }
 
 TEST_F(Attestation, SignRefusesABundleThatWouldNotVerifyAndWritesNothing) {
   const std::string before = read_file(bundle_ / kManifestName);
   write(bundle_ / "stray.txt", "x");
-  EXPECT_PROBLEM(sign_bundle(bundle_, root_ / "maintainer.pem", "lead"), "stray.txt", "not listed");
+  EXPECT_PROBLEM(sign_bundle(bundle_, root_ / "maintainer.pem", "lead", trusting()), "stray.txt",
+                 "not listed");
   EXPECT_EQ(read_file(bundle_ / kManifestName), before);
   fs::remove(bundle_ / "stray.txt");
   json record = record_of(bundle_);
   record["gates"][0]["status"] = "fail";
+  record["gates"][0]["criteria"][0]["pass"] = false;
   save(bundle_, record);
   const std::string failed = read_file(bundle_ / kManifestName);
-  EXPECT_PROBLEM(sign_bundle(bundle_, root_ / "maintainer.pem", "lead"), "gates[0].status",
-                 "lower gate G0");
+  EXPECT_PROBLEM(sign_bundle(bundle_, root_ / "maintainer.pem", "lead", trusting()),
+                 "gates[0].status", "lower gate G0");
   EXPECT_EQ(read_file(bundle_ / kManifestName), failed);
-  EXPECT_THROW(sign_bundle(bundle_, root_ / "maintainer.pem", ""), Error);
-  EXPECT_THROW(sign_bundle(bundle_, root_ / "missing.pem", "lead"), Error);
+  EXPECT_THROW(sign_bundle(bundle_, root_ / "maintainer.pem", "", trusting()), Error);
+  EXPECT_THROW(sign_bundle(bundle_, root_ / "missing.pem", "lead", trusting()), Error);
 }
 
 TEST_F(Attestation, CanonicalBytesAreTheCompactDumpWithoutTheSignature) {

@@ -10,7 +10,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/sha256.h"
+#include "harness/request_record.h"
+#include "receipts/attestation.h"
 #include "receipts/bundle_file.h"
+#include "receipts/bundle_verifier.h"
 #include "receipts/bundle_writer.h"
 #include "receipts/problem.h"
 #include "receipts/qualification_record.h"
@@ -20,7 +24,8 @@ namespace sparkglm::receipts {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// A two-arm G2 record as the runner would fill it (artifacts and attestation come from finish()).
+// A two-arm G2 measurement as the runner would fill it (artifacts and attestation come from
+// finish(); make_bundle fills the hashes of the artifacts it writes).
 inline json valid_record(const std::string& id) {
   const json identity = {
       {"label", "candidate"},
@@ -42,7 +47,7 @@ inline json valid_record(const std::string& id) {
       {"id", id},
       {"title", "G2 tinyGLM gate, tinyglm-micro, CPU"},
       {"created_at", "2026-11-29T21:04:05Z"},
-      {"state", "candidate"},
+      {"state", "measurement"},
       {"level", "G2"},
       {"target", "fp8 KV cache keeps tinyGLM's tokens and speed"},
       {"change",
@@ -64,7 +69,14 @@ inline json valid_record(const std::string& id) {
       {"workloads",
        {{{"id", "tinyglm-gate"}, {"spec_sha256", std::string(64, 'e')}, {"scale", 0.05}}}},
       {"gates",
-       {{{"id", "G0"}, {"status", "pass"}, {"summary", "CI green"}, {"criteria", json::array()}},
+       {{{"id", "G0"},
+         {"status", "pass"},
+         {"summary", "CI green"},
+         {"criteria",
+          {{{"name", "committed bundles verify"},
+            {"observed", 0},
+            {"threshold", 0},
+            {"pass", true}}}}},
         {{"id", "G1"},
          {"status", "not-applicable"},
          {"summary", "no operator change"},
@@ -124,22 +136,65 @@ class BundleTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(root_); }
 
-  // The artifacts of a small two-arm run, in several subfolders, one of them streamed to disk.
+  // Two requests as the harness records them: one served, one failed.
+  static std::string requests_jsonl() {
+    harness::RequestRecord ok;
+    ok.arm = "candidate";
+    ok.workload = "tinyglm-gate";
+    ok.case_id = "decode_c1";
+    ok.start_s = 0.5;
+    ok.first_output_s = ok.first_visible_s = 0.75;
+    ok.output_event_s = {0.75, 0.8, 0.9};
+    ok.end_s = 1.0;
+    ok.ok = true;
+    ok.http_status = 200;
+    harness::RequestRecord failed = ok;
+    failed.index = 1;
+    failed.first_output_s = failed.first_visible_s = std::nullopt;
+    failed.output_event_s.clear();
+    failed.ok = false;
+    failed.http_status = 500;
+    failed.error = "HTTP 500";
+    return harness::to_json(ok).dump() + "\n" + harness::to_json(failed).dump() + "\n";
+  }
+
+  // The artifacts of a small two-arm run, in several subfolders, one of them streamed to disk;
+  // the record's identities and spec hash say what the artifacts hold.
   fs::path make_bundle(const std::string& id, const fs::path& parent = {}) {
     const fs::path folder = (parent.empty() ? root_ : parent) / id;
+    json record = valid_record(id);
+    const std::string config = "{\"block-size\":16}\n", spec = "{\"id\":\"tinyglm-gate\"}\n";
+    record["change"]["baseline"]["effective_config_sha256"] =
+        sha256_hex(json::parse(config).dump());
+    record["workloads"][0]["spec_sha256"] = sha256_hex(spec);
     BundleWriter writer(folder);
-    writer.add_bytes("requests.jsonl",
-                     "{\"case_id\":\"decode_c1\",\"ok\":true}\n"
-                     "{\"case_id\":\"decode_c1\",\"ok\":false}\n",
-                     "requests");
-    writer.add_bytes("workloads/tinyglm-gate.json", "{\"id\":\"tinyglm-gate\"}\n", "workload");
-    writer.add_bytes("server/baseline/effective-config.json", "{\"block-size\":16}\n", "config");
-    writer.add_bytes("server/baseline/identity.json", "{\"commit\":\"af5e772\"}\n", "identity");
+    writer.add_bytes("requests.jsonl", requests_jsonl(), "requests");
+    writer.add_bytes("workloads/tinyglm-gate.json", spec, "workload");
+    writer.add_bytes("server/baseline/effective-config.json", config, "config");
+    writer.add_bytes("server/baseline/identity.json", record["change"]["baseline"].dump(2) + "\n",
+                     "identity");
     writer.add_file("server/candidate/server.log", "log");
     std::ofstream(writer.where_is("server/candidate/server.log"), std::ios::binary)
         << "started\nserving\nstopped\n";
-    writer.finish(valid_record(id));
+    writer.finish(record);
     return folder;
+  }
+
+  // A throwaway maintainer key: the private key at root_/NAME.pem, its public half committed (as
+  // the repository would) to the trusted folder root_/keys/NAME.pub. Returns the public key.
+  std::string trust(const std::string& name) {
+    fs::create_directories(keys_dir());
+    const std::string key = generate_key(root_ / (name + ".pem"));
+    write(keys_dir() / (name + ".pub"), key + "\n");
+    return key;
+  }
+  fs::path keys_dir() const { return root_ / "keys"; }
+  // Options that trust root_/keys (never the repository's receipts/keys).
+  VerifyOptions trusting(const std::string& public_key = "") const {
+    VerifyOptions options;
+    options.public_key = public_key;
+    options.trusted_keys = keys_dir();
+    return options;
   }
 
   static json record_of(const fs::path& bundle) {

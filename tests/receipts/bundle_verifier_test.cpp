@@ -178,39 +178,50 @@ TEST_F(BundleVerifier, AcceptedOrPromotedMustBeAttested) {
     const Problems problems = after_edit([&](json& r) { r["state"] = state; });
     EXPECT_PROBLEM(problems, "attestation.status", "needs status \"maintainer-reviewed\"");
   }
-  const Problems attested = after_edit([](json& r) {
+  // Attested in words only: the claim still needs a trusted signature (tests/receipts/trust_test).
+  const Problems worded = after_edit([](json& r) {
     r["state"] = "promoted";
     r["attestation"] = {
         {"status", "maintainer-reviewed"}, {"by", "lead"}, {"date", "2026-11-30T09:00:00Z"}};
   });
-  EXPECT_TRUE(attested.empty()) << text(attested);
+  EXPECT_PROBLEM(worded, "attestation.signature", "missing");
+  EXPECT_EQ(worded.size(), 1u) << text(worded);
 }
 
 TEST_F(BundleVerifier, AttestedRecordNeedsItsLowerGatesPassed) {
-  const auto attest = [](json& r) {
+  trust("lead");
+  // Attested and signed by a trusted key, so that only the gate rules are left to judge.
+  const auto attest = [&](json& r) {
     r["attestation"] = {
         {"status", "maintainer-reviewed"}, {"by", "lead"}, {"date", "2026-11-30T09:00:00Z"}};
+    r["attestation"]["signature"] = sign_record(r, root_ / "lead.pem");
   };
-  EXPECT_PROBLEM(after_edit([&](json& r) {
-                   attest(r);
-                   r["gates"][0]["status"] = "fail";
-                 }),
-                 "gates[0].status", "lower gate G0 is \"fail\"");
-  EXPECT_PROBLEM(after_edit([&](json& r) {
-                   attest(r);
+  const auto fail = [](json& r, size_t gate) {
+    r["gates"][gate]["status"] = "fail";
+    for (json& c : r["gates"][gate]["criteria"]) c["pass"] = false;
+  };
+  const auto signed_problems = [&](const std::function<void(json&)>& edit) {
+    json record = pristine_;
+    edit(record);
+    attest(record);
+    save(bundle_, record);
+    return verify_bundle(bundle_, trusting());
+  };
+  EXPECT_PROBLEM(signed_problems([&](json& r) { fail(r, 0); }), "gates[0].status",
+                 "lower gate G0 is \"fail\"");
+  EXPECT_PROBLEM(signed_problems([&](json& r) {
                    r["gates"][1]["status"] = "not-run";
                    r["gates"][1]["summary"] = "no GPU";
                  }),
                  "gates[1].status", "lower gate G1 is \"not-run\"");
   // The gate at the record's own level may fail: a reviewed rejection is a valid record.
-  const Problems own_level = after_edit([&](json& r) {
-    attest(r);
-    r["gates"][2]["status"] = "fail";
+  const Problems own_level = signed_problems([&](json& r) {
+    fail(r, 2);
     r["state"] = "rejected";
   });
   EXPECT_TRUE(own_level.empty()) << text(own_level);
   // Unattested, a failed lower gate is only a result.
-  const Problems unattested = after_edit([](json& r) { r["gates"][0]["status"] = "fail"; });
+  const Problems unattested = after_edit([&](json& r) { fail(r, 0); });
   EXPECT_TRUE(unattested.empty()) << text(unattested);
 }
 

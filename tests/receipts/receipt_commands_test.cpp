@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "receipts/bundle_verifier.h"
+
 #include "tests/receipts/bundle_fixture.h"
 
 namespace sparkglm::receipts {
@@ -10,10 +12,19 @@ namespace {
 class ReceiptCommands : public BundleTest {
  protected:
   using Command = int (*)(const std::vector<std::string>&, std::ostream&, std::ostream&);
+  using Verifying = int (*)(const std::vector<std::string>&, std::ostream&, std::ostream&,
+                            VerdictCheck);
   int run(Command command, const std::vector<std::string>& args) {
     out_.str("");
     err_.str("");
     return command(args, out_, err_);
+  }
+  // The receipts layer alone: no gate definitions, so verdicts are checked for consistency only
+  // (gates/verdict_rederivation_test covers the re-derivation the program hands in).
+  int run(Verifying command, const std::vector<std::string>& args) {
+    out_.str("");
+    err_.str("");
+    return command(args, out_, err_, nullptr);
   }
   std::ostringstream out_, err_;
 };
@@ -25,12 +36,28 @@ TEST_F(ReceiptCommands, KeygenSignVerifyWithPubkey) {
   EXPECT_TRUE(fs::exists(pub));
   EXPECT_NE(out_.str().find("public key: "), std::string::npos);
   EXPECT_EQ(run(keygen_command, {"--out", key}), 2);  // never overwrites
-  ASSERT_EQ(run(sign_command, {bundle.string(), "--key", key, "--by", "lead"}), 0) << err_.str();
-  EXPECT_EQ(run(verify_command, {bundle.string(), "--pubkey", pub}), 0) << err_.str();
+  const std::string keys = keys_dir().string();
+  // Not yet trusted: sign refuses, naming the key.
+  EXPECT_EQ(run(sign_command, {bundle.string(), "--key", key, "--by", "lead", "--keys", keys}), 1);
+  EXPECT_NE(err_.str().find("is not a trusted key"), std::string::npos) << err_.str();
+  // The public half committed to the trusted folder (never the private key).
+  fs::create_directories(keys_dir());
+  fs::copy_file(pub, keys_dir() / "lead.pub");
+  ASSERT_EQ(run(sign_command, {bundle.string(), "--key", key, "--by", "lead", "--state", "accepted",
+                               "--keys", keys}),
+            0)
+      << err_.str();
+  EXPECT_EQ(run(verify_command, {bundle.string(), "--pubkey", pub, "--keys", keys}), 0)
+      << err_.str();
   EXPECT_NE(out_.str().find("OK "), std::string::npos);
+  // The same bundle against a folder that does not trust the key.
+  EXPECT_EQ(run(verify_command, {bundle.string(), "--keys", (root_ / "empty").string()}), 1);
+  EXPECT_NE(err_.str().find("is not a trusted key"), std::string::npos) << err_.str();
 
   ASSERT_EQ(run(keygen_command, {"--out", (root_ / "other.pem").string()}), 0);
-  EXPECT_EQ(run(verify_command, {bundle.string(), "--pubkey", (root_ / "other.pub").string()}), 1);
+  EXPECT_EQ(run(verify_command,
+                {bundle.string(), "--pubkey", (root_ / "other.pub").string(), "--keys", keys}),
+            1);
   EXPECT_NE(err_.str().find("signed by another key"), std::string::npos) << err_.str();
 }
 

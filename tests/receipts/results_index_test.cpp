@@ -32,7 +32,7 @@ TEST_F(ResultsIndex, ListsEachBundleByIdWithItsManifestHash) {
   EXPECT_EQ(a["path"], "results/a-first");
   EXPECT_EQ(a["qualification_sha256"], sha256_hex(read_file(results_ / "a-first" / kManifestName)));
   EXPECT_EQ(a["level"], "G2");
-  EXPECT_EQ(a["state"], "candidate");
+  EXPECT_EQ(a["state"], "measurement");
   EXPECT_EQ(a["created_at"], "2026-11-29T21:04:05Z");
   EXPECT_EQ(read_file(receipts_ / "index.json"), index_file_text(build_index(receipts_)));
 }
