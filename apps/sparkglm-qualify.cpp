@@ -9,6 +9,7 @@
 
 #include "engine/core/build_info.h"
 #include "gates/qualify_commands.h"
+#include "gates/verdict_rederivation.h"
 #include "receipts/receipt_commands.h"
 #include "reports/report_commands.h"
 
@@ -22,16 +23,23 @@ const char* const kUsage =
     "            bundle from sparkglm-runner-bench files (and the PyTorch peer's), judging the\n"
     "            engine targets of G2.json\n"
     "  compare   A B: side-by-side table of two bundles with the same settings\n"
-    "  verify    BUNDLE [--pubkey KEY]: check every artifact, field and signature\n"
-    "  verify-all [--receipts DIR]: every committed bundle and the results index\n"
+    "  verify    BUNDLE [--pubkey KEY] [--keys DIR] [--gates DIR]: check every artifact, field\n"
+    "            and signature, and re-derive every gate verdict and metric from the raw records\n"
+    "  verify-all [--receipts DIR] [--keys DIR] [--gates DIR]: every committed bundle and the\n"
+    "            results index\n"
     "  index     [--receipts DIR]: rebuild receipts/index.json\n"
     "  report    BUNDLE [--out DIR]: text card, Markdown and HTML\n"
     "  promote   --profile P --option O --value V --receipt BUNDLE\n"
-    "  sign      BUNDLE --key KEY.pem [--by NAME]\n"
+    "  sign      BUNDLE --key KEY.pem [--by NAME] [--state STATE]: attest a bundle; any state\n"
+    "            but measurement needs a signature by a key in receipts/keys/\n"
     "  keygen    --out KEY.pem\n"
     "  --version\n";
 
 using Command = int (*)(const std::vector<std::string>&, std::ostream&, std::ostream&);
+using Args = std::vector<std::string>;
+// Every command that reads a bundle's verdicts re-derives them from its raw records (the receipts
+// and reports layers sit below the gates that know how); none believes a record's own words.
+constexpr sparkglm::receipts::VerdictCheck kRederive = sparkglm::gates::rederive_verdicts;
 
 struct Entry {
   const char* name;
@@ -42,12 +50,27 @@ const Entry kCommands[] = {
     {"run", sparkglm::gates::run_command},
     {"measure", sparkglm::gates::measure_command},
     {"promote", sparkglm::gates::promote_command},
-    {"compare", sparkglm::reports::compare_command},
-    {"report", sparkglm::reports::report_command},
-    {"verify", sparkglm::receipts::verify_command},
-    {"verify-all", sparkglm::receipts::verify_all_command},
+    {"compare",
+     [](const Args& a, std::ostream& o, std::ostream& e) {
+       return sparkglm::reports::compare_command(a, o, e, kRederive);
+     }},
+    {"report",
+     [](const Args& a, std::ostream& o, std::ostream& e) {
+       return sparkglm::reports::report_command(a, o, e, kRederive);
+     }},
+    {"verify",
+     [](const Args& a, std::ostream& o, std::ostream& e) {
+       return sparkglm::receipts::verify_command(a, o, e, kRederive);
+     }},
+    {"verify-all",
+     [](const Args& a, std::ostream& o, std::ostream& e) {
+       return sparkglm::receipts::verify_all_command(a, o, e, kRederive);
+     }},
     {"index", sparkglm::receipts::index_command},
-    {"sign", sparkglm::receipts::sign_command},
+    {"sign",
+     [](const Args& a, std::ostream& o, std::ostream& e) {
+       return sparkglm::receipts::sign_command(a, o, e, kRederive);
+     }},
     {"keygen", sparkglm::receipts::keygen_command},
 };
 

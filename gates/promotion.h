@@ -10,25 +10,30 @@
 
 #include "engine/options/option_registry.h"
 #include "gates/change_class_policy.h"
+#include "receipts/bundle_verifier.h"
 #include "receipts/problem.h"
 
 namespace sparkglm::gates {
 
 // Everything that stops the bundle in `bundle` from backing `option` = `value`; empty when it
-// does. `expected_sha256` (when not empty) must equal the sha256 of its qualification.json.
+// does. The bundle verifies under `verification` (full_verification(): a trusted signature, and
+// every gate verdict re-derived from its raw records, so a hand-written pass promotes nothing);
+// `expected_sha256` (when not empty) must equal the sha256 of its qualification.json.
 receipts::Problems receipt_backs_option(const std::filesystem::path& bundle,
                                         const OptionSpec& option, const OptionValue& value,
                                         const ChangeClassPolicy& policy,
+                                        const receipts::VerifyOptions& verification,
                                         const std::string& expected_sha256 = "");
 
 struct PromoteRequest {
   std::string profile;  // a name in profile_dir, or a path
   std::string profile_dir;
-  std::string option;              // registry name
-  std::string value;               // as on the command line
-  std::filesystem::path receipt;   // the bundle folder; must sit in <receipts>/results/
-  std::filesystem::path receipts;  // the receipts folder (default "receipts")
-  std::filesystem::path gates;     // the gates folder (default "gates")
+  std::string option;                  // registry name
+  std::string value;                   // as on the command line
+  std::filesystem::path receipt;       // the bundle folder; must sit in <receipts>/results/
+  std::filesystem::path receipts;      // the receipts folder (default "receipts")
+  std::filesystem::path gates;         // the gates folder (default "gates")
+  std::filesystem::path trusted_keys;  // default <receipts>/keys
 };
 
 // Checks, then rewrites the profile atomically (options.<option> and promotions.<option>).

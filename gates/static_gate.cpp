@@ -7,6 +7,7 @@
 #include "engine/options/profile.h"
 #include "gates/change_class_policy.h"
 #include "gates/promotion.h"
+#include "gates/verdict_rederivation.h"
 #include "receipts/results_index.h"
 
 namespace sparkglm::gates {
@@ -47,9 +48,9 @@ receipts::Problems profile_problems(const StaticGateInputs& in) {
                                   (in.receipts / "results").string()});
           continue;
         }
-        for (receipts::Problem& q :
-             receipt_backs_option(bundle, serving_options().at(option), promotion.value, policy,
-                                  promotion.receipt.sha256))
+        for (receipts::Problem& q : receipt_backs_option(
+                 bundle, serving_options().at(option), promotion.value, policy,
+                 full_verification(in.receipts / "keys", in.gates), promotion.receipt.sha256))
           problems.push_back({where + ": promotions." + option, q.to_string()});
       }
     } catch (const Error& e) {
@@ -85,7 +86,9 @@ GateResult evaluate_static_gate(const GateDefinition& definition, const StaticGa
   std::string skipped;
   for (const Criterion& c : definition.criteria) {
     if (c.check == "receipts_verify") {
-      receipts::Problems all = receipts::verify_all(in.receipts);
+      // The full verification: trusted signatures and verdicts re-derived, as `verify-all` does.
+      receipts::Problems all =
+          receipts::verify_all(in.receipts, full_verification(in.receipts / "keys", in.gates));
       receipts::Problems bundles;
       for (receipts::Problem& p : all)
         if (p.where.rfind(receipts::kIndexName, 0) != 0) bundles.push_back(p);

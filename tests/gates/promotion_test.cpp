@@ -8,8 +8,13 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/core/sha256.h"
 #include "engine/options/profile.h"
+#include "gates/operator_gate.h"
 #include "gates/static_gate.h"
+#include "gates/verdict_rederivation.h"
+#include "receipts/attestation.h"
+#include "receipts/bundle_file.h"
 #include "receipts/bundle_writer.h"
 #include "receipts/results_index.h"
 
@@ -36,18 +41,38 @@ json identity(const std::string& label) {
           {"args", json::array()}};
 }
 
-json gate(const std::string& id, const std::string& status) {
-  return {{"id", id}, {"status", status}, {"summary", status}, {"criteria", json::array()}};
+// The operator table of a committed G1 bundle: G1's verdict is re-derived from it by the verifier,
+// so the receipts here carry a real one rather than a hand-written pass.
+const fs::path kOperators =
+    kRoot + "/receipts/results/2026-11-29-g1-cuda-operators-h200/operators.json";
+
+// A gate as the runner writes it. G0 states the repository's checks (not re-derivable from a
+// bundle, so only its criteria names are checked); G1 is judged from the operator table.
+json gate(const std::string& id, const std::string& status, const std::string& gates_dir) {
+  if (id == "G1") {
+    GateResult g1 = judge_operator_table(load_gate(gates_dir, "G1"),
+                                         json::parse(receipts::read_file(kOperators)));
+    if (status == "fail") g1.criteria[0].pass = false, g1.status = "fail";
+    return g1.to_json();
+  }
+  json criteria = json::array();
+  for (const Criterion& c : load_gate(gates_dir, id).criteria)
+    if (c.check != "ctest")
+      criteria.push_back(
+          {{"name", c.name}, {"observed", 0}, {"threshold", 0}, {"pass", status == "pass"}});
+  return {{"id", id}, {"status", status}, {"summary", status}, {"criteria", criteria}};
 }
 
+// The promotion rules are tested under a change-class policy whose default change needs G0 and
+// G1 (the repository's needs G2-G4 too, which only a served run re-derives: the G2 bundles of
+// receipts/results and gates/verdict_rederivation_test cover those).
 struct Receipt {
   std::string state = "accepted";
-  std::string level = "G4";
+  std::string level = "G1";
   std::string option = "enable-prefix-caching";
   json value = true;
   json ran_with = true;  // the candidate's effective configuration value
-  std::vector<std::pair<std::string, std::string>> gates = {
-      {"G0", "pass"}, {"G1", "not-applicable"}, {"G2", "pass"}, {"G3", "pass"}, {"G4", "pass"}};
+  std::vector<std::pair<std::string, std::string>> gates = {{"G0", "pass"}, {"G1", "pass"}};
   std::string metric_verdict = "better";
   bool attested = true;
 };
@@ -59,65 +84,86 @@ class Promotion : public ::testing::Test {
     fs::remove_all(root_);
     fs::create_directories(root_ / "profiles");
     fs::create_directories(root_ / "receipts" / "results");
+    fs::create_directories(root_ / "receipts" / "keys");
     fs::copy_file(kRoot + "/profiles/8x128k.json", root_ / "profiles" / "8x128k.json");
     receipts::write_index(root_ / "receipts");
+    // The gate definitions of the repository, with the test's change-class policy.
+    fs::copy(kRoot + "/gates", gates_dir(), fs::copy_options::recursive);
+    json classes = json::parse(receipts::read_file(gates_dir() / "change-classes.json"));
+    classes["classes"]["scheduler-cache-parallelism"]["to_change_default"] = {"G0", "G1"};
+    receipts::write_file_atomically(gates_dir() / "change-classes.json", classes.dump(2));
+    // A throwaway maintainer key, trusted by the test's receipts/keys only.
+    const std::string key = receipts::generate_key(root_ / "lead.pem");
+    receipts::write_file_atomically(root_ / "receipts" / "keys" / "lead.pub", key + "\n");
   }
+  fs::path gates_dir() const { return root_ / "gates"; }
   void TearDown() override { fs::remove_all(root_); }
 
   fs::path make(const std::string& id, const Receipt& r) {
     const fs::path dir = root_ / "receipts" / "results" / id;
     receipts::BundleWriter w(dir);
-    w.add_bytes("server/candidate/effective-config.json",
-                json{{r.option, r.ran_with}, {"device", "cpu"}}.dump(2), "config");
+    const json config = {{r.option, r.ran_with}, {"device", "cpu"}};
+    w.add_bytes("server/candidate/effective-config.json", config.dump(2), "config");
+    w.add_bytes("operators.json", receipts::read_file(kOperators), "operators");
     json gates = json::array();
-    for (const auto& [g, s] : r.gates) gates.push_back(gate(g, s));
-    json record = {
-        {"schema", "sparkglm.qualification/1"},
-        {"id", id},
-        {"title", "t"},
-        {"created_at", "2026-11-29T21:00:00Z"},
-        {"state", r.state},
-        {"level", r.level},
-        {"target", "the option passes"},
-        {"change",
-         {{"class", "scheduler-cache-parallelism"},
-          {"option", {{"name", r.option}, {"value", r.value}}},
-          {"baseline", identity("baseline")},
-          {"candidate", identity("candidate")}}},
-        {"environment",
-         {{"host", "h"},
-          {"os", "o"},
-          {"cpu", "c"},
-          {"cpu_cores", 2},
-          {"memory_bytes", 1},
-          {"gpus", json::array()},
-          {"driver", ""},
-          {"cuda", ""},
-          {"nccl", ""},
-          {"compiler", "g"}}},
-        {"workloads", json::array()},
-        {"gates", gates},
-        {"metrics",
-         {{{"name", "wall_s"},
-           {"unit", "s"},
-           {"workload", "w"},
-           {"case", "c"},
-           {"direction", "lower"},
-           {"n", 3},
-           {"baseline",
-            {{"median", 2.0}, {"min", 2.0}, {"max", 2.0}, {"samples", {2.0, 2.0, 2.0}}}},
-           {"candidate",
-            {{"median", 1.0}, {"min", 1.0}, {"max", 1.0}, {"samples", {1.0, 1.0, 1.0}}}},
-           {"change_pct", -50.0},
-           {"ci95", {0.5, 0.5}},
-           {"p", 0.1},
-           {"verdict", r.metric_verdict}}}},
-        {"limitations", json::array()},
-        {"attestation", r.attested ? json{{"status", "maintainer-reviewed"},
-                                          {"by", "tester"},
-                                          {"date", "2026-11-29T21:00:00Z"}}
-                                   : json{{"status", "unattested"}, {"by", ""}, {"date", ""}}}};
+    for (const auto& [g, s] : r.gates) gates.push_back(gate(g, s, gates_dir().string()));
+    json candidate = identity("candidate");
+    candidate["effective_config_sha256"] = sha256_hex(config.dump());
+    json record = {{"schema", "sparkglm.qualification/1"},
+                   {"id", id},
+                   {"title", "t"},
+                   {"created_at", "2026-11-29T21:00:00Z"},
+                   {"state", r.state},
+                   {"level", r.level},
+                   {"target", "the option passes"},
+                   {"change",
+                    {{"class", "scheduler-cache-parallelism"},
+                     {"option", {{"name", r.option}, {"value", r.value}}},
+                     {"baseline", identity("baseline")},
+                     {"candidate", candidate}}},
+                   {"environment",
+                    {{"host", "h"},
+                     {"os", "o"},
+                     {"cpu", "c"},
+                     {"cpu_cores", 2},
+                     {"memory_bytes", 1},
+                     {"gpus", json::array()},
+                     {"driver", ""},
+                     {"cuda", ""},
+                     {"nccl", ""},
+                     {"compiler", "g"}}},
+                   {"workloads", json::array()},
+                   {"gates", gates},
+                   {"metrics",
+                    {{{"name", "wall_s"},
+                      {"unit", "s"},
+                      {"workload", "w"},
+                      {"case", "c"},
+                      {"direction", "lower"},
+                      {"n", 3},
+                      {"baseline",
+                       {{"median", 2.0}, {"min", 2.0}, {"max", 2.0}, {"samples", {2.0, 2.0, 2.0}}}},
+                      {"candidate",
+                       {{"median", 1.0}, {"min", 1.0}, {"max", 1.0}, {"samples", {1.0, 1.0, 1.0}}}},
+                      {"change_pct", -50.0},
+                      {"ci95", {0.5, 0.5}},
+                      {"p", 0.1},
+                      {"verdict", r.metric_verdict}}}},
+                   {"limitations", json::array()},
+                   {"attestation", json{{"status", "unattested"}, {"by", ""}, {"date", ""}}}};
+    // Written as the runner writes every bundle, a measurement; a maintainer's `sign` raises it.
+    record["state"] = "measurement";
     w.finish(record);
+    if (r.attested) {
+      const receipts::Problems problems = receipts::sign_bundle(
+          dir, root_ / "lead.pem", "tester",
+          full_verification(root_ / "receipts" / "keys", gates_dir()), r.state);
+      EXPECT_TRUE(problems.empty()) << problems.front().to_string();
+    } else if (r.state != "measurement") {
+      record = json::parse(receipts::read_file(dir / "qualification.json"));
+      record["state"] = r.state;  // a claim in words only, never signed
+      receipts::write_file_atomically(dir / "qualification.json", record.dump(2) + "\n");
+    }
     receipts::write_index(root_ / "receipts");
     return dir;
   }
@@ -130,7 +176,7 @@ class Promotion : public ::testing::Test {
     p.value = value;
     p.receipt = bundle;
     p.receipts = root_ / "receipts";
-    p.gates = kRoot + "/gates";
+    p.gates = gates_dir();
     try {
       promote(p);
     } catch (const Error& e) {
@@ -140,7 +186,7 @@ class Promotion : public ::testing::Test {
   }
 
   GateResult g0() {
-    StaticGateInputs in{root_ / "receipts", root_ / "profiles", kRoot + "/gates", {}};
+    StaticGateInputs in{root_ / "receipts", root_ / "profiles", gates_dir(), {}};
     return evaluate_static_gate(load_gate(kRoot + "/gates", "G0"), in);
   }
 
@@ -199,9 +245,9 @@ TEST_F(Promotion, ChangingTheReceiptAfterPromotionFailsG0) {
 TEST_F(Promotion, RefusalsNameWhatIsMissing) {
   const std::string before = profile_text();
   Receipt low;
-  low.level = "G2";
-  low.gates = {{"G0", "pass"}, {"G2", "pass"}};
-  EXPECT_NE(promote_error(make("low-level", low)).find("level: G2 is below G4"), std::string::npos);
+  low.level = "G0";
+  low.gates = {{"G0", "pass"}};
+  EXPECT_NE(promote_error(make("low-level", low)).find("level: G0 is below G1"), std::string::npos);
   Receipt measured;
   measured.state = "measurement";
   measured.attested = false;
@@ -218,8 +264,12 @@ TEST_F(Promotion, RefusalsNameWhatIsMissing) {
   EXPECT_NE(promote_error(make("good", Receipt{}), "false").find("change.option.value"),
             std::string::npos);
   Receipt failed_gate;
-  failed_gate.gates[4].second = "fail";  // its own level may fail and still be attested
-  EXPECT_NE(promote_error(make("g4-failed", failed_gate)).find("gates.G4"), std::string::npos);
+  failed_gate.gates[1].second = "fail";  // its own level may fail and still be attested
+  EXPECT_NE(promote_error(make("g1-failed", failed_gate)).find("gates.G1"), std::string::npos);
+  Receipt unsigned_claim;
+  unsigned_claim.attested = false;  // accepted in words, never signed
+  EXPECT_NE(promote_error(make("unsigned", unsigned_claim)).find("attestation.signature"),
+            std::string::npos);
   EXPECT_EQ(profile_text(), before);  // nothing was written by any refusal
 }
 

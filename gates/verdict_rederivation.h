@@ -1,0 +1,39 @@
+#pragma once
+// The verifier's judge: every gate a record marks `pass` is judged again from the bundle's raw
+// records under the gate definitions of gates/, and every metric is computed again from
+// requests.jsonl; what the record says is only compared with the result, never believed.
+//
+//   G0          a statement about the repository when the run was made (CI re-runs it on every
+//               commit); its criteria must be the definition's, each passed
+//   G1          judge_operator_table over the bundle's operators.json
+//   G2, G3, G4  evaluate_serving_gate over requests.jsonl and the bundle's workload specs
+//               (scaled as the record says), planned again without a server; a G2 of a
+//               `measure` bundle (no requests, runner-bench files) by judge_engine_targets
+//   G5          runs on target hardware with no raw record defined here: a pass cannot re-derive
+//
+// A gate marked fail, not-run or not-applicable claims nothing and is checked for consistency
+// only (receipts/record_consistency.h). A pass is re-derived under the current definition, then
+// under each superseded one kept in gates/history/ (content-addressed, committed when a definition
+// changes): a verdict no reviewed definition yields does not verify. A metric whose name the
+// project no longer computes (renamed since the bundle was written) is left as written; every
+// other metric must equal what case_metrics computes from requests.jsonl.
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "receipts/bundle_verifier.h"
+#include "receipts/problem.h"
+
+namespace sparkglm::gates {
+
+// A receipts::VerdictCheck: the problems of every verdict and metric that does not re-derive.
+receipts::Problems rederive_verdicts(const std::filesystem::path& bundle,
+                                     const nlohmann::json& record,
+                                     const receipts::VerifyOptions& options);
+
+// VerifyOptions with rederive_verdicts, the trusted keys and gate definitions of a checkout.
+receipts::VerifyOptions full_verification(
+    const std::filesystem::path& trusted_keys = receipts::kTrustedKeysFolder,
+    const std::filesystem::path& gates = "gates");
+
+}  // namespace sparkglm::gates
