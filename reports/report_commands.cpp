@@ -39,6 +39,26 @@ int fail(std::ostream& err, const std::string& command, const Error& e, int code
   return code;
 }
 
+receipts::VerifyOptions verify_options(const CliArgs& flags, receipts::VerdictCheck verdicts) {
+  receipts::VerifyOptions options;
+  options.trusted_keys = flags.str("--keys", receipts::kTrustedKeysFolder);
+  options.gates = flags.str("--gates", "gates");
+  options.verdicts = verdicts;
+  return options;
+}
+
+// Writes why `bundle` does not verify to `err`; true when it verifies.
+bool verifies(const std::filesystem::path& bundle, const receipts::VerifyOptions& options,
+              const std::string& command, std::ostream& err) {
+  const receipts::Problems problems = receipts::verify_bundle(bundle, options);
+  if (problems.empty()) return true;
+  err << command << ": refusing " << bundle.string()
+      << ": it does not verify, so what it claims is not shown as fact (" << problems.size()
+      << (problems.size() == 1 ? " problem)\n" : " problems)\n");
+  for (const receipts::Problem& p : problems) err << "  " << p.to_string() << '\n';
+  return false;
+}
+
 }  // namespace
 
 RenderedReport render_all(const std::filesystem::path& bundle_dir) {
@@ -46,10 +66,11 @@ RenderedReport render_all(const std::filesystem::path& bundle_dir) {
   return {render_text_card(bundle), render_markdown(bundle), render_html(bundle)};
 }
 
-int report_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int report_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                   receipts::VerdictCheck verdicts) {
   try {
     const CliArgs flags(args, {});
-    flags.allow_only({"--out", "--format"});
+    flags.allow_only({"--out", "--format", "--keys", "--gates"});
     if (flags.positional().size() != 1)
       throw Error(ErrorKind::kInvalidArgument,
                   "expected one bundle folder: report BUNDLE [--out DIR] [--format card|md|html]");
@@ -69,6 +90,7 @@ int report_command(const std::vector<std::string>& args, std::ostream& out, std:
                         "choose a folder outside it");
     }
     const RenderedReport report = render_all(bundle_dir);
+    if (!verifies(bundle_dir, verify_options(flags, verdicts), "report", err)) return 1;
     if (!out_dir.empty()) {
       std::filesystem::create_directories(out_dir);
       write_file(out_dir / "card.txt", report.card);
@@ -85,13 +107,15 @@ int report_command(const std::vector<std::string>& args, std::ostream& out, std:
   }
 }
 
-int compare_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int compare_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                    receipts::VerdictCheck verdicts) {
   BundleView a, b;
   std::string out_file;
   double min_effect_pct = 5;
+  bool verified = true;
   try {
     const CliArgs flags(args, {});
-    flags.allow_only({"--out", "--min-effect"});
+    flags.allow_only({"--out", "--min-effect", "--keys", "--gates"});
     if (flags.positional().size() != 2)
       throw Error(ErrorKind::kInvalidArgument,
                   "expected two bundle folders: compare A B [--out FILE.md] [--min-effect PCT]");
@@ -99,6 +123,9 @@ int compare_command(const std::vector<std::string>& args, std::ostream& out, std
     out_file = flags.str("--out", "");
     a = load_bundle(flags.positional()[0]);
     b = load_bundle(flags.positional()[1]);
+    const receipts::VerifyOptions options = verify_options(flags, verdicts);
+    for (const BundleView* bundle : {&a, &b})
+      verified = verifies(bundle->dir, options, "compare", err) && verified;
   } catch (const Error& e) {
     return fail(err, "compare", e, 2);
   }
@@ -108,6 +135,7 @@ int compare_command(const std::vector<std::string>& args, std::ostream& out, std
   } catch (const Error& e) {
     return fail(err, "compare", e, 1);
   }
+  if (!verified) return 1;
   try {
     if (!out_file.empty()) {
       for (const BundleView* bundle : {&a, &b})
