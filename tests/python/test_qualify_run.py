@@ -27,6 +27,11 @@ def qualify(*args, timeout=600):
                           capture_output=True, text=True, timeout=timeout)
 
 
+def read_json(*path):
+    with open(os.path.join(*path)) as f:
+        return json.load(f)
+
+
 def setUpModule():
     global TMP
     TMP = tempfile.mkdtemp(prefix="qualify-")
@@ -139,21 +144,24 @@ class QualifyUrl(unittest.TestCase):
             self.assertIsNone(server.proc.poll(), "the harness stopped a server it did not start")
             v = qualify("verify", bundle)
             self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
-            r = json.load(open(os.path.join(bundle, "qualification.json")))
+            r = read_json(bundle, "qualification.json")
             self.assertEqual(r["state"], "measurement")
             cand = r["change"]["candidate"]
             self.assertEqual(cand["observed"], "endpoint")
             self.assertEqual(cand["endpoint"], server.base)
             self.assertEqual(cand["model"]["preset"], "tinyglm-micro")
             self.assertTrue(any("not observed" in x for x in r["limitations"]), r["limitations"])
-            endpoint = json.load(open(os.path.join(bundle, "server", "candidate", "endpoint.json")))
+            endpoint = read_json(bundle, "server", "candidate", "endpoint.json")
             self.assertEqual(endpoint["models"]["data"][0]["id"], "tinyglm-micro")
             self.assertTrue(endpoint["models_headers"])
-            self.assertNotIn("k-qualify-url", open(os.path.join(bundle, "qualification.json")).read())
+            for name in ("qualification.json", "requests.jsonl"):
+                with open(os.path.join(bundle, name)) as f:
+                    self.assertNotIn("k-qualify-url", f.read(), name)
             gates = {g["id"]: g for g in r["gates"]}
             self.assertEqual(gates["G2"]["status"], "pass", gates["G2"])
             # Token-keyed TTFT and the newer per-request fields are in every record.
-            lines = [json.loads(x) for x in open(os.path.join(bundle, "requests.jsonl"))]
+            with open(os.path.join(bundle, "requests.jsonl")) as f:
+                lines = [json.loads(x) for x in f]
             for x in lines:
                 self.assertTrue(x["ok"], x["error"])
                 self.assertEqual(sum(x["events_per_read"]), len(x["output_event_s"]))
