@@ -17,7 +17,8 @@ namespace {
 
 const char* const kUsage =
     "usage: sparkglm-qualify COMMAND [ARGS]\n"
-    "  run       evaluate gates G0..GN on this machine and write a bundle (run --help)\n"
+    "  run       evaluate gates G0..GN on this machine (or measure a running server with\n"
+    "            --url URL) and write a bundle (run --help)\n"
     "  measure   --runner-bench FILE [--runner-bench FILE ...] [--torch-peer FILE] --title T\n"
     "            --id ID [--out DIR] [--gates DIR] [--limitation TEXT ...]: a G2 measurement\n"
     "            bundle from sparkglm-runner-bench files (and the PyTorch peer's), judging the\n"
