@@ -57,11 +57,11 @@ int run(const std::vector<std::string>& args) {
     std::fputs(version_text("sparkglm-runner-bench").c_str(), stdout);
     return 0;
   }
-  const CliArgs a(args, {});
+  const CliArgs a(args, {"--profile-steps"});
   a.allow_only({"--device", "--preset", "--num-layers", "--seed", "--block-size",
                 "--kv-cache-dtype", "--gpu-memory-utilization", "--cells", "--prompt",
                 "--decode-steps", "--warmup-steps", "--runs", "--max-prefill-tokens",
-                "--max-seconds", "--threads", "--out"});
+                "--max-seconds", "--threads", "--out", "--profile-steps"});
   const std::string out_path = a.required("--out");
   set_default_thread_count(int(a.integer("--threads", 0, 0, 1024)));
   ThreadPool& pool = default_thread_pool();
@@ -87,6 +87,7 @@ int run(const std::vector<std::string>& args) {
   r.num_layers = int(a.integer("--num-layers", 0, 0, 1 << 10));
   r.seed = uint64_t(a.integer("--seed", 0, 0, INT64_MAX));
   r.block_size = int(a.integer("--block-size", 16, 1, 1 << 12));
+  r.profile_steps = a.has("--profile-steps");  // device time by part on stderr at exit (cuda)
   const std::string kv_name = a.str("--kv-cache-dtype", "bf16");
   if (kv_name != "bf16" && kv_name != "fp8_g128")
     throw Error(ErrorKind::kInvalidArgument,

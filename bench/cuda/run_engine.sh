@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The engine measurements of issue 6 on a GPU machine, in parts that each fit one device call:
-#   tests  the CUDA tests, then device time by model part (SPARKGLM_CUDA_PROFILE=1, decode graphs
+#   tests  the CUDA tests, then device time by model part (--profile-steps, decode graphs
 #          included) for tinyglm decode C1/C8 and an 8K prefill;
 #   bench  sparkglm-runner-bench on tinyglm (decode C1/C4/C8 pipelined and synchronous, cold
 #          prefill 8K/32K/64K) and on glm-5.3-flash at $FLASH_LAYERS layers, the PyTorch peer
@@ -27,7 +27,7 @@ tests)
   echo "cuda tests rc=$rc"; grep -E "FAILED|PASSED" "$OUT/cuda-tests.txt" | head
   for cell in decode_c1 decode_c8 prefill_8k; do
     echo "== tinyglm $cell"
-    SPARKGLM_CUDA_PROFILE=1 timeout 120 "$BUILD/bench/sparkglm-runner-bench" --device cuda \
+    timeout 120 "$BUILD/bench/sparkglm-runner-bench" --device cuda --profile-steps \
       --preset tinyglm --runs 1 --decode-steps 32 --cells "$cell" --out /tmp/profile.json 2>&1 |
       grep -E "device time|ms/step"
   done > "$OUT/profile.txt"

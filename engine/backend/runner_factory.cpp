@@ -41,6 +41,9 @@ void pool_line(BuiltRunner& b, int num_blocks, int block_size, KvDtype dtype, in
 }
 
 BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
+  if (r.profile_steps)
+    throw Error(ErrorKind::kUnsupported,
+                "--profile-steps: the CPU backend has no step profiler (use --device cuda)");
   BuiltRunner b;
   b.host_model = r.model_dir.empty() ? load_model_preset(r.preset, r.num_layers, r.seed, pool)
                                      : load_model_dir(r.model_dir);
@@ -114,6 +117,7 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   o.max_seq_len = b.max_seq_len;
   o.kv_dtype = r.kv_dtype;
   o.graphs = r.cuda_graphs;
+  o.profile_steps = r.profile_steps;
   MemoryDemand demand;
   demand.weights = cuda::DeviceWeights::arena_bytes(mc);
   demand.state = cuda::CudaModelRunner::state_bytes(mc, r.max_num_seqs);
@@ -143,7 +147,8 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   b.log_lines.push_back(
       std::string("CUDA device: ") + prop.name + ", " + gib_text(total_bytes) + "; " + plan.parts +
       (r.model_dir.empty() ? " (dummy weights made on the device)" : " (uploaded)") +
-      "; decode graphs " + (r.cuda_graphs ? "on" : "off"));
+      "; decode graphs " + (r.cuda_graphs ? "on" : "off") +
+      (r.profile_steps ? "; step profile on (device time by part at exit)" : ""));
   pool_line(b, o.num_blocks, r.block_size, r.kv_dtype, r.max_num_seqs, b.max_seq_len,
             ", " + plan.source);
   (void)pool;

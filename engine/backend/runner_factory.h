@@ -36,6 +36,9 @@ struct RunnerRequest {
   size_t kv_cache_bytes = 0;  // 0: sized by the device (see above)
   double gpu_memory_utilization = 0.9;
   bool cuda_graphs = true;  // capture decode steps in CUDA graphs
+  // --profile-steps: device time by model part, printed when the runner is destroyed (cuda only;
+  // the CPU backend refuses it).
+  bool profile_steps = false;
   // A test hook: > 0 provokes a device fault when step N + 1 is submitted (a real illegal address
   // on CUDA, Error(kDeviceFatal) on the CPU); see engine/backend/device_fault_injector.h.
   int64_t inject_device_fault_after_steps = 0;

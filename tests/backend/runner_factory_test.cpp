@@ -62,6 +62,14 @@ TEST(RunnerFactory, AnExplicitBudgetSizesThePoolAndOneBelowABlockIsRefused) {
             std::string::npos);
 }
 
+TEST(RunnerFactory, StepProfilingOnTheCpuIsRefusedNotIgnored) {
+  RunnerRequest r = micro();
+  r.profile_steps = true;
+  EXPECT_NE(error_of(r, ErrorKind::kUnsupported)
+                .find("--profile-steps: the CPU backend has no step profiler"),
+            std::string::npos);
+}
+
 TEST(RunnerFactory, UnknownDevicesAndUnservableCudaRequestsAreRefused) {
   RunnerRequest r = micro();
   r.device = "tpu";

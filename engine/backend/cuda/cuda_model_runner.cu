@@ -79,7 +79,10 @@ size_t CudaModelRunner::workspace_bytes(const ModelConfig& config, const CudaRun
 
 CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<DeviceWeights> weights,
                                  const CudaRunnerOptions& options)
-    : config_(config), weights_(std::move(weights)), options_(options) {
+    : config_(config),
+      weights_(std::move(weights)),
+      options_(options),
+      profile_(options.profile_steps) {
   check_config(config_);
   if (options_.kv_dtype == KvDtype::kF32)
     throw Error(ErrorKind::kUnsupported,
@@ -243,11 +246,15 @@ void CudaModelRunner::head_to_host(const float* h, const float* norm, ForwardOut
     gemm_.linear(ws_.head_bf16, m, lm.bf16(), V, D, ws_.logits, stream_);
     SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(pinned_logits_, ws_.logits, size_t(m * V) * 4,
                                         cudaMemcpyDeviceToHost, stream_));
-    profile_.end_step(stream_, step_->decode_rows() == step_->rows() ? "decode" : "prefill");
+    // The step ends with the last chunk: "head" spans every chunk (and the host copies between
+    // them, which the device waits for), not only the first.
+    if (c0 + m == n)
+      profile_.end_step(stream_, step_->decode_rows() == step_->rows() ? "decode" : "prefill");
     SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
     std::memcpy(out.hidden.data() + c0 * D, pinned_hidden_, size_t(m * D) * 4);
     std::memcpy(out.logits.data() + c0 * V, pinned_logits_, size_t(m * V) * 4);
   }
+  if (n == 0) profile_.end_step(stream_, "prefill");  // no logit row: the step ends here
   SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 

@@ -40,6 +40,7 @@ struct CudaRunnerOptions {
   int max_seq_len = 32768;  // sizes the block tables and the indexer's per-sequence buffers
   KvDtype kv_dtype = KvDtype::kBF16;  // bf16 or fp8_g128 latent records
   bool graphs = true;
+  bool profile_steps = false;  // device time by model part (StepProfiler), printed at destruction
 };
 
 class CudaModelRunner : public ModelRunner {
@@ -116,7 +117,7 @@ class CudaModelRunner : public ModelRunner {
   // Per graph: the profile marks before its capture and the parts it marked (profiling on).
   std::map<std::pair<int, int>, std::pair<size_t, std::vector<const char*>>> graph_marks_;
   uint64_t graph_replays_ = 0;
-  StepProfiler profile_;   // SPARKGLM_CUDA_PROFILE=1: device time by part (graphs included)
+  StepProfiler profile_;   // options_.profile_steps: device time by part (graphs included)
   int length_bucket_ = 0;  // the max_len the current decode step's attention is launched with
 
   // Pipelined steps: at most two queued; picks of queued step i land in pinned_picks_[parity].

@@ -2,17 +2,13 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
 
-StepProfiler::StepProfiler() {
-  const char* env = std::getenv("SPARKGLM_CUDA_PROFILE");
-  on_ = env && *env && std::string(env) != "0";
-}
+StepProfiler::StepProfiler(bool on) : on_(on) {}
 
 StepProfiler::~StepProfiler() {
   if (on_ && !steps_.empty()) std::fputs(report().c_str(), stderr);

@@ -1,5 +1,6 @@
 #pragma once
-// Where a step's device time goes, by part of the model (SPARKGLM_CUDA_PROFILE=1): the runner marks
+// Where a step's device time goes, by part of the model (--profile-steps, passed down as
+// CudaRunnerOptions::profile_steps; never an environment variable): the runner marks
 // the start of each part on its stream with an event; after the step, the time between a mark and
 // the next is charged to the mark's part. Marks inside a captured CUDA graph become event-record
 // nodes of the graph, so a replayed decode step is timed by part as it runs in production (the
@@ -14,7 +15,7 @@ namespace sparkglm::cuda {
 
 class StepProfiler {
  public:
-  StepProfiler();  // on when the environment sets SPARKGLM_CUDA_PROFILE
+  explicit StepProfiler(bool on);  // off: every call returns at once
   ~StepProfiler();
   bool on() const { return on_; }
   void mark(const char* part, cudaStream_t stream);
