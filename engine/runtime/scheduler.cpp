@@ -41,13 +41,12 @@ void SchedulerLimits::validate(const CacheGeometry& g) const {
     bad_limit("max-num-seqs", "1.." + std::to_string(g.num_state_slots) + " (the KDA state slots)",
               max_num_seqs);
   if (max_batch_size < 1) bad_limit("max-batch-size", "at least 1", max_batch_size);
-  if (prefill_align < 1) bad_limit("prefill-align", "at least 1", prefill_align);
+  SPARKGLM_ASSERT(prefill_align >= 1, "SchedulerLimits::prefill_align below 1");
+  SPARKGLM_ASSERT(reserve_output_tokens >= 1, "SchedulerLimits::reserve_output_tokens below 1");
   if (max_prefill_tokens < prefill_align)
     bad_limit("max-prefill-tokens",
               "at least " + std::to_string(prefill_align) + " (one KDA chunk)", max_prefill_tokens);
   if (max_seq_len < 2) bad_limit("max-seq-len", "at least 2", max_seq_len);
-  if (reserve_output_tokens < 1)
-    bad_limit("reserve-output-tokens", "at least 1", reserve_output_tokens);
 }
 
 Scheduler::Scheduler(ModelRunner& runner, const SchedulerLimits& limits)

@@ -43,14 +43,20 @@
 
 namespace sparkglm {
 
+// The first four are `sparkglm-serve` options (--max-num-seqs, --max-batch-size,
+// --max-prefill-tokens, --max-seq-len): the registry (engine/options/serving_options.cpp) takes its
+// defaults from these, so the two cannot disagree. The last two are the engine's own constants,
+// not options; tests change them.
 struct SchedulerLimits {
   int max_num_seqs = 4;             // sequences admitted at once (at most the runner's state slots)
-  int max_batch_size = 4;           // decode rows per step
-  int max_prefill_tokens = 512;     // prefill rows per step
-  int max_seq_len = 4096;           // prompt + output tokens of one request
-  int prefill_align = 64;           // prefill splits land on multiples of this
+  int max_batch_size = 4;           // decode rows per step (the registry's 0 = max_num_seqs)
+  int max_prefill_tokens = 8192;    // prefill rows per step
+  int max_seq_len = 4096;           // prompt + output tokens (the registry's 0 = the model's window)
+  int prefill_align = 64;           // prefill splits land on multiples of this (the KDA chunk)
   int reserve_output_tokens = 256;  // output tokens reserved at admission (see above)
-  void validate(const CacheGeometry& g) const;  // Error(kInvalidArgument) naming the limit
+  // Error(kInvalidArgument) naming the option of a bad user limit; a bad engine constant
+  // (prefill_align, reserve_output_tokens) is a defect and asserts.
+  void validate(const CacheGeometry& g) const;
 };
 
 struct SchedulerCounters {
