@@ -1,13 +1,12 @@
 // sparkglm-serve: the OpenAI-compatible server. Options come from the registry (flags, then
-// --profile); the model from --preset or --model; the runner factory builds the CPU reference or
-// the CUDA backend (--device) under the continuous-batching engine; Beast serves HTTP.
+// --profile) into one ServingConfig (engine/options/serving_config.h); the model from --preset or
+// --model; the runner factory builds the CPU reference or the CUDA backend (--device) under the
+// continuous-batching engine; Beast serves HTTP.
 // SIGINT/SIGTERM drain and exit 0; a device fault drains and exits 3 (a supervisor restarts it).
 #include <pthread.h>
 #include <signal.h>
 
-#include <algorithm>
 #include <chrono>
-#include <climits>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -23,8 +22,8 @@
 #include "engine/core/sha256.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/model_loader.h"
-#include "engine/options/api_key_source.h"
 #include "engine/options/effective_config.h"
+#include "engine/options/serving_config.h"
 #include "engine/runtime/latent_cache.h"
 #include "engine/runtime/serving_engine.h"
 #include "engine/server/generation_engine.h"
@@ -49,92 +48,53 @@ std::chrono::milliseconds millis(double seconds) {
   return std::chrono::milliseconds(int64_t(seconds * 1000.0));
 }
 
-std::unique_ptr<server::TokenCodec> codec_for(const EffectiveConfig& c, const ModelConfig& m) {
-  if (!c.str("model").empty()) return server::codec_for_model_dir(c.str("model"), m.vocab_size);
+std::unique_ptr<server::TokenCodec> codec_for(const RunnerRequest& r, const ModelConfig& m) {
+  if (!r.model_dir.empty()) return server::codec_for_model_dir(r.model_dir, m.vocab_size);
   if (m.vocab_size != server::make_byte_codec()->vocab_size())
-    log_line("warning: preset " + c.str("preset") +
+    log_line("warning: preset " + r.preset +
              " has no tokenizer; serving with the byte tokenizer (ids 0..319 only)");
   return server::make_byte_codec();
 }
 
 int serve(const std::vector<std::string>& args) {
   const EffectiveConfig cfg = parse_serve_args(args);
-  // Before the model loads: a missing key file is reported at once.
-  const std::string api_key =
-      resolve_api_key({cfg.str("api-key"), cfg.str("api-key-file"), cfg.str("api-key-env")});
   log_line(std::string("sparkglm-serve ") + build_info().version + " (" + build_info().commit +
            ")");
   for (const std::string& line : cfg.log_lines()) log_line(line);
   log_line("effective config: " + cfg.canonical_json());
   log_line(cfg.summary());
-  if (cfg.integer("world-size") != 1)
-    throw Error(ErrorKind::kUnsupported, "--world-size above 1 is not served yet");
+  // Every option, typed, in one place; a not-implemented option away from its default, a bad
+  // API key source and the like are refused here, before the model loads.
+  ServingConfig config = fill_serving_config(cfg);
 
-  set_default_thread_count(int(cfg.integer("threads")));
+  set_default_thread_count(config.threads);
   ThreadPool& pool = default_thread_pool();
-  const int max_seqs = int(cfg.integer("max-num-seqs"));
-  const int max_batch =
-      cfg.integer("max-batch-size") > 0 ? int(cfg.integer("max-batch-size")) : max_seqs;
-  RunnerRequest request;
-  request.device = cfg.str("device");
-  request.preset = cfg.str("preset");
-  request.model_dir = cfg.str("model");
-  request.num_layers = int(cfg.integer("num-layers"));
-  request.seed = uint64_t(cfg.integer("seed"));
-  request.block_size = int(cfg.integer("block-size"));
-  request.max_num_seqs = max_seqs;
-  request.max_seq_len = int(std::min<int64_t>(cfg.integer("max-seq-len"), INT_MAX / 2));
-  request.max_tokens_per_step = int(cfg.integer("max-prefill-tokens")) + max_batch;
-  request.kv_dtype = kv_dtype_from_string(cfg.str("kv-cache-dtype"));
-  request.kv_cache_bytes = size_t(cfg.integer("kv-cache-memory-bytes"));
-  request.gpu_memory_utilization = cfg.number("gpu-memory-utilization");
-  request.cuda_graphs = !cfg.boolean("enforce-eager");
-  request.inject_device_fault_after_steps = cfg.integer("inject-device-fault-after-steps");
-  BuiltRunner built = build_runner(request, pool);
+  BuiltRunner built = build_runner(config.runner, pool);
   ModelRunner& runner = *built.runner;
   const ModelConfig& mc = built.config;
   const std::string model_id = built.model_id;
-  const int max_seq_len = built.max_seq_len;
-
-  SchedulerLimits limits;
-  limits.max_num_seqs = max_seqs;
-  limits.max_batch_size = max_batch;
-  limits.max_prefill_tokens = int(cfg.integer("max-prefill-tokens"));
-  limits.max_seq_len = max_seq_len;
-  const int pool_tokens = built.pool_tokens;
+  config.scheduler.max_seq_len = built.max_seq_len;
   // The model half of the run identity (ARCHITECTURE.md), one JSON line that a harness can read.
   log_line("model identity: " + nlohmann::json{{"model_id", model_id},
                                                {"config_sha256", sha256_hex(mc.to_json().dump())},
                                                {"weights", built.weights_identity}}
                                     .dump());
   log_line("model " + model_id + ": " + std::to_string(mc.num_hidden_layers) + " layers, vocab " +
-           std::to_string(mc.vocab_size) + ", device " + request.device + ", " +
+           std::to_string(mc.vocab_size) + ", device " + config.runner.device + ", " +
            std::to_string(pool.size()) + " CPU threads");
   for (const std::string& line : built.log_lines) log_line(line);
 
-  const auto codec = codec_for(cfg, mc);
-  auto engine = std::make_unique<ServingEngine>(runner, limits);
+  const auto codec = codec_for(config.runner, mc);
+  auto engine = std::make_unique<ServingEngine>(runner, config.scheduler);
   server::ServingEngineAdapter adapter(*engine);
   server::Metrics metrics;
-  server::RouteOptions route_options;
-  route_options.model = {model_id, max_seq_len, mc.vocab_size};
-  route_options.api_key = api_key;
-  route_options.request_timeout_s = cfg.number("request-timeout");
-  route_options.kv_pool_tokens = pool_tokens;
+  server::RouteOptions& route_options = config.routes;
+  route_options.model = {model_id, built.max_seq_len, mc.vocab_size};
+  route_options.kv_pool_tokens = built.pool_tokens;
   route_options.eos_ids = mc.eos_token_ids;
-  route_options.stream_flush_interval =
-      std::chrono::microseconds(int64_t(cfg.number("sse-flush-interval") * 1e6));
   server::OpenAiRoutes routes(route_options, adapter, *codec, metrics);
 
-  server::HttpServerOptions http;
-  http.bind = cfg.str("bind");
-  http.port = int(cfg.integer("port"));
-  http.max_connections = int(cfg.integer("max-connections"));
-  http.max_body_bytes = size_t(cfg.integer("max-body-bytes"));
-  http.header_timeout = millis(cfg.number("header-timeout"));
-  http.idle_timeout = millis(cfg.number("idle-timeout"));
-  http.write_timeout = millis(cfg.number("write-timeout"));
-  http.io_threads = int(cfg.integer("io-threads"));
+  const server::HttpServerOptions& http = config.http;
   server::HttpServer http_server(http, routes, &metrics);
   // The engine goes before the server: its last events still reach live connections.
   struct EngineFirst {
@@ -176,7 +136,7 @@ int serve(const std::vector<std::string>& args) {
              (closed ? "" : " (some connections were still open)"));
     return kExitDeviceFault;
   }
-  const double grace = cfg.number("shutdown-grace");
+  const double grace = config.shutdown_grace_s;
   char grace_text[32];
   std::snprintf(grace_text, sizeof grace_text, "%g", grace);
   log_line(std::string("received ") + (received == SIGINT ? "SIGINT" : "SIGTERM") +

@@ -131,7 +131,9 @@ const EffectiveConfig::Entry& EffectiveConfig::entry(std::string_view name) cons
 }
 
 const OptionValue& EffectiveConfig::value(std::string_view name) const {
-  return entry(name).value;
+  const Entry& e = entry(name);
+  reads_.emplace(name);
+  return e.value;
 }
 ValueSource EffectiveConfig::source(std::string_view name) const {
   return entry(name).source;
@@ -165,7 +167,7 @@ nlohmann::json EffectiveConfig::to_json() const {
   nlohmann::json out = nlohmann::json::object();
   for (const OptionSpec& s : registry_->specs()) {
     if (s.per_rank) continue;
-    const OptionValue& v = value(s.name);
+    const OptionValue& v = entry(s.name).value;
     out[s.name] = s.secret ? nlohmann::json(s.format(v)) : s.to_json(v);
   }
   return out;

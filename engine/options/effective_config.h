@@ -5,6 +5,7 @@
 // fingerprint the ranks compare at start.
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,13 +42,20 @@ class EffectiveConfig {
                                  const CommandLine& command_line);
 
   // Typed reads by registry name. Asking for an unknown name or the wrong type is a defect in the
-  // caller (an assert), not a user error.
+  // caller (an assert), not a user error. Each read is recorded (reads()).
   bool boolean(std::string_view name) const;            // kBool
   int64_t integer(std::string_view name) const;         // kInt, kBytes (bytes as a count)
   double number(std::string_view name) const;           // kFloat
   const std::string& str(std::string_view name) const;  // kString, kEnum; "" = not set
   const OptionValue& value(std::string_view name) const;
+  // The value without counting it as a read: for checks and log lines that consume nothing.
+  const OptionValue& peek(std::string_view name) const { return entry(name).value; }
   ValueSource source(std::string_view name) const;
+  // Every name read through boolean/integer/number/str/value so far: what the code consumed. The
+  // registry test fills the serving configuration from a fresh config and checks that every
+  // option is in here or refused as not implemented (serving_config.h). to_json, summary and
+  // source() do not count as reads.
+  const std::set<std::string, std::less<>>& reads() const { return reads_; }
 
   // "--max-num-seqs=2 overrides profile 4x1m value 4", one per overriding flag, in flag order.
   const std::vector<std::string>& log_lines() const { return log_lines_; }
@@ -75,6 +83,7 @@ class EffectiveConfig {
 
   const OptionRegistry* registry_ = nullptr;
   std::map<std::string, Entry, std::less<>> entries_;
+  mutable std::set<std::string, std::less<>> reads_;  // read at start, on one thread
   std::vector<std::string> log_lines_;
   std::string profile_name_, profile_path_, profile_sha256_;
 };

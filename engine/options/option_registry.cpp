@@ -331,6 +331,8 @@ std::vector<std::string> OptionRegistry::table_problems(const std::vector<Option
     if (!promoted && s.receipt) out.push_back(who + ": a receipt but no promoted default");
     if (s.secret && s.section != ProfileSection::kCommandLineOnly)
       out.push_back(who + ": a secret must be settable on the command line only");
+    if (!s.not_implemented.empty() && (promoted || s.status != OptionStatus::kDefault))
+      out.push_back(who + ": not implemented, so it can be neither promoted nor a candidate");
   }
   return out;
 }
@@ -366,7 +368,10 @@ std::string OptionRegistry::usage() const {
     head.resize(std::max<size_t>(head.size() + 1, 40), ' ');
     const std::string shown = s.format(s.default_value);
     out += head + s.help + " [" + to_string(s.type) + ", default " +
-           (shown.empty() ? "unset" : shown) + "]\n";
+           (shown.empty() ? "unset" : shown) + "]";
+    if (!s.not_implemented.empty())
+      out += " NOT IMPLEMENTED YET (" + s.not_implemented + "): only the default is accepted";
+    out += "\n";
   }
   return out;
 }

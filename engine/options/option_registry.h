@@ -65,6 +65,11 @@ struct OptionSpec {
   std::string group;
   bool secret = false;    // redacted from logs and from to_json (api-key)
   bool per_rank = false;  // differs between the ranks of one run, so outside the shared fingerprint
+  // Non-empty for an option the engine does not implement yet: why ("no prefix cache exists").
+  // Only its built-in value, which describes what the engine does, is accepted: any other value
+  // is refused at start (check_implemented) and a profile cannot promote it. Every other option
+  // is consumed by the serving configuration (serving_config.h); a test checks that.
+  std::string not_implemented;
 
   // "an integer in [1, 1024]", "one of bf16, fp8_g128", "true or false", ...
   std::string expected() const;

@@ -171,6 +171,10 @@ Profile Profile::parse(std::string_view bytes, const std::string& path,
           !record.contains("receipt_id") || !record.contains("receipt_sha256"))
         invalid(path, field, "expected {value, receipt_id, receipt_sha256}, got " + record.dump());
       const OptionSpec& spec = registry.at(name);
+      if (!spec.not_implemented.empty())
+        invalid(path, field,
+                "--" + name + " is not implemented yet (" + spec.not_implemented +
+                    "): there is nothing a receipt could qualify");
       PromotionRecord r;
       r.value = spec.from_json(record["value"], path + ": " + field + ".value");
       if (r.value != it->second)

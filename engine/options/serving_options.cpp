@@ -2,10 +2,15 @@
 // Atlas has one (max-seq-len, max-num-seqs, max-batch-size, max-prefill-tokens, block-size,
 // kv-cache-dtype, gpu-memory-utilization, enable-prefix-caching, world-size, tp-size,
 // request-timeout). A default that moves away from the built-in needs a receipt (QUALIFICATION.md).
+// Defaults the engine's own structs also carry (SchedulerLimits, RunnerRequest) are taken from
+// them, so the two cannot disagree. Every option is consumed by fill_serving_config
+// (serving_config.cpp) or marked not_implemented; tests/options/serving_config_test.cpp checks it.
 #include <cstdint>
 
+#include "engine/backend/runner_factory.h"
 #include "engine/model/config.h"
 #include "engine/options/option_registry.h"
+#include "engine/runtime/scheduler.h"
 #include "tinyglm/dummy_weights.h"
 
 namespace sparkglm {
@@ -69,10 +74,19 @@ OptionSpec grouped(OptionSpec s, std::string group) {
   return s;
 }
 
+// An option the engine does not implement yet: its built-in value is the only one accepted.
+OptionSpec unimplemented(OptionSpec s, std::string why) {
+  s.not_implemented = std::move(why);
+  return s;
+}
+
 std::vector<OptionSpec> serving_table() {
   using P = ProfileSection;
   constexpr int64_t kMiB = int64_t(1) << 20;
   constexpr double kWeek = 7 * 24 * 3600;
+  const SchedulerLimits limits;
+  const RunnerRequest runner;
+  const std::string kOneRank = "multi-rank serving: one process serves alone";
   std::vector<OptionSpec> t = {
       // Model source: exactly one of preset | model.
       grouped(choice("preset", "", preset_names(), P::kTopLevel,
@@ -84,41 +98,57 @@ std::vector<OptionSpec> serving_table() {
               "cut a preset to this many layers, a multiple of 4 (0 = the preset's depth)"),
       integer("seed", int64_t(kDefaultDummySeed), 0, INT64_MAX, P::kOptions,
               "seed of a preset's dummy weights"),
-      choice("precision-mode", "strict", {"strict", "spark"}, P::kTopLevel,
-             "strict keeps checkpoint weight formats; spark allows the qualified conversions "
-             "(profile field `precision_mode`)"),
+      unimplemented(
+          choice("precision-mode", "strict", {"strict", "spark"}, P::kTopLevel,
+                 "strict keeps checkpoint weight formats; spark allows the qualified conversions "
+                 "(profile field `precision_mode`)"),
+          "no weight conversion exists: weights keep their checkpoint formats"),
       // Capacity and memory.
       integer("max-seq-len", 0, 0, kMaxContext, P::kLimits,
               "longest request, prompt plus output, in tokens (0 = the model's context window)"),
-      integer("max-num-seqs", 4, 1, 1024, P::kLimits,
+      integer("max-num-seqs", limits.max_num_seqs, 1, 1024, P::kLimits,
               "sequences admitted at once (each holds a KDA state slot)"),
       integer("max-batch-size", 0, 0, 1024, P::kLimits,
               "decode rows per engine step (0 = max-num-seqs)"),
-      integer("max-prefill-tokens", 8192, 1, kMaxContext, P::kLimits,
+      integer("max-prefill-tokens", limits.max_prefill_tokens, 1, kMaxContext, P::kLimits,
               "prompt tokens prefilled per engine step (the prefill chunk)"),
       bytes("kv-cache-memory-bytes", 0, 0, int64_t(1) << 50, P::kLimits,
             "memory the KV pool is sized from (0 = what gpu-memory-utilization leaves after "
             "weights)"),
-      real("gpu-memory-utilization", 0.9, 0.05, 1.0, P::kLimits,
+      real("gpu-memory-utilization", runner.gpu_memory_utilization, 0.05, 1.0, P::kLimits,
            "fraction of device memory the engine may use, weights and KV pool together"),
       // Engine behaviour.
-      integer("block-size", 16, 1, 256, P::kOptions, "tokens per KV cache block"),
+      integer("block-size", runner.block_size, 1, 256, P::kOptions, "tokens per KV cache block"),
       choice("kv-cache-dtype", "bf16", {"bf16", "fp8_g128"}, P::kOptions,
              "storage of latents and indexer keys (fp8_g128: FP8 with one scale per 128 values)"),
-      flag("enable-prefix-caching", false, P::kOptions,
-           "reuse the KV blocks and KDA state of a prompt prefix already computed"),
-      flag("enforce-eager", false, P::kOptions,
+      unimplemented(flag("enable-prefix-caching", false, P::kOptions,
+                         "reuse the KV blocks and KDA state of a prompt prefix already computed"),
+                    "no prefix cache exists: every prompt is prefilled in full"),
+      flag("enforce-eager", !runner.cuda_graphs, P::kOptions,
            "launch every CUDA kernel of a decode step eagerly instead of replaying a captured "
            "CUDA graph"),
+      flag("profile-steps", runner.profile_steps, P::kServerArgs,
+           "time each CUDA step's model parts with device events (graphs included; about a "
+           "microsecond an event) and print device time by part at exit; --device cuda only"),
       // Deployment.
       choice("device", "cpu", {"cpu", "cuda"}, P::kServerArgs,
              "backend that runs the forward pass"),
       integer("threads", 0, 0, 1024, P::kServerArgs, "CPU worker threads (0 = one per core)"),
-      integer("world-size", 1, 1, 64, P::kServerArgs, "processes in the run, one per GPU"),
-      integer("rank", 0, 0, 63, P::kCommandLineOnly, "this process's rank, 0 serves HTTP"),
-      text("master-addr", "127.0.0.1", P::kServerArgs, "address of rank 0 for the rank bootstrap"),
-      integer("master-port", 29500, 1, 65535, P::kServerArgs, "TCP port of the rank bootstrap"),
-      integer("tp-size", 1, 1, 64, P::kServerArgs, "tensor-parallel ranks (divides world-size)"),
+      unimplemented(
+          integer("world-size", 1, 1, 64, P::kServerArgs, "processes in the run, one per GPU"),
+          kOneRank),
+      unimplemented(
+          integer("rank", 0, 0, 63, P::kCommandLineOnly, "this process's rank, 0 serves HTTP"),
+          kOneRank),
+      unimplemented(text("master-addr", "127.0.0.1", P::kServerArgs,
+                         "address of rank 0 for the rank bootstrap"),
+                    kOneRank),
+      unimplemented(
+          integer("master-port", 29500, 1, 65535, P::kServerArgs, "TCP port of the rank bootstrap"),
+          kOneRank),
+      unimplemented(integer("tp-size", 1, 1, 64, P::kServerArgs,
+                            "tensor-parallel ranks (divides world-size)"),
+                    kOneRank),
       text("bind", "127.0.0.1", P::kServerArgs, "address the HTTP server listens on"),
       integer("port", 8893, 0, 65535, P::kServerArgs, "HTTP port (0 = any free port)"),
       text("api-key", "", P::kCommandLineOnly,

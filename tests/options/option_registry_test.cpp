@@ -125,6 +125,24 @@ TEST(OptionRegistry, TableProblemsNameTheOption) {
   promoted.receipt->sha256 = std::string(64, 'A');
   EXPECT_FALSE(OptionRegistry::table_problems({promoted}).empty());
   EXPECT_EQ(OptionRegistry::table_problems({good, good}).size(), 1u);
+  // An option that is not implemented can be neither promoted nor a candidate.
+  promoted.receipt->sha256 = std::string(64, 'a');
+  promoted.not_implemented = "no widgets yet";
+  EXPECT_NE(OptionRegistry::table_problems({promoted}).front().find("not implemented"),
+            std::string::npos);
+  EXPECT_NE(problem([](OptionSpec& s) {
+              s.not_implemented = "no widgets yet";
+              s.status = OptionStatus::kCandidate;
+            }).find("not implemented, so it can be neither promoted nor a candidate"),
+            std::string::npos);
+}
+
+TEST(OptionRegistry, UsageMarksWhatIsNotImplemented) {
+  const std::string usage = serving_options().usage();
+  const size_t line = usage.find("  --enable-prefix-caching");
+  ASSERT_NE(line, std::string::npos);
+  EXPECT_NE(usage.substr(line, usage.find('\n', line) - line).find("NOT IMPLEMENTED YET"),
+            std::string::npos);
 }
 
 TEST(OptionParse, IntegerOutOfRangeNamesTheOptionAndRange) {

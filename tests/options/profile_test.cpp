@@ -281,6 +281,14 @@ TEST_F(ProfileFiles, PromotionRecordsAreValidated) {
                   {"value", true}, {"receipt_id", "r1"}, {"receipt_sha256", sha}};
             }).find(": promotions.enable-prefix-caching: the profile's options do not set"),
             std::string::npos);
+  // An option that is not implemented cannot be promoted, even with a receipt.
+  EXPECT_NE(error_of([&](json& j) {
+              j["options"]["enable-prefix-caching"] = true;
+              j["promotions"]["enable-prefix-caching"] = {
+                  {"value", true}, {"receipt_id", "r1"}, {"receipt_sha256", sha}};
+            }).find(": promotions.enable-prefix-caching: --enable-prefix-caching is not "
+                    "implemented yet"),
+            std::string::npos);
 }
 
 TEST_F(ProfileFiles, OptionsAwayFromTheDefaultWithoutReceiptAreListed) {

@@ -213,6 +213,30 @@ class LifecycleTest(unittest.TestCase):
         self.assertNotEqual(out.returncode, 0)
         self.assertIn("max-conections", out.stderr)
 
+    def test_options_not_implemented_are_refused_at_start(self):
+        # Registered and documented, but nothing implements them: the server says so and does
+        # not start, instead of echoing the value and ignoring it.
+        serve = os.path.join(BIN_DIR, "sparkglm-serve")
+        for flag, shown in (("--enable-prefix-caching", "--enable-prefix-caching=true"),
+                            ("--master-port=1234", "--master-port=1234"),
+                            ("--world-size=2", "--world-size=2")):
+            out = subprocess.run([serve, "--preset", "tinyglm-micro", flag],
+                                 capture_output=True, text=True, timeout=30)
+            self.assertEqual(out.returncode, 2, out.stderr)
+            self.assertIn(shown + ": not implemented yet", out.stderr)
+            self.assertNotIn("listening on", out.stderr)
+        help_text = subprocess.run([serve, "--help"], capture_output=True, text=True,
+                                   timeout=30).stdout
+        line = next(l for l in help_text.splitlines() if "--enable-prefix-caching" in l)
+        self.assertIn("NOT IMPLEMENTED YET", line)
+
+    def test_profile_steps_on_the_cpu_is_refused(self):
+        out = subprocess.run([os.path.join(BIN_DIR, "sparkglm-serve"), "--preset",
+                              "tinyglm-micro", "--profile-steps"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 2, out.stderr)
+        self.assertIn("--profile-steps: the CPU backend has no step profiler", out.stderr)
+
     def test_startup_log_has_config_sha256_and_pool_tokens(self):
         with ServerProcess() as srv:
             log = srv.log()

@@ -1,0 +1,100 @@
+#include "engine/options/serving_config.h"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+
+#include "engine/core/error.h"
+#include "engine/options/api_key_source.h"
+#include "engine/server/request_limits.h"
+
+namespace sparkglm {
+namespace {
+
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(int64_t(seconds * 1000.0));
+}
+
+int as_int(int64_t v) {
+  return int(std::clamp<int64_t>(v, INT_MIN, INT_MAX));
+}
+
+// Each fill reads every option it consumes unconditionally (the registry test counts the reads
+// of a default configuration), then derives what depends on another option.
+
+void fill_runner(const EffectiveConfig& c, RunnerRequest& r) {
+  r.device = c.str("device");
+  r.preset = c.str("preset");
+  r.model_dir = c.str("model");
+  r.num_layers = as_int(c.integer("num-layers"));
+  r.seed = uint64_t(c.integer("seed"));
+  r.block_size = as_int(c.integer("block-size"));
+  r.max_num_seqs = as_int(c.integer("max-num-seqs"));
+  r.max_seq_len = int(std::min<int64_t>(c.integer("max-seq-len"), INT_MAX / 2));
+  r.kv_dtype = kv_dtype_from_string(c.str("kv-cache-dtype"));
+  r.kv_cache_bytes = size_t(c.integer("kv-cache-memory-bytes"));
+  r.gpu_memory_utilization = c.number("gpu-memory-utilization");
+  r.cuda_graphs = !c.boolean("enforce-eager");
+  r.profile_steps = c.boolean("profile-steps");
+  r.inject_device_fault_after_steps = c.integer("inject-device-fault-after-steps");
+}
+
+void fill_scheduler(const EffectiveConfig& c, SchedulerLimits& s) {
+  s.max_num_seqs = as_int(c.integer("max-num-seqs"));
+  const int64_t batch = c.integer("max-batch-size");
+  s.max_batch_size = batch > 0 ? as_int(batch) : s.max_num_seqs;
+  s.max_prefill_tokens = as_int(c.integer("max-prefill-tokens"));
+  s.max_seq_len = int(std::min<int64_t>(c.integer("max-seq-len"), INT_MAX / 2));
+}
+
+void fill_routes(const EffectiveConfig& c, server::RouteOptions& r) {
+  r.api_key = resolve_api_key({c.str("api-key"), c.str("api-key-file"), c.str("api-key-env")});
+  r.metrics_without_auth = c.boolean("metrics-without-auth");
+  r.limits = server::request_limits_from(c);
+  r.request_workers = as_int(c.integer("request-workers"));
+  r.request_queue = size_t(c.integer("request-queue"));
+  r.request_timeout_s = c.number("request-timeout");
+  r.stream_flush_interval =
+      std::chrono::microseconds(int64_t(c.number("sse-flush-interval") * 1e6));
+}
+
+void fill_http(const EffectiveConfig& c, server::HttpServerOptions& h) {
+  h.bind = c.str("bind");
+  h.port = as_int(c.integer("port"));
+  h.max_connections = as_int(c.integer("max-connections"));
+  h.max_body_bytes = size_t(c.integer("max-body-bytes"));
+  h.header_timeout = millis(c.number("header-timeout"));
+  h.idle_timeout = millis(c.number("idle-timeout"));
+  h.write_timeout = millis(c.number("write-timeout"));
+  h.io_threads = as_int(c.integer("io-threads"));
+}
+
+}  // namespace
+
+void check_implemented(const EffectiveConfig& config) {
+  for (const OptionSpec& s : config.registry().specs()) {
+    if (s.not_implemented.empty() || config.peek(s.name) == s.builtin) continue;
+    std::string where = "--" + s.name + "=" + s.format(config.peek(s.name));
+    if (config.source(s.name) == ValueSource::kProfile)
+      where += " (profile " + config.profile_name() + ")";
+    throw Error(ErrorKind::kUnsupported, where + ": not implemented yet (" + s.not_implemented +
+                                             "); only the default " + s.format(s.builtin) +
+                                             " is accepted");
+  }
+}
+
+ServingConfig fill_serving_config(const EffectiveConfig& config) {
+  check_implemented(config);
+  ServingConfig s;
+  fill_runner(config, s.runner);
+  fill_scheduler(config, s.scheduler);
+  // The device workspaces hold a step: a full prefill chunk and a decode row per sequence.
+  s.runner.max_tokens_per_step = s.scheduler.max_prefill_tokens + s.scheduler.max_batch_size;
+  fill_routes(config, s.routes);
+  fill_http(config, s.http);
+  s.threads = as_int(config.integer("threads"));
+  s.shutdown_grace_s = config.number("shutdown-grace");
+  return s;
+}
+
+}  // namespace sparkglm
