@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "receipts/bundle_file.h"
 
 namespace sparkglm::gates {
@@ -128,13 +129,8 @@ void check_torch_peer(const json& peer, const std::string& file) {
 }
 
 json read_json(const fs::path& path, const std::string& flag) {
-  const std::string bytes = receipts::read_file(path);
-  try {
-    return json::parse(bytes);
-  } catch (const json::parse_error& e) {
-    throw Error(ErrorKind::kInvalidArgument,
-                flag + " " + path.string() + ": not JSON: " + e.what());
-  }
+  return parse_json(receipts::read_file(path), flag + " " + path.string(),
+                    ErrorKind::kInvalidArgument, json_limits::kReceipt);
 }
 
 }  // namespace sparkglm::gates

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "engine/core/sha256.h"
 #include "receipts/bundle_file.h"
 
@@ -55,11 +56,7 @@ int gate_level(const std::string& id) {
 GateFile read_gate_file(const std::string& path) {
   const std::string bytes = receipts::read_file(path);
   GateFile file;
-  try {
-    file.json = nlohmann::json::parse(bytes);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(ErrorKind::kInvalidConfig, path + ": not JSON: " + e.what());
-  }
+  file.json = parse_json(bytes, path, ErrorKind::kInvalidConfig, json_limits::kGate);
   file.sha256 = sha256_hex(bytes);
   return file;
 }

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "receipts/bundle_file.h"
 
 extern char** environ;
@@ -171,7 +172,9 @@ GateResult evaluate_operator_gate(const GateDefinition& definition, const fs::pa
             : "needs a GPU for the CUDA operators (nvidia-smi found none); pass "
               "--operators FILE to judge a table made on a GPU machine");
   }
-  return judge_operator_table(definition, json::parse(bytes));
+  return judge_operator_table(definition, parse_json(bytes, "the operator table",
+                                                     ErrorKind::kInvalidArgument,
+                                                     json_limits::kReceipt));
 }
 
 }  // namespace sparkglm::gates

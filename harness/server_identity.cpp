@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 
 namespace sparkglm::harness {
 namespace {
@@ -72,8 +73,10 @@ ServerIdentity read_server_identity(const std::string& label, const std::vector<
     throw Error(ErrorKind::kInvalidArgument,
                 "the server log of arm " + label +
                     " lacks its \"effective config:\" or \"model identity:\" line");
-  out.effective_config = nlohmann::json::parse(config);
-  const nlohmann::json m = nlohmann::json::parse(model);
+  out.effective_config = parse_json(config, "the \"effective config:\" line of arm " + label,
+                                    ErrorKind::kInvalidArgument, json_limits::kServerReply);
+  const nlohmann::json m = parse_json(model, "the \"model identity:\" line of arm " + label,
+                                      ErrorKind::kInvalidArgument, json_limits::kServerReply);
   // The summary line: "profile NAME (sha256 HEX), config sha256 HEX" or "no profile, config
   // sha256 HEX" (override lines also say "profile", so the line is found by its tail).
   const size_t tail = log_text.find(", config sha256 ");

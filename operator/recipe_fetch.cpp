@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "engine/core/sha256.h"
 
 namespace sparkglm::operator_tool {
@@ -78,9 +79,12 @@ FetchedRecipe fetch_recipe(const std::string& url_or_path, const HttpLimits& lim
   }
   r.sha256 = sha256_hex(r.bytes);
   r.fetched_at = utc_now_iso8601();
+  // A recipe over the size or depth limit is refused by name; any other failure is "not JSON".
+  check_json_bounds(r.bytes, r.source + ": the recipe", ErrorKind::kInvalidConfig,
+                    json_limits::kRecipe);
   try {
-    r.json = nlohmann::json::parse(r.bytes);
-  } catch (const nlohmann::json::exception&) {
+    r.json = parse_json(r.bytes, r.source, ErrorKind::kInvalidConfig, json_limits::kRecipe);
+  } catch (const Error&) {
     throw Error(ErrorKind::kInvalidConfig,
                 r.source + ": the recipe is not JSON (" +
                     (content_type.empty() ? std::string("no content type")

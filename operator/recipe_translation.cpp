@@ -344,7 +344,7 @@ ProfileDraft translate_recipe(const Recipe& recipe, const FetchedRecipe& fetched
     ordered_json& section = spec.section == ProfileSection::kLimits    ? limits
                             : spec.section == ProfileSection::kOptions ? opts
                                                                        : server;
-    section[section_key(spec)] = ordered_json::parse(spec.to_json(it->second).dump());
+    section[section_key(spec)] = ordered_json(spec.to_json(it->second));
   }
   ordered_json unsupported = ordered_json::array();
   for (const std::string& line : draft.unsupported) {
@@ -354,12 +354,12 @@ ProfileDraft translate_recipe(const Recipe& recipe, const FetchedRecipe& fetched
   ordered_json recipe_record = {{"id", recipe.id},
                                 {"title", recipe.title},
                                 {"published_at", recipe.published_at},
-                                {"engine", ordered_json::parse(recipe.engine.dump())},
+                                {"engine", ordered_json(recipe.engine)},
                                 {"model_repo", recipe.model_repo},
                                 {"model_revision", recipe.model_revision},
                                 {"model_path", b.model_ref},
                                 {"quantization", recipe.quantization},
-                                {"hardware", ordered_json::parse(recipe.hardware.dump())},
+                                {"hardware", ordered_json(recipe.hardware)},
                                 {"program", program},
                                 {"command", redact_argv(recipe.command)},
                                 {"notes", redact_text(recipe.notes)}};

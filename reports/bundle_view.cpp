@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "engine/core/sha256.h"
 
 namespace sparkglm::reports {
@@ -20,11 +21,7 @@ std::string read_file(const std::filesystem::path& path) {
 }
 
 nlohmann::json parse_json(const std::string& text, const std::string& where) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorKind::kInvalidArgument, where + ": not valid JSON (" + e.what() + ")");
-  }
+  return sparkglm::parse_json(text, where, ErrorKind::kInvalidArgument, json_limits::kReceipt);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "workloads/prompt_builder.h"
 
 namespace sparkglm::workloads {
@@ -166,8 +167,14 @@ std::string check_structured_50(const std::string& text) {
       }
     }
     if (end == std::string::npos) break;
-    json j = json::parse(text.substr(i, end + 1 - i), nullptr, false);
-    if (!j.is_discarded() && j.is_object()) {
+    json j;
+    try {
+      j = parse_json(text.substr(i, end + 1 - i), "an object in the answer",
+                     ErrorKind::kInvalidArgument, json_limits::kServerReply);
+    } catch (const Error&) {
+      continue;  // not JSON, or nested too deep to judge: a later '{' may start an object
+    }
+    if (j.is_object()) {
       objects.push_back(std::move(j));
       i = end;
     }

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "engine/core/sha256.h"
 #include "workloads/grader.h"
 #include "workloads/prompt_builder.h"
@@ -366,12 +367,7 @@ WorkloadSpec load_workload(const std::string& path) {
   std::ostringstream bytes;
   bytes << in.rdbuf();
   const std::string text = bytes.str();
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw Error(ErrorKind::kInvalidConfig, path + ": not valid JSON (" + e.what() + ")");
-  }
+  const json j = parse_json(text, path, ErrorKind::kInvalidConfig, json_limits::kWorkload);
   WorkloadSpec w = parse_workload(j, path);
   const std::string stem = std::filesystem::path(path).stem().string();
   if (w.id != stem)

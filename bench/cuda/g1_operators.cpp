@@ -16,6 +16,7 @@
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/core/cli_args.h"
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 
 namespace {
 
@@ -60,10 +61,8 @@ int run(int argc, char** argv) {
   if (want("mla_prefill")) g1::run_mla_prefill_cases(h);
 
   if (args.has("--peers")) {
-    std::ifstream in(args.required("--peers"));
-    if (!in)
-      throw Error(ErrorKind::kInvalidArgument, "--peers: cannot read " + args.required("--peers"));
-    const nlohmann::json peers = nlohmann::json::parse(in);
+    const nlohmann::json peers = parse_json_file(args.required("--peers"),
+                                                 ErrorKind::kInvalidArgument, json_limits::kReceipt);
     h.add_external_peers(peers.contains("peers") ? peers["peers"] : peers);
   }
   nlohmann::json report = h.report();

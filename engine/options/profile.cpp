@@ -38,7 +38,7 @@ std::string limit_key(std::string name) {
 }
 
 json parse_strict(std::string_view bytes, const std::string& path) {
-  return parse_json_unique_keys(bytes, path, ErrorKind::kInvalidConfig);
+  return parse_json_unique_keys(bytes, path, ErrorKind::kInvalidConfig, json_limits::kProfile);
 }
 
 [[noreturn]] void invalid(const std::string& path, const std::string& field,
