@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 # fuzzer into the readers and the sanitizers check them.
 instrument="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DSPARKGLM_FUZZ=ON -DSPARKGLM_TESTS=OFF \
-  -DSPARKGLM_BENCH=OFF -DSPARKGLM_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DSPARKGLM_BENCH=OFF -DSPARKGLM_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPARKGLM_WERROR=ON \
   -DCMAKE_CXX_FLAGS="$instrument"
 ninja -C build-fuzz safetensors_header_fuzz request_parser_fuzz json_inputs_fuzz
 
