@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -334,11 +335,16 @@ Problems rederive_verdicts(const fs::path& bundle, const json& record,
       // The current definition first; a bundle judged by a superseded one that was committed
       // re-derives under that one (gates/history/README.md).
       const std::vector<GateDefinition> definitions = definitions_of(options.gates, id);
-      // Shown when none re-derives: the definition that comes closest.
+      // Shown when none re-derives: the closest definition, one whose workloads the bundle ran
+      // before one that drives workloads it never ran.
+      const auto distance = [](const Problems& p) {
+        const bool unrun = p.size() == 1 && p[0].what.find("did not run") != std::string::npos;
+        return unrun ? std::numeric_limits<size_t>::max() : p.size();
+      };
       Problems current = judge(gate, definitions.front(), at);
       for (size_t d = 1; d < definitions.size() && !current.empty(); ++d) {
         Problems older = judge(gate, definitions[d], at);
-        if (older.size() < current.size()) current = std::move(older);
+        if (distance(older) < distance(current)) current = std::move(older);
       }
       if (!current.empty() && definitions.size() > 1)
         current.back().what += " (judged by the closest of the current definition and the " +

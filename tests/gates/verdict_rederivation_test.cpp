@@ -123,7 +123,7 @@ TEST_F(VerdictRederivation, HandWrittenAllPassG4IsRefusedByVerifyAndPromote) {
   const Problems problems = receipts::verify_bundle(bundle, options());
   EXPECT_PROBLEM(problems, "gates[0].criteria", "marked pass with no criterion");
   EXPECT_PROBLEM(problems, "gates[1]", "no operators.json");
-  EXPECT_PROBLEM(problems, "gates[2].criteria", "lacks \"no request failed\"");
+  EXPECT_PROBLEM(problems, "gates[2].criteria", "lacks \"no request failed\", which G2 yields");
   EXPECT_PROBLEM(problems, "gates[3]", "drives matrix, which this bundle did not run");
   EXPECT_PROBLEM(problems, "gates[4]", "drives determinism, quality-probes");
   EXPECT_FALSE(has(problems, "attestation", ""));  // the signature is sound and trusted
