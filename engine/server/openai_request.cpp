@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "engine/server/api_error.h"
 
 namespace sparkglm::server {
@@ -12,7 +13,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kMaxJsonDepth = 64;
 constexpr int kMaxTopLogprobs = 20;
 
 // Typed reads of one object's members; a wrong type is a 400 naming the member.
@@ -204,16 +204,20 @@ void validate_sampling(const GenerationFields& g, const ServedModel& model) {
 }  // namespace
 
 json parse_json_body(std::string_view body) {
+  // Size and depth are a refused request; a syntax error is invalid JSON.
+  const std::string where = "the request body";
+  try {
+    check_json_bounds(body, where, ErrorKind::kInvalidArgument, json_limits::kRequestBody);
+  } catch (const Error& e) {
+    throw ApiError::invalid_request(e.message());
+  }
   json j;
   try {
-    j = json::parse(body, [](int depth, json::parse_event_t, json&) {
-      if (depth > kMaxJsonDepth)
-        throw ApiError::invalid_request("the request body nests deeper than " +
-                                        std::to_string(kMaxJsonDepth) + " levels");
-      return true;
-    });
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for 1e999
-    throw ApiError::invalid_json(e.what());
+    j = parse_json(body, where, ErrorKind::kInvalidArgument, json_limits::kRequestBody);
+  } catch (const Error& e) {  // "<where>: not valid JSON: <parser's words>"; the reply says the rest
+    const std::string prefix = where + ": not valid JSON: ";
+    const std::string& m = e.message();
+    throw ApiError::invalid_json(m.rfind(prefix, 0) == 0 ? m.substr(prefix.size()) : m);
   }
   if (!j.is_object()) throw ApiError::invalid_request("the request body must be a JSON object");
   return j;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "engine/text/bpe_tokenizer.h"
 #include "engine/text/byte_tokenizer.h"
 
@@ -101,9 +102,17 @@ std::unique_ptr<TokenCodec> codec_for_model_dir(const std::string& dir, int64_t 
   std::ostringstream bytes;
   bytes << in.rdbuf();
   if (!in) throw Error(ErrorKind::kIo, "cannot read " + path.string());
-  // The byte vocabulary's own file is recognised by content, whatever its formatting.
-  const auto parsed = nlohmann::json::parse(bytes.str(), nullptr, false);
-  if (!parsed.is_discarded() && parsed == nlohmann::json::parse(ByteTokenizer::hf_tokenizer_json()))
+  // The byte vocabulary's own file is recognised by content, whatever its formatting. Any other
+  // file, valid or not, is the BPE loader's to judge and to report on.
+  nlohmann::json parsed;
+  try {
+    parsed = parse_json(bytes.str(), path.string(), ErrorKind::kInvalidCheckpoint,
+                        json_limits::kTokenizer);
+  } catch (const Error&) {
+    // left null: not the byte vocabulary
+  }
+  if (parsed == parse_json(ByteTokenizer::hf_tokenizer_json(), "the byte vocabulary",
+                           ErrorKind::kInvalidCheckpoint, json_limits::kTokenizer))
     return make_byte_codec();
   auto codec = make_bpe_codec(path.string());
   if (codec->vocab_size() > vocab_size)

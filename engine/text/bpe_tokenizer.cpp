@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "engine/text/utf8.h"
 
 namespace sparkglm {
@@ -113,12 +114,8 @@ BpeTokenizer BpeTokenizer::load(const std::string& tokenizer_json_path) {
   if (!file) throw Error(ErrorKind::kIo, where + ": cannot open");
   std::stringstream text;
   text << file.rdbuf();
-  json j;
-  try {
-    j = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    throw Error(ErrorKind::kInvalidCheckpoint, where + ": not valid JSON: " + e.what());
-  }
+  const json j =
+      parse_json(text.str(), where, ErrorKind::kInvalidCheckpoint, json_limits::kTokenizer);
   BpeTokenizer t;
   try {
     if (!j.is_object()) malformed("top level", "expected an object");

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "engine/text/chat_template.h"
 
 namespace sparkglm {
@@ -106,8 +107,10 @@ ordered_json read_arguments(const json& function, const std::string& path) {
   if (!v->is_string()) bad(path, expected, *v);
   const auto& s = v->get_ref<const std::string&>();
   if (is_blank(s)) return ordered_json::object();
-  // Parsed here, not taken from the json body, so the arguments keep the order the model wrote.
-  ordered_json args = ordered_json::parse(s, nullptr, /*allow_exceptions=*/false);
+  // Parsed here, not taken from the json body, so the arguments keep the order the model wrote;
+  // bounded like the body, since the chat template renders them recursively.
+  ordered_json args =
+      parse_ordered_json(s, path, ErrorKind::kInvalidArgument, json_limits::kRequestEmbedded);
   if (!args.is_object()) bad(path, expected, *v);
   return args;
 }

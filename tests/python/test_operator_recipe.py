@@ -246,6 +246,21 @@ class RecipeApplyTest(unittest.TestCase):
         self.assert_refused(self.server.url + "/huge.json", "larger than the limit of 1 MiB")
         self.assert_refused(self.server.url + "/huge-stream.json", "larger than the limit of 1 MiB")
 
+    def test_deeply_nested_recipe_is_refused_by_name(self):
+        # Issue 14: notes nested 100,000 deep (200 KB, well under the 1 MiB fetch limit) crashed
+        # `recipe apply`, --dry-run included. Now a named error, and nothing written.
+        with open(os.path.join(RECIPES, VARIANT)) as f:
+            recipe = json.load(f)
+        recipe["notes"] = None
+        deep = "[" * 100000 + "]" * 100000
+        path = os.path.join(self.tmp.name, "deep.json")
+        with open(path, "w") as f:
+            f.write(json.dumps(recipe).replace('"notes": null', '"notes": ' + deep))
+        for extra in (("--dry-run",), ()):
+            err = self.assert_refused(path, "JSON nested deeper than 32 levels",
+                                      extra=extra + ("--name", "deep"))
+            self.assertNotIn("Segmentation", err)
+
     def test_recipe_without_a_command(self):
         self.assert_refused(self.server.url + "/no-command.json", "no serve command",
                             "serve_command")

@@ -56,7 +56,7 @@ class ErrorShapeTest(unittest.TestCase):
     def test_malformed_json_is_400(self):
         self.expect_error(400, b'{"messages": [', "invalid_json")
         self.expect_error(400, b"[1, 2]", mentions=("JSON object",))
-        self.expect_error(400, b"[" * 100 + b"]" * 100, mentions=("nests",))
+        self.expect_error(400, b"[" * 100 + b"]" * 100, mentions=("nested deeper than 64",))
 
     def test_wrong_types_name_the_field(self):
         cases = [("temperature", "hot"), ("max_tokens", "5"), ("stream", "yes"), ("stop", 7),

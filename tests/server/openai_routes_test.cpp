@@ -457,5 +457,32 @@ TEST_F(RoutesTest, TokenizeAndDetokenize) {
   EXPECT_EQ(call("POST", "/tokenize", json::object())->response->status, 400);
 }
 
+// Issue 14: a tool call's arguments string nested 20,000 deep crashed the chat template's recursive
+// rendering (a SIGSEGV of the whole server from one 40 KB request, /tokenize needing no key). The
+// string is parsed under the body's limits: a 400 naming the field and the limit, and the routes
+// keep serving.
+TEST_F(RoutesTest, DeeplyNestedToolArgumentsAre400AndServingGoesOn) {
+  const std::string deep = std::string(20000, '[') + std::string(20000, ']');
+  const json call_of_f = {{"id", "c"},
+                          {"type", "function"},
+                          {"function", {{"name", "f"}, {"arguments", deep}}}};
+  const json messages = json::array(
+      {{{"role", "user"}, {"content", "hi"}},
+       {{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array({call_of_f})}}});
+  for (const char* path : {"/tokenize", "/v1/chat/completions"}) {
+    SCOPED_TRACE(path);
+    const auto ex = call("POST", path, chat_body({{"messages", messages}}));
+    ASSERT_TRUE(ex->response.has_value());
+    EXPECT_EQ(ex->response->status, 400);
+    const std::string message = ex->json_body()["error"]["message"];
+    EXPECT_NE(message.find("messages[1].tool_calls[0].function.arguments"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("nested deeper than 64 levels"), std::string::npos) << message;
+  }
+  EXPECT_TRUE(engine_.requests.empty());
+  EXPECT_EQ(call("POST", "/tokenize", {{"prompt", "hi"}})->response->status, 200);
+  EXPECT_EQ(call("POST", "/v1/chat/completions", chat_body())->response.has_value(), true);
+}
+
 }  // namespace
 }  // namespace sparkglm::server

@@ -92,6 +92,24 @@ Ids bytes_of(std::string_view s) {
   return ids;
 }
 
+// A tokenizer.json whose fields nest far deeper than any real one (issue 14: it crashed `serve`) is
+// refused at load by name, before anything walks it.
+TEST(BpeTokenizer, DeeplyNestedFileFailsAtLoadWithANamedError) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  std::string text = TinyTokenizer().j.dump();
+  text.pop_back();
+  text += ", \"post_processor\": " + deep + "}";
+  const std::string path = ::testing::TempDir() + "bpe_tokenizer_test_deep.json";
+  std::ofstream(path) << text;
+  try {
+    BpeTokenizer::load(path);
+    ADD_FAILURE() << "a tokenizer.json nested 100,000 deep was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidCheckpoint);
+    EXPECT_EQ(e.message(), "tokenizer.json '" + path + "': JSON nested deeper than 32 levels");
+  }
+}
+
 TEST(BpeTokenizer, MergesApplyByRankNotByPosition) {
   TinyTokenizer t;
   const int32_t bc = t.merge("b", "c");  // rank 0

@@ -503,5 +503,26 @@ TEST(ChatTemplate, MalformedRequestFieldsAreNamedErrors) {
   }
 }
 
+// The arguments string is JSON that the template renders recursively: bounded at parse.
+TEST(ChatRequest, DeeplyNestedToolArgumentsAreRefusedByName) {
+  const json body = {
+      {"messages",
+       json::array({{{"role", "assistant"},
+                     {"tool_calls", json::array({{{"function",
+                                                   {{"name", "f"},
+                                                    {"arguments", "{\"a\":" +
+                                                                      std::string(30000, '[') +
+                                                                      std::string(30000, ']') +
+                                                                      "}"}}}}})}}})}};
+  try {
+    parse_chat_messages(body);
+    ADD_FAILURE() << "accepted arguments nested 30,001 deep";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_EQ(e.message(),
+              "messages[0].tool_calls[0].function.arguments: JSON nested deeper than 64 levels");
+  }
+}
+
 }  // namespace
 }  // namespace sparkglm
