@@ -10,6 +10,7 @@
 
 #include "engine/core/build_info.h"
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "engine/options/api_key_source.h"
 #include "engine/options/effective_config.h"
 #include "operator/commands.h"
@@ -147,6 +148,26 @@ std::string engine_key(const EngineRecord& r) {
     }
   }
   return "";
+}
+
+// Why /health refused, from the server's error body (a device fault names the CUDA error): the
+// server's own text, one line, bounded.
+std::string health_reason(const HttpResult& health) {
+  if (health.status == 200) return "";
+  nlohmann::json body;
+  try {
+    body = parse_json(health.body, "/health", ErrorKind::kIo, json_limits::kServerReply);
+  } catch (const Error&) {
+    return "";  // not JSON (or not bounded): no reason to show
+  }
+  if (!body.is_object() || !body.contains("error") || !body["error"].is_object()) return "";
+  const auto& e = body["error"];
+  if (!e.contains("message") || !e["message"].is_string()) return "";
+  const bool coded = e.contains("code") && e["code"].is_string();
+  std::string m = coded ? e["code"].get<std::string>() + ": " : "";
+  m += e["message"].get<std::string>();
+  std::replace_if(m.begin(), m.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  return " (" + m.substr(0, 400) + ")";
 }
 
 int status(const CliArgs& a) {
