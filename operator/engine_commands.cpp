@@ -201,7 +201,8 @@ int status(const CliArgs& a) {
   try {
     const HttpResult health = http_get(r->url + "/health", limits);
     std::cout << "health: "
-              << (health.status == 200 ? "ok" : "HTTP " + std::to_string(health.status)) << "\n";
+              << (health.status == 200 ? "ok" : "HTTP " + std::to_string(health.status))
+              << health_reason(health) << "\n";
     const HttpResult metrics = http_get(r->url + "/metrics", limits, engine_key(*r));
     if (metrics.status != 200)
       std::cout << "pool: unknown (/metrics answered HTTP " << metrics.status << ")\n";
