@@ -17,8 +17,9 @@ using nlohmann::json;
 EngineTarget target(const json& j, const std::string& where) {
   if (!j.is_object() || j.size() != 1)
     bad(where, "expected {\"at_least\": x} or {\"above\": x}, got " + j.dump());
-  const std::string key = j.begin().key();
-  const json& value = j.begin().value();
+  const auto only = j.begin();
+  const std::string key = only.key();
+  const json& value = only.value();
   if (key != "at_least" && key != "above")
     bad(where, "expected \"at_least\" or \"above\", got \"" + key + "\"");
   if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() <= 0)

@@ -71,12 +71,25 @@ std::vector<std::string> markers_in(const std::string& text) {
   return out;
 }
 
-// Groups the token-id hashes by request index; a group passes when it holds one non-empty hash.
+// "ids <12 hex>" and, when logprobs came back, " logprobs <12 hex>".
+std::string short_output_hash(const std::string& key) {
+  const size_t slash = key.find('/');
+  std::string out = "ids " + key.substr(0, std::min<size_t>(12, slash));
+  if (slash != std::string::npos && slash + 1 < key.size())
+    out += " logprobs " + key.substr(slash + 1, 12);
+  return out;
+}
+
+// Groups the outputs by request index; a group passes when it holds one output with token ids.
+// An output is its token-id hash and, when logprobs were returned, their hash too: so determinism
+// and repetition compare the logprob bits of every step, not only the picks.
 int differing_groups(const std::vector<const RequestRecord*>& records, Failures& failures,
                      const std::string& what) {
   std::map<int32_t, std::map<std::string, std::string>> by_index;  // index -> hash -> first seen
   for (const RequestRecord* r : records)
-    by_index[r->index].emplace(r->token_ids_sha256, r->case_id + " " + where(*r));
+    by_index[r->index].emplace(
+        r->token_ids_sha256.empty() ? "" : r->token_ids_sha256 + "/" + r->logprobs_sha256,
+        r->case_id + " " + where(*r));
   int differing = 0;
   for (const auto& [index, hashes] : by_index) {
     if (hashes.size() == 1 && !hashes.begin()->first.empty()) continue;
@@ -84,7 +97,7 @@ int differing_groups(const std::vector<const RequestRecord*>& records, Failures&
     std::string seen;
     for (const auto& [hash, first] : hashes)
       seen += (seen.empty() ? "" : ", ") +
-              (hash.empty() ? std::string("(no ids)") : hash.substr(0, 12)) + " at " + first;
+              (hash.empty() ? std::string("(no ids)") : short_output_hash(hash)) + " at " + first;
     failures.add("request " + std::to_string(index) + " " + what + ": " + seen);
   }
   return differing;

@@ -90,7 +90,7 @@ constexpr int32_t kMaxTokens = 1 << 21;
 
 const std::set<std::string> kSamplingKeys = {
     "temperature",       "top_p", "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty",
-    "repetition_penalty"};
+    "repetition_penalty", "logprobs"};
 
 PromptSpec parse_prompt(const json& j, const std::string& source, const std::string& path,
                         int32_t requests) {

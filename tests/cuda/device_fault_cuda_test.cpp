@@ -36,6 +36,16 @@ RunnerRequest tinyglm_on_device(int64_t fault_after_steps) {
   return r;
 }
 
+// The scheduler's limits for the runner above: two sequences, as its state slots.
+SchedulerLimits two_sequences() {
+  SchedulerLimits l;
+  l.max_num_seqs = 2;
+  l.max_batch_size = 2;
+  l.max_prefill_tokens = 512;
+  l.max_seq_len = 1024;
+  return l;
+}
+
 struct Outcome {
   std::mutex m;
   std::condition_variable cv;
@@ -46,7 +56,7 @@ struct Outcome {
 
 GenerationRequest greedy(int max_tokens, Outcome& o) {
   GenerationRequest r;
-  for (int i = 0; i < 24; ++i) r.prompt.push_back((i * 37 + 5) % 1000);
+  for (int i = 0; i < 24; ++i) r.prompt.push_back((i * 37 + 5) % 256);  // byte-tokenizer ids
   r.sampling.temperature = 0.0f;
   r.sampling.max_tokens = max_tokens;
   r.sampling.ignore_eos = true;
@@ -84,7 +94,7 @@ TEST(DeviceFaultCuda, StickyErrorsAreFatalAndAnAllocationFailureIsNot) {
 // engine saw a device fault caused by an illegal address, else say what happened and exit 1.
 void serve_through_an_illegal_address() {
   BuiltRunner b = build_runner(tinyglm_on_device(3), default_thread_pool());
-  ServingEngine engine(*b.runner, {});
+  ServingEngine engine(*b.runner, two_sequences());
   Outcome o;
   engine.submit(greedy(64, o));
   const std::string reason = engine.wait_for_fault(std::chrono::seconds(120));
@@ -117,7 +127,7 @@ TEST(DeviceFaultCuda, AFailedAllocationIsRecoverableAndTheRunnerGoesOn) {
     EXPECT_NE(std::string(e.what()).find("cudaErrorMemoryAllocation"), std::string::npos);
   }
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // cleared: the next launch check is not misled
-  ServingEngine engine(*b.runner, {});
+  ServingEngine engine(*b.runner, two_sequences());
   Outcome o;
   engine.submit(greedy(16, o));
   ASSERT_TRUE(wait(o));

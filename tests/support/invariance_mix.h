@@ -29,7 +29,7 @@ struct Mix {
 };
 
 inline std::vector<int32_t> prompt(int request, int length, int vocab_mod) {
-  std::vector<int32_t> p(size_t(length));
+  std::vector<int32_t> p(static_cast<size_t>(length));
   for (int i = 0; i < length; ++i) p[size_t(i)] = (i * 37 + request * 11 + 5) % vocab_mod;
   return p;
 }
@@ -97,7 +97,7 @@ inline void expect_equal(const std::vector<Output>& alone, const std::vector<Out
 inline void check(ModelRunner& runner, const SchedulerLimits& alone_limits,
                   const SchedulerLimits& mixed_limits, const Mix& mix, int stagger) {
   const int n = int(mix.prompt_lengths.size());
-  std::vector<Output> alone(size_t(n));
+  std::vector<Output> alone(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)
     alone[size_t(i)] = run(runner, alone_limits, mix, {i}, {0})[size_t(i)];
   std::vector<int> all, at_once(size_t(n), 0), reversed, staggered;

@@ -240,6 +240,16 @@ TEST(Grader, DeterminismAgainstReferenceCase) {
   EXPECT_FALSE(g.pass);
   EXPECT_NE(g.detail.find("request 3 differs from det_c1"), std::string::npos) << g.detail;
   EXPECT_FALSE(run("determinism", c4, records_for(c4), params).pass) << "no reference records";
+
+  // Equal token ids with different logprob bits are a different output.
+  rs = records_for(c1);
+  for (const RequestRecord& r : records_for(c4)) rs.push_back(r);
+  for (RequestRecord& r : rs) r.logprobs_sha256 = std::string(64, 'a');
+  EXPECT_TRUE(run("determinism", c4, rs, params).pass);
+  find(rs, 0, 2, "det_c4").logprobs_sha256 = std::string(64, 'b');
+  g = run("determinism", c4, rs, params);
+  EXPECT_FALSE(g.pass);
+  EXPECT_NE(g.detail.find("logprobs bbbbbbbbbbbb"), std::string::npos) << g.detail;
 }
 
 TEST(Grader, WorkloadGradesEveryGraderInOrder) {

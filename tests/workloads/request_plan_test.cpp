@@ -88,13 +88,23 @@ TEST(RequestPlan, DeterminismCasesSendTheSamePrompts) {
   const WorkloadSpec w = load_workload(kDir + "/determinism.json");
   const WorkloadPlan plan = plan_workload(w, {"m", testing::byte_tokens});
   const CasePlan& c1 = *plan.find_case("det_c1");
-  const CasePlan& c4 = *plan.find_case("det_c4");
-  for (size_t i = 0; i < 4; ++i)
-    EXPECT_EQ(c1.repetitions[0].requests[i].body["prompt"],
-              c4.repetitions[0].requests[i].body["prompt"]);
-  EXPECT_NE(c1.repetitions[0].requests[0].body["cache_salt"],
-            c4.repetitions[0].requests[0].body["cache_salt"]);
-  EXPECT_EQ(c4.arrival.kind, harness::ArrivalSchedule::Kind::kBarrier);
+  std::set<size_t> lengths;
+  for (const char* id : {"det_c4", "det_c8"}) {
+    const CasePlan& other = *plan.find_case(id);
+    ASSERT_EQ(other.repetitions[0].requests.size(), 8u) << id;
+    for (size_t i = 0; i < 8; ++i) {
+      const auto& a = c1.repetitions[0].requests[i].body;
+      const auto& b = other.repetitions[0].requests[i].body;
+      EXPECT_EQ(a["prompt"], b["prompt"]) << id << " request " << i;
+      EXPECT_EQ(b["logprobs"], 5) << "logprob bits are compared too";
+      lengths.insert(a["prompt"].get<std::string>().size());
+    }
+    EXPECT_NE(c1.repetitions[0].requests[0].body["cache_salt"],
+              other.repetitions[0].requests[0].body["cache_salt"]);
+  }
+  EXPECT_EQ(lengths.size(), 8u) << "prompts of eight different lengths";
+  EXPECT_EQ(plan.find_case("det_c4")->arrival.concurrency, 4);
+  EXPECT_EQ(plan.find_case("det_c8")->arrival.kind, harness::ArrivalSchedule::Kind::kStaggered);
 }
 
 // The CI path: every committed workload, small, planned with tinyGLM's tokenizer to exact sizes.

@@ -150,10 +150,11 @@ __global__ void __launch_bounds__(kThreads) hc_reduce_kernel(const __grid_consta
   }
 }
 
-// The split form for few rows (decode): the row's 16384 values are cut into kHcSlices slices, one
-// block each, so the 24 dot products stream fn with the whole GPU instead of one SM. Each block
-// writes its kMix + 1 partial sums (mixes, then the sum of squares); hc_finish_kernel adds them in
-// slice order (fixed, so a row's result does not depend on the batch) and applies the rest.
+// The split form (every row the engine runs; G1 also times one block per row): the row's 16384
+// values are cut into kHcSlices slices, one block each, so the 24 dot products stream fn with the
+// whole GPU instead of one SM. Each block writes its kMix + 1 partial sums (mixes, then the sum of
+// squares); hc_finish_kernel adds them in slice order (fixed, so a row's result does not depend on
+// the batch) and applies the rest.
 constexpr int kHcSlices = 32;
 constexpr int kSliceVec = kN / 4 / kHcSlices;  // 128 float4 per slice, one per thread
 
@@ -288,7 +289,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int kMix>
 void launch_reduce(const HcParams& p, int64_t T, float* partials, cudaStream_t stream) {
-  if (partials && T <= kHcSplitMaxRows) {
+  if (partials) {
     hc_partial_kernel<kMix><<<dim3(kHcSlices, unsigned(T)), kSliceVec, 0, stream>>>(p, partials);
     SPARKGLM_CUDA_CHECK(cudaGetLastError());
     hc_finish_kernel<kMix><<<unsigned(T), kThreads, 0, stream>>>(p, partials);

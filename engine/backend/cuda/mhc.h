@@ -18,10 +18,10 @@ struct HcConstants {
   int sinkhorn_iters = 20;
 };
 
-// Rows up to which `partials` (when given) selects the split form: the 24 dot products of a row
-// spread over 32 blocks instead of one, for decode steps.
-inline constexpr int64_t kHcSplitMaxRows = 64;
-// Floats of the `partials` scratch for T rows.
+// With `partials` every row takes the split form (the 24 dot products of a row spread over 32
+// blocks, added in slice order), whatever T: the engine passes it, so a row's bits never depend
+// on how many rows share the step (one path for decode and prefill). Without it, one block per
+// row (another summation order). Floats of the `partials` scratch for T rows:
 int64_t hc_partials_floats(int64_t T);
 
 // X: [T, 4, D] -> y: [T, D], post: [T, 4], comb: [T, 4, 4] (after Sinkhorn).
