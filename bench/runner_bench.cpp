@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -52,6 +53,21 @@ void add_floor(json& j, const CellSpec& cell, const ModelConfig& config, KvDtype
   j["fraction_of_floor"] = j["floor_ms"].get<double>() / j["median_ms"].get<double>();
 }
 
+// --temperature: a decimal in [0, 2]; decode cells also time seeded sampling at it (engine_cells.h).
+float parse_temperature(const std::string& text) {
+  size_t used = 0;
+  double v = -1;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || !(v >= 0 && v <= 2))
+    throw Error(ErrorKind::kInvalidArgument,
+                "--temperature: expected a number in [0, 2], got \"" + text + "\"");
+  return float(v);
+}
+
 int run(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "--version") {
     std::fputs(version_text("sparkglm-runner-bench").c_str(), stdout);
@@ -61,7 +77,7 @@ int run(const std::vector<std::string>& args) {
   a.allow_only({"--device", "--preset", "--num-layers", "--seed", "--block-size",
                 "--kv-cache-dtype", "--gpu-memory-utilization", "--cells", "--prompt",
                 "--decode-steps", "--warmup-steps", "--runs", "--max-prefill-tokens",
-                "--max-seconds", "--threads", "--out", "--profile-steps"});
+                "--max-seconds", "--threads", "--out", "--profile-steps", "--temperature"});
   const std::string out_path = a.required("--out");
   set_default_thread_count(int(a.integer("--threads", 0, 0, 1024)));
   ThreadPool& pool = default_thread_pool();
@@ -73,6 +89,7 @@ int run(const std::vector<std::string>& args) {
   s.runs = int(a.integer("--runs", 3, 1, 1000));
   s.max_prefill_tokens = int(a.integer("--max-prefill-tokens", 8192, 1, 1 << 20));
   s.max_seconds = double(a.integer("--max-seconds", 600, 1, 1 << 20));
+  s.temperature = parse_temperature(a.str("--temperature", "0"));
   std::vector<CellSpec> cells;
   std::stringstream names(
       a.str("--cells", "decode_c1,decode_c4,decode_c8,prefill_8k,prefill_32k,prefill_64k"));
@@ -151,7 +168,8 @@ int run(const std::vector<std::string>& args) {
         {"warmup_steps", s.warmup_steps},
         {"runs", s.runs},
         {"max_prefill_tokens", s.max_prefill_tokens},
-        {"max_seconds", s.max_seconds}}},
+        {"max_seconds", s.max_seconds},
+        {"temperature", s.temperature}}},
       {"method",
        "decode: median of per-step forward wall times (steady clock) after warmups, tok/s = rows "
        "/ median; prefill: cold sequence timed end to end, tok/s = tokens / median; floors in "

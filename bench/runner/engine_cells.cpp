@@ -7,6 +7,7 @@
 
 #include "engine/core/error.h"
 #include "engine/runtime/offline_generator.h"
+#include "engine/runtime/sampler.h"
 
 namespace sparkglm::bench {
 
@@ -46,6 +47,84 @@ struct Tables {
     for (auto& t : tables) blocks.release_all(t);
   }
 };
+
+json step_stats(const std::vector<double>& ms, int rows) {
+  const double med = median(ms);
+  return {{"tokens_per_s", rows * 1e3 / med},
+          {"median_ms", med},
+          {"runs", ms.size()},
+          {"samples_ms", ms}};
+}
+
+// Seeded sampling at s.temperature on the decode cell's sequences, from position `pos`: `steps`
+// timed steps (after s.warmup_steps) drawn on the host from each step's logits, then as many
+// pipelined steps drawn by the runner. Null when the temperature is 0.
+json sampled_decode(ModelRunner& runner, BlockAllocator& blocks, Tables& t,
+                    std::vector<int32_t>& next, int64_t& pos, int steps, const CellSettings& s) {
+  if (s.temperature <= 0.0f || steps == 0) return nullptr;
+  const int rows = int(next.size()), vocab = runner.config().vocab_size;
+  const int bs = runner.cache_geometry().block_size;
+  SamplingParams params;
+  params.temperature = s.temperature;
+  params.top_p = 0.95f;
+  std::vector<SequenceSampler> samplers;
+  for (int q = 0; q < rows; ++q) {
+    params.seed = uint64_t(7 + q);
+    samplers.emplace_back(params, std::vector<int32_t>{}, 0);
+  }
+  auto batch_at = [&](int64_t at, bool placeholders) {
+    ForwardBatch b;
+    for (int q = 0; q < rows; ++q) {
+      blocks.ensure_capacity(t.tables[size_t(q)], at + 1, bs);
+      b.add_sequence({placeholders ? 0 : next[size_t(q)]}, int32_t(at), q, t.tables[size_t(q)]);
+    }
+    return b;
+  };
+  const int total = s.warmup_steps + steps;
+  StepResult result;
+  std::vector<double> host;
+  StepSampling none;  // every row's logits to the host
+  none.picked.assign(size_t(rows), 0);
+  none.draws.assign(size_t(rows), RowDraw{});
+  for (int step = 0; step < total; ++step, ++pos) {
+    const auto t0 = Clock::now();
+    runner.submit(batch_at(pos, false), none);
+    runner.collect(result);
+    for (int q = 0; q < rows; ++q) {
+      SequenceSampler& sampler = samplers[size_t(q)];
+      next[size_t(q)] = sampler.sample(result.logits.data() + int64_t(q) * vocab, vocab, {}).token;
+      sampler.accept(next[size_t(q)]);
+    }
+    if (step >= s.warmup_steps) host.push_back(ms_since(t0));
+  }
+  json out = {{"temperature", s.temperature},
+              {"top_p", params.top_p},
+              {"host_draws", step_stats(host, rows)}};
+  if (!runner.draws_sampled()) {
+    out["runner_draws"] = skipped("this runner draws greedy tokens only");
+    return out;
+  }
+  StepSampling first, chained;
+  first.picked.assign(size_t(rows), 1);
+  for (int q = 0; q < rows; ++q) first.draws.push_back(samplers[size_t(q)].row_draw(total));
+  chained = first;
+  for (int q = 0; q < rows; ++q) chained.token_from.push_back(q);  // row q reads logit row q
+  std::vector<double> device;
+  runner.submit(batch_at(pos++, false), first);
+  auto last = Clock::now();
+  for (int step = 0; step < total; ++step, ++pos) {
+    for (RowDraw& d : chained.draws) d.index = uint64_t(total + step + 1);
+    runner.submit(batch_at(pos, true), chained);
+    runner.collect(result);
+    const auto now = Clock::now();
+    if (step >= s.warmup_steps)
+      device.push_back(std::chrono::duration<double, std::milli>(now - last).count());
+    last = now;
+  }
+  runner.collect(result);
+  out["runner_draws"] = step_stats(device, rows);
+  return out;
+}
 
 json run_decode(ModelRunner& runner, BlockAllocator& blocks, const CellSpec& cell,
                 const CellSettings& s) {
@@ -97,8 +176,10 @@ json run_decode(ModelRunner& runner, BlockAllocator& blocks, const CellSpec& cel
   int64_t piped_start = 0;
   {
     StepSampling first, chained;
-    first.greedy.assign(size_t(rows), 1);
-    chained.greedy = first.greedy;
+    first.picked.assign(size_t(rows), 1);
+    first.draws.assign(size_t(rows), RowDraw{});
+    chained.picked = first.picked;
+    chained.draws = first.draws;
     for (int q = 0; q < rows; ++q) chained.token_from.push_back(q);  // row q reads logit row q
     auto batch_at = [&](int64_t at, bool placeholders) {
       ForwardBatch b;
@@ -122,6 +203,7 @@ json run_decode(ModelRunner& runner, BlockAllocator& blocks, const CellSpec& cel
     }
     runner.collect(result);
   }
+  json sampled = sampled_decode(runner, blocks, t, next, pos, int(piped.size()), s);
   const double med = median(piped), sync_med = median(samples);
   json j = {
       {"rows", rows},
@@ -136,6 +218,7 @@ json run_decode(ModelRunner& runner, BlockAllocator& blocks, const CellSpec& cel
       // The median pipelined step's cache length, at which the floor is taken.
       {"floor_context", piped_start + 1 + s.warmup_steps + int64_t(piped.size()) / 2}};
   if (!note.empty()) j["note"] = note;
+  if (!sampled.is_null()) j["sampled"] = std::move(sampled);
   return j;
 }
 
@@ -214,9 +297,11 @@ CellSpec parse_cell(const std::string& name) {
 }
 
 int64_t blocks_needed(const CellSpec& cell, const CellSettings& s, int block_size) {
-  // Decode runs its steps twice (synchronous, then pipelined with one step more in flight).
+  // Decode runs its steps twice (synchronous, then pipelined with one step more in flight), and
+  // twice more when it also samples (host-drawn, then runner-drawn and pipelined).
+  const int passes = s.temperature > 0.0f ? 4 : 2;
   const int64_t len =
-      cell.decode ? s.prompt + 2 * (s.warmup_steps + s.decode_steps) + 2 : cell.tokens;
+      cell.decode ? s.prompt + passes * (s.warmup_steps + s.decode_steps) + 3 : cell.tokens;
   return (cell.decode ? cell.rows : 1) * ((len + block_size - 1) / block_size);
 }
 

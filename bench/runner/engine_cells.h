@@ -5,7 +5,8 @@
 //                submit step N+1, then collect step N, rows reading the runner's greedy picks, as
 //                the scheduler serves greedy requests; a sample is the interval between two
 //                collections) and synchronous (under "synchronous": one forward per sample, its
-//                logits to the host, the greedy token taken there outside the timed call).
+//                logits to the host, the greedy token taken there outside the timed call); with
+//                CellSettings::temperature also seeded sampling, host-drawn and runner-drawn.
 //   prefill_L    (prefill_Nk: N * 1024 tokens) one fresh sequence of L tokens, cold (new slot,
 //                new blocks), in chunks of max_prefill_tokens, timed end to end; `runs` times.
 // forward returns host logits, so it is synchronous and a steady-clock interval covers the work.
@@ -36,6 +37,10 @@ struct CellSettings {
   int runs = 3;  // prefill runs
   int max_prefill_tokens = 8192;
   double max_seconds = 600;  // a cell that would take longer is skipped or cut short (recorded)
+  // > 0: decode cells also time seeded sampling at this temperature (top-p 0.95), under
+  // "sampled": drawn on the host from each step's logits, as the scheduler did before the runner
+  // drew tokens itself, and drawn by the runner in pipelined steps (ModelRunner::draws_sampled()).
+  float temperature = 0.0f;
 };
 
 // Latent-cache blocks a cell needs at once.

@@ -26,8 +26,11 @@ void ModelRunner::collect(StepResult& result) {
   const int64_t n = int64_t(batch.logit_rows.size()), vocab = config().vocab_size;
   result.tokens.assign(size_t(n), -1);
   for (int64_t i = 0; i < n; ++i)
-    if (sampling.picks(int(i)))
+    if (sampling.picks(int(i))) {
+      SPARKGLM_ASSERT(sampling.draws[size_t(i)].temperature == 0.0f,
+                      "ModelRunner: the host-picking default draws greedy rows only");
       result.tokens[size_t(i)] = greedy_token(&out.logits[size_t(i * vocab)], vocab);
+    }
   result.logits = std::move(out.logits);
   last_tokens_ = result.tokens;
 }

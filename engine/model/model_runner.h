@@ -42,10 +42,12 @@ class ModelRunner {
   // slots of a finished sequence while a step that still writes them is queued: later steps run
   // after it. At most two steps are queued; forward() is only called with none queued.
   // The default runs each step inside collect() through forward() and picks greedy tokens on the
-  // host; a device backend overrides both to run on its stream and pick tokens on the device.
+  // host; a device backend overrides both to run on its stream and pick tokens on the device
+  // (draws_sampled(): seeded draws too, so sampled rows need not bring their logits back).
   // Either throws what forward() throws, from whichever call ran the step.
   virtual void submit(const ForwardBatch& batch, const StepSampling& sampling);
   virtual void collect(StepResult& result);
+  virtual bool draws_sampled() const { return false; }
 
  private:
   std::deque<std::pair<ForwardBatch, StepSampling>> queued_;

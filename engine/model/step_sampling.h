@@ -1,25 +1,39 @@
 #pragma once
 // What a pipelined step asks of a runner beyond the forward (ModelRunner::submit), and what it
-// gives back (ModelRunner::collect). A runner that picks greedy tokens itself only returns token
-// ids for those rows, and the next step can read them where they are: the scheduler then builds
-// and submits step N+1 before it has seen step N's tokens, so host work overlaps the device.
+// gives back (ModelRunner::collect). A runner that picks tokens itself (greedy, and on a device
+// backend seeded draws too) only returns token ids for those rows, and the next step can read them
+// where they are: the scheduler then builds and submits step N+1 before it has seen step N's
+// tokens, so host work overlaps the device, and no logit row crosses to the host.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace sparkglm {
 
+// How a runner draws a row's token itself: runtime/sampler.h's rule (steps 4 and 5) on the raw
+// logits, without masks, penalties or logprobs. Temperature 0 is greedy_token().
+struct RowDraw {
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  int32_t top_k = 0;
+  uint64_t seed = 0;
+  uint64_t index = 0;  // the draw's index: tokens the sequence generated before this one
+};
+
 struct StepSampling {
-  // [logit_rows]: 1 where the runner picks the token itself with greedy_token(); the logits of
-  // such rows need not be returned. Empty: no row is picked by the runner.
-  std::vector<uint8_t> greedy;
+  // [logit_rows]: 1 where the runner picks the token itself, by draws[row]; the logits of such
+  // rows need not be returned. Empty: no row is picked by the runner. A runner that does not
+  // ModelRunner::draws_sampled() is only asked for greedy rows.
+  std::vector<uint8_t> picked;
+  std::vector<RowDraw> draws;  // [logit_rows] where picked is not empty
   // [rows]: -1, or a logit row of the previous submitted step, whose picked token is this row's
   // input (the batch's token there is a placeholder). Empty: every row's token is in the batch.
   // A pick that found no token (-1) feeds token 0: that sequence has failed and its row is waste.
   std::vector<int32_t> token_from;
 
   bool picks(int logit_row) const {
-    return logit_row < int(greedy.size()) && greedy[size_t(logit_row)] != 0;
+    return logit_row < int(picked.size()) && picked[size_t(logit_row)] != 0;
   }
 };
 

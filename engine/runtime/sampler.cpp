@@ -355,9 +355,24 @@ int32_t SequenceSampler::draw(const float* x, int64_t vocab, float m) const {
 }
 
 bool SequenceSampler::plain_greedy_at(int index) const {
+  return params_.greedy() && plain_draw_at(index);
+}
+
+bool SequenceSampler::plain_draw_at(int index) const {
   const SamplingParams& p = params_;
-  return p.greedy() && !p.logprobs && p.repetition_penalty == 1.0f && p.frequency_penalty == 0.0f &&
+  return !p.logprobs && p.repetition_penalty == 1.0f && p.frequency_penalty == 0.0f &&
          p.presence_penalty == 0.0f && index >= p.min_tokens;
+}
+
+RowDraw SequenceSampler::row_draw(int index) const {
+  RowDraw d;
+  d.temperature = params_.greedy() ? 0.0f : params_.temperature;
+  d.top_p = params_.top_p;
+  d.min_p = params_.min_p;
+  d.top_k = params_.top_k;
+  d.seed = seed_;
+  d.index = uint64_t(index);
+  return d;
 }
 
 SampledToken SequenceSampler::sample(const float* logits, int64_t vocab,

@@ -43,6 +43,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/model/step_sampling.h"
 #include "engine/runtime/sampling_params.h"
 
 namespace sparkglm {
@@ -68,6 +69,10 @@ class SequenceSampler {
   // step_sampling.h), so a runner may pick it: temperature 0, no penalties, no logprobs, and
   // min_tokens reached (no masks).
   bool plain_greedy_at(int index) const;
+  // True when the token at output index `index` needs nothing but the raw logits and the draw of
+  // step 5 (or 4): no penalties, no logprobs, min_tokens reached; any temperature. Its RowDraw:
+  bool plain_draw_at(int index) const;
+  RowDraw row_draw(int index) const;
 
   // Records a generated token: it advances the draw counter and the penalty counts.
   void accept(int32_t token);

@@ -241,10 +241,13 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     const int logit_row = samples ? int(batch.logit_rows.size()) - 1 : -1;
     q.logit_row.push_back(logit_row);
     // The output index this row's token will have: one more while a token is still pending.
-    const bool picked = samples && s.sampler->plain_greedy_at(s.generated() + (s.pending_row >= 0));
+    const int index = s.generated() + (s.pending_row >= 0);
+    const bool picked = samples && (runner_.draws_sampled() ? s.sampler->plain_draw_at(index)
+                                                            : s.sampler->plain_greedy_at(index));
     q.picked.push_back(picked);
     if (samples) {
-      sampling.greedy.push_back(picked);
+      sampling.picked.push_back(picked);
+      sampling.draws.push_back(s.sampler->row_draw(index));
       q.all_picked = q.all_picked && picked;
     }
   };
@@ -286,6 +289,7 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     const bool sample = end == prefill_end && s.generated() == 0;
     batch.add_sequence({s.tokens.begin() + start, s.tokens.begin() + end}, start, s.slot, s.blocks,
                        sample);
+    batch.seqs.back().decode = false;  // a one-row piece of a prompt is still prefill
     add_member(s, end - start, sample);
     budget -= end - start;
     counters_.prompt_tokens += uint64_t(end - start);

@@ -24,11 +24,12 @@
 //
 // Pipelining: a step is submitted to the runner and collected one step later, so the host builds
 // and submits step N+1 while the device runs step N. That needs step N's tokens before the host
-// has them: where every token of step N is a plain greedy pick (SequenceSampler::plain_greedy_at),
+// has them: where every token of step N is a plain pick (SequenceSampler::plain_greedy_at, or
+// plain_draw_at on a runner that draws_sampled(): seeded draws without penalties or logprobs),
 // the runner picks it and step N+1's row reads it on the device (StepSampling::token_from). A
 // sequence whose pending token must end it by length gets no row; one that draws a stop token
-// has spent one wasted row, whose result is dropped. Otherwise (sampling, penalties, logprobs,
-// min_tokens masks, or a preemption to make) step N is collected before step N+1 is built, as
+// has spent one wasted row, whose result is dropped. Otherwise (host sampling, penalties,
+// logprobs, min_tokens masks, or a preemption to make) step N is collected before step N+1 is built, as
 // without pipelining. Either way every sequence sees the tokens it would see unpipelined.
 #include <chrono>
 #include <cstdint>

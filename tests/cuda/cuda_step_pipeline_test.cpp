@@ -18,7 +18,8 @@ namespace {
 // Forwards to the CUDA runner, counting the rows that take their token from a device pick.
 class Counting : public ModelRunner {
  public:
-  explicit Counting(cuda::CudaModelRunner& r) : r_(r) {}
+  explicit Counting(cuda::CudaModelRunner& r, bool device_draws = false)
+      : r_(r), device_draws_(device_draws) {}
   const ModelConfig& config() const override { return r_.config(); }
   CacheGeometry cache_geometry() const override { return r_.cache_geometry(); }
   void forward(const ForwardBatch& b, ForwardOutput& out) override { r_.forward(b, out); }
@@ -31,13 +32,19 @@ class Counting : public ModelRunner {
     r_.submit(b, s);
   }
   void collect(StepResult& result) override { r_.collect(result); }
+  // Off: the scheduler asks the runner for greedy rows only and samples the others on the host.
+  bool draws_sampled() const override { return device_draws_; }
   int picked_inputs = 0;
 
  private:
   cuda::CudaModelRunner& r_;
+  bool device_draws_;
 };
 
-std::vector<std::vector<int32_t>> generate(ModelRunner& runner, bool pipelined) {
+// temperature 0: greedy (logprobs on when not pipelined, so every step is collected first);
+// otherwise seeded draws (top-k, top-p, min-p), pipelined only where the runner draws them.
+std::vector<std::vector<int32_t>> generate(ModelRunner& runner, bool pipelined,
+                                           float temperature = 0.0f) {
   SchedulerLimits limits;
   limits.max_num_seqs = 4;
   limits.max_batch_size = 4;
@@ -49,10 +56,16 @@ std::vector<std::vector<int32_t>> generate(ModelRunner& runner, bool pipelined) 
   for (int i = 0; i < 4; ++i) {
     GenerationRequest r;
     for (int j = 0; j < lens[i]; ++j) r.prompt.push_back((j * 17 + i * 5 + 1) % 256);
-    r.sampling.temperature = 0.0f;
+    r.sampling.temperature = temperature;
     r.sampling.max_tokens = 24;
     r.sampling.ignore_eos = true;
-    r.sampling.logprobs = !pipelined;
+    r.sampling.logprobs = temperature == 0.0f && !pipelined;
+    if (temperature != 0.0f) {
+      r.sampling.seed = uint64_t(1000 + i);
+      r.sampling.top_k = i == 1 ? 40 : 0;
+      r.sampling.top_p = i == 2 ? 0.9f : 1.0f;
+      r.sampling.min_p = i == 3 ? 0.05f : 0.0f;
+    }
     r.on_event = [&out, i](const RequestEvent& e) {
       for (const auto& t : e.tokens) out[size_t(i)].push_back(t.id);
     };
@@ -84,6 +97,30 @@ TEST(CudaStepPipeline, PipelinedGreedyEqualsTheHostPickedPath) {
   EXPECT_GT(piped.picked_inputs, 60);
   EXPECT_EQ(plain.picked_inputs, 0);
   EXPECT_GT(gpu.graph_replays(), 0u);
+}
+
+// Seeded sampling drawn on the device (sample_top_k_top_p: the CPU sampler's token) equals the
+// host's draw from the logits, token for token, and lets the steps pipeline: sampled rows no longer
+// bring 154,880 logits each back to the host.
+TEST(CudaStepPipeline, DeviceDrawsEqualTheHostSampler) {
+  if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
+  const ModelConfig c = preset_config("tinyglm");
+  cuda::CudaRunnerOptions o;
+  o.num_blocks = 4 * 64;
+  o.block_size = 16;
+  o.num_state_slots = 4;
+  o.max_rows = 256 + 4;
+  o.max_seq_len = 1024;
+  cuda::CudaModelRunner gpu(c, cuda::DeviceWeights::generate(c, kDefaultDummySeed), o);
+  Counting device(gpu, true), host(gpu, false);
+  const auto a = generate(device, true, 0.7f);
+  const auto b = generate(host, true, 0.7f);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(a[size_t(i)].size(), 24u);
+    EXPECT_EQ(a[size_t(i)], b[size_t(i)]) << "request " << i;
+  }
+  EXPECT_GT(device.picked_inputs, 60) << "sampled steps pipeline when the device draws";
+  EXPECT_EQ(host.picked_inputs, 0);
 }
 
 }  // namespace

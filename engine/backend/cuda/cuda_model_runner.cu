@@ -117,6 +117,9 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
   SPARKGLM_CUDA_CHECK(cudaMemset(greedy_keys_.data(), 0, greedy_keys_.bytes()));
   SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_from_, row_ints));
   SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&from_copied_, cudaEventDisableTiming));
+  SPARKGLM_CUDA_CHECK(
+      cudaMallocHost(&pinned_draws_, size_t(options_.max_rows) * sizeof(SampleParams)));
+  SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&draws_copied_, cudaEventDisableTiming));
   for (int p = 0; p < 2; ++p) {
     SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_picks_[p], row_ints));
     SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&picks_copied_[p], cudaEventDisableTiming));
@@ -173,6 +176,8 @@ CudaModelRunner::~CudaModelRunner() {
   cudaFreeHost(pinned_hidden_);
   cudaFreeHost(pinned_from_);
   cudaEventDestroy(from_copied_);
+  cudaFreeHost(pinned_draws_);
+  cudaEventDestroy(draws_copied_);
   for (int p = 0; p < 2; ++p) {
     cudaFreeHost(pinned_picks_[p]);
     cudaEventDestroy(picks_copied_[p]);
@@ -243,7 +248,7 @@ void CudaModelRunner::head_to_host(const float* h, const float* norm, ForwardOut
     rms_norm_rows(ws_.head_rows, norm, config_.rms_norm_eps, m, D, ws_.head_rows, ws_.head_bf16,
                   stream_);
     const Linear& lm = weights_->weights().lm_head;
-    gemm_.linear(ws_.head_bf16, m, lm.bf16(), V, D, ws_.logits, stream_);
+    gemm_.decode(ws_.head_bf16, m, lm.bf16(), V, D, ws_.logits, stream_);  // any logit row
     SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(pinned_logits_, ws_.logits, size_t(m * V) * 4,
                                         cudaMemcpyDeviceToHost, stream_));
     // The step ends with the last chunk: "head" spans every chunk (and the host copies between
@@ -358,7 +363,7 @@ void CudaModelRunner::forward_mtp(const ForwardBatch& batch, const std::vector<f
   rms_norm_rows(e, m.enorm, eps, T, D, e, nullptr, stream_);
   rms_norm_rows(hn, m.hnorm, eps, T, D, hn, nullptr, stream_);
   concat_bf16(e, hn, T, D, cat, stream_);
-  gemm_.linear(cat, T, m.eh_proj.bf16(), D, 2 * D, z, stream_);
+  gemm_.step(cat, step_->decode_rows(), T, m.eh_proj.bf16(), D, 2 * D, z, stream_);
 
   rms_norm_rows(z, m.layer.input_norm, eps, T, D, ws_.normed, ws_.normed_bf16, stream_);
   mla_block(config_.kind_index(config_.mtp_layer()), m.layer.mla, ws_.block_out);

@@ -67,6 +67,7 @@ class CudaModelRunner : public ModelRunner {
                    ForwardOutput& out) override;
   void submit(const ForwardBatch& batch, const StepSampling& sampling) override;
   void collect(StepResult& result) override;
+  bool draws_sampled() const override { return true; }
 
   const CudaRunnerOptions& options() const { return options_; }
   int graphs_captured() const { return int(graphs_.size()); }
@@ -87,9 +88,10 @@ class CudaModelRunner : public ModelRunner {
   void ffn_block(const LayerWeights& w, int layer, float* out);
   // The step's logit rows of h [T, D]: hidden states and logits (after `norm`) to the host.
   void head_to_host(const float* h, const float* norm, ForwardOutput& out);
-  // A pipelined step's head: logits of every logit row, their greedy picks into picks_ and then
-  // the pinned picks of `parity`; with `logits`, the logits to the host too (synchronising).
-  void head_picks(int parity, std::vector<float>* logits);
+  // A pipelined step's head: logits of every logit row, their picks into picks_ (greedy, or with
+  // `draws` the seeded draws of ws_.draws) and then the pinned picks of `parity`; with `logits`,
+  // the logits to the host too (synchronising).
+  void head_picks(int parity, std::vector<float>* logits, bool draws);
   void capture_or_replay(int bucket);
   bool decode_graphable() const;
 
@@ -134,6 +136,8 @@ class CudaModelRunner : public ModelRunner {
   cudaEvent_t picks_copied_[2] = {nullptr, nullptr};
   int32_t* pinned_from_ = nullptr;  // [max_rows] token_from in step order
   cudaEvent_t from_copied_ = nullptr;
+  SampleParams* pinned_draws_ = nullptr;  // [max_rows] the step's RowDraws, for ws_.draws
+  cudaEvent_t draws_copied_ = nullptr;
 };
 
 }  // namespace sparkglm::cuda

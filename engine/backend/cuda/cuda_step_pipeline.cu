@@ -1,7 +1,8 @@
 // Pipelined steps of the CUDA runner (ModelRunner::submit / collect). submit() loads the step,
 // patches in the tokens the previous step picked on the device, launches it and the head, picks
-// the greedy token of every logit row on the device and queues the copy of those ids to pinned
-// memory; it returns without waiting unless some row needs its logits on the host. collect()
+// every logit row's token on the device (greedy, or the seeded draw of sampler.h, the CPU's token
+// bit for bit) and queues the copy of those ids to pinned memory; it returns without waiting
+// unless some row needs its logits on the host (penalties, logprobs, min_tokens masks). collect()
 // waits for the oldest step's ids. So the host builds step N+1 while the device runs step N, and
 // a decode step moves a few hundred bytes each way.
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "engine/backend/cuda/norms.h"
 #include "engine/backend/cuda/runner_kernels.h"
 #include "engine/backend/cuda/sampling.h"
+#include "engine/backend/cuda/sampling_topk_topp.h"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -40,9 +42,30 @@ void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& samp
                          stream_);
     }
     run_step();
-    bool host_logits = false;
-    for (int64_t i = 0; i < n; ++i) host_logits = host_logits || !sampling.picks(int(i));
-    head_picks(q.parity, host_logits ? &q.logits : nullptr);
+    bool host_logits = false, draws = false;
+    for (int64_t i = 0; i < n; ++i) {
+      host_logits = host_logits || !sampling.picks(int(i));
+      draws = draws || (sampling.picks(int(i)) && sampling.draws[size_t(i)].temperature != 0.0f);
+    }
+    if (draws) {
+      // The previous submission's copy may still be queued: it must have read pinned_draws_.
+      SPARKGLM_CUDA_CHECK(cudaEventSynchronize(draws_copied_));
+      for (int64_t i = 0; i < n; ++i) {
+        SampleParams p;  // temperature 0 (greedy) where the host picks: its token is unused
+        if (sampling.picks(int(i))) {
+          const RowDraw& d = sampling.draws[size_t(i)];
+          p = {d.temperature, d.top_p, d.min_p, d.top_k, d.seed, d.index};
+        } else {
+          p.temperature = 0.0f;
+        }
+        pinned_draws_[i] = p;
+      }
+      SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(ws_.draws, pinned_draws_,
+                                          size_t(n) * sizeof(SampleParams), cudaMemcpyHostToDevice,
+                                          stream_));
+      SPARKGLM_CUDA_CHECK(cudaEventRecord(draws_copied_, stream_));
+    }
+    head_picks(q.parity, host_logits ? &q.logits : nullptr, draws);
   }
   next_parity_ ^= 1;
   queued_.push_back(std::move(q));
@@ -58,7 +81,7 @@ void CudaModelRunner::collect(StepResult& result) {
   result.logits = std::move(q.logits);
 }
 
-void CudaModelRunner::head_picks(int parity, std::vector<float>* logits) {
+void CudaModelRunner::head_picks(int parity, std::vector<float>* logits, bool draws) {
   const int64_t n = int64_t(step_->logit_rows().size()), D = config_.hidden_size;
   const int64_t V = config_.vocab_size;
   if (logits) logits->resize(size_t(n * V));
@@ -70,8 +93,12 @@ void CudaModelRunner::head_picks(int parity, std::vector<float>* logits) {
     rms_norm_rows(ws_.head_rows, weights_->weights().final_norm, config_.rms_norm_eps, m, D,
                   ws_.head_rows, ws_.head_bf16, stream_);
     gemm_.decode(ws_.head_bf16, m, weights_->weights().lm_head.bf16(), V, D, ws_.logits, stream_);
-    sample_greedy(ws_.logits, m, V, picks + c0, stream_,
-                  static_cast<unsigned long long*>(greedy_keys_.data()));
+    if (draws) {
+      sample_top_k_top_p(ws_.logits, m, V, ws_.draws + c0, ws_.sample_scratch, picks + c0, stream_);
+    } else {
+      sample_greedy(ws_.logits, m, V, picks + c0, stream_,
+                    static_cast<unsigned long long*>(greedy_keys_.data()));
+    }
     if (logits) {
       SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(pinned_logits_, ws_.logits, size_t(m * V) * 4,
                                           cudaMemcpyDeviceToHost, stream_));

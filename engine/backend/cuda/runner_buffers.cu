@@ -25,7 +25,7 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
   w.block_out = c.take<float>(T * D);
   w.post = c.take<float>(T * hc);
   w.comb = c.take<float>(T * hc * hc);
-  w.hc_partials = c.take<float>(hc_partials_floats(std::min<int64_t>(T, kHcSplitMaxRows)));
+  w.hc_partials = c.take<float>(hc_partials_floats(T));  // the split form for every row count
   w.normed_bf16 = c.take<uint16_t>(T * D);
 
   // q, k and v projections as one [T, 3*H*K] product (raw_k, raw_v: its column offsets).
@@ -85,6 +85,8 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
   w.head_rows = c.take<float>(kLogitChunk * D);
   w.head_bf16 = c.take<uint16_t>(kLogitChunk * D);
   w.logits = c.take<float>(kLogitChunk * int64_t(m.vocab_size));
+  w.draws = c.take<SampleParams>(T);
+  w.sample_scratch = c.take<char>(int64_t(sample_scratch_bytes(kLogitChunk, m.vocab_size)));
   return w;
 }
 

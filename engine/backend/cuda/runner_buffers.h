@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/backend/cuda/sampling_topk_topp.h"
 #include "engine/model/config.h"
 #include "engine/runtime/latent_cache.h"
 
@@ -61,6 +62,10 @@ struct Workspace {
   void* moe_prefill_ws;
   // head
   float *head_rows, *logits;
+  // Seeded draws on the device (sample_top_k_top_p): the step's RowDraws and the sampler's scratch
+  // for one chunk of logit rows.
+  SampleParams* draws;
+  void* sample_scratch;
   uint16_t* head_bf16;
 
   static Workspace carve(Carve& c, const ModelConfig& m, const RunnerShape& s);
