@@ -101,7 +101,8 @@ TEST_F(BundleVerifier, PathsOutsideTheBundleOrOddlySpelledAreCaughtAndNeverOpene
       {"server\\log", "backslash"},         {"qualification.json", "never listed"},
   };
   for (const auto& [path, why] : cases) {
-    const Problems problems = after_edit([&](json& r) { r["artifacts"][0]["path"] = path; });
+    // Copied into the lambda: clang 14 cannot capture a structured binding.
+    const Problems problems = after_edit([&, p = path](json& r) { r["artifacts"][0]["path"] = p; });
     EXPECT_PROBLEM(problems, "qualification.json: artifacts[0].path", why);
     // The file it replaced in the listing is now unlisted.
     EXPECT_PROBLEM(problems, "requests.jsonl", "not listed");

@@ -60,7 +60,7 @@ TEST(ApiError, EngineErrorsMapToStatus) {
 
 TEST(ApiError, BodyIsValidUtf8EvenForBinaryMessages) {
   const ApiError e = ApiError::model_not_found(std::string("bad\xff\xfe", 5));
-  EXPECT_NO_THROW(json::parse(e.body()));
+  EXPECT_TRUE(json::accept(e.body()));
 }
 
 TEST(HttpResponse, ErrorCarriesStatusAndAuthHeader) {
