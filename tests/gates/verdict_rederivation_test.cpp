@@ -170,20 +170,24 @@ TEST_F(VerdictRederivation, AFailedRequestUnderAPassIsCaught) {
 TEST_F(VerdictRederivation, ATamperedMetricIsCaughtEvenWhenItsSummaryAgrees) {
   const fs::path bundle = copy(kG2);
   json record = record_of(bundle);
-  json& m = record["metrics"][0];
+  // wall_s: a metric every version of case_metrics computes (aggregate_decode_tok_s was renamed).
+  size_t at = 0;
+  while (record["metrics"][at]["name"] != "wall_s") ++at;
+  const std::string where = "metrics[" + std::to_string(at) + "]";
+  json& m = record["metrics"][at];
   for (json& s : m["candidate"]["samples"]) s = s.get<double>() * 2;
   for (const char* k : {"median", "min", "max"})
     m["candidate"][k] = m["candidate"][k].get<double>() * 2;
   save(bundle, record);
   const Problems problems = receipts::verify_bundle(bundle, options());
-  EXPECT_PROBLEM(problems, "metrics[0].candidate", "requests.jsonl gives");
+  EXPECT_PROBLEM(problems, where + ".candidate", "requests.jsonl gives");
   EXPECT_EQ(problems.size(), 1u) << text(problems);
   // A metric left out, and one that no raw record gives, are caught too.
   record = record_of(bundle);
-  record["metrics"][0]["case"] = "no_such_case";
+  record["metrics"][at]["case"] = "no_such_case";
   save(bundle, record);
   const Problems moved = receipts::verify_bundle(bundle, options());
-  EXPECT_PROBLEM(moved, "metrics[0]", "does not come from requests.jsonl");
+  EXPECT_PROBLEM(moved, where, "does not come from requests.jsonl");
   EXPECT_PROBLEM(moved, "metrics", "a metric left out");
 }
 
