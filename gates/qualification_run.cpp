@@ -213,8 +213,15 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
       evaluate_static_gate(defs[0], {req.receipts, req.profiles, req.gates, req.ctest_dir}));
   err << "G0: " << results.back().status << " (" << results.back().summary << ")\n";
   if (top >= 1) {
-    results.push_back(
-        evaluate_operator_gate(defs[1], req.operators_json, req.operator_runner, gpu, bundle, err));
+    // A server measured through --url was not built here: this machine's operator runner says
+    // nothing about its kernels (and would compete with it for the device), unless a table made
+    // for it is given.
+    results.push_back(req.external && req.operators_json.empty()
+                          ? not_run(defs[1].id,
+                                    "not applicable: the server under test (--url) was not built "
+                                    "here; give --operators with its table to judge G1")
+                          : evaluate_operator_gate(defs[1], req.operators_json, req.operator_runner,
+                                                   gpu, bundle, err));
     err << "G1: " << results.back().status << " (" << results.back().summary << ")\n";
     if (results.back().status != "not-run") {
       const auto speed = operator_table_limitations(

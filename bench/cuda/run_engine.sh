@@ -3,7 +3,8 @@
 #   tests  the CUDA tests, then device time by model part (--profile-steps, decode graphs
 #          included) for tinyglm decode C1/C8 and an 8K prefill;
 #   bench  sparkglm-runner-bench on tinyglm (decode C1/C4/C8 pipelined and synchronous, cold
-#          prefill 8K/32K/64K) and on glm-5.3-flash at $FLASH_LAYERS layers, the PyTorch peer
+#          prefill 8K/32K/64K) and on glm-5.3-flash at $FLASH_LAYERS layers (its decode cells also
+#          at temperature 0.7, host-drawn vs drawn by the runner), the PyTorch peer
 #          (eager, then torch.compile) on the same GPU, and the measurement bundle over all three;
 #   g2     the G2 gate on tinyglm served by the CUDA backend at full scale, 3 repetitions, with the
 #          G1 operator table $OPERATORS (bench/cuda/run_g1.sh) judged inside the same bundle.
@@ -38,8 +39,9 @@ bench)
   timeout 300 "${RUNNER_BENCH[@]}" --preset tinyglm --runs 3 --decode-steps 64 --max-seconds 120 \
     --out "$OUT/runner-tinyglm.json" 2> "$OUT/runner-tinyglm.log"
   echo "tinyglm bench rc=$?"; tail -8 "$OUT/runner-tinyglm.log" | cut -c1-240
+  # Decode cells also sample at temperature 0.7 (top-p 0.95): host draws vs the runner's draws.
   timeout 300 "${RUNNER_BENCH[@]}" --preset glm-5.3-flash --num-layers "$FLASH_LAYERS" --runs 3 --decode-steps 32 \
-    --max-seconds 90 --cells decode_c1,decode_c4,decode_c8,prefill_8k,prefill_32k,prefill_64k \
+    --max-seconds 90 --temperature 0.7 --cells decode_c1,decode_c4,decode_c8,prefill_8k,prefill_32k,prefill_64k \
     --out "$OUT/runner-glm-5.3-flash.json" 2> "$OUT/runner-glm.log"
   echo "flash bench rc=$?"; tail -8 "$OUT/runner-glm.log" | cut -c1-240
   timeout 420 python3 bench/torch/tinyglm_torch.py --preset tinyglm --device cuda \

@@ -152,7 +152,7 @@ std::vector<OptionSpec> serving_table() {
       text("bind", "127.0.0.1", P::kServerArgs, "address the HTTP server listens on"),
       integer("port", 8893, 0, 65535, P::kServerArgs, "HTTP port (0 = any free port)"),
       text("api-key", "", P::kCommandLineOnly,
-           "bearer token every request must present (unset = no authentication)"),
+           "bearer token every route but /health must present (unset = no authentication)"),
       text("api-key-file", "", P::kCommandLineOnly,
            "file whose first line is the API key (keeps the key out of the process's argv)"),
       text("api-key-env", "", P::kCommandLineOnly,
