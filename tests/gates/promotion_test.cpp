@@ -69,9 +69,9 @@ json gate(const std::string& id, const std::string& status, const std::string& g
 struct Receipt {
   std::string state = "accepted";
   std::string level = "G1";
-  std::string option = "enable-prefix-caching";
-  json value = true;
-  json ran_with = true;  // the candidate's effective configuration value
+  std::string option = "kv-cache-dtype";  // promotable: prefix caching is refused until it exists
+  json value = "fp8_g128";
+  json ran_with = "fp8_g128";  // the candidate's effective configuration value
   std::vector<std::pair<std::string, std::string>> gates = {{"G0", "pass"}, {"G1", "pass"}};
   std::string metric_verdict = "better";
   bool attested = true;
@@ -90,7 +90,7 @@ class Promotion : public ::testing::Test {
     // The gate definitions of the repository, with the test's change-class policy.
     fs::copy(kRoot + "/gates", gates_dir(), fs::copy_options::recursive);
     json classes = json::parse(receipts::read_file(gates_dir() / "change-classes.json"));
-    classes["classes"]["scheduler-cache-parallelism"]["to_change_default"] = {"G0", "G1"};
+    classes["classes"]["quantization-speculation"]["to_change_default"] = {"G0", "G1"};
     receipts::write_file_atomically(gates_dir() / "change-classes.json", classes.dump(2));
     // A throwaway maintainer key, trusted by the test's receipts/keys only.
     const std::string key = receipts::generate_key(root_ / "lead.pem");
@@ -168,11 +168,11 @@ class Promotion : public ::testing::Test {
     return dir;
   }
 
-  std::string promote_error(const fs::path& bundle, const std::string& value = "true") {
+  std::string promote_error(const fs::path& bundle, const std::string& value = "fp8_g128") {
     PromoteRequest p;
     p.profile = "8x128k";
     p.profile_dir = (root_ / "profiles").string();
-    p.option = "enable-prefix-caching";
+    p.option = "kv-cache-dtype";
     p.value = value;
     p.receipt = bundle;
     p.receipts = root_ / "receipts";
@@ -205,9 +205,9 @@ TEST_F(Promotion, AVerifyingReceiptPromotesAndG0AcceptsIt) {
   const fs::path bundle = make("2026-11-29-prefix-g4", Receipt{});
   EXPECT_EQ(promote_error(bundle), "");
   const Profile p = Profile::load("8x128k", (root_ / "profiles").string());
-  EXPECT_EQ(p.values().at("enable-prefix-caching"), OptionValue(true));
-  ASSERT_EQ(p.promotions().count("enable-prefix-caching"), 1u);
-  EXPECT_EQ(p.promotions().at("enable-prefix-caching").receipt.id, "2026-11-29-prefix-g4");
+  EXPECT_EQ(p.values().at("kv-cache-dtype"), OptionValue(std::string("fp8_g128")));
+  ASSERT_EQ(p.promotions().count("kv-cache-dtype"), 1u);
+  EXPECT_EQ(p.promotions().at("kv-cache-dtype").receipt.id, "2026-11-29-prefix-g4");
   EXPECT_TRUE(p.unbacked_options().empty());
   const GateResult g = g0();
   EXPECT_EQ(g.status, "pass") << g.summary;
@@ -216,13 +216,13 @@ TEST_F(Promotion, AVerifyingReceiptPromotesAndG0AcceptsIt) {
 TEST_F(Promotion, EditingAProfileByHandPromotesNothing) {
   std::string text = profile_text();
   text.replace(text.find("\"block-size\": 16"), 16,
-               "\"block-size\": 16, \"enable-prefix-caching\": true");
+               "\"block-size\": 16, \"kv-cache-dtype\": \"fp8_g128\"");
   std::ofstream(root_ / "profiles" / "8x128k.json") << text;
   const GateResult g = g0();
   EXPECT_EQ(g.status, "fail");
   bool named = false;
   for (const CriterionResult& c : g.criteria)
-    named = named || (!c.pass && c.note.find("options.enable-prefix-caching") != std::string::npos);
+    named = named || (!c.pass && c.note.find("options.kv-cache-dtype") != std::string::npos);
   EXPECT_TRUE(named);
 }
 
@@ -258,10 +258,10 @@ TEST_F(Promotion, RefusalsNameWhatIsMissing) {
   EXPECT_NE(promote_error(make("regressed", worse)).find("a protected metric regressed"),
             std::string::npos);
   Receipt other;
-  other.ran_with = false;  // the candidate did not run with the option
+  other.ran_with = "bf16";  // the candidate did not run with the option
   EXPECT_NE(promote_error(make("not-run-with", other)).find("the candidate ran with"),
             std::string::npos);
-  EXPECT_NE(promote_error(make("good", Receipt{}), "false").find("change.option.value"),
+  EXPECT_NE(promote_error(make("good", Receipt{}), "bf16").find("change.option.value"),
             std::string::npos);
   Receipt failed_gate;
   failed_gate.gates[1].second = "fail";  // its own level may fail and still be attested
