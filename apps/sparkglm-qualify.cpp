@@ -68,10 +68,8 @@ const Entry kCommands[] = {
        return sparkglm::receipts::verify_all_command(a, o, e, kRederive);
      }},
     {"index", sparkglm::receipts::index_command},
-    {"sign",
-     [](const Args& a, std::ostream& o, std::ostream& e) {
-       return sparkglm::receipts::sign_command(a, o, e, kRederive);
-     }},
+    {"sign", [](const Args& a, std::ostream& o,
+                std::ostream& e) { return sparkglm::receipts::sign_command(a, o, e, kRederive); }},
     {"keygen", sparkglm::receipts::keygen_command},
 };
 

@@ -53,7 +53,8 @@ void add_floor(json& j, const CellSpec& cell, const ModelConfig& config, KvDtype
   j["fraction_of_floor"] = j["floor_ms"].get<double>() / j["median_ms"].get<double>();
 }
 
-// --temperature: a decimal in [0, 2]; decode cells also time seeded sampling at it (engine_cells.h).
+// --temperature: a decimal in [0, 2]; decode cells also time seeded sampling at it
+// (engine_cells.h).
 float parse_temperature(const std::string& text) {
   size_t used = 0;
   double v = -1;

@@ -3,8 +3,8 @@
 #include <filesystem>
 
 #include "engine/core/error.h"
-#include "engine/core/strict_json.h"
 #include "engine/core/sha256.h"
+#include "engine/core/strict_json.h"
 #include "receipts/bundle_file.h"
 
 namespace sparkglm::gates {

@@ -172,9 +172,9 @@ GateResult evaluate_operator_gate(const GateDefinition& definition, const fs::pa
             : "needs a GPU for the CUDA operators (nvidia-smi found none); pass "
               "--operators FILE to judge a table made on a GPU machine");
   }
-  return judge_operator_table(definition, parse_json(bytes, "the operator table",
-                                                     ErrorKind::kInvalidArgument,
-                                                     json_limits::kReceipt));
+  return judge_operator_table(
+      definition,
+      parse_json(bytes, "the operator table", ErrorKind::kInvalidArgument, json_limits::kReceipt));
 }
 
 }  // namespace sparkglm::gates

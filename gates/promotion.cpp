@@ -41,9 +41,8 @@ Problems receipt_backs_option(const fs::path& bundle, const OptionSpec& option,
   Problems problems = receipts::verify_bundle(bundle, verification);
   if (!problems.empty()) return problems;
   const std::string bytes = receipts::read_file(bundle / "qualification.json");
-  const nlohmann::json record = parse_json_unique_keys(bytes, where + "/qualification.json",
-                                                      ErrorKind::kInvalidArgument,
-                                                      json_limits::kReceipt);
+  const nlohmann::json record = parse_json_unique_keys(
+      bytes, where + "/qualification.json", ErrorKind::kInvalidArgument, json_limits::kReceipt);
   auto add = [&](const std::string& field, const std::string& what) {
     problems.push_back({where + ": " + field, what});
   };

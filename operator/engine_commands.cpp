@@ -166,7 +166,8 @@ std::string health_reason(const HttpResult& health) {
   const bool coded = e.contains("code") && e["code"].is_string();
   std::string m = coded ? e["code"].get<std::string>() + ": " : "";
   m += e["message"].get<std::string>();
-  std::replace_if(m.begin(), m.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  std::replace_if(
+      m.begin(), m.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
   return " (" + m.substr(0, 400) + ")";
 }
 

@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "engine/core/error.h"
-#include "engine/core/strict_json.h"
 #include "engine/core/sha256.h"
+#include "engine/core/strict_json.h"
 
 namespace sparkglm::operator_tool {
 

@@ -4,8 +4,8 @@
 #include <sstream>
 
 #include "engine/core/error.h"
-#include "engine/core/strict_json.h"
 #include "engine/core/sha256.h"
+#include "engine/core/strict_json.h"
 
 namespace sparkglm::reports {
 

@@ -12,8 +12,8 @@
 #include <sstream>
 
 #include "engine/core/error.h"
-#include "engine/core/strict_json.h"
 #include "engine/core/sha256.h"
+#include "engine/core/strict_json.h"
 #include "workloads/grader.h"
 #include "workloads/prompt_builder.h"
 
@@ -88,9 +88,17 @@ const std::regex kCaseId("^[a-z0-9][a-z0-9_-]*$");
 const std::regex kSalt("^[a-z0-9][a-z0-9-]*$");
 constexpr int32_t kMaxTokens = 1 << 21;
 
-const std::set<std::string> kSamplingKeys = {
-    "temperature",       "top_p", "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty",
-    "repetition_penalty", "logprobs"};
+// Numbers a case may put in the request body. logprobs (completions: how many alternatives per
+// token) makes the server return logprob bits, which the determinism grader compares.
+const std::set<std::string> kSamplingKeys = {"temperature",
+                                             "top_p",
+                                             "top_k",
+                                             "min_p",
+                                             "seed",
+                                             "presence_penalty",
+                                             "frequency_penalty",
+                                             "repetition_penalty",
+                                             "logprobs"};
 
 PromptSpec parse_prompt(const json& j, const std::string& source, const std::string& path,
                         int32_t requests) {

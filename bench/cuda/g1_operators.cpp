@@ -61,8 +61,8 @@ int run(int argc, char** argv) {
   if (want("mla_prefill")) g1::run_mla_prefill_cases(h);
 
   if (args.has("--peers")) {
-    const nlohmann::json peers = parse_json_file(args.required("--peers"),
-                                                 ErrorKind::kInvalidArgument, json_limits::kReceipt);
+    const nlohmann::json peers = parse_json_file(
+        args.required("--peers"), ErrorKind::kInvalidArgument, json_limits::kReceipt);
     h.add_external_peers(peers.contains("peers") ? peers["peers"] : peers);
   }
   nlohmann::json report = h.report();

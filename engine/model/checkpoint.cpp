@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
-#include "engine/core/strict_json.h"
 #include "engine/core/sha256.h"
+#include "engine/core/strict_json.h"
 
 namespace sparkglm {
 namespace {

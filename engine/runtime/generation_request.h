@@ -14,12 +14,12 @@
 namespace sparkglm {
 
 enum class FinishReason {
-  kNone,       // still running
-  kStop,       // an eos id or a stop token id (the server also finishes on stop strings)
-  kLength,     // max_tokens reached
-  kCancelled,  // the client went away or the server cancelled it
-  kTimeout,    // the request's deadline passed
-  kError,      // the engine failed this request (message in RequestEvent::error)
+  kNone,         // still running
+  kStop,         // an eos id or a stop token id (the server also finishes on stop strings)
+  kLength,       // max_tokens reached
+  kCancelled,    // the client went away or the server cancelled it
+  kTimeout,      // the request's deadline passed
+  kError,        // the engine failed this request (message in RequestEvent::error)
   kDeviceFault,  // the device failed for good: the engine stopped (the reason in error)
 };
 const char* to_string(FinishReason r);

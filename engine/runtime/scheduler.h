@@ -29,8 +29,8 @@
 // the runner picks it and step N+1's row reads it on the device (StepSampling::token_from). A
 // sequence whose pending token must end it by length gets no row; one that draws a stop token
 // has spent one wasted row, whose result is dropped. Otherwise (host sampling, penalties,
-// logprobs, min_tokens masks, or a preemption to make) step N is collected before step N+1 is built, as
-// without pipelining. Either way every sequence sees the tokens it would see unpipelined.
+// logprobs, min_tokens masks, or a preemption to make) step N is collected before step N+1 is
+// built, as without pipelining. Either way every sequence sees the tokens it would see unpipelined.
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -49,11 +49,11 @@ namespace sparkglm {
 // defaults from these, so the two cannot disagree. The last two are the engine's own constants,
 // not options; tests change them.
 struct SchedulerLimits {
-  int max_num_seqs = 4;             // sequences admitted at once (at most the runner's state slots)
-  int max_batch_size = 4;           // decode rows per step (the registry's 0 = max_num_seqs)
-  int max_prefill_tokens = 8192;    // prefill rows per step
-  int max_seq_len = 4096;           // prompt + output tokens (the registry's 0 = the model's window)
-  int prefill_align = 64;           // prefill splits land on multiples of this (the KDA chunk)
+  int max_num_seqs = 4;           // sequences admitted at once (at most the runner's state slots)
+  int max_batch_size = 4;         // decode rows per step (the registry's 0 = max_num_seqs)
+  int max_prefill_tokens = 8192;  // prefill rows per step
+  int max_seq_len = 4096;         // prompt + output tokens (the registry's 0 = the model's window)
+  int prefill_align = 64;         // prefill splits land on multiples of this (the KDA chunk)
   int reserve_output_tokens = 256;  // output tokens reserved at admission (see above)
   // Error(kInvalidArgument) naming the option of a bad user limit; a bad engine constant
   // (prefill_align, reserve_output_tokens) is a defect and asserts.

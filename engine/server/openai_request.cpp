@@ -214,7 +214,8 @@ json parse_json_body(std::string_view body) {
   json j;
   try {
     j = parse_json(body, where, ErrorKind::kInvalidArgument, json_limits::kRequestBody);
-  } catch (const Error& e) {  // "<where>: not valid JSON: <parser's words>"; the reply says the rest
+  } catch (
+      const Error& e) {  // "<where>: not valid JSON: <parser's words>"; the reply says the rest
     const std::string prefix = where + ": not valid JSON: ";
     const std::string& m = e.message();
     throw ApiError::invalid_json(m.rfind(prefix, 0) == 0 ? m.substr(prefix.size()) : m);

@@ -45,7 +45,7 @@ TEST(GateDefinition, EveryShippedGateLoads) {
     EXPECT_EQ(d.sha256.size(), 64u);
   }
   EXPECT_EQ(load_gate(kGates, "G2").workloads,
-            (std::vector<std::string>{"tinyglm-gate", "tinyglm-prefill-gate"}));
+            (std::vector<std::string>{"tinyglm-gate", "tinyglm-prefill-gate", "determinism"}));
   EXPECT_EQ(load_gate(kGates, "G3").needs, "gpu");
 }
 

@@ -196,8 +196,8 @@ TEST(Config, ValidateChecksTheRangesOfAConfigBuiltInCode) {
 class ConfigFile : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("config_file_" + std::to_string(::getpid()));
+    dir_ =
+        std::filesystem::path(::testing::TempDir()) / ("config_file_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }

@@ -143,7 +143,8 @@ TEST(SafetensorsHeader, RejectsHeaderThatIsNotAnObject) {
 }
 
 TEST(SafetensorsHeader, RejectsDeeplyNestedHeader) {
-  EXPECT_TRUE(Mentions(parse_error(file_of(std::string(100000, '['), 0)), "header: JSON nested deeper than 8 levels"));
+  EXPECT_TRUE(Mentions(parse_error(file_of(std::string(100000, '['), 0)),
+                       "header: JSON nested deeper than 8 levels"));
 }
 
 TEST(SafetensorsHeader, RejectsUnknownDtype) {

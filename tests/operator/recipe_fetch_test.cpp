@@ -56,11 +56,11 @@ TEST(RecipeFetch, RefusesABodyThatIsNotJsonQuotingWhatCameBack) {
 // Issue 14: a recipe nested 100,000 deep fits in the 1 MiB fetch limit and crashed `recipe apply`;
 // it is refused by name before anything walks it.
 TEST(RecipeFetch, RefusesADeeplyNestedRecipeByName) {
-  const std::string path = temp_file(
-      "deep.json", R"({"serve_command": "vllm serve m", "notes": )" + std::string(100000, '[') +
-                       std::string(100000, ']') + "}");
-  EXPECT_EQ(error_of(path), "invalid config: " + path +
-                                ": the recipe: JSON nested deeper than 32 levels");
+  const std::string path =
+      temp_file("deep.json", R"({"serve_command": "vllm serve m", "notes": )" +
+                                 std::string(100000, '[') + std::string(100000, ']') + "}");
+  EXPECT_EQ(error_of(path),
+            "invalid config: " + path + ": the recipe: JSON nested deeper than 32 levels");
   fs::remove(path);
 }
 

@@ -174,9 +174,9 @@ TEST(RecipeTranslation, KeysInTheRecipeAreRedactedFromTheProfileAndTheReport) {
       {"model", "GLM-5.3-Flash"},
       {"env", "HF_TOKEN=hf_SECRET1 NCCL_DEBUG=INFO"},
       {"notes", "run it with --api-key=SECRET2 behind a proxy"},
-      {"command", json::array({"OPENAI_API_KEY=SECRET3", "vllm", "serve", "--api-key=SECRET4",
-                               "--hf-token", "SECRET5", "--max-num-batched-tokens", "8192",
-                               "--max-num-seqs", "2"})}};
+      {"command",
+       json::array({"OPENAI_API_KEY=SECRET3", "vllm", "serve", "--api-key=SECRET4", "--hf-token",
+                    "SECRET5", "--max-num-batched-tokens", "8192", "--max-num-seqs", "2"})}};
   const ProfileDraft d = translate(fetched_from(j));
   const std::string report = describe(d);
   for (const char* secret : {"SECRET1", "SECRET2", "SECRET3", "SECRET4", "SECRET5"}) {
@@ -190,9 +190,9 @@ TEST(RecipeTranslation, KeysInTheRecipeAreRedactedFromTheProfileAndTheReport) {
   EXPECT_EQ(json::parse(d.text)["provenance"]["recipe"]["notes"],
             "run it with --api-key=<redacted> behind a proxy");
   EXPECT_EQ(json::parse(d.text)["provenance"]["environment_notes"]["NCCL_DEBUG"], "INFO");
-  EXPECT_EQ(std::get<int64_t>(
-                Profile::parse(d.text, "/tmp/profiles/x.json").values().at("max-num-seqs")),
-            2);
+  EXPECT_EQ(
+      std::get<int64_t>(Profile::parse(d.text, "/tmp/profiles/x.json").values().at("max-num-seqs")),
+      2);
 }
 
 TEST(RecipeTranslation, ProfileNamesStayInsideTheProfileFolder) {

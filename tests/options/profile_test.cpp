@@ -286,8 +286,9 @@ TEST_F(ProfileFiles, PromotionRecordsAreValidated) {
               j["options"]["enable-prefix-caching"] = true;
               j["promotions"]["enable-prefix-caching"] = {
                   {"value", true}, {"receipt_id", "r1"}, {"receipt_sha256", sha}};
-            }).find(": promotions.enable-prefix-caching: --enable-prefix-caching is not "
-                    "implemented yet"),
+            })
+                .find(": promotions.enable-prefix-caching: --enable-prefix-caching is not "
+                      "implemented yet"),
             std::string::npos);
 }
 

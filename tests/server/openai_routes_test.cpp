@@ -463,9 +463,8 @@ TEST_F(RoutesTest, TokenizeAndDetokenize) {
 // keep serving.
 TEST_F(RoutesTest, DeeplyNestedToolArgumentsAre400AndServingGoesOn) {
   const std::string deep = std::string(20000, '[') + std::string(20000, ']');
-  const json call_of_f = {{"id", "c"},
-                          {"type", "function"},
-                          {"function", {{"name", "f"}, {"arguments", deep}}}};
+  const json call_of_f = {
+      {"id", "c"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", deep}}}};
   const json messages = json::array(
       {{{"role", "user"}, {"content", "hi"}},
        {{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array({call_of_f})}}});
@@ -481,7 +480,8 @@ TEST_F(RoutesTest, DeeplyNestedToolArgumentsAre400AndServingGoesOn) {
   }
   EXPECT_TRUE(engine_.requests.empty());
   EXPECT_EQ(call("POST", "/tokenize", {{"prompt", "hi"}})->response->status, 200);
-  EXPECT_EQ(call("POST", "/v1/chat/completions", chat_body())->response.has_value(), true);
+  call("POST", "/v1/chat/completions", chat_body());
+  EXPECT_EQ(engine_.requests.size(), 1u) << "a well-formed chat still reaches the engine";
 }
 
 }  // namespace

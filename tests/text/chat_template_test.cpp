@@ -508,12 +508,11 @@ TEST(ChatRequest, DeeplyNestedToolArgumentsAreRefusedByName) {
   const json body = {
       {"messages",
        json::array({{{"role", "assistant"},
-                     {"tool_calls", json::array({{{"function",
-                                                   {{"name", "f"},
-                                                    {"arguments", "{\"a\":" +
-                                                                      std::string(30000, '[') +
-                                                                      std::string(30000, ']') +
-                                                                      "}"}}}}})}}})}};
+                     {"tool_calls",
+                      json::array({{{"function",
+                                     {{"name", "f"},
+                                      {"arguments", "{\"a\":" + std::string(30000, '[') +
+                                                        std::string(30000, ']') + "}"}}}}})}}})}};
   try {
     parse_chat_messages(body);
     ADD_FAILURE() << "accepted arguments nested 30,001 deep";
