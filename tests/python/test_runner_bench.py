@@ -72,8 +72,11 @@ class RunnerBench(unittest.TestCase):
         self.cells()
         bundle = os.path.join(self.tmp, "runner-micro")
         qualify = os.path.join(BIN_DIR, "sparkglm-qualify")
+        # The engine targets live in the repository's gates/G2.json, whatever the working folder.
+        gates = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "gates")
         m = subprocess.run([qualify, "measure", "--runner-bench", self.out, "--title", "micro",
-                            "--id", "runner-micro", "--out", bundle], capture_output=True, text=True)
+                            "--id", "runner-micro", "--out", bundle, "--gates", gates],
+                           capture_output=True, text=True)
         # tinyglm-micro carries no targets: measured only, the gate not run.
         self.assertEqual(m.returncode, 0, m.stderr)
         self.assertIn("tinyglm-micro (cpu): measured only", m.stdout)
