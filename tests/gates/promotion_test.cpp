@@ -75,6 +75,7 @@ struct Receipt {
   std::vector<std::pair<std::string, std::string>> gates = {{"G0", "pass"}, {"G1", "pass"}};
   std::string metric_verdict = "better";
   bool attested = true;
+  bool through_url = false;  // measured through run --url: the server's identity not observed
 };
 
 class Promotion : public ::testing::Test {
@@ -109,6 +110,7 @@ class Promotion : public ::testing::Test {
     for (const auto& [g, s] : r.gates) gates.push_back(gate(g, s, gates_dir().string()));
     json candidate = identity("candidate");
     candidate["effective_config_sha256"] = sha256_hex(config.dump());
+    if (r.through_url) candidate["observed"] = "endpoint";
     json record = {{"schema", "sparkglm.qualification/1"},
                    {"id", id},
                    {"title", "t"},
@@ -271,6 +273,16 @@ TEST_F(Promotion, RefusalsNameWhatIsMissing) {
   EXPECT_NE(promote_error(make("unsigned", unsigned_claim)).find("attestation.signature"),
             std::string::npos);
   EXPECT_EQ(profile_text(), before);  // nothing was written by any refusal
+}
+
+// A bundle of `run --url` says what a server answered, not which binary and profile it ran: no
+// promotion may cite it, however its gates went.
+TEST_F(Promotion, ABundleMeasuredThroughUrlPromotesNothing) {
+  Receipt r;
+  r.through_url = true;
+  const std::string why = promote_error(make("2026-12-02-url-g4", r));
+  EXPECT_NE(why.find("change.candidate.observed"), std::string::npos) << why;
+  EXPECT_EQ(profile_text().find("kv-cache-dtype"), std::string::npos) << "the profile is unchanged";
 }
 
 TEST_F(Promotion, OnlyACommittedBundlePromotes) {
