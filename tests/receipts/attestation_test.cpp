@@ -4,6 +4,8 @@
 #include <openssl/pem.h>
 #include <sys/stat.h>
 
+#include <cstdio>
+
 #include "engine/core/error.h"
 #include "receipts/bundle_verifier.h"
 #include "tests/receipts/bundle_fixture.h"
