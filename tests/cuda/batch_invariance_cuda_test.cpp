@@ -14,15 +14,6 @@
 namespace sparkglm {
 namespace {
 
-SchedulerLimits limits(int prefill_budget) {
-  SchedulerLimits l;
-  l.max_num_seqs = 8;
-  l.max_batch_size = 8;
-  l.max_prefill_tokens = prefill_budget;
-  l.max_seq_len = 2560;
-  return l;
-}
-
 TEST(CudaBatchInvariance, RequestsAloneEqualRequestsMixedBitwise) {
   if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
   const ModelConfig c = preset_config("tinyglm");
@@ -37,9 +28,9 @@ TEST(CudaBatchInvariance, RequestsAloneEqualRequestsMixedBitwise) {
   mix.vocab_mod = 256;  // the byte tokenizer's ids (tinyglm's vocabulary is 320)
   // 65, 129 and 2113 leave one-row pieces when cut at 64; 2113 and 2300 pass the dense window.
   mix.prompt_lengths = {1, 65, 2300, 7, 129, 700, 2113, 40};
-  invariance::check(gpu, limits(1024), limits(256), mix, 3);
+  invariance::check(gpu, invariance::limits(1024, 2560), invariance::limits(256, 2560), mix, 3);
   mix.logprobs = false;  // pipelined greedy steps with device picks: token ids only
-  invariance::check(gpu, limits(1024), limits(384), mix, 2);
+  invariance::check(gpu, invariance::limits(1024, 2560), invariance::limits(384, 2560), mix, 2);
 }
 
 }  // namespace

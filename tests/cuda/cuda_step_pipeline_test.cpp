@@ -77,8 +77,8 @@ std::vector<std::vector<int32_t>> generate(ModelRunner& runner, bool pipelined,
   return out;
 }
 
-TEST(CudaStepPipeline, PipelinedGreedyEqualsTheHostPickedPath) {
-  if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
+// tinyglm with four state slots, sized for the scheduler limits of generate().
+std::unique_ptr<cuda::CudaModelRunner> tinyglm_runner() {
   const ModelConfig c = preset_config("tinyglm");
   cuda::CudaRunnerOptions o;
   o.num_blocks = 4 * 64;
@@ -86,7 +86,14 @@ TEST(CudaStepPipeline, PipelinedGreedyEqualsTheHostPickedPath) {
   o.num_state_slots = 4;
   o.max_rows = 256 + 4;
   o.max_seq_len = 1024;
-  cuda::CudaModelRunner gpu(c, cuda::DeviceWeights::generate(c, kDefaultDummySeed), o);
+  return std::make_unique<cuda::CudaModelRunner>(
+      c, cuda::DeviceWeights::generate(c, kDefaultDummySeed), o);
+}
+
+TEST(CudaStepPipeline, PipelinedGreedyEqualsTheHostPickedPath) {
+  if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
+  const auto runner = tinyglm_runner();
+  cuda::CudaModelRunner& gpu = *runner;
   Counting piped(gpu), plain(gpu);
   const auto a = generate(piped, true);
   const auto b = generate(plain, false);
@@ -104,14 +111,8 @@ TEST(CudaStepPipeline, PipelinedGreedyEqualsTheHostPickedPath) {
 // bring 154,880 logits each back to the host.
 TEST(CudaStepPipeline, DeviceDrawsEqualTheHostSampler) {
   if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
-  const ModelConfig c = preset_config("tinyglm");
-  cuda::CudaRunnerOptions o;
-  o.num_blocks = 4 * 64;
-  o.block_size = 16;
-  o.num_state_slots = 4;
-  o.max_rows = 256 + 4;
-  o.max_seq_len = 1024;
-  cuda::CudaModelRunner gpu(c, cuda::DeviceWeights::generate(c, kDefaultDummySeed), o);
+  const auto runner = tinyglm_runner();
+  cuda::CudaModelRunner& gpu = *runner;
   Counting device(gpu, true), host(gpu, false);
   const auto a = generate(device, true, 0.7f);
   const auto b = generate(host, true, 0.7f);

@@ -11,15 +11,6 @@
 namespace sparkglm {
 namespace {
 
-SchedulerLimits limits(int prefill_budget) {
-  SchedulerLimits l;
-  l.max_num_seqs = 8;
-  l.max_batch_size = 8;
-  l.max_prefill_tokens = prefill_budget;
-  l.max_seq_len = 1024;
-  return l;
-}
-
 TEST(BatchInvariance, CpuRequestsAloneEqualRequestsMixedBitwise) {
   ThreadPool pool(2);
   const auto& m = testing::micro_model();
@@ -27,10 +18,10 @@ TEST(BatchInvariance, CpuRequestsAloneEqualRequestsMixedBitwise) {
   invariance::Mix mix;
   // 65 and 129 leave one-row pieces when cut at 64; 200 and 330 reach the sparse indexer.
   mix.prompt_lengths = {1, 65, 7, 129, 200, 2, 330, 90};
-  invariance::check(runner, limits(512), limits(64), mix, 3);
+  invariance::check(runner, invariance::limits(512, 1024), invariance::limits(64, 1024), mix, 3);
   mix.logprobs = false;  // pipelined greedy steps: token ids only
   mix.max_tokens = 8;
-  invariance::check(runner, limits(512), limits(128), mix, 2);
+  invariance::check(runner, invariance::limits(512, 1024), invariance::limits(128, 1024), mix, 2);
 }
 
 }  // namespace

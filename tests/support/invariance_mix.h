@@ -28,6 +28,16 @@ struct Mix {
   bool logprobs = true;  // false: plain greedy picks, so steps are pipelined
 };
 
+// Eight sequences at once, `prefill_budget` prompt rows a step, requests up to `max_seq_len`.
+inline SchedulerLimits limits(int prefill_budget, int max_seq_len) {
+  SchedulerLimits l;
+  l.max_num_seqs = 8;
+  l.max_batch_size = 8;
+  l.max_prefill_tokens = prefill_budget;
+  l.max_seq_len = max_seq_len;
+  return l;
+}
+
 inline std::vector<int32_t> prompt(int request, int length, int vocab_mod) {
   std::vector<int32_t> p(static_cast<size_t>(length));
   for (int i = 0; i < length; ++i) p[size_t(i)] = (i * 37 + request * 11 + 5) % vocab_mod;
