@@ -18,6 +18,7 @@
 #include "receipts/bundle_file.h"
 #include "receipts/bundle_verifier.h"
 #include "receipts/qualification_record.h"
+#include "tests/receipts/bundle_fixture.h"
 
 namespace sparkglm::gates {
 namespace {
@@ -30,22 +31,9 @@ const fs::path kRoot = SPARKGLM_SOURCE_DIR;
 const char* const kG2 = "2026-11-29-g2-tinyglm-cpu-2core";
 const char* const kG1 = "2026-11-29-g1-cuda-operators-h200";
 
-std::string text(const Problems& problems) {
-  std::string out;
-  for (const Problem& p : problems) out += "\n  " + p.to_string();
-  return out.empty() ? "\n  (no problems)" : out;
-}
-
-bool has(const Problems& problems, const std::string& where, const std::string& what) {
-  for (const Problem& p : problems)
-    if (p.where.find(where) != std::string::npos && p.what.find(what) != std::string::npos)
-      return true;
-  return false;
-}
-
-#define EXPECT_PROBLEM(problems, where, what)   \
-  EXPECT_TRUE(has((problems), (where), (what))) \
-      << "expected " << (where) << ": " << (what) << text(problems)
+// The problem checks the receipts tests use (tests/receipts/bundle_fixture.h).
+using receipts::has;
+using receipts::text;
 
 class VerdictRederivation : public ::testing::Test {
  protected:
