@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/runtime/sampling_params.h"
+#include "engine/text/output_constraint.h"
 
 namespace sparkglm {
 
@@ -42,6 +43,9 @@ struct RequestEvent {
 struct GenerationRequest {
   std::vector<int32_t> prompt;
   SamplingParams sampling;  // sampling.max_tokens bounds the output
+  // What the output must be (a JSON schema, a choice, a forced tool call); kNone: free text. The
+  // server only sends an active one when RouteOptions::admit_constraint says the engine applies it.
+  OutputConstraint constraint;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   std::function<void(const RequestEvent&)> on_event;
 };
