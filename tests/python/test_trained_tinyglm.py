@@ -8,13 +8,17 @@ freshly initialised TrainableGlm exported by the same code path (with non-zero e
    indexer selects sparsely (index_topk 16 at tinyglm-micro).
 2. TrainableGlm loaded from the same files computes the same in float64 on the CPU; every array must
    satisfy max|engine - torch| / max|torch| < 1e-4 (issue 18's agreement bound).
-3. The same comparison with one indexer weight of the torch model changed must exceed the bound
-   (the comparison can fail).
+3. The same comparison with the MLA latent norm of the torch model scaled by 1 % must exceed the
+   bound (the comparison can fail).
+4. (without torch too) The curriculum renders prompts as the server does: sparkglm-serve's /tokenize
+   of the same chat messages (user prompts of every task; tools, an assistant tool call and a tool
+   result) returns exactly the curriculum's token ids.
 
-Skips when torch is not importable (CI has no torch).
+Steps 1-3 skip when torch is not importable (CI has no torch).
 Run: python3 test_trained_tinyglm.py --bin-dir BUILD_DIR [--checkpoint DIR]
 """
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -24,6 +28,7 @@ import tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # test_server_lifecycle (the server harness)
 TRAIN_DIR = os.path.join(HERE, "..", "..", "tinyglm", "train")
 TOLERANCE = 1e-4
 
@@ -74,26 +79,70 @@ def compare(binary, ckpt, model, tokens, workdir, label):
     return errors
 
 
+def rendering_failures(bin_dir):
+    """Step 4: /tokenize on a tinyglm-micro server against byte_chat's rendering."""
+    import byte_chat as chat
+    import curriculum
+    import test_server_lifecycle as harness
+    server = harness.ServerProcess(bin_dir=bin_dir)
+    failures, checked = [], 0
+    try:
+        def server_ids(messages, tools=None):
+            body = {"messages": messages, "chat_template_kwargs": {"enable_thinking": False}}
+            if tools:
+                body["tools"] = [{"type": "function", "function": t} for t in tools]
+            status, _, out = harness.call(server.port, "POST", "/tokenize", body)
+            if status != 200:
+                raise RuntimeError(f"/tokenize answered {status}: {out[:200]}")
+            return json.loads(out)["tokens"]
+        for i in range(12):
+            rng = np.random.default_rng([18, 4, i])
+            prompt, _ = curriculum.example(rng, 1024)
+            text = chat.decode(prompt)
+            if "<tools>" in text:
+                continue
+            user = text[text.index("<|user|>") + len("<|user|>"):text.rindex("<|assistant|>")]
+            if server_ids([{"role": "user", "content": user}]) != prompt:
+                failures.append(f"user prompt {i} renders differently: {user[:60]!r}")
+            checked += 1
+        offered, user, name, args, result, _ = curriculum.tool_call(np.random.default_rng([18, 5]))
+        call = {"id": "c1", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+        api = [{"role": "user", "content": user}, {"role": "assistant", "content": "", "tool_calls": [call]},
+               {"role": "tool", "tool_call_id": "c1", "content": result}]
+        mine = chat.encode(chat.render_prompt([api[0], {"role": "assistant", "content": "",
+                                                        "tool_calls": [(name, args)]}, api[2]], offered))
+        if server_ids(api, offered) != mine:
+            failures.append("tools + tool call + tool result render differently")
+        checked += 1
+    finally:
+        server.stop()
+    print(f"[render] {checked} chat prompts: curriculum ids {'==' if not failures else '!='} server /tokenize ids")
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin-dir", required=True)
     ap.add_argument("--checkpoint", help="a trained checkpoint directory (default: export an untrained model)")
     args = ap.parse_args()
-    if not HAVE_TORCH:
-        print("SKIP: torch is not importable")
-        return 0
     binary = os.path.join(args.bin_dir, "sparkglm")
     if not os.access(binary, os.X_OK):
         print(f"FAIL: no executable sparkglm in {args.bin_dir}")
         return 1
-    torch.set_num_threads(1)
     sys.path.insert(0, TRAIN_DIR)
+    render = rendering_failures(os.path.abspath(args.bin_dir))
+    if not HAVE_TORCH:
+        print("SKIP: logits comparison (torch is not importable)")
+        if render:
+            print("FAIL: " + "; ".join(render))
+        return 1 if render else 0
+    torch.set_num_threads(1)
     import checkpoint_io
     from peer_config import preset
     from trainable_glm import TrainableGlm
 
     workdir = tempfile.mkdtemp(prefix="sparkglm_trained_")
-    failures = []
+    failures = list(render)
     try:
         ckpt = args.checkpoint
         if ckpt is None:

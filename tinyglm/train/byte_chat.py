@@ -53,16 +53,18 @@ def decode(ids):
     return parts.decode("utf-8", errors="replace")
 
 
-def py_json(v):
+def py_json(v, sort_keys=False):
     """append_py_json: Python's json.dumps separators, non-ASCII kept as is."""
-    return json.dumps(v, ensure_ascii=False)
+    return json.dumps(v, ensure_ascii=False, sort_keys=sort_keys)
 
 
 def render_tools(tools):
-    """render_glm53_tools for functions given as {"name", "description", "parameters"} dicts."""
+    """render_glm53_tools for functions given as {"name", "description", "parameters"} dicts. The server
+    holds request tools in nlohmann::json objects, which order keys: every level renders sorted."""
     out = TOOLS_PREAMBLE
     for f in tools:
-        out += "{" + ", ".join(f'"{k}": {py_json(v)}' for k, v in f.items() if k not in ("defer_loading", "strict"))
+        items = sorted((k, v) for k, v in f.items() if k not in ("defer_loading", "strict"))
+        out += "{" + ", ".join(f'"{k}": {py_json(v, sort_keys=True)}' for k, v in items)
         out += "}\n"
     return out + TOOLS_POSTAMBLE
 

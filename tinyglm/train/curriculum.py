@@ -20,7 +20,7 @@ import numpy as np
 
 import byte_chat as chat
 
-GENERATOR_VERSION = "tinyglm-curriculum/1"
+GENERATOR_VERSION = "tinyglm-curriculum/2"  # 2: tools render with sorted keys, as the server does
 
 # (tokens per row, rows): every bucket holds 32768 tokens, so steps cost about the same.
 BUCKETS = [(512, 64), (1024, 32), (2048, 16), (4096, 8)]

@@ -31,6 +31,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import checkpoint_io  # noqa: E402
 import curriculum  # noqa: E402
+import greedy_eval  # noqa: E402
 from peer_config import preset  # noqa: E402
 from trainable_glm import TrainableGlm  # noqa: E402
 
@@ -77,7 +78,7 @@ def sources_sha256():
 
 def reproduce_command(args, steps):
     flags = [f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-             if k not in ("steps", "time_budget_s", "out", "device", "workers", "log_every")]
+             if k not in ("steps", "time_budget_s", "out", "device", "workers", "log_every", "eval_prompts")]
     return f"python3 tinyglm/train/train.py {' '.join(flags)} --steps {steps} --out DIR"
 
 
@@ -101,6 +102,7 @@ def main():
     ap.add_argument("--max-len", type=int, default=4096, help="longest bucket used (512, 1024, 2048 or 4096)")
     ap.add_argument("--workers", type=int, default=6)
     ap.add_argument("--log-every", type=int, default=10)
+    ap.add_argument("--eval-prompts", type=int, default=8, help="held-out greedy replies graded after training")
     args = ap.parse_args()
 
     t_start = time.time()
@@ -112,7 +114,7 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
     else:
-        torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+        torch.set_num_threads(1)  # CPU runs are smoke tests on shared machines
     c = preset(args.preset)
     model = TrainableGlm(c, seed=args.seed).to(args.device)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "hc_" not in n and "gate__weight" not in n]
@@ -135,6 +137,10 @@ def main():
     for tokens, weights in loader:
         if total is not None and step >= total:
             break
+        if args.steps == "auto" and time.time() - t_train > 1.15 * args.time_budget_s:
+            print(f"hard stop at step {step}: {time.time() - t_train:.0f} s > 1.15 x --time-budget-s "
+                  f"(planned {total}); the record says so", flush=True)
+            break
         if step == CALIBRATE[0]:
             if cuda:
                 torch.cuda.synchronize()
@@ -143,12 +149,14 @@ def main():
             if cuda:
                 torch.cuda.synchronize()
             per_step = (time.time() - t_cal) / (CALIBRATE[1] - CALIBRATE[0])
-            total = max(CALIBRATE[1] + 1, int((args.time_budget_s - (time.time() - t_train)) / per_step) + step)
+            left = args.time_budget_s - (time.time() - t_train)
+            total = max(CALIBRATE[1] + 1, int(0.92 * left / per_step) + step)  # 8 % margin: buckets vary
             print(f"calibrated: {per_step * 1e3:.1f} ms/step, {args.tokens_per_step / per_step:.0f} tok/s -> "
                   f"--steps {total}", flush=True)
         planned = total if total is not None else 10 ** 9
         tokens, weights = tokens.to(args.device, non_blocking=True), weights.to(args.device, non_blocking=True)
-        model.sparse = step >= int(args.dense_warmup_frac * planned) if total is not None else False
+        # Dense until the warm-up fraction of the total, and never before the total is known (auto).
+        model.sparse = total is not None and step >= max(CALIBRATE[1], int(args.dense_warmup_frac * total))
         for g in opt.param_groups:
             g["lr"] = lr_at(step, planned, args.lr)
         with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=cuda):
@@ -165,11 +173,11 @@ def main():
         tokens_seen += tokens.numel()
         step += 1
         for k, v in (("loss", loss), ("main", main), ("mtp", mtp_loss), ("kl", kl)):
-            window[k] += float(v)
+            window[k] += v.detach()  # summed on the device: no host sync per step
         window["n"] += 1
         if step % args.log_every == 0 or step == 5 or (total is not None and step == total):
             elapsed = time.time() - t_train
-            last = {k: window[k] / window["n"] for k in ("loss", "main", "mtp", "kl")}
+            last = {k: float(window[k]) / window["n"] for k in ("loss", "main", "mtp", "kl")}
             rec = {"step": step, **{k: round(v, 5) for k, v in last.items()}, "lr": opt.param_groups[0]["lr"],
                    "sparse": model.sparse, "T": tokens.shape[1], "tokens": tokens_seen,
                    "elapsed_s": round(elapsed, 2), "tok_per_s": round(tokens_seen / elapsed)}
@@ -180,12 +188,19 @@ def main():
     train_s = time.time() - t_train
     identity = f"trained:seed={args.seed},steps={step},data={curriculum.GENERATOR_VERSION}"
     model.eval()
+    t_eval = time.time()
+    scores, samples = greedy_eval.run(model, args.seed, args.eval_prompts, args.device, args.max_len)
+    print(f"held-out greedy ({time.time() - t_eval:.1f} s): " +
+          ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(scores.items())), flush=True)
+    for s in samples:
+        print("  " + json.dumps(s), flush=True)
     sha = checkpoint_io.export(model.float().cpu(), args.out, identity)
-    record = {"schema": SCHEMA, "preset": args.preset, "seed": args.seed, "steps": step,
+    record = {"schema": SCHEMA, "preset": args.preset, "seed": args.seed, "steps": step, "planned_steps": total,
               "steps_arg": args.steps, "data_generator": curriculum.GENERATOR_VERSION,
               "args": vars(args), "parameters": n_params, "tokens": tokens_seen, "final": last,
               "train_wall_s": round(train_s, 2), "total_wall_s": round(time.time() - t_start, 2),
               "device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
+              "held_out_greedy": {"scores": scores, "samples": samples},
               "weights_identity": identity, "shard_sha256": sha, "sources_sha256": sources_sha256(),
               "reproduce": reproduce_command(args, step)}
     with open(os.path.join(args.out, "training.json"), "w") as f:
