@@ -67,6 +67,7 @@ void GenerationCall::start(GenerationEngine& engine) {
   exchange_->on_abandon([self] { self->abandon(); });
   if (!exchange_->open()) return abandon();  // the client left while the request was queued
   if (!setup_.fields.stream) return;
+  std::lock_guard<std::mutex> state(state_mutex_);
   sse_.begin();
   // Chat streams open with the role, as OpenAI's do; a text completion's first chunk is its first
   // text, so that a client timing the first chunk times the first token.
@@ -75,16 +76,32 @@ void GenerationCall::start(GenerationEngine& engine) {
         json::array({choice({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr, nullptr)}));
     send_chunk(std::move(first));
   }
-  sse_.flush();
+  if (!direct()) return sse_.flush();
+  // The head is out: from here on the engine thread writes. Events that came first go now, in
+  // order (a drain they posted finds the inbox empty).
+  std::vector<RequestEvent> early;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    early.swap(inbox_);
+    engine_writes_ = true;
+  }
+  process(early);
 }
 
 void GenerationCall::deliver(const RequestEvent& e) {
-  bool post;
+  bool post = false, now = false;
   {
     std::lock_guard<std::mutex> lock(inbox_mutex_);
-    inbox_.push_back(e);
-    post = !drain_scheduled_;
-    drain_scheduled_ = true;
+    now = engine_writes_;
+    if (!now) {
+      inbox_.push_back(e);
+      post = !drain_scheduled_;
+      drain_scheduled_ = true;
+    }
+  }
+  if (now) {
+    std::lock_guard<std::mutex> state(state_mutex_);
+    return process({e});
   }
   if (post) exchange_->post([self = shared_from_this()] { self->drain(); });
 }
@@ -109,22 +126,11 @@ void GenerationCall::drain() {
     // set until a timer finds the inbox empty.)
     if (!timed) drain_scheduled_ = false;
   }
-  emitted_.clear();
-  for (const RequestEvent& e : draining_) {
-    if (!done_ && !e.tokens.empty()) emitted_.push_back(e.time);
-    try {
-      on_event(e);
-    } catch (const std::exception& ex) {
-      // A defect here must still end the request, for the client and for the engine.
-      if (handle_) handle_->cancel();
-      if (!done_) fail(ApiError::internal(ex.what()), "error");
-    }
+  {
+    std::lock_guard<std::mutex> state(state_mutex_);
+    process(draining_);
   }
   draining_.clear();  // keeps its capacity for the next drain
-  if (setup_.fields.stream) {
-    sse_.flush();
-    record_emit_delays();
-  }
   if (timed && !done_) {
     // The next multiple of the interval on the steady clock, the same instant for every stream:
     // one wake-up of the I/O thread then drains them all.
@@ -136,13 +142,35 @@ void GenerationCall::drain() {
   }
 }
 
-void GenerationCall::record_emit_delays() {
-  if (!metrics_ || emitted_.empty()) return;
-  const auto written = std::chrono::steady_clock::now();
+void GenerationCall::process(const std::vector<RequestEvent>& events) {
+  emitted_.clear();
+  for (const RequestEvent& e : events) {
+    if (!done_ && !e.tokens.empty()) emitted_.push_back(e.time);
+    try {
+      on_event(e);
+    } catch (const std::exception& ex) {
+      // A defect here must still end the request, for the client and for the engine.
+      if (handle_) handle_->cancel();
+      if (!done_) fail(ApiError::internal(ex.what()), "error");
+    }
+  }
+  if (setup_.fields.stream) {
+    // Timed as the bytes are handed to the socket: a send that wakes the client can lose the core
+    // inside the system call, after the bytes are on their way; that wait is not the server's.
+    // The metrics (a lock shared with /metrics) are told after the send.
+    const std::vector<double> delays = emit_delays();
+    sse_.flush();
+    if (metrics_ && !delays.empty()) metrics_->record_sse_emit_delays(delays);
+  }
+}
+
+std::vector<double> GenerationCall::emit_delays() const {
   std::vector<double> delays;
+  if (!metrics_ || emitted_.empty()) return delays;
+  const auto written = std::chrono::steady_clock::now();
   delays.reserve(emitted_.size());
   for (const auto& made : emitted_) delays.push_back(seconds_between(made, written));
-  metrics_->record_sse_emit_delays(delays);
+  return delays;
 }
 
 void GenerationCall::send_chunk(json chunk) {
@@ -319,6 +347,7 @@ void GenerationCall::fail(const ApiError& e, const char* reason) {
 }
 
 void GenerationCall::abandon() {
+  std::lock_guard<std::mutex> state(state_mutex_);
   if (done_) return;
   done_ = true;
   if (handle_) handle_->cancel();

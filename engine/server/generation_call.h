@@ -1,15 +1,18 @@
 #pragma once
 // One chat or text completion in flight: submits the request, turns the engine's token events into
-// text (OutputText) and answers the client, as one JSON body or as server-sent events. The engine
-// calls back on its own thread, which only appends the event to this call's inbox and, when the
-// inbox was empty, posts one drain to the connection's strand; so this object is otherwise only
-// touched there, the engine never waits on a client, and the events that piled up while the
-// connection was busy go out in one write. (With a flush interval, see GenerationSetup.) The
-// strand's handlers run on an I/O thread or, right after each engine step, on the engine thread
-// itself (HttpServer::run_ready_handlers), so that a token's event need not wait for the I/O
-// thread to get a core; the I/O thread, woken by the post, can still take the drain first and
-// lose its core inside it. Each drain records its token events' delay from sampling to write in
-// Metrics (sparkglm_sse_emit_delay_seconds), which shows how often that happens.
+// text (OutputText) and answers the client, as one JSON body or as server-sent events.
+//
+// Threads. A stream (without a flush interval) is written by the engine thread itself: once start()
+// has sent the stream's head, each token event is turned into its SSE chunk and sent on the
+// socket from inside the engine's callback (HttpExchange::write is a non-blocking send from any
+// thread), so a token leaves when it is sampled and never waits for an I/O thread to get a core.
+// state_mutex_ guards the call's state against the strand (start, abandon), which is the only
+// other thread that touches it. Events that arrive before start() has finished queue in the inbox
+// and start() sends them, in order, before it hands the stream to the engine thread. A body, and a
+// stream with a flush interval, are built on the strand instead: the engine thread only appends the
+// event to the inbox and, when the inbox was empty, posts one drain, so the events that piled up
+// go out in one write. Each write records its token events' delay from sampling to the send in
+// Metrics (sparkglm_sse_emit_delay_seconds).
 //
 // Endings: eos / stop token -> "stop"; a stop string -> "stop" and the engine request is cancelled
 // at once; max_tokens -> "length"; the client gone -> the engine request is cancelled; the deadline
@@ -69,14 +72,18 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   const std::string& id() const { return id_; }
 
  private:
-  // Engine thread: queues `e`; posts drain() unless one is already scheduled.
+  // Engine thread: handles `e` at once on a direct stream, else queues it and posts drain()
+  // unless one is already scheduled.
   void deliver(const RequestEvent& e);
+  bool direct() const { return setup_.fields.stream && setup_.flush_interval.count() == 0; }
+  // Handles `events` in order and writes what they produced at once. Holds state_mutex_.
+  void process(const std::vector<RequestEvent>& events);
   // Strand: handles every queued event, then writes what they produced at once; with a flush
   // interval, schedules the next drain by timer while the stream runs.
   void drain();
   void drain_on_timer();
-  // Stream: the delay from each drained token event's making to its write, into the metrics.
-  void record_emit_delays();
+  // Stream: the delay from each handled token event's making to now, its send.
+  std::vector<double> emit_delays() const;
   void on_event(const RequestEvent& e);
   bool is_stop_token(int32_t id) const;
   // Stream: one chunk with the text and logprobs of this event. Body: accumulates.
@@ -100,9 +107,11 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   OutputText text_;
   std::optional<StreamChunk> chunk_;  // streams without logprobs or token ids
   std::shared_ptr<RequestHandle> handle_;
-  std::mutex inbox_mutex_;  // guards inbox_ and drain_scheduled_
+  std::mutex state_mutex_;  // held by whoever handles events or ends the call (see the top)
+  std::mutex inbox_mutex_;  // guards inbox_, drain_scheduled_ and engine_writes_
   std::vector<RequestEvent> inbox_, draining_;
   bool drain_scheduled_ = false;  // a drain is posted or its timer runs: deliver() posts nothing
+  bool engine_writes_ = false;    // a direct stream, started: deliver() handles events itself
   std::vector<std::chrono::steady_clock::time_point> emitted_;  // the drain's token events' times
   std::string id_;
   int64_t created_ = 0;

@@ -3,6 +3,7 @@
 // Boost 1.74's asio headers use std::exchange without including <utility>; it must come first.
 #include <utility>
 
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
@@ -15,11 +16,15 @@
 #include <boost/beast/http/string_body.hpp>
 
 #include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
 
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -80,8 +85,11 @@ RequestFraming framing_of(const http::request<http::string_body>& req) {
 
 }  // namespace
 
-// One client connection: reads requests one after another and writes their answers in order. All
-// its state is touched on its strand only.
+// One client connection: reads requests one after another and writes their answers in order. Its
+// state is touched on its strand, except the output: a stream's chunks may be written from any
+// thread (write_now, the engine thread's direct path), so the bytes queued, the write in flight and
+// the fields that say whether the exchange is still open are guarded by out_mutex_. The strand is
+// the only writer of those fields (under the lock) and reads them without it.
 class Connection final : public HttpConnection, public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, ListenerState& server, bool counted)
@@ -118,7 +126,13 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
 
   // The exchange's operations, valid while `id` is the current exchange.
   bool current(uint64_t id) const { return id == exchange_id_ && exchange_open_ && !closed_; }
+  bool current_from_any_thread(uint64_t id) {
+    std::lock_guard<std::mutex> lock(out_mutex_);
+    return current(id);
+  }
   void post(std::function<void()> fn) { net::post(stream_.get_executor(), std::move(fn)); }
+  // Runs `fn` now when called on the strand, else posts it there.
+  void dispatch(std::function<void()> fn) { net::dispatch(stream_.get_executor(), std::move(fn)); }
   void post_at(std::chrono::steady_clock::time_point when, std::function<void()> fn) {
     auto timer = std::make_shared<net::steady_timer>(stream_.get_executor(), when);
     timer->async_wait([timer, fn = std::move(fn)](beast::error_code) { fn(); });
@@ -134,7 +148,10 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
 
   void begin_stream(int status, const std::string& content_type) {
     if (streaming_) return;
-    streaming_ = true;
+    {
+      std::lock_guard<std::mutex> lock(out_mutex_);
+      streaming_ = true;
+    }
     status_ = status;
     // HTTP/1.0 has no chunked encoding: the body then ends when the connection closes.
     if (http10_) keep_alive_ = false;
@@ -144,16 +161,35 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
     queue(std::move(out));
   }
 
-  void write_chunk(const std::string& bytes) {
-    if (bytes.empty() || closed_) return;
-    if (http10_) return queue(bytes);
-    // Framed in place: no temporary string per chunk.
-    char size[24];
-    const int n = std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
-    pending_.append(size, size_t(n));
-    pending_ += bytes;
-    pending_ += "\r\n";
-    after_queued();
+  // Any thread: one chunk of exchange `id`'s stream. With nothing queued ahead of it, it is sent
+  // from the calling thread at once by a non-blocking send; what the socket does not take (or
+  // what must wait for a write in flight) is queued for the strand. Never blocks on the client.
+  void write_now(uint64_t id, const std::string& bytes) {
+    if (bytes.empty()) return;
+    std::unique_lock<std::mutex> lock(out_mutex_);
+    if (!current(id)) return;
+    if (http10_) {
+      pending_ += bytes;  // no chunked encoding: the body ends when the connection closes
+    } else {
+      // Framed in place: no temporary string per chunk.
+      char size[24];
+      const int n = std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
+      pending_.append(size, size_t(n));
+      pending_ += bytes;
+      pending_ += "\r\n";
+    }
+    if (!send_now_locked()) {
+      lock.unlock();
+      return post([self = shared_from_this()] { self->close(); });  // the client is gone
+    }
+    if (pending_.empty()) return;
+    const bool overflow = pending_.size() + sending_.size() > server_.options.max_queued_bytes;
+    lock.unlock();
+    // The strand writes the rest once the socket can take it (or finds it already written).
+    post([self = shared_from_this(), overflow] {
+      if (overflow) return self->close_unread();
+      self->write_pending();
+    });
   }
 
   void end_stream() { end_exchange(http10_ ? "" : "0\r\n\r\n"); }
@@ -231,15 +267,21 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
   void reply_and_close(const ApiError& e) {
     keep_alive_ = false;
     in_exchange_ = true;
-    exchange_open_ = true;
-    ++exchange_id_;
+    {
+      std::lock_guard<std::mutex> lock(out_mutex_);
+      exchange_open_ = true;
+      ++exchange_id_;
+    }
     path_ = parser_ ? std::string(parser_->get().target()) : "";
     if (auto q = path_.find('?'); q != std::string::npos) path_.resize(q);
     respond(HttpResponse::error(e));
   }
 
   void end_exchange(std::string last) {
-    exchange_open_ = false;
+    {
+      std::lock_guard<std::mutex> lock(out_mutex_);
+      exchange_open_ = false;
+    }
     on_abandon_ = nullptr;
     if (server_.metrics && status_ != 0) server_.metrics->record_response(path_, status_);
     queue(std::move(last));
@@ -247,36 +289,69 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
 
   void queue(const std::string& bytes) {
     if (closed_) return;
-    pending_ += bytes;
+    bool sent;
+    {
+      std::lock_guard<std::mutex> lock(out_mutex_);
+      pending_ += bytes;
+      sent = send_now_locked();
+    }
+    if (!sent) return close();
     after_queued();
+  }
+
+  // Under out_mutex_: unless a write is in flight, sends what is queued from this thread at once
+  // (non-blocking); the strand's write_pending() takes what the socket did not. False when the
+  // socket failed: the client is gone.
+  bool send_now_locked() {
+    if (writing_ || closed_ || pending_.empty()) return true;
+    const ssize_t sent = ::send(stream_.socket().native_handle(), pending_.data(), pending_.size(),
+                                MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (sent > 0) pending_.erase(0, size_t(sent));
+    return sent >= 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
   }
 
   void after_queued() {
     // A stream's backlog grows while its client does not read; a whole answer is as large as
     // the route made it (bounded by the request limits) and has the write timeout to go out.
-    if (streaming_ && pending_.size() + sending_.size() > server_.options.max_queued_bytes) {
-      // The client does not read what it asked for; it is treated as gone.
-      log_line("closing " + peer_ + ": it left more than " +
-               std::to_string(server_.options.max_queued_bytes) + " bytes unread");
-      return close();
+    bool overflow;
+    {
+      std::lock_guard<std::mutex> lock(out_mutex_);
+      overflow = streaming_ && pending_.size() + sending_.size() > server_.options.max_queued_bytes;
     }
+    if (overflow) return close_unread();
     write_pending();
   }
 
+  // The client does not read what it asked for; it is treated as gone.
+  void close_unread() {
+    if (closed_) return;
+    log_line("closing " + peer_ + ": it left more than " +
+             std::to_string(server_.options.max_queued_bytes) + " bytes unread");
+    close();
+  }
+
   void write_pending() {
-    if (writing_ || closed_) return;
-    if (pending_.empty()) {
+    {
+      std::lock_guard<std::mutex> lock(out_mutex_);
+      if (writing_ || closed_) return;
+      if (!pending_.empty()) {
+        writing_ = true;
+        sending_.swap(pending_);
+        pending_.clear();
+      }
+    }
+    if (!writing_) {
       if (in_exchange_ && !exchange_open_) finish_exchange();  // an answer that ended on nothing
       return;
     }
-    writing_ = true;
-    sending_.swap(pending_);
-    pending_.clear();
     stream_.expires_after(server_.options.write_timeout);
     net::async_write(stream_, net::buffer(sending_),
                      [self = shared_from_this()](beast::error_code ec, size_t) {
-                       self->writing_ = false;
-                       self->sending_.clear();
+                       {
+                         std::lock_guard<std::mutex> lock(self->out_mutex_);
+                         self->writing_ = false;
+                         self->sending_.clear();
+                       }
                        if (ec) return self->close();
                        self->write_pending();
                      });
@@ -285,7 +360,10 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
   // The answer is fully written: the next request, or the end of the connection.
   void finish_exchange() {
     in_exchange_ = false;
-    streaming_ = false;
+    {
+      std::lock_guard<std::mutex> lock(out_mutex_);
+      streaming_ = false;
+    }
     peer_timer_.cancel();
     if (!keep_alive()) return linger(false);
     if (watching_) {
@@ -358,7 +436,7 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
     if (!exchange_open_) return;
     if (streaming_) {
       probed_ = true;
-      return write_chunk(":\n");
+      return write_now(exchange_id_, ":\n");
     }
     if (status_ == 0 && !http10_) {
       probed_ = true;
@@ -408,18 +486,25 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
 
   void close() {
     if (closed_) return;
-    closed_ = true;
+    bool abandoned;
+    {
+      // After this no other thread sends on the socket (write_now checks closed_ under the lock).
+      std::lock_guard<std::mutex> lock(out_mutex_);
+      closed_ = true;
+      abandoned = in_exchange_ && exchange_open_;
+      exchange_open_ = false;
+    }
     peer_timer_.cancel();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.close();
     release();
-    const bool abandoned = in_exchange_ && exchange_open_;
-    exchange_open_ = false;
     auto fn = std::move(on_abandon_);
     on_abandon_ = nullptr;
     if (abandoned && server_.metrics) server_.metrics->record_response(path_, 499);
-    if (abandoned && fn) fn();
+    // Posted, not called: close() can run inside a route's own call (a failed write), and the
+    // route may hold its lock there.
+    if (abandoned && fn) post(std::move(fn));
   }
 
   ListenerState& server_;
@@ -428,6 +513,7 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
   std::optional<http::request_parser<http::string_body>> parser_;
   std::string peer_;
   bool counted_;
+  std::mutex out_mutex_;  // guards the output (see the class comment)
   bool closed_ = false;
   bool released_ = false;
   // The current exchange.
@@ -456,6 +542,9 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
 
 namespace {
 
+// The route's view of one exchange. write() sends from the calling thread; the other operations
+// run at once on the strand and are posted there from any other thread, in the order called (a
+// stream's end is queued after the chunks written before it).
 class ConnectionExchange : public HttpExchange {
  public:
   ConnectionExchange(std::shared_ptr<Connection> c, uint64_t id) : c_(std::move(c)), id_(id) {}
@@ -465,21 +554,27 @@ class ConnectionExchange : public HttpExchange {
     c_->post_at(when, std::move(fn));
   }
   void respond(HttpResponse response) override {
-    if (c_->current(id_)) c_->respond(std::move(response));
+    c_->dispatch([c = c_, id = id_, r = std::move(response)]() mutable {
+      if (c->current(id)) c->respond(std::move(r));
+    });
   }
   void begin_stream(int status, const std::string& content_type) override {
-    if (c_->current(id_)) c_->begin_stream(status, content_type);
+    c_->dispatch([c = c_, id = id_, status, content_type] {
+      if (c->current(id)) c->begin_stream(status, content_type);
+    });
   }
-  void write(std::string bytes) override {
-    if (c_->current(id_)) c_->write_chunk(bytes);
-  }
+  void write(std::string bytes) override { c_->write_now(id_, bytes); }
   void end_stream() override {
-    if (c_->current(id_)) c_->end_stream();
+    c_->dispatch([c = c_, id = id_] {
+      if (c->current(id)) c->end_stream();
+    });
   }
   void on_abandon(std::function<void()> fn) override {
-    if (c_->current(id_)) c_->set_on_abandon(std::move(fn));
+    c_->dispatch([c = c_, id = id_, fn = std::move(fn)]() mutable {
+      if (c->current(id)) c->set_on_abandon(std::move(fn));
+    });
   }
-  bool open() const override { return c_->current(id_); }
+  bool open() const override { return c_->current_from_any_thread(id_); }
 
  private:
   std::shared_ptr<Connection> c_;
@@ -498,13 +593,19 @@ void Connection::on_request() {
   r.body = std::move(req.body());
   r.peer = peer_;
   keep_alive_ = req.keep_alive();
-  http10_ = req.version() < 11;
+  {
+    std::lock_guard<std::mutex> lock(out_mutex_);
+    http10_ = req.version() < 11;
+  }
   parser_.reset();
 
-  ++exchange_id_;
+  {
+    std::lock_guard<std::mutex> lock(out_mutex_);
+    ++exchange_id_;
+    exchange_open_ = true;
+    streaming_ = false;
+  }
   in_exchange_ = true;
-  exchange_open_ = true;
-  streaming_ = false;
   probed_ = false;
   status_ = 0;
   path_ = r.path;

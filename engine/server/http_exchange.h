@@ -34,9 +34,10 @@ struct HttpResponse {
   static HttpResponse error(const ApiError& e);
 };
 
-// One request's answer in progress. Every method runs on the connection's strand: code on another
-// thread (the engine's) hands work over with post(). Once the exchange has ended or the client has
-// gone, further calls do nothing.
+// One request's answer in progress. Any thread may call its methods: write() sends from the calling
+// thread (without blocking: what the socket does not take waits on the strand), the others run on
+// the connection's strand, at once when called there and posted in call order otherwise. Once the
+// exchange has ended or the client has gone, further calls do nothing.
 class HttpExchange {
  public:
   virtual ~HttpExchange() = default;
@@ -47,7 +48,7 @@ class HttpExchange {
   virtual void post_at(std::chrono::steady_clock::time_point when, std::function<void()> fn) = 0;
   virtual void respond(HttpResponse response) = 0;  // a whole answer; ends the exchange
   virtual void begin_stream(int status, const std::string& content_type) = 0;
-  virtual void write(std::string bytes) = 0;  // one chunk of a stream's body
+  virtual void write(std::string bytes) = 0;  // one chunk of a stream's body, sent now
   virtual void end_stream() = 0;              // ends the exchange
   // `fn` runs once, on the strand, when the client disconnects (or stops reading) before the
   // exchange ends; it is dropped when the exchange ends normally.

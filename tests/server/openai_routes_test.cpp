@@ -314,15 +314,26 @@ TEST_F(RoutesTest, StreamingChatEventOrder) {
   for (size_t i = 0; i < 5; ++i) EXPECT_TRUE(ev[i]["usage"].is_null());
 }
 
-TEST_F(RoutesTest, EventsOfOneBusyPeriodAreDrainedTogether) {
-  // Without a flush interval: one drain is posted for the events that arrive before it runs,
-  // and they go out in one write.
+TEST_F(RoutesTest, StreamEventsAreWrittenByTheEngineThreadAsTheyArrive) {
+  // Without a flush interval, each token's event is written from inside the engine's callback:
+  // nothing is posted, so no I/O thread stands between the sampling and the send.
   auto ex = call("POST", "/v1/completions", {{"prompt", "x"}, {"stream", true}});
+  const int head_writes = ex->writes;
+  engine_.token('a');
+  EXPECT_EQ(ex->writes, head_writes + 1);
+  engine_.token('b');
+  EXPECT_EQ(ex->writes, head_writes + 2);
+  EXPECT_TRUE(ex->posted.empty());
+  EXPECT_NE(ex->body.find("\"text\":\"a\""), std::string::npos) << ex->body;
+}
+
+TEST_F(RoutesTest, BodyEventsOfOneBusyPeriodAreDrainedTogether) {
+  // A body is built on the strand: one drain is posted for the events that arrive before it runs.
+  auto ex = call("POST", "/v1/completions", {{"prompt", "x"}});
   engine_.token('a');
   engine_.token('b');
   EXPECT_EQ(ex->posted.size(), 1u);
   ex->run_posted();
-  EXPECT_EQ(ex->writes, 1);
   engine_.token('c');
   EXPECT_EQ(ex->posted.size(), 1u);  // the inbox was drained: the next event posts again
 }
