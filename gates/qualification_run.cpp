@@ -1,6 +1,7 @@
 #include "gates/qualification_run.h"
 
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <map>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "gates/serving_gate.h"
 #include "gates/static_gate.h"
 #include "harness/ab_runner.h"
+#include "harness/histogram_delta.h"
 #include "harness/request_metrics.h"
 #include "harness/run_environment.h"
 #include "harness/server_api.h"
@@ -183,6 +185,33 @@ json counter_deltas(const std::string& before_text, const std::string& after_tex
   return out;
 }
 
+// The server's delay from sampling a token to writing its event (sparkglm_sse_emit_delay_seconds),
+// as a delta over the run: the server-side half of "tokens leave when they are made", beside the
+// client's events-per-read. Null when the server has no such histogram (another server, --url).
+json emit_delay(const std::string& before_text, const std::string& after_text) {
+  try {
+    const auto h = harness::histogram_delta(harness::parse_prometheus_text(before_text),
+                                            harness::parse_prometheus_text(after_text),
+                                            "sparkglm_sse_emit_delay_seconds");
+    if (!h) return nullptr;
+    auto bound = [&](double q) {
+      const double b = h->quantile_bound(q);
+      return std::isfinite(b) ? json(b) : json("+Inf");
+    };
+    json buckets = json::array();
+    for (const auto& [le, n] : h->buckets)
+      buckets.push_back({std::isfinite(le) ? json(le) : json("+Inf"), n});
+    return {{"count", h->count},
+            {"mean_s", h->count > 0 ? json(h->sum / h->count) : json(nullptr)},
+            {"p50_le_s", bound(0.50)},
+            {"p90_le_s", bound(0.90)},
+            {"p99_le_s", bound(0.99)},
+            {"buckets", std::move(buckets)}};
+  } catch (const Error& e) {
+    return {{"error", e.what()}};  // a malformed scrape is recorded, not hidden
+  }
+}
+
 std::string default_target(const RunRequest& r) {
   if (!r.baseline)
     return r.gate + " measurement of " +
@@ -264,6 +293,7 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
   ServingRun run;
   json client = nullptr;
   json counters = json::object();
+  json emit_delays = json::object();
   json device_share = nullptr;
   if (!workload_ids.empty()) {
     std::vector<ServingArm> arms;
@@ -330,6 +360,7 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
       const std::string after = a.scrape_metrics();
       bundle.add_bytes("server/" + a.label + "/metrics-after.txt", after, "metrics");
       counters[a.label] = counter_deltas(a.metrics_before, after);
+      emit_delays[a.label] = emit_delay(a.metrics_before, after);
       if (!a.server) continue;  // measured through --url: never ours to stop
       const harness::ServerExit exit = a.server->stop();
       if (!exit.clean())
@@ -409,6 +440,7 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
                  {"limitations", limitations},
                  {"client", client},
                  {"counters", counters},
+                 {"sse_emit_delay", emit_delays},
                  {"device_share", device_share}};
   bundle.finish(record);
   const receipts::Problems problems = receipts::verify_bundle(req.out);
