@@ -24,11 +24,19 @@ void ModelRunner::collect(StepResult& result) {
   ForwardOutput out;
   forward(batch, out);
   const int64_t n = int64_t(batch.logit_rows.size()), vocab = config().vocab_size;
+  std::vector<uint32_t> masks;
+  if (sampling.fill_masks && sampling.mask_rows() > 0) {
+    masks.resize(size_t(sampling.mask_rows()) * size_t(sampling.mask_words));
+    sampling.fill_masks(masks.data());
+  }
   result.tokens.assign(size_t(n), -1);
   for (int64_t i = 0; i < n; ++i)
     if (sampling.picks(int(i))) {
       SPARKGLM_ASSERT(sampling.draws[size_t(i)].temperature == 0.0f,
                       "ModelRunner: the host-picking default draws greedy rows only");
+      if (i < int64_t(sampling.mask_row.size()) && sampling.mask_row[size_t(i)] >= 0)
+        apply_token_mask(&masks[size_t(sampling.mask_row[size_t(i)]) * size_t(sampling.mask_words)],
+                         &out.logits[size_t(i * vocab)], vocab);
       result.tokens[size_t(i)] = greedy_token(&out.logits[size_t(i * vocab)], vocab);
     }
   result.logits = std::move(out.logits);

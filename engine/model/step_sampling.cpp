@@ -16,4 +16,9 @@ int32_t greedy_token(const float* logits, int64_t vocab) {
   return best;
 }
 
+void apply_token_mask(const uint32_t* allowed, float* logits, int64_t vocab) {
+  for (int64_t i = 0; i < vocab; ++i)
+    if (!(allowed[i >> 5] >> (i & 31) & 1u)) logits[i] = -std::numeric_limits<float>::infinity();
+}
+
 }  // namespace sparkglm

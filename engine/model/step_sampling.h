@@ -6,6 +6,7 @@
 // tokens, so host work overlaps the device, and no logit row crosses to the host.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace sparkglm {
@@ -31,7 +32,19 @@ struct StepSampling {
   // input (the batch's token there is a placeholder). Empty: every row's token is in the batch.
   // A pick that found no token (-1) feeds token 0: that sequence has failed and its row is waste.
   std::vector<int32_t> token_from;
+  // Grammar masks of picked rows (text/grammar): [logit_rows] the row's mask index, or -1; empty:
+  // no row is masked. fill_masks writes the masks, [mask rows, mask_words] uint32 (bit id % 32 of
+  // word id / 32 set: allowed). A runner calls it after it has launched the forward and before it
+  // picks, so the host computes the masks while the device runs the step.
+  std::vector<int32_t> mask_row;
+  int32_t mask_words = 0;
+  std::function<void(uint32_t* masks)> fill_masks;
 
+  int32_t mask_rows() const {
+    int32_t n = 0;
+    for (int32_t m : mask_row) n = m >= n ? m + 1 : n;
+    return n;
+  }
   bool picks(int logit_row) const {
     return logit_row < int(picked.size()) && picked[size_t(logit_row)] != 0;
   }
@@ -45,5 +58,8 @@ struct StepResult {
 // The greedy rule of runtime/sampler.h without masks or penalties: the lowest id among the
 // maxima, NaN counted as -inf; -1 when every logit is NaN or -inf.
 int32_t greedy_token(const float* logits, int64_t vocab);
+
+// Sets the logits of tokens outside `allowed` ([vocab] logits, [ceil(vocab / 32)] words) to -inf.
+void apply_token_mask(const uint32_t* allowed, float* logits, int64_t vocab);
 
 }  // namespace sparkglm

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/runtime/sampling_params.h"
+#include "engine/text/grammar/compiled_grammar.h"
 #include "engine/text/output_constraint.h"
 
 namespace sparkglm {
@@ -46,6 +47,10 @@ struct GenerationRequest {
   // What the output must be (a JSON schema, a choice, a forced tool call); kNone: free text. The
   // server only sends an active one when RouteOptions::admit_constraint says the engine applies it.
   OutputConstraint constraint;
+  // `constraint` compiled against the model's vocabulary (compile_output_constraint, at admission,
+  // so a schema outside the subset is a 400); the scheduler masks every sampled token with it.
+  // Null: unconstrained (an active constraint without it is refused by Scheduler::check_fits).
+  std::shared_ptr<const CompiledGrammar> grammar;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   std::function<void(const RequestEvent&)> on_event;
 };

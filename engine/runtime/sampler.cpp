@@ -255,8 +255,10 @@ bool SequenceSampler::is_stop(int32_t token, const std::vector<int>& eos_ids) co
 }
 
 void SequenceSampler::apply_masks_and_penalties(float* x, int64_t vocab,
-                                                const std::vector<int>& eos_ids) const {
+                                                const std::vector<int>& eos_ids,
+                                                const uint32_t* allowed) const {
   auto in_vocab = [vocab](int64_t id) { return id >= 0 && id < vocab; };
+  if (allowed) apply_token_mask(allowed, x, vocab);
   if (generated_ < params_.min_tokens) {
     for (int32_t id : params_.stop_token_ids)
       if (in_vocab(id)) x[id] = kNegInf;
@@ -376,13 +378,14 @@ RowDraw SequenceSampler::row_draw(int index) const {
 }
 
 SampledToken SequenceSampler::sample(const float* logits, int64_t vocab,
-                                     const std::vector<int>& eos_ids) const {
+                                     const std::vector<int>& eos_ids,
+                                     const uint32_t* allowed) const {
   SPARKGLM_ASSERT(logits != nullptr && vocab > 0, "sample() needs a non-empty logits row");
   Scratch& s = scratch();
   s.logits.resize(size_t(vocab));
   float* x = s.logits.data();
   for (int64_t i = 0; i < vocab; ++i) x[i] = std::isnan(logits[i]) ? kNegInf : logits[i];
-  apply_masks_and_penalties(x, vocab, eos_ids);
+  apply_masks_and_penalties(x, vocab, eos_ids, allowed);
   const float m = max_of(x, vocab);
   if (m == kNegInf) nothing_to_sample(vocab, generated_, params_.min_tokens);
 

@@ -61,9 +61,12 @@ class SequenceSampler {
   SequenceSampler(const SamplingParams& params, std::vector<int32_t> prompt_tokens,
                   uint64_t fallback_seed);
 
-  // logits: [vocab] raw logits of this sequence's next position; eos_ids: the model's eos ids.
+  // logits: [vocab] raw logits of this sequence's next position; eos_ids: the model's eos ids;
+  // allowed: null, or the grammar's allowed-token bitset [ceil(vocab / 32)] (text/grammar): a
+  // mask of step 1, tokens outside it become -inf.
   // Throws Error(kInvalidArgument) when no token can be drawn (every logit NaN, -inf or masked).
-  SampledToken sample(const float* logits, int64_t vocab, const std::vector<int>& eos_ids) const;
+  SampledToken sample(const float* logits, int64_t vocab, const std::vector<int>& eos_ids,
+                      const uint32_t* allowed = nullptr) const;
 
   // True when the token at output index `index` is greedy_token() of the raw logits (model/
   // step_sampling.h), so a runner may pick it: temperature 0, no penalties, no logprobs, and
@@ -86,7 +89,8 @@ class SequenceSampler {
   uint64_t seed() const { return seed_; }
 
  private:
-  void apply_masks_and_penalties(float* x, int64_t vocab, const std::vector<int>& eos_ids) const;
+  void apply_masks_and_penalties(float* x, int64_t vocab, const std::vector<int>& eos_ids,
+                                 const uint32_t* allowed) const;
   int32_t draw(const float* x, int64_t vocab, float max_logit) const;
 
   SamplingParams params_;

@@ -68,6 +68,13 @@ int Scheduler::blocks_for(const Sequence& s) const {
 
 void Scheduler::check_fits(const GenerationRequest& r) const {
   r.sampling.validate();
+  if (r.constraint.active() && !r.grammar)
+    throw Error(ErrorKind::kInvalidArgument,
+                "an output constraint needs its compiled grammar (compile_output_constraint)");
+  if (r.grammar && r.grammar->vocab_size() != runner_.config().vocab_size)
+    throw Error(ErrorKind::kInvalidArgument,
+                "the output grammar's vocabulary has " + std::to_string(r.grammar->vocab_size()) +
+                    " ids, the model's " + std::to_string(runner_.config().vocab_size));
   if (r.prompt.empty()) throw Error(ErrorKind::kInvalidArgument, "the prompt is empty");
   const int vocab = runner_.config().vocab_size;
   for (int32_t t : r.prompt)
@@ -112,6 +119,7 @@ void Scheduler::admit() {
     free_slots_.pop_back();
     // A preempted sequence keeps its sampler: penalties and draws continue where they were.
     if (!s.sampler) s.sampler.emplace(s.request.sampling, s.request.prompt, next_seed_++);
+    if (!s.matcher && s.request.grammar) s.matcher.emplace(s.request.grammar);
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
@@ -204,6 +212,9 @@ void Scheduler::drop_finished() {
 
 void Scheduler::emit_token(Sequence& s, const SampledToken& t) {
   const ModelConfig& c = runner_.config();
+  if (s.matcher && !s.matcher->accept_token(t.token))
+    throw Error(ErrorKind::kInvalidArgument,
+                "the output grammar refused token " + std::to_string(t.token));
   s.sampler->accept(t.token);
   s.tokens.push_back(t.token);
   ++counters_.generated_tokens;
@@ -242,8 +253,11 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     q.logit_row.push_back(logit_row);
     // The output index this row's token will have: one more while a token is still pending.
     const int index = s.generated() + (s.pending_row >= 0);
-    const bool picked = samples && (runner_.draws_sampled() ? s.sampler->plain_draw_at(index)
-                                                            : s.sampler->plain_greedy_at(index));
+    // A constrained row is sampled on the host under its grammar mask once its step is collected
+    // (so the step after it is built after that: constrained sequences are not pipelined).
+    const bool picked = samples && !s.matcher &&
+                        (runner_.draws_sampled() ? s.sampler->plain_draw_at(index)
+                                                 : s.sampler->plain_greedy_at(index));
     q.picked.push_back(picked);
     if (samples) {
       sampling.picked.push_back(picked);
@@ -351,6 +365,7 @@ void Scheduler::collect_oldest() {
   }
   const ModelConfig& c = runner_.config();
   const int64_t vocab = c.vocab_size;
+  std::vector<uint32_t> mask;  // a constrained member's allowed tokens
   for (size_t i = 0; i < q.members.size(); ++i) {
     Sequence& s = *q.members[i];
     --s.queued_steps;
@@ -370,7 +385,13 @@ void Scheduler::collect_oldest() {
           throw Error(ErrorKind::kInvalidArgument,
                       "no token can be drawn: every logit is NaN or -inf");
       } else {
-        t = s.sampler->sample(result.logits.data() + int64_t(row) * vocab, vocab, c.eos_token_ids);
+        const uint32_t* allowed = nullptr;
+        if (s.matcher) {
+          mask.resize(size_t(s.matcher->mask_words()));
+          if (s.matcher->fill_mask(mask.data())) allowed = mask.data();
+        }
+        t = s.sampler->sample(result.logits.data() + int64_t(row) * vocab, vocab, c.eos_token_ids,
+                              allowed);
       }
       emit_token(s, t);
     } catch (const std::exception& e) {

@@ -9,6 +9,7 @@
 
 #include "engine/runtime/generation_request.h"
 #include "engine/runtime/sampler.h"
+#include "engine/text/grammar/grammar_matcher.h"
 
 namespace sparkglm {
 
@@ -21,6 +22,8 @@ struct Sequence {
   int slot = -1;                // KDA state slot while admitted
   std::vector<int32_t> blocks;  // latent-cache block table while admitted
   std::optional<SequenceSampler> sampler;
+  // Where the output is in the request's grammar (request.grammar set); kept across preemption.
+  std::optional<GrammarMatcher> matcher;
   FinishReason finish = FinishReason::kNone;
   // Pipelining (scheduler.h): steps queued in the runner that hold a row of this sequence, and
   // the logit row of the newest one whose token comes next (-1: none pending).

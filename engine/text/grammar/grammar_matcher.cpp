@@ -1,7 +1,6 @@
 #include "engine/text/grammar/grammar_matcher.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "engine/core/error.h"
 #include "engine/text/grammar/token_mask_walk.h"
@@ -106,12 +105,6 @@ bool GrammarMatcher::fill_mask(uint32_t* bits) const {
   if (is_complete() || state_.terminated)
     for (int32_t e : v.eos_ids()) bits[e >> 5] |= 1u << (e & 31);
   return true;
-}
-
-void apply_token_mask(const uint32_t* bits, float* logits, int64_t vocab) {
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < vocab; ++i)
-    if (!(bits[i >> 5] >> (i & 31) & 1u)) logits[i] = kNegInf;
 }
 
 }  // namespace sparkglm

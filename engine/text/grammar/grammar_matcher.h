@@ -57,7 +57,4 @@ class GrammarMatcher {
   std::deque<State> history_;  // states before each accepted token, newest last
 };
 
-// Sets the logits of tokens not in `bits` ([vocab] logits, [ceil(vocab / 32)] words) to -inf.
-void apply_token_mask(const uint32_t* bits, float* logits, int64_t vocab);
-
 }  // namespace sparkglm
