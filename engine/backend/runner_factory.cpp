@@ -67,6 +67,7 @@ BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
   o.num_blocks = num_blocks;
   o.block_size = r.block_size;
   o.num_state_slots = r.max_num_seqs;
+  o.num_snapshots = r.num_snapshots;
   o.kv_dtype = r.kv_dtype;
   auto runner = std::make_unique<cpu::CpuModelRunner>(mc, b.host_model->weights, o, pool);
   b.kv_bytes = runner->latent_cache().bytes();
@@ -113,6 +114,7 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   cuda::CudaRunnerOptions o;
   o.block_size = r.block_size;
   o.num_state_slots = r.max_num_seqs;
+  o.num_snapshots = r.num_snapshots;
   o.max_rows = r.max_tokens_per_step;
   o.max_seq_len = b.max_seq_len;
   o.kv_dtype = r.kv_dtype;
@@ -120,7 +122,8 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   o.profile_steps = r.profile_steps;
   MemoryDemand demand;
   demand.weights = cuda::DeviceWeights::arena_bytes(mc);
-  demand.state = cuda::CudaModelRunner::state_bytes(mc, r.max_num_seqs);
+  // The prefix cache's KDA snapshots are state too: taken out of the pool's budget.
+  demand.state = cuda::CudaModelRunner::state_bytes(mc, r.max_num_seqs, r.num_snapshots);
   demand.workspace = cuda::CudaModelRunner::workspace_bytes(mc, o);
   demand.reserve = kDeviceReserve;
   o.num_blocks = 1000;

@@ -27,7 +27,7 @@ void ForwardBatch::add_sequence(const std::vector<int32_t>& seq_tokens, int32_t 
 }
 
 void ForwardBatch::validate(const ModelConfig& config, int block_size, int num_blocks,
-                            int num_slots) const {
+                            int num_slots, int num_snapshots) const {
   auto fail = [](const std::string& m) {
     throw Error(ErrorKind::kInvalidArgument, "forward batch: " + m);
   };
@@ -49,6 +49,12 @@ void ForwardBatch::validate(const ModelConfig& config, int block_size, int num_b
     if (slot_used[size_t(s.state_slot)]) fail(who + ": state slot shared by two sequences");
     slot_used[size_t(s.state_slot)] = true;
     if (s.start_position < 0) fail(who + ": negative start position");
+    for (int32_t snap : {s.restore_snapshot, s.save_snapshot})
+      if (snap < -1 || snap >= num_snapshots)
+        fail(who + ": state snapshot " + std::to_string(snap) + " outside [0, " +
+             std::to_string(num_snapshots) + ")");
+    if (s.restore_snapshot >= 0 && s.start_position == 0)
+      fail(who + ": a restored state must resume at a position above 0");
     const int64_t end = int64_t(s.start_position) + s.num_rows;
     if (end > config.max_position_embeddings)
       fail(who + ": positions beyond max_position_embeddings");

@@ -21,6 +21,13 @@ struct SequenceSlice {
   // scheduler clears it for one-row prompt pieces.
   bool decode = false;
   std::vector<int32_t> block_table;  // latent-cache blocks covering [0, start_position + num_rows)
+  // KDA state snapshots (the prefix cache, engine/runtime/prefix_cache.h), in step order: before
+  // the step's rows run, snapshot `restore_snapshot` is copied into the state slot (the sequence
+  // resumes at start_position > 0); after they ran, the slot is copied into `save_snapshot`.
+  // -1: none. Restores of a step run before its saves, so a step may save into a snapshot that
+  // one of its own slices restores from.
+  int32_t restore_snapshot = -1;
+  int32_t save_snapshot = -1;
 };
 
 struct ForwardBatch {
@@ -36,8 +43,10 @@ struct ForwardBatch {
   void add_sequence(const std::vector<int32_t>& seq_tokens, int32_t start_position,
                     int32_t state_slot, std::vector<int32_t> block_table, bool want_logits = true,
                     bool all_logits = false);
-  // Throws Error(kInvalidArgument) on inconsistent rows, positions, slots or block tables.
-  void validate(const ModelConfig& config, int block_size, int num_blocks, int num_slots) const;
+  // Throws Error(kInvalidArgument) on inconsistent rows, positions, slots, snapshots or block
+  // tables.
+  void validate(const ModelConfig& config, int block_size, int num_blocks, int num_slots,
+                int num_snapshots = 0) const;
 };
 
 struct ForwardOutput {

@@ -17,6 +17,7 @@ struct CacheGeometry {
   int num_blocks = 0;       // latent-cache blocks
   int block_size = 0;       // tokens per block
   int num_state_slots = 0;  // KDA state slots (sequences in flight)
+  int num_snapshots = 0;    // KDA state snapshots beside them (SequenceSlice::save_snapshot)
 };
 
 class ModelRunner {

@@ -37,13 +37,17 @@ struct RequestEvent {
   FinishReason finish = FinishReason::kNone;
   std::string error;
   int prompt_tokens = 0;
-  int completion_tokens = 0;                   // so far
+  int completion_tokens = 0;  // so far
+  int cached_tokens = 0;  // prompt tokens the prefix cache supplied (usage.prompt_tokens_details)
   std::chrono::steady_clock::time_point time;  // when the engine produced the event
 };
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;
   SamplingParams sampling;  // sampling.max_tokens bounds the output
+  // Seeds the prefix cache's keys: requests match each other's cached prefixes only under the
+  // same salt (the OpenAI-style `cache_salt` request field; empty: the default).
+  std::string cache_salt;
   // What the output must be (a JSON schema, a choice, a forced tool call); kNone: free text. The
   // server only sends an active one when RouteOptions::admit_constraint says the engine applies it.
   OutputConstraint constraint;

@@ -2,6 +2,10 @@
 // Per-sequence KDA state in slots: for each KDA layer the FP32 recurrent state S (one K x V matrix
 // per head) and the short-convolution history of q, k and v (the last taps - 1 inputs, oldest
 // first).
+//
+// Snapshots (the prefix cache's, engine/runtime/prefix_cache.h) are whole-slot copies kept beside
+// the slots: save() copies a slot's state and history of every KDA layer into a snapshot,
+// restore() copies one back into a slot.
 #include <cstdint>
 #include <vector>
 
@@ -11,7 +15,7 @@ namespace sparkglm {
 
 class KdaStatePool {
  public:
-  KdaStatePool(const ModelConfig& config, int num_slots);
+  KdaStatePool(const ModelConfig& config, int num_slots, int num_snapshots = 0);
 
   int num_slots() const { return num_slots_; }
   int64_t state_floats() const { return state_floats_; }  // per slot per layer: H * K * V
@@ -26,12 +30,16 @@ class KdaStatePool {
     return &conv_[(size_t(slot) * size_t(num_layers_) + size_t(kda_layer)) * size_t(conv_floats_)];
   }
   void reset(int slot);  // zeros the slot's state and history
+  int num_snapshots() const { return num_snapshots_; }
+  void save(int slot, int snapshot);     // slot -> snapshot, every layer
+  void restore(int snapshot, int slot);  // snapshot -> slot, every layer
   size_t bytes() const;
 
  private:
-  int num_slots_, num_layers_;
+  int num_slots_, num_snapshots_, num_layers_;
   int64_t state_floats_, conv_floats_;
-  std::vector<float> state_, conv_;
+  std::vector<float> state_, conv_;                    // [slots][layers][...]
+  std::vector<float> snapshot_state_, snapshot_conv_;  // [snapshots][layers][...]
 };
 
 }  // namespace sparkglm

@@ -56,6 +56,24 @@ Scheduler::Scheduler(ModelRunner& runner, const SchedulerLimits& limits)
       blocks_(geometry_.num_blocks) {
   limits_.validate(geometry_);
   for (int s = limits_.max_num_seqs - 1; s >= 0; --s) free_slots_.push_back(s);
+  if (limits_.prefix_caching)
+    cache_ = std::make_unique<PrefixCache>(
+        blocks_,
+        PrefixCacheOptions{geometry_.block_size, limits_.prefill_align, geometry_.num_snapshots,
+                           limits_.snapshot_every_chunks, limits_.cache_identity});
+}
+
+SchedulerCounters Scheduler::counters() const {
+  SchedulerCounters c = counters_;
+  c.block_evictions = blocks_.evictions();
+  if (cache_) {
+    const PrefixCacheCounters& p = cache_->counters();
+    c.prefix_hits = p.hits;
+    c.prefix_hit_tokens = p.hit_tokens;
+    c.snapshots_saved = p.snapshots_saved;
+    c.snapshot_evictions = p.snapshot_evictions;
+  }
+  return c;
 }
 
 int Scheduler::blocks_for(const Sequence& s) const {
@@ -109,12 +127,16 @@ void Scheduler::add(std::shared_ptr<RequestHandle> handle, GenerationRequest req
 void Scheduler::admit() {
   while (!waiting_.empty() && int(running_.size()) < limits_.max_num_seqs && !free_slots_.empty()) {
     Sequence& s = *waiting_.front();
-    const int need = blocks_for(s);
+    PrefixCache::Hit hit;
+    if (cache_) hit = cache_->find(s);
+    // The hit's blocks are reserved already; its idle ones leave the free count when taken.
+    const int need = blocks_for(s) - int(hit.blocks.size());
     // First come, first served: later requests wait too. Headroom of one block per running
     // sequence keeps a new admission from being preempted by the next step's growth.
     const int headroom = running_.empty() ? 0 : int(running_.size());
-    if (need + headroom > blocks_.num_free()) break;
-    s.blocks = blocks_.allocate(need);
+    if (need + headroom > blocks_.num_free() - (cache_ ? cache_->idle_blocks(hit) : 0)) break;
+    if (cache_) cache_->take(s, hit);
+    for (int32_t b : blocks_.allocate(need)) s.blocks.push_back(b);
     s.slot = free_slots_.back();
     free_slots_.pop_back();
     // A preempted sequence keeps its sampler: penalties and draws continue where they were.
@@ -157,11 +179,16 @@ void Scheduler::grow_or_preempt() {
   }
 }
 
+void Scheduler::release(Sequence& s) {
+  if (s.slot >= 0) free_slots_.push_back(s.slot);
+  s.slot = -1;
+  blocks_.release_all(s.blocks);
+  if (cache_) cache_->drop(s);
+}
+
 void Scheduler::preempt(std::unique_ptr<Sequence> s) {
   SPARKGLM_ASSERT(s->queued_steps == 0, "scheduler: preempting a sequence with a step queued");
-  blocks_.release_all(s->blocks);
-  if (s->slot >= 0) free_slots_.push_back(s->slot);
-  s->slot = -1;
+  release(*s);
   s->computed = 0;  // recompute: prefill restarts at position 0, which resets the state slot
   ++counters_.preemptions;
   waiting_.push_front(std::move(s));  // it was admitted before everything still waiting
@@ -169,14 +196,13 @@ void Scheduler::preempt(std::unique_ptr<Sequence> s) {
 
 void Scheduler::finish(Sequence& s, FinishReason reason, const std::string& error) {
   s.finish = reason;
-  if (s.slot >= 0) free_slots_.push_back(s.slot);
-  s.slot = -1;
-  blocks_.release_all(s.blocks);
+  release(s);
   ++counters_.finished;
   RequestEvent e;
   e.finish = reason;
   e.error = error;
   e.prompt_tokens = s.prompt_len;
+  e.cached_tokens = s.cached_tokens;
   e.completion_tokens = s.generated();
   e.time = Clock::now();
   if (s.request.on_event) s.request.on_event(e);
@@ -228,6 +254,7 @@ void Scheduler::emit_token(Sequence& s, const SampledToken& t) {
   RequestEvent e;
   e.tokens.push_back({t.token, t.logprob, t.top_logprobs});
   e.prompt_tokens = s.prompt_len;
+  e.cached_tokens = s.cached_tokens;
   e.completion_tokens = s.generated();
   e.time = Clock::now();
   if (reason == FinishReason::kNone) {
@@ -237,9 +264,7 @@ void Scheduler::emit_token(Sequence& s, const SampledToken& t) {
   // The last token and the finish travel in one event.
   e.finish = reason;
   s.finish = reason;
-  if (s.slot >= 0) free_slots_.push_back(s.slot);
-  s.slot = -1;
-  blocks_.release_all(s.blocks);
+  release(s);
   ++counters_.finished;
   if (s.request.on_event) s.request.on_event(e);
 }
@@ -249,6 +274,12 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
   auto add_member = [&](Sequence& s, int rows, bool samples) {
     q.members.push_back(&s);
     q.rows.push_back(rows);
+    // Write protection (prefix_cache.h): every block these rows write is this sequence's alone.
+    const int bs = geometry_.block_size;
+    for (int i = s.computed / bs; i <= (s.computed + rows - 1) / bs; ++i)
+      SPARKGLM_ASSERT(
+          blocks_.ref_count(s.blocks[size_t(i)]) == 1 && !blocks_.cached(s.blocks[size_t(i)]),
+          "scheduler: a step would write a shared or published KV block");
     const int logit_row = samples ? int(batch.logit_rows.size()) - 1 : -1;
     q.logit_row.push_back(logit_row);
     // The output index this row's token will have: one more while a token is still pending.
@@ -299,12 +330,14 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
       if (aligned <= start) continue;  // this step's leftover budget cannot reach the next boundary
       end = aligned;
     }
+    if (cache_) end = cache_->cap_prefill(s, start, end);  // a snapshot save point (on the grid)
     // Only a first prefill samples; a recomputed one ends where the next decode step takes over.
     const bool sample = end == prefill_end && s.generated() == 0;
     batch.add_sequence({s.tokens.begin() + start, s.tokens.begin() + end}, start, s.slot, s.blocks,
                        sample);
     batch.seqs.back().decode = false;  // a one-row piece of a prompt is still prefill
     add_member(s, end - start, sample);
+    if (cache_) cache_->mark_slice(s, batch.seqs.back(), start, end);
     budget -= end - start;
     counters_.prompt_tokens += uint64_t(end - start);
   }
@@ -335,6 +368,7 @@ bool Scheduler::step() {
     // A failed step fails its requests, never the server; a device fault fails the device, and
     // goes to the engine (which cancels everything through cancel_all).
     if (is_device_fatal(e)) throw;
+    if (cache_) cache_->clear();  // what this step published was never written
     for (Sequence* s : q.members) finish(*s, FinishReason::kError, e.what());
     drop_finished();
     if (!queued_.empty()) collect_oldest();
@@ -362,6 +396,7 @@ void Scheduler::collect_oldest() {
   } catch (const std::exception& e) {
     if (is_device_fatal(e)) throw;  // the engine's to handle, as in step()
     failure = e.what();
+    if (cache_) cache_->clear();
   }
   const ModelConfig& c = runner_.config();
   const int64_t vocab = c.vocab_size;

@@ -22,6 +22,12 @@
 // size), so a prompt's arithmetic does not depend on how the prefill budget was shared: greedy
 // output at concurrency 4 equals greedy output alone, bitwise.
 //
+// Prefix caching (limits.prefix_caching; engine/runtime/prefix_cache.h): admission asks the cache
+// for the longest cached prefix with both its blocks and a KDA snapshot, takes those blocks by
+// reference (they count toward the reservation) and starts the sequence's prefill after them,
+// from the restored snapshot. Prefill slices also end at the cache's snapshot save points, which
+// lie on the chunk grid, so the arithmetic stays the same as above.
+//
 // Pipelining: a step is submitted to the runner and collected one step later, so the host builds
 // and submits step N+1 while the device runs step N. That needs step N's tokens before the host
 // has them: where every token of step N is a plain pick (SequenceSampler::plain_greedy_at, or
@@ -40,6 +46,7 @@
 #include "engine/model/model_runner.h"
 #include "engine/runtime/block_allocator.h"
 #include "engine/runtime/generation_request.h"
+#include "engine/runtime/prefix_cache.h"
 #include "engine/runtime/sequence.h"
 
 namespace sparkglm {
@@ -55,6 +62,10 @@ struct SchedulerLimits {
   int max_seq_len = 4096;         // prompt + output tokens (the registry's 0 = the model's window)
   int prefill_align = 64;         // prefill splits land on multiples of this (the KDA chunk)
   int reserve_output_tokens = 256;  // output tokens reserved at admission (see above)
+  // --enable-prefix-caching: needs a runner with KDA snapshots (CacheGeometry::num_snapshots).
+  bool prefix_caching = false;
+  int snapshot_every_chunks = 0;  // also snapshot every this many chunks of a prefill (0: off)
+  uint64_t cache_identity = 0;    // PrefixCache::identity of the model and precision
   // Error(kInvalidArgument) naming the option of a bad user limit; a bad engine constant
   // (prefill_align, reserve_output_tokens) is a defect and asserts.
   void validate(const CacheGeometry& g) const;
@@ -62,6 +73,9 @@ struct SchedulerLimits {
 
 struct SchedulerCounters {
   uint64_t steps = 0, prompt_tokens = 0, generated_tokens = 0, finished = 0, preemptions = 0;
+  uint64_t prefix_hits = 0, prefix_hit_tokens = 0;  // admissions that resumed from the cache
+  uint64_t block_evictions = 0;                     // cached blocks reused for new ones
+  uint64_t snapshots_saved = 0, snapshot_evictions = 0;
   double last_step_seconds = 0, total_step_seconds = 0;
 };
 
@@ -85,7 +99,8 @@ class Scheduler {
   int waiting() const { return int(waiting_.size()); }
   int running() const { return int(running_.size()); }
   const BlockAllocator& blocks() const { return blocks_; }
-  const SchedulerCounters& counters() const { return counters_; }
+  SchedulerCounters counters() const;  // with the prefix cache's counters filled in
+  const PrefixCache* prefix_cache() const { return cache_.get(); }
   const SchedulerLimits& limits() const { return limits_; }
   const CacheGeometry& geometry() const { return geometry_; }
 
@@ -110,6 +125,8 @@ class Scheduler {
   // running sequences while the pool is empty.
   void grow_or_preempt();
   void preempt(std::unique_ptr<Sequence> s);
+  // Frees the blocks and state slot of `s` (finished or preempted).
+  void release(Sequence& s);
   void finish(Sequence& s, FinishReason reason, const std::string& error = "");
   void reap_cancelled();
   // Removes finished sequences from running_; those still in a queued step wait in its retired.
@@ -133,6 +150,7 @@ class Scheduler {
   size_t decode_cursor_ = 0;  // rotates decode rows when more sequences run than max_batch_size
   uint64_t next_seed_ = 0x5eedf00d;
   SchedulerCounters counters_;
+  std::unique_ptr<PrefixCache> cache_;  // null unless limits.prefix_caching
 };
 
 }  // namespace sparkglm

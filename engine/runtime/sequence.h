@@ -29,6 +29,14 @@ struct Sequence {
   // the logit row of the newest one whose token comes next (-1: none pending).
   int queued_steps = 0;
   int pending_row = -1;
+  // Prefix cache (engine/runtime/prefix_cache.h), while admitted: the keys of the full blocks of
+  // the prefill, how many of its blocks are published, positions where a KDA snapshot is to be
+  // saved (ascending), and a pinned snapshot still to restore into the slot (-1: none).
+  std::vector<uint64_t> block_keys;
+  int published_blocks = 0;
+  std::vector<int> save_points;
+  int restore_snapshot = -1;
+  int cached_tokens = 0;  // the hit of its first admission, for usage reporting
 
   int generated() const { return int(tokens.size()) - prompt_len; }
   // Prefill covers the prompt; after a preemption, every token but the last (whose KV the next

@@ -19,7 +19,7 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
       options_(options),
       pool_(pool),
       cache_(config, options.num_blocks, options.block_size, options.kv_dtype),
-      states_(config, options.num_state_slots) {}
+      states_(config, options.num_state_slots, options.num_snapshots) {}
 
 void CpuModelRunner::embed(const ForwardBatch& batch, float* rows) const {
   const int64_t d = config_.hidden_size;
@@ -62,9 +62,12 @@ void CpuModelRunner::logits(const ForwardBatch& batch, const float* h, const flo
 }
 
 void CpuModelRunner::forward(const ForwardBatch& batch, ForwardOutput& out) {
-  batch.validate(config_, cache_.block_size(), cache_.num_blocks(), states_.num_slots());
-  for (const auto& s : batch.seqs)
+  batch.validate(config_, cache_.block_size(), cache_.num_blocks(), states_.num_slots(),
+                 states_.num_snapshots());
+  for (const auto& s : batch.seqs) {
     if (s.start_position == 0) states_.reset(s.state_slot);
+    if (s.restore_snapshot >= 0) states_.restore(s.restore_snapshot, s.state_slot);
+  }
 
   const int64_t t = batch.num_rows(), d = config_.hidden_size, hc = config_.hc_mult;
   std::vector<float> streams(size_t(t * hc * d));  // X: [T, hc, D]
@@ -96,6 +99,8 @@ void CpuModelRunner::forward(const ForwardBatch& batch, ForwardOutput& out) {
     hc_post(config_, streams.data(), block_out.data(), post.data(), comb.data(), t, pool_);
   }
   hc_head(config_, weights_.hc_head, streams.data(), t, y.data(), pool_);  // h: [T, D]
+  for (const auto& s : batch.seqs)
+    if (s.save_snapshot >= 0) states_.save(s.state_slot, s.save_snapshot);
   logits(batch, y.data(), weights_.final_norm, out);
 }
 

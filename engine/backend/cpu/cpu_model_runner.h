@@ -19,6 +19,7 @@ struct CpuRunnerOptions {
   int num_state_slots = 4;  // KDA state slots (concurrent sequences)
   KdaPath kda_path = KdaPath::kAuto;
   KvDtype kv_dtype = KvDtype::kF32;  // the reference keeps FP32; serving uses bf16 or fp8_g128
+  int num_snapshots = 0;             // KDA state snapshots beside the slots (the prefix cache's)
 };
 
 class CpuModelRunner : public ModelRunner {
@@ -28,7 +29,8 @@ class CpuModelRunner : public ModelRunner {
 
   const ModelConfig& config() const override { return config_; }
   CacheGeometry cache_geometry() const override {
-    return {options_.num_blocks, options_.block_size, options_.num_state_slots};
+    return {options_.num_blocks, options_.block_size, options_.num_state_slots,
+            options_.num_snapshots};
   }
   void forward(const ForwardBatch& batch, ForwardOutput& out) override;
   void forward_mtp(const ForwardBatch& batch, const std::vector<float>& hidden,

@@ -1,0 +1,279 @@
+// The prefix cache through the scheduler on the CPU reference (tinyglm-micro, dummy weights): a
+// hit gives exactly what a cold prefill gives (token ids, logprobs and top logprobs, bit for bit),
+// a salt separates, a shared block is not rewritten by another request's prefill, eviction under
+// pool pressure keeps every block accounted for, and a prefix without a snapshot is a shorter hit.
+#include "engine/runtime/prefix_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend/cpu/cpu_model_runner.h"
+#include "engine/core/error.h"
+#include "engine/runtime/scheduler.h"
+#include "tests/support/micro_model.h"
+
+namespace sparkglm {
+namespace {
+
+struct Outcome {
+  std::vector<GeneratedToken> tokens;
+  int cached_tokens = -1;  // from the final event
+};
+
+std::vector<int32_t> tokens_of(int n, int seed) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) t[size_t(i)] = (i * 37 + seed * 11 + 5) % 256;
+  return t;
+}
+
+std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+GenerationRequest request(std::vector<int32_t> prompt, bool logprobs, const std::string& salt = "",
+                          int max_tokens = 6) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.sampling.temperature = 0.0f;
+  r.sampling.max_tokens = max_tokens;
+  r.sampling.ignore_eos = true;
+  r.sampling.logprobs = logprobs;
+  r.sampling.top_logprobs = logprobs ? 5 : 0;
+  r.cache_salt = salt;
+  return r;
+}
+
+bool same_bits(float a, float b) {
+  return std::memcmp(&a, &b, sizeof(float)) == 0;
+}
+
+void expect_bitwise(const Outcome& cold, const Outcome& warm, const std::string& what) {
+  ASSERT_EQ(cold.tokens.size(), warm.tokens.size()) << what;
+  for (size_t t = 0; t < cold.tokens.size(); ++t) {
+    const auto &a = cold.tokens[t], &b = warm.tokens[t];
+    EXPECT_EQ(a.id, b.id) << what << ": token " << t;
+    EXPECT_TRUE(same_bits(a.logprob, b.logprob))
+        << what << ": token " << t << " logprob " << a.logprob << " vs " << b.logprob;
+    bool top = a.top_logprobs.size() == b.top_logprobs.size();
+    for (size_t j = 0; top && j < a.top_logprobs.size(); ++j)
+      top = a.top_logprobs[j].first == b.top_logprobs[j].first &&
+            same_bits(a.top_logprobs[j].second, b.top_logprobs[j].second);
+    EXPECT_TRUE(top) << what << ": token " << t << " top logprobs";
+    if (a.id != b.id) return;
+  }
+}
+
+class PrefixCacheTest : public ::testing::Test {
+ protected:
+  ThreadPool pool{2};
+  const LoadedModel& m = testing::micro_model();
+
+  std::unique_ptr<cpu::CpuModelRunner> runner(int blocks, int snapshots = 8) {
+    cpu::CpuRunnerOptions o;
+    o.num_blocks = blocks;
+    o.block_size = 16;
+    o.num_state_slots = 4;
+    o.num_snapshots = snapshots;
+    return std::make_unique<cpu::CpuModelRunner>(m.config, m.weights, o, pool);
+  }
+  static SchedulerLimits limits(bool caching, int every = 0) {
+    SchedulerLimits l;
+    l.max_seq_len = 1024;
+    l.max_prefill_tokens = 512;
+    l.prefix_caching = caching;
+    l.snapshot_every_chunks = every;
+    l.cache_identity = PrefixCache::identity("tinyglm-micro", "f32");
+    return l;
+  }
+  // Adds every request at once and steps until all finish.
+  static std::vector<Outcome> run(Scheduler& s, std::vector<GenerationRequest> requests) {
+    std::vector<Outcome> out(requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      requests[i].on_event = [&out, i](const RequestEvent& e) {
+        for (const auto& t : e.tokens) out[i].tokens.push_back(t);
+        if (e.finish != FinishReason::kNone) out[i].cached_tokens = e.cached_tokens;
+      };
+      s.add(std::make_shared<RequestHandle>(i + 1), std::move(requests[i]));
+    }
+    for (int guard = 0; !s.idle() && guard < 100000; ++guard) s.step();
+    EXPECT_TRUE(s.idle());
+    EXPECT_EQ(s.blocks().num_free(), s.blocks().num_blocks()) << "a block leaked";
+    return out;
+  }
+  Outcome cold(cpu::CpuModelRunner& r, const GenerationRequest& req) {
+    Scheduler s(r, limits(false));
+    return run(s, {req})[0];
+  }
+};
+
+TEST_F(PrefixCacheTest, HitEqualsColdPrefillBitwiseForReplayAndNextTurn) {
+  auto r = runner(256);
+  const auto turn1 = tokens_of(150, 1);
+  for (bool logprobs : {true, false}) {  // host sampling, then pipelined device-style picks
+    Scheduler s(*r, limits(true));
+    const Outcome first = run(s, {request(turn1, logprobs)})[0];
+    EXPECT_EQ(first.cached_tokens, 0);
+    // Turn 2 resends turn 1, its answer and a new message.
+    std::vector<int32_t> answer;
+    for (const auto& t : first.tokens) answer.push_back(t.id);
+    const auto turn2 = concat(concat(turn1, answer), tokens_of(70, 2));
+    const Outcome warm2 = run(s, {request(turn2, logprobs)})[0];
+    EXPECT_EQ(warm2.cached_tokens, 128) << "the snapshot at the end of turn 1's prompt";
+    expect_bitwise(cold(*r, request(turn2, logprobs)), warm2, "turn 2");
+    // A replay of turn 1 hits the same snapshot and answers the same.
+    const Outcome replay = run(s, {request(turn1, logprobs)})[0];
+    EXPECT_EQ(replay.cached_tokens, 128);
+    expect_bitwise(first, replay, "replay");
+    // Turn 2's prompt end was saved too: its replay resumes later.
+    const Outcome replay2 = run(s, {request(turn2, logprobs)})[0];
+    EXPECT_EQ(replay2.cached_tokens, 192);
+    expect_bitwise(warm2, replay2, "turn 2 replay" + std::to_string(logprobs));
+    expect_bitwise(cold(*r, request(turn2, logprobs)), replay2, "turn 2 replay vs cold");
+    EXPECT_EQ(s.counters().prefix_hits, 3u);
+    EXPECT_EQ(s.counters().prefix_hit_tokens, 128u + 128u + 192u);
+  }
+}
+
+TEST_F(PrefixCacheTest, ADifferentSaltNeverMatches) {
+  auto r = runner(256);
+  Scheduler s(*r, limits(true));
+  const auto prompt = tokens_of(140, 3);
+  run(s, {request(prompt, true, "tenant-a")});
+  const Outcome other = run(s, {request(prompt, true, "tenant-b")})[0];
+  EXPECT_EQ(other.cached_tokens, 0) << "a salt must not see another salt's blocks";
+  EXPECT_EQ(s.counters().prefix_hits, 0u);
+  const Outcome same = run(s, {request(prompt, true, "tenant-a")})[0];
+  EXPECT_EQ(same.cached_tokens, 128);
+  expect_bitwise(other, same, "salted replay");
+  // The model and precision identity seed the keys the same way.
+  SchedulerLimits bf16 = limits(true);
+  bf16.cache_identity = PrefixCache::identity("tinyglm-micro", "bf16");
+  EXPECT_NE(bf16.cache_identity, limits(true).cache_identity);
+}
+
+TEST_F(PrefixCacheTest, SharedBlocksAreNotRewrittenByConcurrentPrefills) {
+  auto r = runner(256);
+  Scheduler s(*r, limits(true));
+  const auto system = tokens_of(200, 4);
+  run(s, {request(system, true)});  // publishes 12 blocks and a snapshot at 192
+  // Every cached block's latents, indexer keys and gates as the first request left them.
+  const LatentCache& cache = r->latent_cache();
+  std::vector<int32_t> prefix_blocks;
+  for (int32_t b = 0; b < s.blocks().num_blocks(); ++b)
+    if (s.blocks().cached(b)) prefix_blocks.push_back(b);
+  auto contents = [&] {
+    std::vector<float> all, row(size_t(std::max(cache.latent_dim(), cache.index_dim())));
+    for (int32_t b : prefix_blocks) {
+      const std::vector<int32_t> table = {b};
+      for (int layer = 0; layer < cache.num_layers(); ++layer)
+        for (int64_t p = 0; p < cache.block_size(); ++p) {
+          cache.load_latent(layer, table, p, row.data());
+          all.insert(all.end(), row.begin(), row.begin() + cache.latent_dim());
+          cache.load_index_key(layer, table, p, row.data());
+          all.insert(all.end(), row.begin(), row.begin() + cache.index_dim());
+          all.push_back(cache.index_gate_at(layer, table, p));
+        }
+    }
+    return all;
+  };
+  ASSERT_EQ(prefix_blocks.size(), 12u);
+  const std::vector<float> before = contents();
+  // Two requests share the prefix and prefill their own tails in the same steps.
+  const std::vector<GenerationRequest> both = {request(concat(system, tokens_of(90, 5)), true),
+                                               request(concat(system, tokens_of(75, 6)), true)};
+  std::vector<Outcome> out(2);
+  for (size_t i = 0; i < 2; ++i) {
+    GenerationRequest q = both[i];
+    q.on_event = [&out, i](const RequestEvent& e) {
+      for (const auto& t : e.tokens) out[i].tokens.push_back(t);
+      if (e.finish != FinishReason::kNone) out[i].cached_tokens = e.cached_tokens;
+    };
+    s.add(std::make_shared<RequestHandle>(10 + i), std::move(q));
+  }
+  int shared = 0;
+  for (int guard = 0; !s.idle() && guard < 1000; ++guard) {
+    s.step();
+    int now = 0;
+    for (int32_t b = 0; b < s.blocks().num_blocks(); ++b)
+      now += s.blocks().ref_count(b) == 2 && s.blocks().cached(b);
+    shared = std::max(shared, now);
+  }
+  EXPECT_EQ(shared, 12) << "both requests hold the 12 prefix blocks at once";
+  EXPECT_EQ(out[0].cached_tokens, 192);
+  EXPECT_EQ(out[1].cached_tokens, 192);
+  for (size_t i = 0; i < 2; ++i) expect_bitwise(cold(*r, both[i]), out[i], "sharer");
+  // The first request's 12 blocks are byte for byte as it wrote them.
+  const std::vector<float> after = contents();
+  ASSERT_EQ(after.size(), before.size());
+  EXPECT_EQ(0, std::memcmp(before.data(), after.data(), before.size() * sizeof(float)))
+      << "a shared block was rewritten";
+}
+
+TEST_F(PrefixCacheTest, EvictionUnderPoolPressureReusesCachedBlocks) {
+  auto r = runner(24);  // 384 tokens: two prompts cannot both stay cached
+  Scheduler s(*r, limits(true));
+  const auto a = tokens_of(150, 8), b = tokens_of(300, 9);
+  run(s, {request(a, true)});
+  EXPECT_GT(s.blocks().num_idle_cached(), 0);
+  const Outcome ob = run(s, {request(b, true)})[0];
+  EXPECT_GT(s.counters().block_evictions, 0u) << "b needed the blocks a left cached";
+  expect_bitwise(cold(*r, request(b, true)), ob, "after eviction");
+  // a's blocks went first (least recently released): a starts cold again, and is still right.
+  const Outcome oa = run(s, {request(a, true)})[0];
+  EXPECT_EQ(oa.cached_tokens, 0);
+  expect_bitwise(cold(*r, request(a, true)), oa, "a again");
+}
+
+TEST_F(PrefixCacheTest, APrefixWithoutSnapshotGivesAShorterHit) {
+  auto r = runner(256);
+  const auto base = tokens_of(300, 10);
+  const std::vector<int32_t> head(base.begin(), base.begin() + 200);
+  const auto branch1 = concat(head, tokens_of(60, 11)), branch2 = concat(head, tokens_of(70, 12));
+  {
+    // Only the end of the prompt (256) has a snapshot: 192 tokens of blocks match, no snapshot
+    // lies on the shared path, so the hit is 0; the branch point (192) is saved for the next.
+    Scheduler s(*r, limits(true, 0));
+    run(s, {request(base, true)});
+    const Outcome o1 = run(s, {request(branch1, true)})[0];
+    EXPECT_EQ(o1.cached_tokens, 0);
+    expect_bitwise(cold(*r, request(branch1, true)), o1, "branch 1");
+    const Outcome o2 = run(s, {request(branch2, true)})[0];
+    EXPECT_EQ(o2.cached_tokens, 192) << "the branch point's snapshot";
+    expect_bitwise(cold(*r, request(branch2, true)), o2, "branch 2");
+  }
+  {
+    // Snapshots every chunk: the same branch hits at once.
+    Scheduler s(*r, limits(true, 1));
+    run(s, {request(base, true)});
+    const Outcome o1 = run(s, {request(branch1, true)})[0];
+    EXPECT_EQ(o1.cached_tokens, 192);
+    expect_bitwise(cold(*r, request(branch1, true)), o1, "branch 1, every chunk");
+  }
+}
+
+TEST_F(PrefixCacheTest, SnapshotsAreBoundedAndLeastRecentlyUsedGoesFirst) {
+  auto r = runner(256, 2);
+  Scheduler s(*r, limits(true));
+  const auto a = tokens_of(100, 13), b = tokens_of(100, 14), c = tokens_of(100, 15);
+  run(s, {request(a, true)});
+  run(s, {request(b, true)});
+  EXPECT_EQ(run(s, {request(a, true)})[0].cached_tokens, 64);  // a is now the most recent
+  run(s, {request(c, true)});                                  // evicts b's snapshot
+  EXPECT_EQ(s.counters().snapshot_evictions, 1u);
+  EXPECT_EQ(run(s, {request(b, true)})[0].cached_tokens, 0);
+  EXPECT_EQ(run(s, {request(c, true)})[0].cached_tokens, 64);
+}
+
+TEST_F(PrefixCacheTest, CachingNeedsSnapshotsInTheRunner) {
+  auto r = runner(64, 0);
+  EXPECT_THROW(Scheduler s(*r, limits(true)), Error);
+}
+
+}  // namespace
+}  // namespace sparkglm
