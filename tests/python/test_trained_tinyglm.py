@@ -46,7 +46,7 @@ def prompts():
     out = {"short": chat.encode(chat.render_prompt([{"role": "user", "content": "Hi"}]))}
     for T, want in ((512, "arithmetic"), (512, "needle"), (1024, "tool")):
         for i in range(200):
-            rng = np.random.default_rng([18, T, i])
+            rng = curriculum.Draws(18, T, i)
             p, r = curriculum.example(rng, T)
             text = chat.decode(p)
             hit = {"arithmetic": "a*b - c*d" in text, "needle": "Table 2" in text,
@@ -96,7 +96,7 @@ def rendering_failures(bin_dir):
                 raise RuntimeError(f"/tokenize answered {status}: {out[:200]}")
             return json.loads(out)["tokens"]
         for i in range(12):
-            rng = np.random.default_rng([18, 4, i])
+            rng = curriculum.Draws(18, 4, i)
             prompt, _ = curriculum.example(rng, 1024)
             text = chat.decode(prompt)
             if "<tools>" in text:
@@ -105,7 +105,7 @@ def rendering_failures(bin_dir):
             if server_ids([{"role": "user", "content": user}]) != prompt:
                 failures.append(f"user prompt {i} renders differently: {user[:60]!r}")
             checked += 1
-        offered, user, name, args, result, _ = curriculum.tool_call(np.random.default_rng([18, 5]))
+        offered, user, name, args, result, _ = curriculum.tool_call(curriculum.Draws(18, 5))
         call = {"id": "c1", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
         api = [{"role": "user", "content": user}, {"role": "assistant", "content": "", "tool_calls": [call]},
                {"role": "tool", "tool_call_id": "c1", "content": result}]

@@ -54,7 +54,7 @@ def stored_tensors(model):
 def write_safetensors(path, tensors, metadata):
     header, blobs, offset = {"__metadata__": metadata}, [], 0
     for name, t, dtype in tensors:
-        raw = t.contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        raw = bytes(t.contiguous().view(torch.uint8).flatten().tolist())  # no numpy needed
         header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)

@@ -1,7 +1,7 @@
 """The seeded synthetic curriculum: byte-level chat examples in the quality probes' own formats.
 
 Every batch is a pure function of (seed, step): `batch(seed, step)` draws a length bucket, then one
-example per row from numpy generators seeded by (seed, step, row), so data-loader workers and reruns
+example per row from a generator seeded by (seed, step, row), so data-loader workers and reruns
 agree byte for byte. Bump GENERATOR_VERSION whenever any output changes.
 
 Prompts follow workloads/prompt_builder.cpp (a `[[sg:salt:tag]]` marker line, the builders' head and
@@ -16,15 +16,15 @@ and prose continuation that echoes the marker.
 """
 import json
 
-import numpy as np
+import random
 
 import byte_chat as chat
 
-GENERATOR_VERSION = "tinyglm-curriculum/2"  # 2: tools render with sorted keys, as the server does
+GENERATOR_VERSION = "tinyglm-curriculum/3"  # 2: tools with sorted keys, as the server; 3: an 8K bucket
 
 # (tokens per row, rows): every bucket holds 32768 tokens, so steps cost about the same.
-BUCKETS = [(512, 64), (1024, 32), (2048, 16), (4096, 8)]
-BUCKET_P = [0.35, 0.30, 0.20, 0.15]
+BUCKETS = [(512, 64), (1024, 32), (2048, 16), (4096, 8), (8192, 4)]
+BUCKET_P = [0.30, 0.25, 0.20, 0.15, 0.10]
 
 WORDS = ["the", "river", "stone", "light", "house", "garden", "window", "morning", "road", "small", "old",
          "quiet", "bright", "warm", "long", "green", "walked", "found", "kept", "saw", "made", "held", "left",
@@ -32,11 +32,38 @@ WORDS = ["the", "river", "stone", "light", "house", "garden", "window", "morning
          "her", "his", "their", "our", "city", "field", "table", "letter", "story", "water", "friend",
          "market", "bridge", "hill", "night", "summer", "winter", "book", "door", "tree", "slowly", "again",
          "once", "never", "always", "there", "every", "other"]  # filler_text.cpp's kWords
-LETTERS = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+
+
+class Draws:
+    """Seeded draws on random.Random (Python's own generator: the GPU machine need not have numpy).
+    Draws(seed, step, row) seeds from the string "seed:step:row" (SHA-512 seeding, stable across runs)."""
+
+    def __init__(self, *key):
+        self.r = random.Random(":".join(map(str, key)))
+
+    def integers(self, lo, hi=None):
+        """Uniform on [lo, hi), or on [0, lo) without hi."""
+        return self.r.randrange(lo, hi) if hi is not None else self.r.randrange(lo)
+
+    def random(self):
+        return self.r.random()
+
+    def uniform(self, a, b):
+        return self.r.uniform(a, b)
+
+    def pick(self, seq, weights=None):
+        return self.r.choices(seq, weights)[0]
+
+    def subset(self, n, k):
+        """k distinct indices of range(n), ascending."""
+        return sorted(self.r.sample(range(n), k))
+
+    def letters(self, n):
+        return "".join(self.r.choices("abcdefghijklmnopqrstuvwxyz", k=n))
 
 
 def letters(rng, n):
-    return "".join(rng.choice(LETTERS, n))
+    return rng.letters(n)
 
 
 def prose(rng, n_bytes):
@@ -72,7 +99,7 @@ def echo_line(m, echo):
 
 def arithmetic(rng, budget):
     def draw():  # the probe's 4-digit a and c most of the time, fewer digits as easier steps
-        n = int(rng.choice([2, 3, 4, 4, 4]))
+        n = rng.pick([2, 3, 4, 4, 4])
         return int(rng.integers(10 ** (n - 1), 10 ** n))
     a, c = draw(), draw()
     b, d, e = int(rng.integers(13, 98)), int(rng.integers(13, 98)), int(rng.integers(100, 1000))
@@ -124,7 +151,7 @@ def prose_fact(rng, budget):
     facts = [(letters(rng, 6), str(rng.integers(10 ** 7, 10 ** 8))) for _ in range(int(rng.integers(1, 6)))]
     m = marker(rng)
     text = prose(rng, max(0, budget - 260))
-    cuts = sorted(rng.integers(0, len(text) + 1, len(facts)))
+    cuts = sorted(rng.integers(0, len(text) + 1) for _ in facts)
     parts, last = [], 0
     for (k, v), cut in zip(facts, cuts):
         cut = text.rfind(" ", 0, cut) if cut < len(text) else cut
@@ -150,7 +177,7 @@ SCHEMA_FIELDS = [("name", "string"), ("city", "string"), ("age", "integer"), ("s
 
 
 def json_object(rng, budget):
-    fields = [SCHEMA_FIELDS[i] for i in sorted(rng.choice(len(SCHEMA_FIELDS), int(rng.integers(2, 6)), False))]
+    fields = [SCHEMA_FIELDS[i] for i in rng.subset(len(SCHEMA_FIELDS), rng.integers(2, 6))]
     obj = {}
     for name, kind in fields:
         if kind == "string":
@@ -205,7 +232,7 @@ TOOLS = [
 
 def tool_call(rng):
     """(tools offered, user text, call name, call arguments, tool result, final reply)."""
-    offered = [TOOLS[i] for i in sorted(rng.choice(len(TOOLS), int(rng.integers(1, 4)), False))]
+    offered = [TOOLS[i] for i in rng.subset(len(TOOLS), rng.integers(1, 4))]
     f = offered[int(rng.integers(len(offered)))]
     city = letters(rng, int(rng.integers(4, 9))).capitalize()
     if f["name"] == "get_weather":
@@ -232,6 +259,7 @@ TASK_MIX = {
     1024: {"arithmetic": 3, "needle": 2, "prose_fact": 2, "json": 1, "tool": 2, "echo": 1, "copy": 1},
     2048: {"needle": 3, "prose_fact": 2, "echo": 1, "squares": 1, "arithmetic": 1, "tool": 1},
     4096: {"needle": 3, "prose_fact": 2},
+    8192: {"needle": 3, "prose_fact": 2},
 }
 
 
@@ -239,8 +267,7 @@ def example(rng, T):
     """One row: (prompt ids, reply ids incl. the stop token), len(prompt) + len(reply) <= T."""
     mix = TASK_MIX[T]
     names = sorted(mix)
-    p = np.array([mix[n] for n in names], dtype=np.float64)
-    name = names[int(rng.choice(len(names), p=p / p.sum()))]
+    name = rng.pick(names, [mix[n] for n in names])
     if name == "tool":
         offered, user, fname, args, result, final = tool_call(rng)
         m = marker(rng)
@@ -266,21 +293,17 @@ def example(rng, T):
     raise ValueError(f"task {name} does not fit in {T} tokens")
 
 
-def batch(seed, step, prompt_weight, max_len=4096, tokens_per_step=32768):
-    """tokens [B, T] int64 and loss weights [B, T] float32 for the targets tokens[:, 1:] (weights[:, t]
+def batch(seed, step, prompt_weight, max_len=8192, tokens_per_step=32768):
+    """tokens [B][T] ids and loss weights [B][T] (lists) for the targets tokens[:, 1:] (weights[:, t]
     weighs predicting tokens[:, t + 1]); padding repeats <|endoftext|> with weight 0. Buckets longer
     than max_len are left out; B = tokens_per_step // T (32768 gives BUCKETS' rows)."""
-    pick = np.random.default_rng([seed, step, 0xB0C])
     lengths = [T for T, _ in BUCKETS if T <= max_len]
-    p = np.array(BUCKET_P[:len(lengths)])
-    T = lengths[int(pick.choice(len(lengths), p=p / p.sum()))]
+    T = Draws(seed, step, "bucket").pick(lengths, BUCKET_P[:len(lengths)])
     B = max(1, tokens_per_step // T)
-    tokens = np.full((B, T), chat.END_OF_TEXT, dtype=np.int64)
-    weights = np.zeros((B, T), dtype=np.float32)
+    tokens, weights = [], []
     for r in range(B):
-        prompt, reply = example(np.random.default_rng([seed, step, r]), T)
+        prompt, reply = example(Draws(seed, step, r), T)
         n = len(prompt) + len(reply)
-        tokens[r, :n] = prompt + reply
-        weights[r, :len(prompt) - 1] = prompt_weight
-        weights[r, len(prompt) - 1:n - 1] = 1.0
+        tokens.append(prompt + reply + [chat.END_OF_TEXT] * (T - n))
+        weights.append([prompt_weight] * (len(prompt) - 1) + [1.0] * len(reply) + [0.0] * (T - n + 1))
     return tokens, weights

@@ -1,6 +1,6 @@
 """A quick held-out check after training: greedy replies of the torch model to curriculum prompts.
 
-Prompts come from curriculum.example with a seed stream no training batch uses ([seed, 2**31, i]); the
+Prompts come from curriculum.example with a seed stream no training batch uses (Draws(seed, "held-out", i)); the
 reply is generated greedily (full recompute per token, no MTP) until a stop id (<|endoftext|>,
 <|user|>, <|observation|>) or max_new tokens, and graded the way workloads/grader.cpp grades the
 probes: arithmetic on the last 'Answer: <n>', needle and fact replies by containment of the expected
@@ -9,7 +9,6 @@ is the engine's run of workloads/quality-probes.json.
 """
 import re
 
-import numpy as np
 import torch
 
 import byte_chat as chat
@@ -64,7 +63,7 @@ def run(model, seed, n, device, max_len=1024, max_new=200):
     scores, samples = {}, []
     for i in range(n):
         T = 512 if i % 2 == 0 else min(1024, max_len)
-        prompt, reply = curriculum.example(np.random.default_rng([seed, 2 ** 31, i]), T)
+        prompt, reply = curriculum.example(curriculum.Draws(seed, "held-out", i), T)
         got = greedy(model, prompt, min(max_new, len(reply) + 16), device)
         p_text, want, got_text = chat.decode(prompt), chat.decode(reply), chat.decode(got)
         task = task_of(p_text, want)

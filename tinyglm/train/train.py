@@ -25,7 +25,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.join(HERE, "..", "..", "bench", "torch"))
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -53,7 +52,7 @@ class Batches(torch.utils.data.Dataset):
         a = self.args
         tokens, weights = curriculum.batch(a.seed, step, a.prompt_loss_weight, max_len=a.max_len,
                                            tokens_per_step=a.tokens_per_step)
-        return torch.from_numpy(tokens), torch.from_numpy(weights)
+        return torch.tensor(tokens, dtype=torch.int64), torch.tensor(weights, dtype=torch.float32)
 
 
 def weighted_ce(logits, targets, weights):
@@ -99,7 +98,7 @@ def main():
     ap.add_argument("--indexer-weight", type=float, default=0.5)
     ap.add_argument("--balance-rate", type=float, default=1e-3)
     ap.add_argument("--tokens-per-step", type=int, default=32768)
-    ap.add_argument("--max-len", type=int, default=4096, help="longest bucket used (512, 1024, 2048 or 4096)")
+    ap.add_argument("--max-len", type=int, default=8192, help="longest bucket used (512 ... 8192)")
     ap.add_argument("--workers", type=int, default=6)
     ap.add_argument("--log-every", type=int, default=10)
     ap.add_argument("--eval-prompts", type=int, default=8, help="held-out greedy replies graded after training")
@@ -107,7 +106,6 @@ def main():
 
     t_start = time.time()
     torch.manual_seed(args.seed)
-    np.random.seed(args.seed)
     torch.use_deterministic_algorithms(True, warn_only=True)
     cuda = args.device.startswith("cuda")
     if cuda:
