@@ -8,6 +8,7 @@ value; other tasks by exact match of the reply. This is a training-side signal o
 is the engine's run of workloads/quality-probes.json.
 """
 import re
+import time
 
 import torch
 
@@ -56,12 +57,15 @@ def greedy(model, prompt, max_new, device):
     return ids[len(prompt):]
 
 
-def run(model, seed, n, device, max_len=1024, max_new=200):
-    """Returns {task: [passed, tried]} and a few sample lines."""
+def run(model, seed, n, device, max_len=1024, max_new=200, deadline=None):
+    """Returns {task: [passed, tried]} and a few sample lines; prompts not started by `deadline`
+    (time.time()) are skipped."""
     was_sparse = model.sparse
     model.sparse = True
     scores, samples = {}, []
     for i in range(n):
+        if deadline is not None and time.time() > deadline:
+            break
         T = 512 if i % 2 == 0 else min(1024, max_len)
         prompt, reply = curriculum.example(curriculum.Draws(seed, "held-out", i), T)
         got = greedy(model, prompt, min(max_new, len(reply) + 16), device)

@@ -77,7 +77,7 @@ def sources_sha256():
 
 def reproduce_command(args, steps):
     flags = [f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-             if k not in ("steps", "time_budget_s", "out", "device", "workers", "log_every", "eval_prompts")]
+             if k not in ("steps", "time_budget_s", "out", "device", "workers", "log_every", "eval_prompts", "eval_max_s")]
     return f"python3 tinyglm/train/train.py {' '.join(flags)} --steps {steps} --out DIR"
 
 
@@ -101,12 +101,15 @@ def main():
     ap.add_argument("--max-len", type=int, default=8192, help="longest bucket used (512 ... 8192)")
     ap.add_argument("--workers", type=int, default=6)
     ap.add_argument("--log-every", type=int, default=10)
+    ap.add_argument("--eval-max-s", type=float, default=60.0, help="the held-out eval stops after this long")
     ap.add_argument("--eval-prompts", type=int, default=8, help="held-out greedy replies graded after training")
     args = ap.parse_args()
 
     t_start = time.time()
     torch.manual_seed(args.seed)
     torch.use_deterministic_algorithms(True, warn_only=True)
+    if hasattr(torch.utils, "deterministic"):  # no NaN fill of every torch.empty: nothing reads it uninitialised
+        torch.utils.deterministic.fill_uninitialized_memory = False
     cuda = args.device.startswith("cuda")
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -121,7 +124,7 @@ def main():
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
     n_params = sum(p.numel() for p in model.parameters())
     loader = torch.utils.data.DataLoader(Batches(args), batch_size=None, shuffle=False, num_workers=args.workers,
-                                         prefetch_factor=4 if args.workers else None,
+                                         prefetch_factor=2 if args.workers else None,
                                          persistent_workers=bool(args.workers))
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, "train_log.jsonl"), "w")
@@ -179,6 +182,8 @@ def main():
             rec = {"step": step, **{k: round(v, 5) for k, v in last.items()}, "lr": opt.param_groups[0]["lr"],
                    "sparse": model.sparse, "T": tokens.shape[1], "tokens": tokens_seen,
                    "elapsed_s": round(elapsed, 2), "tok_per_s": round(tokens_seen / elapsed)}
+            if cuda:
+                rec["max_mem_gb"] = round(torch.cuda.max_memory_allocated() / 2 ** 30, 1)
             log.write(json.dumps(rec) + "\n")
             log.flush()
             print(json.dumps(rec), flush=True)
@@ -187,7 +192,8 @@ def main():
     identity = f"trained:seed={args.seed},steps={step},data={curriculum.GENERATOR_VERSION}"
     model.eval()
     t_eval = time.time()
-    scores, samples = greedy_eval.run(model, args.seed, args.eval_prompts, args.device, args.max_len)
+    scores, samples = greedy_eval.run(model, args.seed, args.eval_prompts, args.device, args.max_len,
+                                      deadline=time.time() + args.eval_max_s)
     print(f"held-out greedy ({time.time() - t_eval:.1f} s): " +
           ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(scores.items())), flush=True)
     for s in samples:
