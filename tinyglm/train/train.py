@@ -68,16 +68,19 @@ def lr_at(step, total, peak):
 
 
 def sources_sha256():
+    """sha256 of every source the run's function depends on, by repository path."""
     out = {}
-    for rel in ("train.py", "curriculum.py", "byte_chat.py", "trainable_glm.py", "checkpoint_io.py"):
-        with open(os.path.join(HERE, rel), "rb") as f:
+    train = ["train.py", "curriculum.py", "byte_chat.py", "trainable_glm.py", "checkpoint_io.py", "greedy_eval.py"]
+    peer = ["peer_config.py", "peer_kda.py", "peer_mhc.py", "peer_mla.py"]
+    for rel in [f"tinyglm/train/{n}" for n in train] + [f"bench/torch/{n}" for n in peer]:
+        with open(os.path.join(HERE, "..", "..", rel), "rb") as f:
             out[rel] = hashlib.sha256(f.read()).hexdigest()
     return out
 
 
 def reproduce_command(args, steps):
-    flags = [f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-             if k not in ("steps", "time_budget_s", "out", "device", "workers", "log_every", "eval_prompts", "eval_max_s")]
+    run_only = ("steps", "time_budget_s", "out", "device", "workers", "log_every", "eval_prompts", "eval_max_s")
+    flags = [f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in run_only]
     return f"python3 tinyglm/train/train.py {' '.join(flags)} --steps {steps} --out DIR"
 
 
@@ -118,10 +121,11 @@ def main():
         torch.set_num_threads(1)  # CPU runs are smoke tests on shared machines
     c = preset(args.preset)
     model = TrainableGlm(c, seed=args.seed).to(args.device)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "hc_" not in n and "gate__weight" not in n]
-    rest = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "hc_" not in n and "gate__weight" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay}, {"params": rest, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+    decays = lambda n, p: p.dim() >= 2 and "hc_" not in n and "gate__weight" not in n  # projections only
+    decay = [p for n, p in model.named_parameters() if decays(n, p)]
+    rest = [p for n, p in model.named_parameters() if not decays(n, p)]
+    groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
     n_params = sum(p.numel() for p in model.parameters())
     loader = torch.utils.data.DataLoader(Batches(args), batch_size=None, shuffle=False, num_workers=args.workers,
                                          prefetch_factor=2 if args.workers else None,
