@@ -60,13 +60,15 @@ RunnerShape CudaModelRunner::shape() const {
 
 size_t CudaModelRunner::cache_bytes(const ModelConfig& config, const CudaRunnerOptions& o) {
   Carve count(nullptr);
-  Caches::carve(count, config, o.num_blocks, o.block_size, o.kv_dtype, o.num_state_slots);
+  Caches::carve(count, config, o.num_blocks, o.block_size, o.kv_dtype, o.num_state_slots,
+                o.num_snapshots);
   return count.used();
 }
 
-size_t CudaModelRunner::state_bytes(const ModelConfig& config, int num_state_slots) {
+size_t CudaModelRunner::state_bytes(const ModelConfig& config, int num_state_slots,
+                                    int num_snapshots) {
   Carve with(nullptr), without(nullptr);
-  Caches::carve(with, config, 0, 16, KvDtype::kBF16, num_state_slots);
+  Caches::carve(with, config, 0, 16, KvDtype::kBF16, num_state_slots, num_snapshots);
   Caches::carve(without, config, 0, 16, KvDtype::kBF16, 0);
   return with.used() - without.used();
 }
@@ -104,7 +106,7 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
   cache_buffer_ = DeviceBuffer(cache_bytes(config_, options_));
   Carve cc(cache_buffer_.data());
   caches_ = Caches::carve(cc, config_, options_.num_blocks, options_.block_size, options_.kv_dtype,
-                          options_.num_state_slots);
+                          options_.num_state_slots, options_.num_snapshots);
   SPARKGLM_CUDA_CHECK(cudaMemset(cache_buffer_.data(), 0, cache_buffer_.bytes()));
   SPARKGLM_CUDA_CHECK(cudaMallocHost(
       &pinned_logits_, sizeof(float) * size_t(kLogitChunk) * size_t(config_.vocab_size)));
@@ -197,6 +199,31 @@ void CudaModelRunner::reset_fresh_slots() {
       SPARKGLM_CUDA_CHECK(cudaMemsetAsync(caches_.kda_conv + (l * slots + s.slot) * conv, 0,
                                           size_t(conv) * sizeof(float), stream_));
     }
+  }
+}
+
+void CudaModelRunner::copy_snapshots(const ForwardBatch& batch, bool restore) {
+  const int64_t H = config_.kda.num_heads, K = config_.kda.head_dim;
+  const int64_t state = H * K * K, conv = 3 * (config_.kda.short_conv_kernel_size - 1) * H * K;
+  const int64_t slots = options_.num_state_slots, layers = config_.num_kda_layers();
+  for (const SequenceSlice& s : batch.seqs) {
+    const int snap = restore ? s.restore_snapshot : s.save_snapshot;
+    if (snap < 0) continue;
+    // A slot's layers are `slots` entries apart; a snapshot's are contiguous: one 2D copy each.
+    auto copy = [&](float* slot_base, float* snap_base, int64_t floats) {
+      float* in_slots = slot_base + int64_t(s.state_slot) * floats;  // layer 0 of the slot
+      float* in_snap = snap_base + int64_t(snap) * layers * floats;  // layer 0 of the snapshot
+      const size_t row = size_t(floats) * sizeof(float), slot_pitch = row * size_t(slots);
+      if (restore) {
+        SPARKGLM_CUDA_CHECK(cudaMemcpy2DAsync(in_slots, slot_pitch, in_snap, row, row,
+                                              size_t(layers), cudaMemcpyDeviceToDevice, stream_));
+      } else {
+        SPARKGLM_CUDA_CHECK(cudaMemcpy2DAsync(in_snap, row, in_slots, slot_pitch, row,
+                                              size_t(layers), cudaMemcpyDeviceToDevice, stream_));
+      }
+    };
+    copy(caches_.kda_state, caches_.snapshot_state, state);
+    copy(caches_.kda_conv, caches_.snapshot_conv, conv);
   }
 }
 
@@ -306,19 +333,21 @@ void CudaModelRunner::capture_or_replay(int bucket) {
 
 void CudaModelRunner::forward(const ForwardBatch& batch, ForwardOutput& out) {
   SPARKGLM_ASSERT(queued_.empty(), "CudaModelRunner::forward with pipelined steps queued");
-  batch.validate(config_, options_.block_size, options_.num_blocks, options_.num_state_slots);
+  batch.validate(config_, options_.block_size, options_.num_blocks, options_.num_state_slots,
+                 options_.num_snapshots);
   if (batch.num_rows() == 0) {
     out.logits.clear();
     out.hidden.clear();
     return;
   }
   step_->load(batch, stream_);
-  run_step();
+  run_step(batch);
   head_to_host(ws_.y, weights_->weights().final_norm, out);
 }
 
-void CudaModelRunner::run_step() {
+void CudaModelRunner::run_step(const ForwardBatch& batch) {
   reset_fresh_slots();
+  copy_snapshots(batch, /*restore=*/true);
   const int attend_max = shape().attend_max;
   if (decode_graphable()) {
     int bucket = kMlaSplitTokens;
@@ -328,13 +357,15 @@ void CudaModelRunner::run_step() {
     length_bucket_ = std::max(1, step_->max_decode_length());
     run_layers();
   }
+  copy_snapshots(batch, /*restore=*/false);
 }
 
 void CudaModelRunner::forward_mtp(const ForwardBatch& batch, const std::vector<float>& hidden,
                                   ForwardOutput& out) {
   const ModelWeights& mw = weights_->weights();
   SPARKGLM_ASSERT(mw.mtp.has_value(), "forward_mtp on a model without an MTP module");
-  batch.validate(config_, options_.block_size, options_.num_blocks, options_.num_state_slots);
+  batch.validate(config_, options_.block_size, options_.num_blocks, options_.num_state_slots,
+                 options_.num_snapshots);
   const int64_t T = batch.num_rows(), D = config_.hidden_size;
   SPARKGLM_ASSERT(int64_t(hidden.size()) == T * D,
                   "forward_mtp: hidden must be [rows, hidden_size]");

@@ -27,6 +27,7 @@
 #include "engine/backend/cuda/runner_buffers.h"
 #include "engine/backend/cuda/step_inputs.h"
 #include "engine/backend/cuda/step_profiler.h"
+#include "engine/backend/cuda/token_mask.h"
 #include "engine/model/model_runner.h"
 #include "engine/runtime/latent_cache.h"
 
@@ -36,6 +37,7 @@ struct CudaRunnerOptions {
   int num_blocks = 256;     // latent-cache blocks
   int block_size = 16;      // tokens per block
   int num_state_slots = 4;  // KDA state slots (sequences in flight)
+  int num_snapshots = 0;    // KDA state snapshots beside the slots (the prefix cache's)
   int max_rows = 8192 + 4;  // rows of one forward step (prefill budget + decode rows)
   int max_seq_len = 32768;  // sizes the block tables and the indexer's per-sequence buffers
   KvDtype kv_dtype = KvDtype::kBF16;  // bf16 or fp8_g128 latent records
@@ -55,12 +57,13 @@ class CudaModelRunner : public ModelRunner {
   // Device bytes of the caches and of the workspace for these options: the memory plan of
   // runner_factory sizes the KV pool with them before constructing anything.
   static size_t cache_bytes(const ModelConfig& config, const CudaRunnerOptions& options);
-  static size_t state_bytes(const ModelConfig& config, int num_state_slots);
+  static size_t state_bytes(const ModelConfig& config, int num_state_slots, int num_snapshots = 0);
   static size_t workspace_bytes(const ModelConfig& config, const CudaRunnerOptions& options);
 
   const ModelConfig& config() const override { return config_; }
   CacheGeometry cache_geometry() const override {
-    return {options_.num_blocks, options_.block_size, options_.num_state_slots};
+    return {options_.num_blocks, options_.block_size, options_.num_state_slots,
+            options_.num_snapshots};
   }
   void forward(const ForwardBatch& batch, ForwardOutput& out) override;
   void forward_mtp(const ForwardBatch& batch, const std::vector<float>& hidden,
@@ -75,9 +78,13 @@ class CudaModelRunner : public ModelRunner {
 
  private:
   RunnerShape shape() const;
-  // Runs the loaded step up to the head reduction (h in ws_.y): a decode graph or eager launches.
-  void run_step();
+  // Runs the loaded step up to the head reduction (h in ws_.y): a decode graph or eager launches;
+  // `batch`'s snapshot restores before it and its saves after it, on stream_.
+  void run_step(const ForwardBatch& batch);
   void reset_fresh_slots();
+  // Copies whole KDA slots: snapshot -> slot for every restore_snapshot of `batch` (restore), or
+  // slot -> snapshot for every save_snapshot.
+  void copy_snapshots(const ForwardBatch& batch, bool restore);
   // The loaded step from the embedding to the head reduction (h in ws_.y), on stream_.
   void run_layers();
   // Blocks read ws_.normed / ws_.normed_bf16 (the block's pre-norm output) and write `out`.
@@ -138,6 +145,7 @@ class CudaModelRunner : public ModelRunner {
   cudaEvent_t from_copied_ = nullptr;
   SampleParams* pinned_draws_ = nullptr;  // [max_rows] the step's RowDraws, for ws_.draws
   cudaEvent_t draws_copied_ = nullptr;
+  TokenMaskUpload masks_;  // the submitted step's grammar masks (structured output)
 };
 
 }  // namespace sparkglm::cuda

@@ -19,7 +19,8 @@ namespace sparkglm::cuda {
 
 void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& sampling) {
   SPARKGLM_ASSERT(queued_.size() < 2, "CudaModelRunner::submit: two steps are already queued");
-  batch.validate(config_, options_.block_size, options_.num_blocks, options_.num_state_slots);
+  batch.validate(config_, options_.block_size, options_.num_blocks, options_.num_state_slots,
+                 options_.num_snapshots);
   const int64_t rows = batch.num_rows(), n = int64_t(batch.logit_rows.size());
   SPARKGLM_ASSERT(sampling.token_from.empty() || int64_t(sampling.token_from.size()) == rows,
                   "StepSampling::token_from must have one entry per row");
@@ -41,7 +42,9 @@ void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& samp
                          static_cast<const int32_t*>(picks_.data()), rows, step_->tokens_to_patch(),
                          stream_);
     }
-    run_step();
+    run_step(batch);
+    // Grammar masks: computed on the host now, while the device runs the layers just launched.
+    masks_.upload(sampling, n, stream_);
     bool host_logits = false, draws = false;
     for (int64_t i = 0; i < n; ++i) {
       host_logits = host_logits || !sampling.picks(int(i));
@@ -93,6 +96,7 @@ void CudaModelRunner::head_picks(int parity, std::vector<float>* logits, bool dr
     rms_norm_rows(ws_.head_rows, weights_->weights().final_norm, config_.rms_norm_eps, m, D,
                   ws_.head_rows, ws_.head_bf16, stream_);
     gemm_.decode(ws_.head_bf16, m, weights_->weights().lm_head.bf16(), V, D, ws_.logits, stream_);
+    masks_.apply(ws_.logits, c0, m, V, stream_);  // forbidden tokens -> -inf before the picks
     if (draws) {
       sample_top_k_top_p(ws_.logits, m, V, ws_.draws + c0, ws_.sample_scratch, picks + c0, stream_);
     } else {

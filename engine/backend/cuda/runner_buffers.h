@@ -78,11 +78,14 @@ struct Caches {
   float* index_gates;  // [mla cache layers][blocks * block_size]
   float* kda_state;    // [kda layers][slots][H * K * V]
   float* kda_conv;     // [kda layers][slots][3][taps - 1][H * K]
-  int64_t tokens;      // blocks * block_size
+  // The prefix cache's KDA snapshots: whole-slot copies (SequenceSlice::save_snapshot).
+  float* snapshot_state;  // [snapshots][kda layers][H * K * V]
+  float* snapshot_conv;   // [snapshots][kda layers][3][taps - 1][H * K]
+  int64_t tokens;         // blocks * block_size
   int64_t record_bytes;
 
   static Caches carve(Carve& c, const ModelConfig& m, int num_blocks, int block_size, KvDtype dtype,
-                      int slots);
+                      int slots, int snapshots = 0);
   uint8_t* latent_layer(int layer) const { return latents + layer * tokens * record_bytes; }
 };
 
