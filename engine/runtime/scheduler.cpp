@@ -271,6 +271,7 @@ void Scheduler::emit_token(Sequence& s, const SampledToken& t) {
 
 Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& sampling) {
   QueuedStep q;
+  std::vector<const GrammarMatcher*> masked;  // members whose picks the runner masks
   auto add_member = [&](Sequence& s, int rows, bool samples) {
     q.members.push_back(&s);
     q.rows.push_back(rows);
@@ -284,16 +285,18 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     q.logit_row.push_back(logit_row);
     // The output index this row's token will have: one more while a token is still pending.
     const int index = s.generated() + (s.pending_row >= 0);
-    // A constrained row is sampled on the host under its grammar mask once its step is collected
-    // (so the step after it is built after that: constrained sequences are not pipelined).
-    const bool picked = samples && !s.matcher &&
-                        (runner_.draws_sampled() ? s.sampler->plain_draw_at(index)
-                                                 : s.sampler->plain_greedy_at(index));
+    const bool picked = samples && (runner_.draws_sampled() ? s.sampler->plain_draw_at(index)
+                                                            : s.sampler->plain_greedy_at(index));
     q.picked.push_back(picked);
     if (samples) {
       sampling.picked.push_back(picked);
       sampling.draws.push_back(s.sampler->row_draw(index));
-      q.all_picked = q.all_picked && picked;
+      // A constrained row's next mask needs this row's token: its step is collected before the
+      // next one is built (constrained sequences are not pipelined). The runner applies the mask
+      // of a row it picks (StepSampling::fill_masks), the host sampler that of any other row.
+      q.all_picked = q.all_picked && picked && !s.matcher;
+      sampling.mask_row.push_back(picked && s.matcher ? int32_t(masked.size()) : -1);
+      if (picked && s.matcher) masked.push_back(&*s.matcher);
     }
   };
   // Decode rows first (they are latency bound), rotating when there are more than fit.
@@ -342,6 +345,18 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     counters_.prompt_tokens += uint64_t(end - start);
   }
   if (!sampling.token_from.empty()) sampling.token_from.resize(batch.tokens.size(), -1);
+  if (masked.empty()) {
+    sampling.mask_row.clear();
+  } else {
+    // Called by the runner once the step's forward is launched (or run); the matchers stay as
+    // they are until this step is collected.
+    sampling.mask_words = masked[0]->mask_words();
+    sampling.fill_masks = [masked, words = size_t(sampling.mask_words)](uint32_t* dst) {
+      for (size_t i = 0; i < masked.size(); ++i)
+        if (!masked[i]->fill_mask(dst + i * words))  // inside the reasoning: every token
+          std::fill(dst + i * words, dst + (i + 1) * words, ~0u);
+    };
+  }
   return q;
 }
 

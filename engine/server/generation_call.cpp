@@ -160,8 +160,12 @@ void GenerationCall::process(const std::vector<RequestEvent>& events) {
     // The metrics (a lock shared with /metrics) are told after the send.
     const std::vector<double> delays = emit_delays();
     sse_.flush();
+    if (ending_) exchange_->end_stream();
+    ending_ = false;
     if (metrics_ && !delays.empty()) metrics_->record_sse_emit_delays(delays);
   }
+  if (finished_) record(finished_);  // after the send: the metrics lock is shared with /metrics
+  finished_ = nullptr;
 }
 
 std::vector<double> GenerationCall::emit_delays() const {
@@ -312,7 +316,8 @@ void GenerationCall::complete(const char* reason, json stop_reason) {
       u["usage"] = usage;
       sse_.send(u);
     }
-    sse_.done();
+    sse_.gathered() += sse_done();
+    ending_ = true;  // process() sends it, then ends the stream
   } else {
     json body;
     json lp = nullptr;
@@ -332,18 +337,19 @@ void GenerationCall::complete(const char* reason, json stop_reason) {
     if (setup_.fields.return_token_ids) r["prompt_token_ids"] = setup_.prompt;
     exchange_->respond(HttpResponse::json(200, r));
   }
-  record(reason);
+  finished_ = reason;
 }
 
 void GenerationCall::fail(const ApiError& e, const char* reason) {
   done_ = true;
   if (setup_.fields.stream) {
     sse_.send_error(e);
-    sse_.done();
+    sse_.gathered() += sse_done();
+    ending_ = true;
   } else {
     exchange_->respond(HttpResponse::error(e));
   }
-  record(reason);
+  finished_ = reason;
 }
 
 void GenerationCall::abandon() {

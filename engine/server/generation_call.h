@@ -116,6 +116,10 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   std::string id_;
   int64_t created_ = 0;
   bool done_ = false;
+  // Set by complete() / fail() while process() handles an event: the stream's end and the
+  // metrics record wait until the event's bytes are sent.
+  bool ending_ = false;
+  const char* finished_ = nullptr;
   bool prompt_ids_sent_ = false;
   double first_token_seconds_ = -1;
   // The whole answer, for a body; a stream sends it as it comes.
