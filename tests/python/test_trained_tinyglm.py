@@ -10,7 +10,9 @@ freshly initialised TrainableGlm exported by the same code path (with non-zero e
    satisfy max|engine - torch| / max|torch| < 1e-4 (issue 18's agreement bound).
 3. The same comparison with the MLA latent norm of the torch model scaled by 1 % must exceed the
    bound (the comparison can fail).
-4. (without torch too) The curriculum renders prompts as the server does: sparkglm-serve's /tokenize
+4. Greedy agreement: sparkglm-serve --model DIR (CPU) and the float64 torch model continue three held-out
+   curriculum chat prompts with the same 24 tokens.
+5. (without torch too) The curriculum renders prompts as the server does: sparkglm-serve's /tokenize
    of the same chat messages (user prompts of every task; tools, an assistant tool call and a tool
    result) returns exactly the curriculum's token ids.
 
@@ -80,7 +82,7 @@ def compare(binary, ckpt, model, tokens, workdir, label):
 
 
 def rendering_failures(bin_dir):
-    """Step 4: /tokenize on a tinyglm-micro server against byte_chat's rendering."""
+    """Step 5: /tokenize on a tinyglm-micro server against byte_chat's rendering."""
     import byte_chat as chat
     import curriculum
     import test_server_lifecycle as harness
@@ -117,6 +119,36 @@ def rendering_failures(bin_dir):
     finally:
         server.stop()
     print(f"[render] {checked} chat prompts: curriculum ids {'==' if not failures else '!='} server /tokenize ids")
+    return failures
+
+
+def greedy_failures(bin_dir, ckpt, model, n_tokens=24):
+    """Step 4: the server's greedy chat replies against the torch model's greedy continuation."""
+    import byte_chat as chat
+    import curriculum
+    import greedy_eval
+    import test_server_lifecycle as harness
+    server = harness.ServerProcess("--preset", None, "--model", ckpt, bin_dir=bin_dir)
+    failures = []
+    try:
+        for i in range(3):
+            prompt, _ = curriculum.example(curriculum.Draws(18, "held-out", i), 512)
+            text = chat.decode(prompt)
+            user = text[text.index("<|user|>") + len("<|user|>"):text.rindex("<|assistant|>")]
+            body = {"messages": [{"role": "user", "content": user}], "max_tokens": n_tokens, "temperature": 0,
+                    "ignore_eos": True, "chat_template_kwargs": {"enable_thinking": False}}
+            status, _, out = harness.call(server.port, "POST", "/v1/chat/completions", body)
+            if status != 200:
+                raise RuntimeError(f"/v1/chat/completions answered {status}: {out[:200]}")
+            engine = json.loads(out)["choices"][0]["message"]["content"]
+            ids = greedy_eval.greedy(model, prompt, n_tokens, "cpu")
+            mine = chat.decode([t for t in ids if t not in greedy_eval.STOP])
+            same = engine == mine or (len(ids) < n_tokens and engine.startswith(mine))
+            print(f"[greedy {i}] engine {engine!r} torch {mine!r} {'same' if same else 'DIFFERENT'}")
+            if not same:
+                failures.append(f"greedy continuation {i} differs: engine {engine!r}, torch {mine!r}")
+    finally:
+        server.stop()
     return failures
 
 
@@ -161,6 +193,7 @@ def main():
                 print(f"[{label}] T={len(tokens)} {name:10s} max|engine-torch|/max|torch| = {e:.3e} {status}")
                 if not e < TOLERANCE:
                     failures.append(f"{label} {name}: {e:.3e} >= {TOLERANCE:g}")
+        failures += greedy_failures(os.path.abspath(args.bin_dir), ckpt, model)
         # The comparison must be able to fail: the MLA latent norm scaled by 1 % in torch only.
         with torch.no_grad():
             getattr(model, model._key("model.layers.3.self_attn.kv_a_layernorm.weight")).mul_(1.01)
