@@ -12,8 +12,9 @@ out=${1:?usage: run_h200.sh OUT_DIR [SEED] [STEPS] [TIME_BUDGET_S]}
 seed=${2:-1}
 steps=${3:-auto}
 budget=${4:-300}
-cd "$(dirname "$0")/../.."
 mkdir -p "$out"
+out=$(cd "$out" && pwd)  # absolute: the script runs from the repository root
+cd "$(dirname "$0")/../.."
 python3 - <<'EOF'
 import torch
 assert torch.cuda.is_available(), "no CUDA device visible to torch"
