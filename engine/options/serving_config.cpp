@@ -37,6 +37,8 @@ void fill_runner(const EffectiveConfig& c, RunnerRequest& r) {
   r.cuda_graphs = !c.boolean("enforce-eager");
   r.profile_steps = c.boolean("profile-steps");
   r.inject_device_fault_after_steps = c.integer("inject-device-fault-after-steps");
+  const int64_t snapshots = c.integer("prefix-cache-snapshots");
+  r.num_snapshots = c.boolean("enable-prefix-caching") ? as_int(snapshots) : 0;
 }
 
 void fill_scheduler(const EffectiveConfig& c, SchedulerLimits& s) {
@@ -45,6 +47,9 @@ void fill_scheduler(const EffectiveConfig& c, SchedulerLimits& s) {
   s.max_batch_size = batch > 0 ? as_int(batch) : s.max_num_seqs;
   s.max_prefill_tokens = as_int(c.integer("max-prefill-tokens"));
   s.max_seq_len = int(std::min<int64_t>(c.integer("max-seq-len"), INT_MAX / 2));
+  // cache_identity is the model's: the caller sets it once the runner is built.
+  s.prefix_caching = c.boolean("enable-prefix-caching");
+  s.snapshot_every_chunks = as_int(c.integer("prefix-snapshot-every"));
 }
 
 void fill_routes(const EffectiveConfig& c, server::RouteOptions& r) {

@@ -121,9 +121,19 @@ std::vector<OptionSpec> serving_table() {
       integer("block-size", runner.block_size, 1, 256, P::kOptions, "tokens per KV cache block"),
       choice("kv-cache-dtype", "bf16", {"bf16", "fp8_g128"}, P::kOptions,
              "storage of latents and indexer keys (fp8_g128: FP8 with one scale per 128 values)"),
-      unimplemented(flag("enable-prefix-caching", false, P::kOptions,
-                         "reuse the KV blocks and KDA state of a prompt prefix already computed"),
-                    "no prefix cache exists: every prompt is prefilled in full"),
+      flag("enable-prefix-caching", false, P::kOptions,
+           "reuse the KV blocks and KDA state of a prompt prefix already computed"),
+      integer("prefix-cache-snapshots", 16, 1, 4096, P::kOptions,
+              "KDA state snapshots the prefix cache keeps beside the state slots (about one per "
+              "warm conversation; each is a whole state slot, taken from the KV pool's memory)"),
+      integer("prefix-snapshot-every", 0, 0, 1 << 20, P::kOptions,
+              "also snapshot a prefill every this many 64-token chunks (0 = only at prompt ends "
+              "and branch points)"),
+      unimplemented(
+          integer("prefix-cache-gb", 0, 0, 1 << 20, P::kOptions,
+                  "size of the prefix cache's disk tier in GiB (0 = none; its directory would "
+                  "be --prefix-cache-dir)"),
+          "no disk tier exists: evicted prefix blocks and snapshots are dropped"),
       flag("enforce-eager", !runner.cuda_graphs, P::kOptions,
            "launch every CUDA kernel of a decode step eagerly instead of replaying a captured "
            "CUDA graph"),

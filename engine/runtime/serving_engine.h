@@ -35,6 +35,12 @@ struct EngineStats {
   uint64_t generated_tokens = 0;
   uint64_t requests_finished = 0;
   uint64_t preemptions = 0;  // running requests sent back to the queue when the pool ran out
+  // Prefix cache (zero when off): admissions that resumed from it and the prompt tokens they
+  // skipped, cached blocks reused for new ones, KDA snapshots saved and evicted, blocks held
+  // cached by no request.
+  uint64_t prefix_hits = 0, prefix_hit_tokens = 0, prefix_block_evictions = 0;
+  uint64_t prefix_snapshots_saved = 0, prefix_snapshot_evictions = 0;
+  int prefix_cached_blocks = 0;
   double last_step_seconds = 0;
   double total_step_seconds = 0;
   std::string fatal;  // empty while the engine runs; the device fault that stopped it

@@ -161,6 +161,25 @@ std::string Metrics::render(const EngineStats& e) const {
   header(out, "sparkglm_num_preemptions_total", "counter",
          "Running requests preempted (recomputed later) because the KV pool ran out.");
   sample(out, "sparkglm_num_preemptions_total", double(e.preemptions));
+  header(out, "sparkglm_prefix_cache_hits_total", "counter",
+         "Admissions that resumed from the prefix cache (blocks and a KDA snapshot).");
+  sample(out, "sparkglm_prefix_cache_hits_total", double(e.prefix_hits));
+  header(out, "sparkglm_prefix_cache_hit_tokens_total", "counter",
+         "Prompt tokens served from the prefix cache instead of prefilled.");
+  sample(out, "sparkglm_prefix_cache_hit_tokens_total", double(e.prefix_hit_tokens));
+  header(out, "sparkglm_prefix_cache_evictions_total", "counter",
+         "Cached KV blocks evicted to make room for new ones.");
+  sample(out, "sparkglm_prefix_cache_evictions_total", double(e.prefix_block_evictions));
+  header(out, "sparkglm_prefix_cache_snapshots_saved_total", "counter",
+         "KDA state snapshots the prefix cache saved.");
+  sample(out, "sparkglm_prefix_cache_snapshots_saved_total", double(e.prefix_snapshots_saved));
+  header(out, "sparkglm_prefix_cache_snapshot_evictions_total", "counter",
+         "KDA state snapshots evicted (least recently used) for newer ones.");
+  sample(out, "sparkglm_prefix_cache_snapshot_evictions_total",
+         double(e.prefix_snapshot_evictions));
+  header(out, "sparkglm_prefix_cache_blocks", "gauge",
+         "KV blocks held by the prefix cache alone (free for new requests on demand).");
+  sample(out, "sparkglm_prefix_cache_blocks", double(e.prefix_cached_blocks));
   header(out, "sparkglm_engine_steps_total", "counter", "Engine steps run.");
   sample(out, "sparkglm_engine_steps_total", double(e.steps));
   header(out, "sparkglm_engine_step_seconds", "summary", "Time of one engine step.");

@@ -19,9 +19,8 @@ int64_t unix_seconds();
 // {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details":
 // {"cached_tokens"},
 //  "completion_tokens_details": {"reasoning_tokens"}}
-// cached_tokens counts prompt tokens served from a prefix cache. None exists yet: sparkglm-serve
-// refuses --enable-prefix-caching at start as not implemented (serving_config.h), so the 0 every
-// caller passes is true. The field stays because OpenAI clients and the harness read it.
+// cached_tokens counts prompt tokens served from the prefix cache (--enable-prefix-caching;
+// RequestEvent::cached_tokens): 0 without it, or on a miss.
 nlohmann::json usage_json(int prompt_tokens, int completion_tokens, int reasoning_tokens,
                           int cached_tokens = 0);
 

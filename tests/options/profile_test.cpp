@@ -283,12 +283,10 @@ TEST_F(ProfileFiles, PromotionRecordsAreValidated) {
             std::string::npos);
   // An option that is not implemented cannot be promoted, even with a receipt.
   EXPECT_NE(error_of([&](json& j) {
-              j["options"]["enable-prefix-caching"] = true;
-              j["promotions"]["enable-prefix-caching"] = {
-                  {"value", true}, {"receipt_id", "r1"}, {"receipt_sha256", sha}};
-            })
-                .find(": promotions.enable-prefix-caching: --enable-prefix-caching is not "
-                      "implemented yet"),
+              j["options"]["prefix-cache-gb"] = 8;
+              j["promotions"]["prefix-cache-gb"] = {
+                  {"value", 8}, {"receipt_id", "r1"}, {"receipt_sha256", sha}};
+            }).find(": promotions.prefix-cache-gb: --prefix-cache-gb is not implemented yet"),
             std::string::npos);
 }
 

@@ -16,58 +16,12 @@
 #include "engine/core/error.h"
 #include "engine/runtime/scheduler.h"
 #include "tests/support/micro_model.h"
+#include "tests/support/prefix_scenario.h"
 
 namespace sparkglm {
 namespace {
 
-struct Outcome {
-  std::vector<GeneratedToken> tokens;
-  int cached_tokens = -1;  // from the final event
-};
-
-std::vector<int32_t> tokens_of(int n, int seed) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) t[size_t(i)] = (i * 37 + seed * 11 + 5) % 256;
-  return t;
-}
-
-std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-GenerationRequest request(std::vector<int32_t> prompt, bool logprobs, const std::string& salt = "",
-                          int max_tokens = 6) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.sampling.temperature = 0.0f;
-  r.sampling.max_tokens = max_tokens;
-  r.sampling.ignore_eos = true;
-  r.sampling.logprobs = logprobs;
-  r.sampling.top_logprobs = logprobs ? 5 : 0;
-  r.cache_salt = salt;
-  return r;
-}
-
-bool same_bits(float a, float b) {
-  return std::memcmp(&a, &b, sizeof(float)) == 0;
-}
-
-void expect_bitwise(const Outcome& cold, const Outcome& warm, const std::string& what) {
-  ASSERT_EQ(cold.tokens.size(), warm.tokens.size()) << what;
-  for (size_t t = 0; t < cold.tokens.size(); ++t) {
-    const auto &a = cold.tokens[t], &b = warm.tokens[t];
-    EXPECT_EQ(a.id, b.id) << what << ": token " << t;
-    EXPECT_TRUE(same_bits(a.logprob, b.logprob))
-        << what << ": token " << t << " logprob " << a.logprob << " vs " << b.logprob;
-    bool top = a.top_logprobs.size() == b.top_logprobs.size();
-    for (size_t j = 0; top && j < a.top_logprobs.size(); ++j)
-      top = a.top_logprobs[j].first == b.top_logprobs[j].first &&
-            same_bits(a.top_logprobs[j].second, b.top_logprobs[j].second);
-    EXPECT_TRUE(top) << what << ": token " << t << " top logprobs";
-    if (a.id != b.id) return;
-  }
-}
+using namespace prefix_scenario;  // NOLINT: the scenario's vocabulary
 
 class PrefixCacheTest : public ::testing::Test {
  protected:
@@ -91,53 +45,28 @@ class PrefixCacheTest : public ::testing::Test {
     l.cache_identity = PrefixCache::identity("tinyglm-micro", "f32");
     return l;
   }
-  // Adds every request at once and steps until all finish.
-  static std::vector<Outcome> run(Scheduler& s, std::vector<GenerationRequest> requests) {
-    std::vector<Outcome> out(requests.size());
-    for (size_t i = 0; i < requests.size(); ++i) {
-      requests[i].on_event = [&out, i](const RequestEvent& e) {
-        for (const auto& t : e.tokens) out[i].tokens.push_back(t);
-        if (e.finish != FinishReason::kNone) out[i].cached_tokens = e.cached_tokens;
-      };
-      s.add(std::make_shared<RequestHandle>(i + 1), std::move(requests[i]));
-    }
-    for (int guard = 0; !s.idle() && guard < 100000; ++guard) s.step();
-    EXPECT_TRUE(s.idle());
-    EXPECT_EQ(s.blocks().num_free(), s.blocks().num_blocks()) << "a block leaked";
-    return out;
-  }
   Outcome cold(cpu::CpuModelRunner& r, const GenerationRequest& req) {
-    Scheduler s(r, limits(false));
-    return run(s, {req})[0];
+    return prefix_scenario::cold(r, limits(false), req);
   }
 };
 
 TEST_F(PrefixCacheTest, HitEqualsColdPrefillBitwiseForReplayAndNextTurn) {
   auto r = runner(256);
-  const auto turn1 = tokens_of(150, 1);
-  for (bool logprobs : {true, false}) {  // host sampling, then pipelined device-style picks
-    Scheduler s(*r, limits(true));
-    const Outcome first = run(s, {request(turn1, logprobs)})[0];
-    EXPECT_EQ(first.cached_tokens, 0);
-    // Turn 2 resends turn 1, its answer and a new message.
-    std::vector<int32_t> answer;
-    for (const auto& t : first.tokens) answer.push_back(t.id);
-    const auto turn2 = concat(concat(turn1, answer), tokens_of(70, 2));
-    const Outcome warm2 = run(s, {request(turn2, logprobs)})[0];
-    EXPECT_EQ(warm2.cached_tokens, 128) << "the snapshot at the end of turn 1's prompt";
-    expect_bitwise(cold(*r, request(turn2, logprobs)), warm2, "turn 2");
-    // A replay of turn 1 hits the same snapshot and answers the same.
-    const Outcome replay = run(s, {request(turn1, logprobs)})[0];
-    EXPECT_EQ(replay.cached_tokens, 128);
-    expect_bitwise(first, replay, "replay");
-    // Turn 2's prompt end was saved too: its replay resumes later.
-    const Outcome replay2 = run(s, {request(turn2, logprobs)})[0];
-    EXPECT_EQ(replay2.cached_tokens, 192);
-    expect_bitwise(warm2, replay2, "turn 2 replay" + std::to_string(logprobs));
-    expect_bitwise(cold(*r, request(turn2, logprobs)), replay2, "turn 2 replay vs cold");
-    EXPECT_EQ(s.counters().prefix_hits, 3u);
-    EXPECT_EQ(s.counters().prefix_hit_tokens, 128u + 128u + 192u);
-  }
+  // Host sampling with logprobs, then pipelined greedy picks; 330 tokens reach the sparse indexer.
+  for (bool logprobs : {true, false})
+    multi_turn_equals_cold(*r, limits(true), 150, 70, logprobs, 256);
+  multi_turn_equals_cold(*r, limits(true), 330, 9, true, 256);
+}
+
+TEST_F(PrefixCacheTest, HitEqualsColdUnderASmallPrefillBudgetAndBf16Latents) {
+  cpu::CpuRunnerOptions o;
+  o.num_blocks = 256;
+  o.num_snapshots = 4;
+  o.kv_dtype = KvDtype::kBF16;
+  cpu::CpuModelRunner bf16(m.config, m.weights, o, pool);
+  SchedulerLimits l = limits(true);
+  l.max_prefill_tokens = 64;  // every prompt is cut at every chunk
+  multi_turn_equals_cold(bf16, l, 200, 50, true, 256);
 }
 
 TEST_F(PrefixCacheTest, ADifferentSaltNeverMatches) {
