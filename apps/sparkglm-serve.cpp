@@ -74,6 +74,10 @@ int serve(const std::vector<std::string>& args) {
   const ModelConfig& mc = built.config;
   const std::string model_id = built.model_id;
   config.scheduler.max_seq_len = built.max_seq_len;
+  // Prefix-cache keys never match across models, weights or KV precisions.
+  config.scheduler.cache_identity = PrefixCache::identity(
+      model_id + "|" + sha256_hex(mc.to_json().dump()) + "|" + built.weights_identity,
+      to_string(config.runner.kv_dtype));
   // The model half of the run identity (ARCHITECTURE.md), one JSON line that a harness can read.
   log_line("model identity: " + nlohmann::json{{"model_id", model_id},
                                                {"config_sha256", sha256_hex(mc.to_json().dump())},

@@ -50,6 +50,7 @@ void GenerationCall::start(GenerationEngine& engine) {
   GenerationRequest request;
   request.prompt = setup_.prompt;
   request.sampling = setup_.fields.sampling;
+  request.cache_salt = setup_.fields.cache_salt;
   if (setup_.request_timeout_s > 0)
     request.deadline =
         setup_.arrived + std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -196,6 +197,7 @@ void GenerationCall::on_event(const RequestEvent& e) {
     return;  // finished by a stop string, or the client left; later events are the engine's
   if (!e.tokens.empty() && first_token_seconds_ < 0)
     first_token_seconds_ = seconds_between(setup_.arrived, std::chrono::steady_clock::now());
+  cached_tokens_ = e.cached_tokens;
 
   ReasoningDelta delta;
   std::vector<GeneratedToken> shown;
@@ -306,7 +308,7 @@ void GenerationCall::emit(const ReasoningDelta& d, const std::vector<GeneratedTo
 void GenerationCall::complete(const char* reason, json stop_reason) {
   done_ = true;
   const int prompt = int(setup_.prompt.size());
-  const json usage = usage_json(prompt, text_.tokens(), text_.reasoning_tokens());
+  const json usage = usage_json(prompt, text_.tokens(), text_.reasoning_tokens(), cached_tokens_);
   const bool chat = setup_.kind == ApiKind::kChat;
   if (setup_.fields.stream) {
     send_chunk(envelope(json::array(

@@ -122,6 +122,7 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   const char* finished_ = nullptr;
   bool prompt_ids_sent_ = false;
   double first_token_seconds_ = -1;
+  int cached_tokens_ = 0;  // prompt tokens the prefix cache supplied (the engine's events)
   // The whole answer, for a body; a stream sends it as it comes.
   std::string reasoning_, content_;
   size_t text_bytes_ = 0;  // completion text so far: the next token's text_offset
