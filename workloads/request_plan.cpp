@@ -45,8 +45,10 @@ harness::RequestSpec make_request(const CaseSpec& c, const Prompt& prompt, const
   if (c.return_token_ids) body["return_token_ids"] = true;
   body["stream"] = true;
   body["stream_options"] = {{"include_usage", true}};
-  // Repetitions and cases never share prefix-cache entries; requests of one repetition may.
-  body["cache_salt"] = c.salt + "." + c.id + "." + repetition_tag(repetition);
+  // Repetitions and cases never share prefix-cache entries; requests of one repetition may,
+  // unless the case is a cold reference (each request its own salt).
+  body["cache_salt"] = c.salt + "." + c.id + "." + repetition_tag(repetition) +
+                       (c.cold_prefill ? ".q" + std::to_string(index) : "");
   r.body = std::move(body);
   return r;
 }

@@ -44,8 +44,9 @@ struct PlanOptions {
 // Bodies: model, messages or prompt, max_tokens, ignore_eos, temperature 0 unless the spec's
 // sampling says otherwise, seed (sampling.seed, else the prompt seed), return_token_ids,
 // stream with include_usage, chat_template_kwargs (chat), and cache_salt "<salt>.<case>.r<n>"
-// (warmups "w<n>") so that repetitions and cases never share a prefix-cache entry while requests
-// of one repetition (warm replays, conversation turns) can. Prompts that do not change across
+// (warmups "w<n>"; a cold_prefill case adds ".q<index>") so that repetitions and cases never
+// share a prefix-cache entry while requests of one repetition (warm replays, conversation turns)
+// can. Prompts that do not change across
 // repetitions are built and calibrated once.
 CasePlan plan_case(const CaseSpec& spec, const PlanOptions& options);
 WorkloadPlan plan_workload(const WorkloadSpec& spec, const PlanOptions& options);

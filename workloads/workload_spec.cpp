@@ -206,7 +206,8 @@ CaseSpec parse_case(const json& j, const std::string& source, const std::string&
                                    "repetitions", "min_repetitions",
                                    "warmups",     "salt",
                                    "warm_replay", "fresh_each_repetition",
-                                   "timeout_s",   "graders"});
+                                   "timeout_s",   "graders",
+                                   "cold_prefill"});
   CaseSpec c;
   c.id = f.text("id");
   if (!std::regex_match(c.id, kCaseId))
@@ -272,6 +273,7 @@ CaseSpec parse_case(const json& j, const std::string& source, const std::string&
       f.fail(f.name("warm_replay"), "false with the conversation builder");
   }
   c.fresh_each_repetition = f.boolean("fresh_each_repetition", false);
+  c.cold_prefill = f.boolean("cold_prefill", false);
   c.timeout_s = f.number("timeout_s", 1, 86400, 600);
   if (f.has("graders")) {
     if (!f.at("graders").is_array()) f.fail(f.name("graders"), "an array of graders");

@@ -56,6 +56,9 @@ struct CaseSpec {
   bool warm_replay = false;     // odd request 2k+1 repeats request 2k's body byte for byte
   bool fresh_each_repetition =
       false;  // the marker names the repetition: new prompt bytes each time
+  // Every request sends a cache_salt of its own, so nothing it sends can hit a prefix cache: the
+  // cold reference that a warm case's determinism grader compares its outputs with.
+  bool cold_prefill = false;
   double timeout_s = 600;
   std::vector<GraderSpec> graders;
 };

@@ -107,6 +107,33 @@ TEST(RequestPlan, DeterminismCasesSendTheSamePrompts) {
   EXPECT_EQ(plan.find_case("det_c8")->arrival.kind, harness::ArrivalSchedule::Kind::kStaggered);
 }
 
+TEST(RequestPlan, AColdReferenceCaseSendsTheWarmPromptsUnderSaltsOfTheirOwn) {
+  const WorkloadSpec w = scaled(load_workload(kDir + "/multi-turn.json"), 0.05);
+  const WorkloadPlan plan = plan_workload(w, {"m", testing::byte_tokens});
+  const CasePlan& warm = *plan.find_case("conversation_30k_48k");
+  const CasePlan& cold = *plan.find_case("conversation_30k_48k_cold");
+  ASSERT_EQ(cold.repetitions.size(), 1u);
+  const RepetitionPlan& warm_rep = warm.repetitions.back();
+  std::set<std::string> cold_salts, warm_salts;
+  ASSERT_EQ(cold.repetitions[0].requests.size(), warm_rep.requests.size());
+  for (size_t i = 0; i < warm_rep.requests.size(); ++i) {
+    json a = warm_rep.requests[i].body, b = cold.repetitions[0].requests[i].body;
+    warm_salts.insert(a["cache_salt"].get<std::string>());
+    cold_salts.insert(b["cache_salt"].get<std::string>());
+    a.erase("cache_salt");
+    b.erase("cache_salt");
+    EXPECT_EQ(a, b) << "turn " << i << ": the reference sends the warm case's request";
+  }
+  EXPECT_EQ(warm_salts.size(), 1u) << "turns of one conversation share their cache";
+  EXPECT_EQ(cold_salts.size(), warm_rep.requests.size()) << "no cold turn can hit another";
+  // The warm case's answers must equal the cold ones (restore equivalence).
+  bool graded = false;
+  for (const GraderSpec& g : w.find_case("conversation_30k_48k")->graders)
+    graded = graded || (g.name == "determinism" &&
+                        g.params.value("reference_case", "") == "conversation_30k_48k_cold");
+  EXPECT_TRUE(graded);
+}
+
 // The CI path: every committed workload, small, planned with tinyGLM's tokenizer to exact sizes.
 TEST(RequestPlan, EveryWorkloadPlansExactlyAtCiScale) {
   for (const std::string& path : workload_files(kDir)) {
