@@ -33,6 +33,7 @@
 #include "engine/server/server_log.h"
 #include "engine/server/shutdown_deadline.h"
 #include "engine/server/token_codec.h"
+#include "engine/text/grammar/compiled_grammar.h"
 
 namespace sparkglm {
 namespace {
@@ -96,6 +97,12 @@ int serve(const std::vector<std::string>& args) {
   route_options.model = {model_id, built.max_seq_len, mc.vocab_size};
   route_options.kv_pool_tokens = built.pool_tokens;
   route_options.eos_ids = mc.eos_token_ids;
+  // Output constraints compile at admission against the vocabulary the scheduler masks.
+  route_options.compile_constraint =
+      [vocabulary = server::grammar_vocabulary(
+           *codec, mc.vocab_size,
+           std::vector<int32_t>(mc.eos_token_ids.begin(), mc.eos_token_ids.end()))](
+          const OutputConstraint& c) { return compile_output_constraint(c, vocabulary); };
   server::OpenAiRoutes routes(route_options, adapter, *codec, metrics);
 
   const server::HttpServerOptions& http = config.http;

@@ -1,6 +1,7 @@
 #include "engine/server/generation_call.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "engine/core/error.h"
 #include "engine/server/api_error.h"
@@ -42,8 +43,9 @@ GenerationCall::GenerationCall(GenerationSetup setup, const TokenCodec& codec, M
       id_(new_request_id(setup_.kind == ApiKind::kChat ? "chatcmpl" : "cmpl")),
       created_(unix_seconds()) {
   const GenerationFields& f = setup_.fields;
-  if (f.stream && !f.sampling.logprobs && !f.return_token_ids)
+  if (f.stream && !f.sampling.logprobs && !f.return_token_ids && !f.continuous_usage_stats)
     chunk_.emplace(setup_.kind == ApiKind::kChat, id_, created_, setup_.model_id, f.include_usage);
+  if (!setup_.tools.empty()) tool_calls_.emplace(setup_.tools, setup_.parallel_tool_calls);
 }
 
 void GenerationCall::start(GenerationEngine& engine) {
@@ -51,6 +53,8 @@ void GenerationCall::start(GenerationEngine& engine) {
   request.prompt = setup_.prompt;
   request.sampling = setup_.fields.sampling;
   request.cache_salt = setup_.fields.cache_salt;
+  request.constraint = setup_.fields.constraint;
+  request.grammar = setup_.grammar;
   if (setup_.request_timeout_s > 0)
     request.deadline =
         setup_.arrived + std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -222,7 +226,13 @@ void GenerationCall::on_event(const RequestEvent& e) {
     delta.reasoning += rest.reasoning;
     delta.content += rest.content;
   }
+  json calls = json::array();
+  if (tool_calls_) {
+    delta.content = tool_calls_->feed(delta.content, calls);
+    if (ending) delta.content += tool_calls_->flush(calls);
+  }
   emit(delta, shown, offsets);
+  if (!calls.empty()) emit_tool_calls(std::move(calls));
 
   if (text_.stop_string()) {
     // The stop string is the server's: the engine learns of it through cancellation.
@@ -291,7 +301,7 @@ void GenerationCall::emit(const ReasoningDelta& d, const std::vector<GeneratedTo
   json body;
   if (chat) {
     body = json::object();
-    if (!d.reasoning.empty()) body["reasoning_content"] = d.reasoning;
+    if (!d.reasoning.empty()) body["reasoning"] = body["reasoning_content"] = d.reasoning;
     if (!d.content.empty()) body["content"] = d.content;
   } else {
     body = d.content;
@@ -305,10 +315,29 @@ void GenerationCall::emit(const ReasoningDelta& d, const std::vector<GeneratedTo
   send_chunk(envelope(json::array({std::move(c)})));
 }
 
+void GenerationCall::emit_tool_calls(json calls) {
+  if (!setup_.fields.stream) {
+    for (json& call : calls) {
+      call.erase("index");
+      message_calls_.push_back(std::move(call));
+    }
+    return;
+  }
+  send_chunk(envelope(
+      json::array({choice({{"tool_calls", std::move(calls)}}, nullptr, nullptr, nullptr)})));
+}
+
+json GenerationCall::usage() const {
+  return usage_json(int(setup_.prompt.size()), text_.tokens(), text_.reasoning_tokens(),
+                    cached_tokens_);
+}
+
 void GenerationCall::complete(const char* reason, json stop_reason) {
   done_ = true;
-  const int prompt = int(setup_.prompt.size());
-  const json usage = usage_json(prompt, text_.tokens(), text_.reasoning_tokens(), cached_tokens_);
+  // A turn that ended by itself after calling tools asks for their results.
+  if (tool_calls_ && tool_calls_->calls() > 0 && std::string_view(reason) == "stop")
+    reason = "tool_calls";
+  const json usage = this->usage();
   const bool chat = setup_.kind == ApiKind::kChat;
   if (setup_.fields.stream) {
     send_chunk(envelope(json::array(
@@ -325,7 +354,12 @@ void GenerationCall::complete(const char* reason, json stop_reason) {
     json lp = nullptr;
     if (chat) {
       json message = {{"role", "assistant"}, {"content", content_}};
-      if (setup_.thinking) message["reasoning_content"] = reasoning_;
+      if (!message_calls_.empty()) {
+        message["tool_calls"] = message_calls_;
+        if (content_.empty()) message["content"] = nullptr;
+      }
+      // `reasoning` is vLLM's current name; `reasoning_content` stays for older clients.
+      if (setup_.thinking) message["reasoning"] = message["reasoning_content"] = reasoning_;
       if (setup_.fields.sampling.logprobs) lp = {{"content", chat_logprobs_}};
       body = message;
     } else {
@@ -379,6 +413,8 @@ json GenerationCall::envelope(json choices) const {
             {"model", setup_.model_id},
             {"choices", std::move(choices)}};
   if (setup_.fields.stream && setup_.fields.include_usage) r["usage"] = nullptr;
+  // stream_options.continuous_usage_stats: every chunk says the counts so far.
+  if (setup_.fields.stream && setup_.fields.continuous_usage_stats) r["usage"] = usage();
   return r;
 }
 

@@ -36,6 +36,7 @@
 #include "engine/server/sse_stream.h"
 #include "engine/server/stream_chunk.h"
 #include "engine/server/token_codec.h"
+#include "engine/server/tool_call_output.h"
 
 namespace sparkglm::server {
 
@@ -52,6 +53,13 @@ struct GenerationSetup {
   bool thinking = false;  // chat: the prompt leaves the reasoning section open
   std::vector<int> eos_ids;
   double request_timeout_s = 0;  // 0: none
+  // fields.constraint compiled for the engine's mask (RouteOptions::compile_constraint); null when
+  // the output is free.
+  std::shared_ptr<const CompiledGrammar> grammar;
+  // Chat: the request's tools when content is searched for tool calls (ToolCallOutput); empty:
+  // content is plain text.
+  std::vector<nlohmann::json> tools;
+  bool parallel_tool_calls = true;
   // Streams: 0 = a drain per batch of events, posted by the engine thread (each engine step wakes
   // the connection). Otherwise, while events keep coming, the strand drains once per interval by
   // a timer and the engine thread posts nothing: a step shorter than a thread wake-up then does
@@ -89,6 +97,9 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   // Stream: one chunk with the text and logprobs of this event. Body: accumulates.
   void emit(const ReasoningDelta& d, const std::vector<GeneratedToken>& tokens,
             const std::vector<size_t>& offsets);
+  // Chat with tools: the calls one event completed, as a delta or into the message.
+  void emit_tool_calls(nlohmann::json calls);
+  nlohmann::json usage() const;
   void send_chunk(nlohmann::json chunk);  // the first one carries prompt_token_ids when asked
   void complete(const char* reason, nlohmann::json stop_reason);
   void fail(const ApiError& e, const char* reason);
@@ -105,7 +116,8 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   std::shared_ptr<HttpExchange> exchange_;
   SseStream sse_;
   OutputText text_;
-  std::optional<StreamChunk> chunk_;  // streams without logprobs or token ids
+  std::optional<StreamChunk> chunk_;  // streams without logprobs, token ids or continuous usage
+  std::optional<ToolCallOutput> tool_calls_;  // chat with tools to parse for
   std::shared_ptr<RequestHandle> handle_;
   std::mutex state_mutex_;  // held by whoever handles events or ends the call (see the top)
   std::mutex inbox_mutex_;  // guards inbox_, drain_scheduled_ and engine_writes_
@@ -125,6 +137,7 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   int cached_tokens_ = 0;  // prompt tokens the prefix cache supplied (the engine's events)
   // The whole answer, for a body; a stream sends it as it comes.
   std::string reasoning_, content_;
+  nlohmann::json message_calls_ = nlohmann::json::array();  // a body's message.tool_calls
   size_t text_bytes_ = 0;  // completion text so far: the next token's text_offset
   nlohmann::json chat_logprobs_ = nlohmann::json::array();
   CompletionLogprobs completion_logprobs_;

@@ -6,6 +6,7 @@
 #include "engine/core/error.h"
 #include "engine/core/strict_json.h"
 #include "engine/server/api_error.h"
+#include "engine/server/openai_fields.h"
 
 namespace sparkglm::server {
 
@@ -102,12 +103,10 @@ ApiError from_template_error(const Error& e) {
   return ApiError::invalid_request(e.message());
 }
 
-void reject_unsupported(const Fields& f) {
-  if (auto n = f.integer("n", 1, 1 << 20); n && *n != 1)
-    throw ApiError::invalid_request("`n` must be 1: this server returns one choice per request",
-                                    "n");
-  if (auto b = f.integer("best_of", 1, 1 << 20); b && *b != 1)
-    throw ApiError::invalid_request("`best_of` must be 1: this server does not rank candidates",
+void reject_unsupported(const Fields& f, int n) {
+  if (auto b = f.integer("best_of", 1, 1 << 20); b && *b != n)
+    throw ApiError::invalid_request("`best_of` must equal `n` (" + std::to_string(n) +
+                                        "): this server does not rank candidates",
                                     "best_of");
   if (auto echo = f.boolean("echo"); echo && *echo)
     throw ApiError::invalid_request("`echo` is not supported", "echo");
@@ -118,16 +117,6 @@ void reject_unsupported(const Fields& f) {
     if (!bias->empty())
       throw ApiError::invalid_request("`logit_bias` is not supported", "logit_bias");
   }
-  if (const json* format = f.get("response_format")) {
-    if (!format->is_object()) throw ApiError::wrong_type("response_format", "an object");
-    auto type = format->find("type");
-    if (type == format->end() || !type->is_string())
-      throw ApiError::wrong_type("response_format.type", "a string");
-    if (*type != "text")
-      throw ApiError::invalid_request(
-          "`response_format` " + type->get<std::string>() + " is not supported (only \"text\")",
-          "response_format");
-  }
 }
 
 GenerationFields read_fields(const json& body, const ServedModel& model) {
@@ -135,16 +124,26 @@ GenerationFields read_fields(const json& body, const ServedModel& model) {
   GenerationFields g;
   if (auto m = f.string("model")) g.model = *m;
   check_model(g.model, model);
-  reject_unsupported(f);
+  if (auto n = f.integer("n", 1, kMaxChoices)) g.n = int(*n);
+  reject_unsupported(f, g.n);
 
   g.stream = f.boolean("stream").value_or(false);
   if (const json* options = f.get("stream_options")) {
     if (!options->is_object()) throw ApiError::wrong_type("stream_options", "an object");
-    const json& include = options->contains("include_usage") ? (*options)["include_usage"] : json();
-    if (!include.is_null() && !include.is_boolean())
-      throw ApiError::wrong_type("stream_options.include_usage", "true or false");
-    g.include_usage = include.is_boolean() && include.get<bool>();
+    const Fields o(*options);
+    for (auto it = options->begin(); it != options->end(); ++it)
+      if (it.key() != "include_usage" && it.key() != "continuous_usage_stats" && !it->is_null())
+        throw ApiError::invalid_request(
+            "`stream_options." + it.key() +
+                "` is not a field this server reads (include_usage, continuous_usage_stats)",
+            "stream_options." + it.key());
+    for (const char* name : {"include_usage", "continuous_usage_stats"})
+      if (const json* v = o.get(name); v && !v->is_boolean())
+        throw ApiError::wrong_type(std::string("stream_options.") + name, "true or false");
+    g.include_usage = o.boolean("include_usage").value_or(false);
+    g.continuous_usage_stats = o.boolean("continuous_usage_stats").value_or(false);
   }
+  g.constraint = read_output_constraint(body, &g.constraint_field);
 
   SamplingParams& s = g.sampling;
   if (auto v = f.number("temperature")) s.temperature = as_float(*v);
@@ -229,6 +228,7 @@ void check_model(const std::string& requested, const ServedModel& model) {
 }
 
 ChatCompletionRequest parse_chat_completion(const json& body, const ServedModel& model) {
+  check_known_fields(body, GenerationRoute::kChat);
   ChatCompletionRequest r;
   r.fields = read_fields(body, model);
   const Fields f(body);
@@ -237,23 +237,35 @@ ChatCompletionRequest parse_chat_completion(const json& body, const ServedModel&
   if (auto v = f.integer("top_logprobs", 0, kMaxTopLogprobs))
     r.fields.sampling.top_logprobs = int32_t(*v);
   if (auto v = f.boolean("add_special_tokens")) r.add_special_tokens = *v;
-  if (const json* choice = f.get("tool_choice")) {
-    if (!(choice->is_string() && (*choice == "auto" || *choice == "none")))
-      throw ApiError::invalid_request(
-          "`tool_choice` must be \"auto\" or \"none\": this server does not force tool calls",
-          "tool_choice");
-  }
   try {
     r.chat = parse_chat_messages(body);
   } catch (const Error& e) {
     throw from_template_error(e);
   }
   if (auto v = f.boolean("add_generation_prompt")) r.chat.options.add_generation_prompt = *v;
+  if (auto v = f.boolean("parallel_tool_calls")) r.parallel_tool_calls = *v;
+  r.tool_choice = read_tool_choice(body, r.chat.options.tools);
+  // "none": the model is not told of the tools, so it has nothing to call.
+  if (r.tool_choice.mode == ToolChoice::Mode::kNone) r.chat.options.tools.clear();
+  if (OutputConstraint forced = tool_call_constraint(r.tool_choice, r.chat.options.tools);
+      forced.active()) {
+    if (r.fields.constraint.active())
+      throw ApiError::invalid_request(
+          "`tool_choice` forces a tool call and another field constrains the output to JSON or a "
+          "choice: give one",
+          "tool_choice");
+    r.fields.constraint = std::move(forced);
+    r.fields.constraint_field = "tool_choice";
+  }
+  // GLM reasons first: the constraint holds from the end of the reasoning section on.
+  r.fields.constraint.after_reasoning =
+      thinking_enabled(r.chat.options) && r.chat.options.add_generation_prompt;
   validate_sampling(r.fields, model);
   return r;
 }
 
 CompletionRequest parse_completion(const json& body, const ServedModel& model) {
+  check_known_fields(body, GenerationRoute::kCompletion);
   CompletionRequest r;
   r.fields = read_fields(body, model);
   const Fields f(body);

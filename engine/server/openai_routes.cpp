@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/core/build_info.h"
 #include "engine/server/api_error.h"
 #include "engine/server/metrics.h"
 #include "engine/server/server_log.h"
@@ -24,6 +25,7 @@ constexpr Route kRoutes[] = {
     {"/detokenize", "POST"},
     {"/health", "GET"},
     {"/metrics", "GET"},
+    {"/version", "GET"},
 };
 
 // Compares without an early exit, so the time taken does not tell how much of a key matched.
@@ -72,6 +74,7 @@ void OpenAiRoutes::handle(HttpRequest request, std::shared_ptr<HttpExchange> exc
   if (p == "/health") return exchange->respond(health());
   if (p == "/metrics") return exchange->respond(metrics_text());
   if (p == "/v1/models") return exchange->respond(models());
+  if (p == "/version") return exchange->respond(version());
   offload(std::move(request), std::move(exchange));
 }
 
@@ -157,6 +160,32 @@ HttpResponse OpenAiRoutes::metrics_text() const {
                             metrics_.render(engine_.stats()));
 }
 
+HttpResponse OpenAiRoutes::version() const {
+  const BuildInfo& b = build_info();
+  return HttpResponse::json(200, {{"version", b.version},
+                                  {"commit", b.commit},
+                                  {"clean_tree", b.clean_tree},
+                                  {"compiler", b.compiler},
+                                  {"build_type", b.build_type},
+                                  {"cuda", b.cuda_version},
+                                  {"nccl", b.nccl_version}});
+}
+
+std::shared_ptr<const CompiledGrammar> OpenAiRoutes::compile(const GenerationFields& f) const {
+  if (!f.constraint.active()) return nullptr;
+  const std::string& field = f.constraint_field;
+  if (!options_.compile_constraint)
+    throw ApiError::invalid_request("`" + field +
+                                        "` constrains the output, and this engine applies no "
+                                        "output constraints",
+                                    field);
+  try {
+    return options_.compile_constraint(f.constraint);
+  } catch (const Error& e) {
+    throw ApiError::invalid_request("`" + field + "`: " + e.message(), field);
+  }
+}
+
 HttpResponse OpenAiRoutes::tokenize(const HttpRequest& request) const {
   const json fields = parse_json_body(request.body);
   check_message_counts(fields, options_.limits);
@@ -188,9 +217,16 @@ OpenAiRoutes::Continuation OpenAiRoutes::chat_completion(const HttpRequest& requ
   check_prompt_bytes(text.size(), options_.limits, "messages");
   const std::vector<int32_t> body = codec_.encode(text);
   prompt.insert(prompt.end(), body.begin(), body.end());
-  const bool thinking = thinking_enabled(r->chat.options) && r->chat.options.add_generation_prompt;
-  return [this, r, prompt = std::move(prompt), thinking, exchange]() mutable {
-    generate(ApiKind::kChat, std::move(r->fields), std::move(prompt), thinking, exchange);
+  GenerationSetup setup;
+  setup.kind = ApiKind::kChat;
+  setup.thinking = thinking_enabled(r->chat.options) && r->chat.options.add_generation_prompt;
+  setup.grammar = compile(r->fields);
+  if (r->parses_tool_calls()) setup.tools = r->chat.options.tools;
+  setup.parallel_tool_calls = r->parallel_tool_calls;
+  setup.fields = std::move(r->fields);
+  setup.prompt = std::move(prompt);
+  return [this, setup = std::move(setup), exchange]() mutable {
+    generate(std::move(setup), exchange);
   };
 }
 
@@ -207,15 +243,24 @@ OpenAiRoutes::Continuation OpenAiRoutes::completion(const HttpRequest& request,
   } else {
     prompt = std::move(r->prompt_ids);
   }
-  return [this, r, prompt = std::move(prompt), exchange]() mutable {
-    generate(ApiKind::kCompletion, std::move(r->fields), std::move(prompt), false, exchange);
+  GenerationSetup setup;
+  setup.kind = ApiKind::kCompletion;
+  setup.grammar = compile(r->fields);
+  setup.fields = std::move(r->fields);
+  setup.prompt = std::move(prompt);
+  return [this, setup = std::move(setup), exchange]() mutable {
+    generate(std::move(setup), exchange);
   };
 }
 
-void OpenAiRoutes::generate(ApiKind kind, GenerationFields fields, std::vector<int32_t> prompt,
-                            bool thinking, std::shared_ptr<HttpExchange> exchange) {
+void OpenAiRoutes::generate(GenerationSetup setup, std::shared_ptr<HttpExchange> exchange) {
   if (draining_.load()) throw ApiError::shutting_down();
-  const int n = int(prompt.size());
+  const ApiKind kind = setup.kind;
+  GenerationFields& fields = setup.fields;
+  if (fields.n > 1)
+    throw ApiError::invalid_request(
+        "`n` > 1 is not implemented yet: this server answers one choice per request", "n");
+  const int n = int(setup.prompt.size());
   const char* prompt_field = kind == ApiKind::kChat ? "messages" : "prompt";
   const int limit = options_.model.max_seq_len;
   if (n == 0) throw ApiError::invalid_request("the prompt is empty", prompt_field);
@@ -247,12 +292,7 @@ void OpenAiRoutes::generate(ApiKind kind, GenerationFields fields, std::vector<i
                                         std::to_string(fields.sampling.max_tokens) + " tokens)",
                                     "min_tokens");
 
-  GenerationSetup setup;
-  setup.kind = kind;
   setup.model_id = options_.model.id;
-  setup.fields = std::move(fields);
-  setup.prompt = std::move(prompt);
-  setup.thinking = thinking;
   setup.eos_ids = options_.eos_ids;
   setup.request_timeout_s = options_.request_timeout_s;
   setup.flush_interval = options_.stream_flush_interval;

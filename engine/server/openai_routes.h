@@ -1,8 +1,9 @@
 #pragma once
 // The routes of sparkglm-serve: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,
-// POST /tokenize, POST /detokenize, GET /health, GET /metrics. With an API key, every route but
-// /health needs it as a Bearer token (/metrics too, unless metrics_without_auth opens it for a
-// scraper). Unknown paths are 404, known paths with another method 405.
+// POST /tokenize, POST /detokenize, GET /health, GET /metrics, GET /version (build identity). With
+// an API key, every route but /health needs it as a Bearer token (/metrics too, unless
+// metrics_without_auth opens it for a scraper). Unknown paths are 404, known paths with another
+// method 405.
 //
 // Threads: handle() runs on the connection's strand (an I/O thread) and answers only what is cheap
 // there (/health, /metrics, /v1/models, refusals). Reading a body, rendering the chat template
@@ -41,6 +42,11 @@ struct RouteOptions {
   // --sse-flush-interval: a running stream gathers its events this long before it writes them
   // (0: each engine step's events go out at once). See GenerationSetup.
   std::chrono::microseconds stream_flush_interval{0};
+  // Compiles a request's output constraint (response_format, structured_outputs, guided_*, a
+  // forced tool call) for the engine's token mask: compile_output_constraint over the model's
+  // vocabulary. Its Error naming an unsupported keyword is a 400 naming the request's field.
+  // Unset: this engine applies no constraints, and a request that asks for one is a 400.
+  std::function<std::shared_ptr<const CompiledGrammar>(const OutputConstraint&)> compile_constraint;
 };
 
 class OpenAiRoutes : public HttpHandler {
@@ -63,6 +69,9 @@ class OpenAiRoutes : public HttpHandler {
   HttpResponse models() const;
   HttpResponse health() const;
   HttpResponse metrics_text() const;
+  HttpResponse version() const;
+  // The grammar for fields.constraint (null when it is inactive); 400 when it cannot be applied.
+  std::shared_ptr<const CompiledGrammar> compile(const GenerationFields& fields) const;
   // Runs prepare() on a worker (or inline without workers) and its continuation on the strand.
   void offload(HttpRequest request, std::shared_ptr<HttpExchange> exchange);
   // The worker's part of a body route: parse, check the limits, render, tokenize.
@@ -71,9 +80,9 @@ class OpenAiRoutes : public HttpHandler {
   HttpResponse detokenize(const HttpRequest& request) const;
   Continuation chat_completion(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange);
   Continuation completion(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange);
-  // Checks the prompt against the limits, settles max_tokens, and starts the call.
-  void generate(ApiKind kind, GenerationFields fields, std::vector<int32_t> prompt, bool thinking,
-                std::shared_ptr<HttpExchange> exchange);
+  // Checks the prompt against the limits, settles max_tokens, and starts the call. `setup` comes
+  // with kind, fields, prompt, thinking, grammar and tools set.
+  void generate(GenerationSetup setup, std::shared_ptr<HttpExchange> exchange);
 
   RouteOptions options_;
   GenerationEngine& engine_;

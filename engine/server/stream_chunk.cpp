@@ -115,9 +115,16 @@ bool StreamChunk::append_delta(std::string& out, std::string_view reasoning,
       ok = append_json_string(out, content);
     }
     if (ok && !reasoning.empty()) {
+      // `reasoning` (vLLM's current name) and `reasoning_content` (its alias), in dump()'s order.
       if (!content.empty()) out += ',';
-      out += R"("reasoning_content":)";
+      out += R"("reasoning":)";
+      const size_t value = out.size();
       ok = append_json_string(out, reasoning);
+      if (ok) {
+        const std::string literal = out.substr(value);
+        out += R"(,"reasoning_content":)";
+        out += literal;
+      }
     }
     out += '}';
   } else {

@@ -1,5 +1,6 @@
 #include "engine/server/token_codec.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -120,6 +121,23 @@ std::unique_ptr<TokenCodec> codec_for_model_dir(const std::string& dir, int64_t 
                 path.string() + " has " + std::to_string(codec->vocab_size()) +
                     " ids, more than the model's vocab_size " + std::to_string(vocab_size));
   return codec;
+}
+
+TokenVocabulary grammar_vocabulary(const TokenCodec& codec, int64_t vocab_size,
+                                   std::vector<int32_t> eos_ids) {
+  const int64_t n = std::min(vocab_size, codec.vocab_size());
+  std::vector<std::string> bytes(size_t(std::max<int64_t>(n, 0)));
+  int32_t end_reasoning = -1;
+  for (int32_t id = 0; id < n; ++id) {
+    if (codec.is_control(id)) continue;
+    std::string b = codec.token_bytes(id);
+    if (is_text_tag(b)) {
+      if (b == "</think>") end_reasoning = id;
+      continue;
+    }
+    bytes[size_t(id)] = std::move(b);
+  }
+  return TokenVocabulary(int32_t(vocab_size), std::move(bytes), std::move(eos_ids), end_reasoning);
 }
 
 }  // namespace sparkglm::server

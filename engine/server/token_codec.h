@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/text/grammar/token_vocabulary.h"
+
 namespace sparkglm::server {
 
 class TokenCodec {
@@ -38,5 +40,11 @@ std::unique_ptr<TokenCodec> make_bpe_codec(const std::string& path);
 // For a checkpoint directory: its tokenizer.json (the byte vocabulary's own file gives the byte
 // codec), or the byte codec when there is none and the model's vocabulary is the byte one.
 std::unique_ptr<TokenCodec> codec_for_model_dir(const std::string& dir, int64_t vocab_size);
+
+// The vocabulary as the output grammar sees it: each id's bytes, none for control tokens and for
+// the reasoning and tool tags (a constrained value never contains them), "</think>" as the end of
+// the reasoning section.
+TokenVocabulary grammar_vocabulary(const TokenCodec& codec, int64_t vocab_size,
+                                   std::vector<int32_t> eos_ids);
 
 }  // namespace sparkglm::server

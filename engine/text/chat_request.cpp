@@ -142,15 +142,35 @@ std::vector<ToolCall> read_tool_calls(const json& calls, const std::string& path
   return out;
 }
 
+// `name` is accepted and unused: GLM's template has no place for a participant's name.
+bool known_message_field(const std::string& key) {
+  for (const char* k :
+       {"role", "content", "reasoning", "reasoning_content", "tool_calls", "tool_call_id", "name"})
+    if (key == k) return true;
+  return false;
+}
+
 ChatMessage read_message(const json& message, const std::string& path) {
   if (!message.is_object()) bad(path, "a message object", message);
   ChatMessage m;
   m.role = read_role(message, path + ".role");
   m.content = read_content(message, m.role, path + ".content");
   const bool assistant = m.role == ChatRole::kAssistant;
-  if (const json* r = member(message, "reasoning_content")) {
-    if (!assistant) bad(path + ".reasoning_content", "no reasoning outside assistant turns", *r);
-    if (!r->is_string()) bad(path + ".reasoning_content", "a string", *r);
+  for (auto it = message.begin(); it != message.end(); ++it)
+    if (!it->is_null() && !known_message_field(it.key()))
+      throw Error(ErrorKind::kInvalidArgument,
+                  path + "." + it.key() +
+                      ": not a message field this server reads (role, content, reasoning, "
+                      "reasoning_content, tool_calls, tool_call_id, name)");
+  // vLLM's current name is `reasoning`; `reasoning_content` is the older one. Both are read.
+  for (const char* name : {"reasoning", "reasoning_content"}) {
+    const json* r = member(message, name);
+    if (!r) continue;
+    const std::string field = path + "." + name;
+    if (!assistant) bad(field, "no reasoning outside assistant turns", *r);
+    if (!r->is_string()) bad(field, "a string", *r);
+    if (m.reasoning_content && *m.reasoning_content != r->get_ref<const std::string&>())
+      bad(field, "the same text as " + path + ".reasoning when both are given", *r);
     m.reasoning_content = r->get<std::string>();
   }
   if (const json* calls = member(message, "tool_calls")) {
@@ -199,6 +219,11 @@ ChatRequestText parse_chat_messages(const json& body) {
   request.options.reasoning_effort = read_effort(body, "reasoning_effort");
   if (const json* kwargs = member(body, "chat_template_kwargs")) {
     if (!kwargs->is_object()) bad("chat_template_kwargs", "an object", *kwargs);
+    for (auto it = kwargs->begin(); it != kwargs->end(); ++it)
+      if (!it->is_null() && it.key() != "enable_thinking" && it.key() != "reasoning_effort")
+        throw Error(ErrorKind::kInvalidArgument,
+                    "chat_template_kwargs." + it.key() +
+                        ": not a switch of this chat template (enable_thinking, reasoning_effort)");
     if (const json* thinking = member(*kwargs, "enable_thinking")) {
       if (!thinking->is_boolean())
         bad("chat_template_kwargs.enable_thinking", "true or false", *thinking);

@@ -189,15 +189,96 @@ TEST(ParseChatCompletion, UnknownModelIs404) {
   EXPECT_NO_THROW(parse_chat_completion(json{{"messages", chat()["messages"]}}, kModel));
 }
 
-TEST(ParseChatCompletion, UnsupportedFeaturesAre400) {
-  for (const json& extra :
-       {json{{"n", 2}}, json{{"logit_bias", {{"1", 5}}}},
-        json{{"response_format", {{"type", "json_object"}}}}, json{{"tool_choice", "required"}}}) {
-    EXPECT_EQ(chat_error(chat(extra)).status(), 400) << extra.dump();
+TEST(ParseChatCompletion, UnsupportedFeaturesAndUnknownFieldsAre400NamingThem) {
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"n", 17}}, "n"},
+      {{{"logit_bias", {{"1", 5}}}}, "logit_bias"},
+      {{{"guided_regex", "a+"}}, "guided_regex"},
+      {{{"guided_grammar", "x"}}, "guided_grammar"},
+      {{{"structured_outputs", {{"regex", "a"}}}}, "structured_outputs.regex"},
+      {{{"response_format", {{"type", "yaml"}}}}, "response_format.type"},
+      {{{"guided_json", {{"type", "object"}}}, {"guided_choice", {"a"}}}, "guided_json"},
+      {{{"tool_choice", "required"}}, "tool_choice"},  // no tools
+      {{{"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}},
+        {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}},
+       "tool_choice"},
+      {{{"frobnicate", true}}, "frobnicate"},
+      {{{"functions", json::array()}}, "functions"},
+      {{{"stream_options", {{"include_usage", true}, {"x", 1}}}}, "stream_options.x"},
+  };
+  for (const auto& [extra, param] : cases) {
+    const ApiError e = chat_error(chat(extra));
+    EXPECT_EQ(e.status(), 400) << extra.dump();
+    EXPECT_EQ(e.param(), param) << extra.dump();
   }
+  EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"messages", json::array()}}).param(),
+            "messages");
+  EXPECT_EQ(chat_error(chat({{"chat_template_kwargs", {{"clear_thinking", true}}}})).status(), 400);
   EXPECT_NO_THROW(parse_chat_completion(
       chat({{"response_format", {{"type", "text"}}}, {"tool_choice", "auto"}, {"user", "u1"}}),
       kModel));
+}
+
+TEST(ParseChatCompletion, ConstraintsAndToolChoice) {
+  const json schema = {{"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}};
+  auto r = parse_chat_completion(
+      chat({{"response_format",
+             {{"type", "json_schema"},
+              {"json_schema", {{"name", "s"}, {"schema", schema}, {"strict", true}}}}}}),
+      kModel);
+  EXPECT_EQ(r.fields.constraint.kind, OutputConstraint::Kind::kJsonSchema);
+  EXPECT_EQ(r.fields.constraint.schema, schema);
+  EXPECT_TRUE(r.fields.constraint.after_reasoning);
+  EXPECT_EQ(r.fields.constraint_field, "response_format");
+  r = parse_chat_completion(chat({{"guided_json", schema.dump()}}), kModel);
+  EXPECT_EQ(r.fields.constraint.schema, schema) << "a schema in a string";
+  r = parse_chat_completion(chat({{"structured_outputs", {{"choice", {"yes", "no"}}}},
+                                  {"chat_template_kwargs", {{"enable_thinking", false}}}}),
+                            kModel);
+  EXPECT_EQ(r.fields.constraint.kind, OutputConstraint::Kind::kChoice);
+  EXPECT_EQ(r.fields.constraint.choices, (std::vector<std::string>{"yes", "no"}));
+  EXPECT_FALSE(r.fields.constraint.after_reasoning);
+  EXPECT_EQ(parse_completion(json{{"prompt", "x"}, {"response_format", {{"type", "json_object"}}}},
+                             kModel)
+                .fields.constraint.kind,
+            OutputConstraint::Kind::kJsonObject);
+
+  const json tools = json::array({{{"type", "function"}, {"function", {{"name", "f"}}}},
+                                  {{"type", "function"}, {"function", {{"name", "g"}}}}});
+  r = parse_chat_completion(
+      chat({{"tools", tools},
+            {"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}}}),
+      kModel);
+  EXPECT_EQ(r.tool_choice.mode, ToolChoice::Mode::kNamed);
+  EXPECT_EQ(r.fields.constraint.kind, OutputConstraint::Kind::kToolCall);
+  ASSERT_EQ(r.fields.constraint.tools.size(), 1u);
+  EXPECT_EQ(r.fields.constraint.tools[0]["name"], "g");
+  r = parse_chat_completion(chat({{"tools", tools}, {"tool_choice", "required"}}), kModel);
+  EXPECT_EQ(r.fields.constraint.tools.size(), 2u);
+  EXPECT_TRUE(r.parses_tool_calls());
+  r = parse_chat_completion(chat({{"tools", tools}, {"tool_choice", "none"}}), kModel);
+  EXPECT_FALSE(r.parses_tool_calls());
+  EXPECT_TRUE(r.chat.options.tools.empty());
+  EXPECT_EQ(chat_error(chat({{"tools", tools},
+                             {"tool_choice", "required"},
+                             {"response_format", {{"type", "json_object"}}}}))
+                .param(),
+            "tool_choice");
+}
+
+TEST(ParseChatCompletion, ReasoningInHistoryUnderEitherName) {
+  for (const char* name : {"reasoning", "reasoning_content"}) {
+    const json messages = json::array({{{"role", "user"}, {"content", "q"}},
+                                       {{"role", "assistant"}, {"content", "a"}, {name, "why"}},
+                                       {{"role", "user"}, {"content", "q2"}}});
+    const auto r = parse_chat_completion(chat({{"messages", messages}}), kModel);
+    EXPECT_EQ(r.chat.messages[1].reasoning_content, "why") << name;
+  }
+  const json both = json::array(
+      {{{"role", "assistant"}, {"content", "a"}, {"reasoning", "x"}, {"reasoning_content", "y"}}});
+  EXPECT_EQ(chat_error(chat({{"messages", both}})).status(), 400);
+  const json odd = json::array({{{"role", "user"}, {"content", "a"}, {"audio", "x"}}});
+  EXPECT_EQ(chat_error(chat({{"messages", odd}})).status(), 400);
 }
 
 TEST(ParseChatCompletion, ThinkingSwitches) {

@@ -26,7 +26,7 @@ std::string reference(bool chat, const std::string& id, int64_t created, const s
   json c = {{"index", 0}};
   if (chat) {
     json delta = json::object();
-    if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+    if (!reasoning.empty()) delta["reasoning"] = delta["reasoning_content"] = reasoning;
     if (!content.empty()) delta["content"] = content;
     c["delta"] = delta;
   } else {

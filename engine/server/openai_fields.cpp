@@ -1,0 +1,94 @@
+#include "engine/server/openai_fields.h"
+
+#include <algorithm>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "engine/server/api_error.h"
+
+namespace sparkglm::server {
+
+namespace {
+
+// Both routes: sampling, stopping, output shape, streaming, the vLLM extensions.
+constexpr std::string_view kShared[] = {
+    "model",
+    "stream",
+    "stream_options",
+    "n",
+    "best_of",
+    "echo",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "min_tokens",
+    "ignore_eos",
+    "stop",
+    "stop_token_ids",
+    "max_tokens",
+    "include_stop_str_in_output",
+    "skip_special_tokens",
+    "return_token_ids",
+    "cache_salt",
+    "logit_bias",
+    "logprobs",
+    "add_special_tokens",
+    "response_format",
+    "structured_outputs",
+    "guided_json",
+    "guided_choice",
+    "guided_regex",
+    "guided_grammar",
+    "guided_decoding_backend",
+    "guided_whitespace_pattern",
+    "user",  // accepted and unused: an end-user id for the provider's abuse tracking
+};
+
+constexpr std::string_view kChatOnly[] = {
+    "messages",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "top_logprobs",
+    "reasoning_effort",
+    "chat_template_kwargs",
+    "add_generation_prompt",
+    "max_completion_tokens",
+    "functions",
+    "function_call",
+};
+
+constexpr std::string_view kCompletionOnly[] = {"prompt", "suffix"};
+
+bool listed(std::span<const std::string_view> table, std::string_view key) {
+  return std::find(table.begin(), table.end(), key) != table.end();
+}
+
+}  // namespace
+
+void check_known_fields(const nlohmann::json& body, GenerationRoute route) {
+  const bool chat = route == GenerationRoute::kChat;
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    if (it->is_null()) continue;
+    const std::string& key = it.key();
+    if (listed(kShared, key) || (chat ? listed(kChatOnly, key) : listed(kCompletionOnly, key)))
+      continue;
+    throw ApiError::invalid_request("`" + key + "` is not a field this server reads on " +
+                                        (chat ? "/v1/chat/completions" : "/v1/completions") +
+                                        " (docs/api.md lists the fields it reads and refuses)",
+                                    key);
+  }
+  // OpenAI's deprecated function-calling fields: `tools` and `tool_choice` replaced them.
+  for (const char* legacy : {"functions", "function_call"})
+    if (chat && body.contains(legacy) && !body[legacy].is_null())
+      throw ApiError::invalid_request(
+          std::string("`") + legacy + "` is not supported: use `tools` and `tool_choice`", legacy);
+}
+
+}  // namespace sparkglm::server
