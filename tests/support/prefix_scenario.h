@@ -89,28 +89,32 @@ inline Outcome cold(ModelRunner& runner, SchedulerLimits limits, const Generatio
 
 // Turn 1 (turn1_len tokens), then turn 2 = turn 1 + its answer + new_len tokens, then a replay of
 // each, through one caching scheduler; every answer equals the cold one and each hit is the
-// prompt's last grid point before its final token.
+// prompt's last grid point before its final token. The cold answers are computed first: a cold
+// scheduler on the same runner would write into blocks the caching one has published.
 inline void multi_turn_equals_cold(ModelRunner& runner, const SchedulerLimits& limits,
                                    int turn1_len, int new_len, bool logprobs, int vocab_mod) {
   ASSERT_TRUE(limits.prefix_caching);
+  const auto turn1 = tokens_of(turn1_len, 1, vocab_mod);
+  const Outcome cold1 = cold(runner, limits, request(turn1, logprobs));
+  std::vector<int32_t> answer;
+  for (const auto& t : cold1.tokens) answer.push_back(t.id);
+  const auto turn2 = concat(concat(turn1, answer), tokens_of(new_len, 2, vocab_mod));
+  const Outcome cold2 = cold(runner, limits, request(turn2, logprobs));
+
   Scheduler s(runner, limits);
   const int grid = s.prefix_cache()->grid();
-  const auto turn1 = tokens_of(turn1_len, 1, vocab_mod);
   const Outcome first = run(s, {request(turn1, logprobs)})[0];
   EXPECT_EQ(first.cached_tokens, 0);
-  expect_bitwise(cold(runner, limits, request(turn1, logprobs)), first, "turn 1");
-  std::vector<int32_t> answer;
-  for (const auto& t : first.tokens) answer.push_back(t.id);
-  const auto turn2 = concat(concat(turn1, answer), tokens_of(new_len, 2, vocab_mod));
+  expect_bitwise(cold1, first, "turn 1");
   const Outcome second = run(s, {request(turn2, logprobs)})[0];
   EXPECT_EQ(second.cached_tokens, (turn1_len - 1) / grid * grid) << "turn 1's prompt end";
-  expect_bitwise(cold(runner, limits, request(turn2, logprobs)), second, "turn 2");
+  expect_bitwise(cold2, second, "turn 2");
   const Outcome replay1 = run(s, {request(turn1, logprobs)})[0];
   EXPECT_EQ(replay1.cached_tokens, (turn1_len - 1) / grid * grid);
-  expect_bitwise(first, replay1, "turn 1 replayed");
+  expect_bitwise(cold1, replay1, "turn 1 replayed");
   const Outcome replay2 = run(s, {request(turn2, logprobs)})[0];
   EXPECT_EQ(replay2.cached_tokens, (int(turn2.size()) - 1) / grid * grid);
-  expect_bitwise(second, replay2, "turn 2 replayed");
+  expect_bitwise(cold2, replay2, "turn 2 replayed");
   EXPECT_EQ(s.counters().prefix_hits, 3u);
 }
 
