@@ -1,0 +1,100 @@
+"""sparkglm-serve through openai-python with the issue-20 fields: tools and tool_choice, the
+structured-output fields (compiled at admission or refused with 400 naming the field, never
+ignored), unknown fields refused, `reasoning` beside `reasoning_content`, continuous usage, /version.
+Dummy weights emit no tool markup: the parser itself is tested in tests/text/tool_parser_test.cpp.
+
+Run: python3 test_server_tools.py --bin-dir BUILD_DIR
+"""
+import json
+import os
+import sys
+import unittest
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_server_lifecycle as harness  # noqa: E402
+
+import openai  # noqa: E402
+
+SERVER = None
+CLIENT = None
+MODEL = "tinyglm-micro"
+MESSAGES = [{"role": "user", "content": "Weather?"}]
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "parameters": {"type": "object",
+                                          "properties": {"city": {"type": "string"}}}}}]
+
+
+def setUpModule():
+    global SERVER, CLIENT
+    SERVER = harness.ServerProcess()
+    CLIENT = openai.OpenAI(base_url=SERVER.base + "/v1", api_key="unused", max_retries=0,
+                           timeout=60)
+
+
+def tearDownModule():
+    if SERVER is not None:
+        assert SERVER.stop() == 0, SERVER.log()
+
+
+class ToolsTest(unittest.TestCase):
+    def test_tools_auto_parse_and_stream(self):
+        r = CLIENT.chat.completions.create(model=MODEL, messages=MESSAGES, tools=TOOLS,
+                                           tool_choice="auto", max_tokens=8, temperature=0)
+        self.assertIn(r.choices[0].finish_reason, ("stop", "length", "tool_calls"))
+        chunks = list(CLIENT.chat.completions.create(
+            model=MODEL, messages=MESSAGES, tools=TOOLS, max_tokens=8, temperature=0,
+            stream=True, stream_options={"include_usage": True,
+                                         "continuous_usage_stats": True}))
+        self.assertEqual(chunks[-1].usage.completion_tokens, 8)
+        self.assertIsNotNone(chunks[1].usage)
+
+    def test_history_with_tool_calls_and_results(self):
+        history = MESSAGES + [
+            {"role": "assistant", "content": None, "reasoning": "look it up",
+             "tool_calls": [{"id": "c1", "type": "function", "function": {
+                 "name": "get_weather", "arguments": json.dumps({"city": "Oslo"})}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]
+        r = CLIENT.chat.completions.create(model=MODEL, messages=history, tools=TOOLS,
+                                           max_tokens=4, temperature=0)
+        m = r.choices[0].message.model_dump()
+        self.assertEqual(m.get("reasoning"), m.get("reasoning_content"))
+
+    def test_forced_tool_call_is_refused_until_the_grammar_has_one(self):
+        with self.assertRaises(openai.BadRequestError) as e:
+            CLIENT.chat.completions.create(model=MODEL, messages=MESSAGES, tools=TOOLS,
+                                           tool_choice="required", max_tokens=4)
+        self.assertEqual(e.exception.body.get("param"), "tool_choice")
+
+    def test_structured_output_fields_are_applied_or_refused(self):
+        schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+        for extra in ({"response_format": {"type": "json_schema", "json_schema":
+                                           {"name": "s", "schema": schema, "strict": True}}},
+                      {"extra_body": {"guided_json": schema}}):
+            try:
+                r = CLIENT.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=64,
+                                                   temperature=0, **extra)
+                self.assertIsInstance(r.choices[0].message.content, str)
+            except openai.BadRequestError as e:  # an engine that applies no constraint says so
+                self.assertIn(e.body.get("param"), ("response_format", "guided_json"))
+        with self.assertRaises(openai.BadRequestError) as e:
+            CLIENT.chat.completions.create(
+                model=MODEL, messages=MESSAGES, max_tokens=4,
+                response_format={"type": "json_schema", "json_schema": {
+                    "name": "s", "schema": {"type": "string", "pattern": "a+"}}})
+        self.assertEqual(e.exception.body.get("param"), "response_format")
+        for field in ("guided_regex", "frobnicate"):
+            with self.assertRaises(openai.BadRequestError) as e:
+                CLIENT.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=4,
+                                               extra_body={field: "x"})
+            self.assertEqual(e.exception.body.get("param"), field)
+
+    def test_version(self):
+        with urllib.request.urlopen(SERVER.base + "/version", timeout=10) as r:
+            v = json.load(r)
+        self.assertTrue(v["version"])
+        self.assertIn("commit", v)
+
+
+if __name__ == "__main__":
+    harness.parse_args_and_run(globals())
