@@ -31,13 +31,15 @@ std::string model_name(const RunnerRequest& r, const LoadedModel* m) {
 }
 
 void pool_line(BuiltRunner& b, int num_blocks, int block_size, KvDtype dtype, int slots,
-               int max_seq_len, const std::string& why) {
+               int snapshots, int max_seq_len, const std::string& why) {
   b.pool_tokens = num_blocks * block_size;
-  b.log_lines.push_back("KV pool: " + std::to_string(num_blocks) + " blocks of " +
-                        std::to_string(block_size) + " tokens = " + std::to_string(b.pool_tokens) +
-                        " tokens (" + to_string(dtype) + ", " + std::to_string(b.kv_bytes >> 20) +
-                        " MiB" + why + "); " + std::to_string(slots) +
-                        " state slots; max-seq-len " + std::to_string(max_seq_len));
+  b.log_lines.push_back(
+      "KV pool: " + std::to_string(num_blocks) + " blocks of " + std::to_string(block_size) +
+      " tokens = " + std::to_string(b.pool_tokens) + " tokens (" + to_string(dtype) + ", " +
+      std::to_string(b.kv_bytes >> 20) + " MiB" + why + "); " + std::to_string(slots) +
+      " state slots" +
+      (snapshots > 0 ? " + " + std::to_string(snapshots) + " prefix snapshots" : std::string()) +
+      "; max-seq-len " + std::to_string(max_seq_len));
 }
 
 BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
@@ -72,7 +74,8 @@ BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
   auto runner = std::make_unique<cpu::CpuModelRunner>(mc, b.host_model->weights, o, pool);
   b.kv_bytes = runner->latent_cache().bytes();
   b.runner = std::move(runner);
-  pool_line(b, num_blocks, r.block_size, r.kv_dtype, r.max_num_seqs, b.max_seq_len, "");
+  pool_line(b, num_blocks, r.block_size, r.kv_dtype, r.max_num_seqs, r.num_snapshots, b.max_seq_len,
+            "");
   return b;
 }
 
@@ -152,8 +155,8 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
       (r.model_dir.empty() ? " (dummy weights made on the device)" : " (uploaded)") +
       "; decode graphs " + (r.cuda_graphs ? "on" : "off") +
       (r.profile_steps ? "; step profile on (device time by part at exit)" : ""));
-  pool_line(b, o.num_blocks, r.block_size, r.kv_dtype, r.max_num_seqs, b.max_seq_len,
-            ", " + plan.source);
+  pool_line(b, o.num_blocks, r.block_size, r.kv_dtype, r.max_num_seqs, r.num_snapshots,
+            b.max_seq_len, ", " + plan.source);
   (void)pool;
   return b;
 }

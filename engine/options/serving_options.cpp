@@ -125,7 +125,8 @@ std::vector<OptionSpec> serving_table() {
            "reuse the KV blocks and KDA state of a prompt prefix already computed"),
       integer("prefix-cache-snapshots", 16, 1, 4096, P::kOptions,
               "KDA state snapshots the prefix cache keeps beside the state slots (about one per "
-              "warm conversation; each is a whole state slot, taken from the KV pool's memory)"),
+              "warm conversation; each is a whole state slot; on CUDA its memory is taken "
+              "before the KV pool is sized)"),
       integer("prefix-snapshot-every", 0, 0, 1 << 20, P::kOptions,
               "also snapshot a prefill every this many 64-token chunks (0 = only at prompt ends "
               "and branch points)"),

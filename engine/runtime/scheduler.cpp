@@ -16,26 +16,6 @@ using Clock = std::chrono::steady_clock;
 }
 }  // namespace
 
-const char* to_string(FinishReason r) {
-  switch (r) {
-    case FinishReason::kNone:
-      return "none";
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kCancelled:
-      return "cancelled";
-    case FinishReason::kTimeout:
-      return "timeout";
-    case FinishReason::kError:
-      return "error";
-    case FinishReason::kDeviceFault:
-      return "device_fault";
-  }
-  return "?";
-}
-
 void SchedulerLimits::validate(const CacheGeometry& g) const {
   if (max_num_seqs < 1 || max_num_seqs > g.num_state_slots)
     bad_limit("max-num-seqs", "1.." + std::to_string(g.num_state_slots) + " (the KDA state slots)",
