@@ -94,16 +94,17 @@ if [ -z "$chromium_deb" ] && ! have_browser; then
   fi
 fi
 
-python_packages=(numpy tokenizers openai transformers)
+python_packages=(numpy tokenizers openai transformers jsonschema)
 if [ ! -x .venv/bin/python3 ]; then
   echo "setup: creating .venv"
   [ $dry_run -eq 0 ] && python3 -m venv .venv
 fi
 # Test clients and references only: numpy (the independent forward reference), tokenizers (the
 # tokenizer.json comparison), openai (the real client against sparkglm-serve), transformers (Hugging
-# Face's AutoConfig/AutoTokenizer load the checkpoints tinyglm make writes; no torch needed). pip
+# Face's AutoConfig/AutoTokenizer load the checkpoints tinyglm make writes; no torch needed), jsonschema
+# (validates structured output, tests/python/test_structured_output.py). pip
 # runs only when one of them cannot be imported.
-if [ -x .venv/bin/python3 ] && .venv/bin/python3 -c "import numpy, tokenizers, openai, transformers" 2>/dev/null; then
+if [ -x .venv/bin/python3 ] && .venv/bin/python3 -c "import numpy, tokenizers, openai, transformers, jsonschema" 2>/dev/null; then
   echo "setup: python packages already in .venv: ${python_packages[*]}"
 else
   echo "setup: installing into .venv: ${python_packages[*]}"
