@@ -10,8 +10,10 @@
 //     those that close a string or a number and go on with ',' or '}');
 //   - everything else is refused whatever lies below F.
 // Equal frames repeat often (a string's body, an object waiting for its next key), so the walk of
-// the whole vocabulary is done once per distinct frame. The cache holds at most
-// GrammarLimits::mask_cache_bytes; when full it is emptied and refilled.
+// the whole vocabulary is done once per distinct frame. Frames of strings and numbers (the walks
+// that visit most of the vocabulary) are cached with the vocabulary (SharedFrameMasks), so later
+// requests find them warm; other frames in this grammar's cache, which holds at most
+// GrammarLimits::mask_cache_bytes and is emptied and refilled when full.
 //
 // compile_output_constraint is what the server calls at admission: it validates the schema
 // (Error(kInvalidArgument) naming the keyword and its JSON path, which the server turns into 400)

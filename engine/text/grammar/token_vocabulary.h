@@ -8,14 +8,29 @@
 // vocabulary (the model's vocabulary may be padded). eos ids are allowed exactly when the value is
 // complete. end_reasoning_id is the id of "</think>" (-1: none), after which an after_reasoning
 // grammar starts. Copies share one immutable trie.
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace sparkglm {
 
 class BpeTokenizer;
+
+// Token masks of frames whose trie walk depends only on their node's own parameters (strings and
+// numbers), shared by every grammar compiled against one vocabulary, so that a request does not
+// walk the whole vocabulary again for a string body an earlier request already walked. Keyed by
+// the frame's canonical bytes; at most kBytes, emptied when full. Entries are CompiledGrammar's
+// FrameMask (compiled_grammar.h), held type-erased here.
+struct SharedFrameMasks {
+  static constexpr size_t kBytes = size_t(64) << 20;
+  std::mutex mutex;
+  std::unordered_map<std::string, std::shared_ptr<const void>> entries;
+  size_t bytes = 0;
+};
 
 class TokenVocabulary {
  public:
@@ -46,6 +61,7 @@ class TokenVocabulary {
   bool is_eos(int32_t id) const;
   int32_t end_reasoning_id() const { return data_->end_reasoning_id; }
   const Trie& trie() const { return data_->trie; }
+  SharedFrameMasks& shared_masks() const { return *data_->shared_masks; }
   size_t memory_bytes() const;
 
  private:
@@ -54,6 +70,7 @@ class TokenVocabulary {
     std::vector<int32_t> eos_ids;
     int32_t end_reasoning_id = -1;
     Trie trie;
+    std::shared_ptr<SharedFrameMasks> shared_masks = std::make_shared<SharedFrameMasks>();
   };
   int32_t vocab_size_ = 0;
   std::shared_ptr<const Data> data_;
