@@ -244,4 +244,10 @@ int PrefixCache::snapshots_valid() const {
   return int(snapshot_by_key_.size());
 }
 
+int PrefixCache::snapshots_pinned() const {
+  int n = 0;
+  for (const Snapshot& sn : snapshots_) n += sn.pins;
+  return n;
+}
+
 }  // namespace sparkglm

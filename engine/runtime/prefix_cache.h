@@ -106,6 +106,7 @@ class PrefixCache {
 
   const PrefixCacheCounters& counters() const { return counters_; }
   int snapshots_valid() const;
+  int snapshots_pinned() const;  // held by admitted sequences that have not restored them yet
 
  private:
   struct Snapshot {

@@ -203,6 +203,46 @@ TEST_F(PrefixCacheTest, SnapshotsAreBoundedAndLeastRecentlyUsedGoesFirst) {
   EXPECT_EQ(run(s, {request(c, true)})[0].cached_tokens, 64);
 }
 
+TEST_F(PrefixCacheTest, PreemptionAndCancellationUnderSharingLoseNoBlockAndNoRequest) {
+  // Six requests on two shared prefixes in a pool too small for all of them to grow: the newest
+  // are preempted (their shared blocks go back to the cache, their pinned snapshots unpinned) and
+  // recomputed, one is cancelled while it holds shared blocks; every other request completes and
+  // every block and snapshot pin comes back.
+  auto r = runner(40, 4);
+  SchedulerLimits l = limits(true);
+  l.reserve_output_tokens = 16;
+  Scheduler s(*r, l);
+  const auto p0 = tokens_of(140, 20), p1 = tokens_of(140, 21);
+  run(s, {request(p0, false), request(p1, false)});  // publish both prefixes
+  std::vector<int> lengths(6, 0);
+  std::vector<FinishReason> finish(6, FinishReason::kNone);
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (int i = 0; i < 6; ++i) {
+    GenerationRequest q =
+        request(concat(i % 2 ? p1 : p0, tokens_of(20 + i, 30 + i)), false, "", 120);
+    q.on_event = [&, i](const RequestEvent& e) {
+      lengths[size_t(i)] += int(e.tokens.size());
+      if (e.finish != FinishReason::kNone) finish[size_t(i)] = e.finish;
+    };
+    handles.push_back(std::make_shared<RequestHandle>(100 + i));
+    s.add(handles.back(), std::move(q));
+  }
+  for (int guard = 0; !s.idle() && guard < 20000; ++guard) {
+    s.step();
+    if (guard == 3) handles[5]->cancel();
+  }
+  ASSERT_TRUE(s.idle()) << "the scheduler stopped making progress";
+  EXPECT_GT(s.counters().preemptions, 0u) << "the pool was meant to run dry";
+  EXPECT_GT(s.counters().prefix_hits, 0u);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(finish[size_t(i)], FinishReason::kLength) << "request " << i;
+    EXPECT_EQ(lengths[size_t(i)], 120) << "request " << i;
+  }
+  EXPECT_EQ(finish[5], FinishReason::kCancelled);
+  EXPECT_EQ(s.blocks().num_free(), s.blocks().num_blocks()) << "a block leaked";
+  EXPECT_EQ(s.prefix_cache()->snapshots_pinned(), 0) << "a snapshot pin leaked";
+}
+
 TEST_F(PrefixCacheTest, CachingNeedsSnapshotsInTheRunner) {
   auto r = runner(64, 0);
   EXPECT_THROW(Scheduler s(*r, limits(true)), Error);
