@@ -60,6 +60,8 @@ void GenerationCall::start(GenerationEngine& engine) {
         setup_.arrived + std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::duration<double>(setup_.request_timeout_s));
   // The engine thread only queues; the call lives as long as the engine holds this closure.
+  if (setup_.fields.stream && setup_.fields.return_token_ids)
+    prompt_ids_json_ = json(setup_.prompt).dump();
   auto self = shared_from_this();
   request.on_event = [self](const RequestEvent& e) { self->deliver(e); };
   try {
@@ -183,10 +185,13 @@ std::vector<double> GenerationCall::emit_delays() const {
 }
 
 void GenerationCall::send_chunk(json chunk) {
-  if (!prompt_ids_sent_ && setup_.fields.return_token_ids)
-    chunk["prompt_token_ids"] = setup_.prompt;
+  if (prompt_ids_sent_ || !setup_.fields.return_token_ids) return sse_.send(chunk);
   prompt_ids_sent_ = true;
-  sse_.send(chunk);
+  // The prompt's ids were printed in start(): a 20K-token list takes a millisecond, which must not
+  // sit between the first token's sampling and its send. They close the event's object.
+  std::string event = sse_event(chunk);  // data: {...}\n\n
+  event.insert(event.size() - 3, ",\"prompt_token_ids\":" + prompt_ids_json_);
+  sse_.gathered() += event;
 }
 
 bool GenerationCall::is_stop_token(int32_t id) const {

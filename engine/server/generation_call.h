@@ -133,6 +133,7 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   bool ending_ = false;
   const char* finished_ = nullptr;
   bool prompt_ids_sent_ = false;
+  std::string prompt_ids_json_;  // a stream's prompt_token_ids, printed before the first token
   double first_token_seconds_ = -1;
   int cached_tokens_ = 0;  // prompt tokens the prefix cache supplied (the engine's events)
   // The whole answer, for a body; a stream sends it as it comes.
