@@ -17,9 +17,10 @@ struct OutputConstraint {
     kJsonSchema,  // a JSON value valid under `schema` (`json_schema`, `guided_json`)
     kChoice,      // exactly one of `choices` (`guided_choice`, `structured_outputs.choice`)
     // One or more GLM tool calls, as the chat template renders them (`tool_choice` "required" or
-    // named): <tool_call>{name}<arg_key>{key}</arg_key><arg_value>{value}</arg_value>...</tool_call>
-    // with `name` one of `tools`' function names and each value as the template writes it (a
-    // string raw, anything else as JSON) under that function's `parameters` schema.
+    // named):
+    // <tool_call>{name}<arg_key>{key}</arg_key><arg_value>{value}</arg_value>...</tool_call> with
+    // `name` one of `tools`' function names and each value as the template writes it (a string raw,
+    // anything else as JSON) under that function's `parameters` schema.
     kToolCall,
   };
   Kind kind = Kind::kNone;
