@@ -70,6 +70,7 @@ bool ByteAutomaton::final(const Frame& f) const {
     case NodeKind::kLiteral:
       return size_t(f.state) == n.literal.size();
     case NodeKind::kString:
+      if (n.raw) return f.state == kStrBody && (n.min_length == 0 || f.a >= n.min_length);
       return f.state == kStrClosed;
     case NodeKind::kNumber:
       return number_in_bounds(n, f);
@@ -78,6 +79,10 @@ bool ByteAutomaton::final(const Frame& f) const {
       return f.state == kClosed;
     case NodeKind::kRoot:
       return f.state == kRootDone;
+    case NodeKind::kSequence:
+      for (size_t i = size_t(f.a); i < n.children.size(); ++i)
+        if (!n.optional[i]) return false;
+      return true;
     case NodeKind::kChoice:
       break;
   }
@@ -98,6 +103,8 @@ bool ByteAutomaton::accepts_more(const Frame& f) const {
       return f.state != kClosed;
     case NodeKind::kRoot:
       return f.state != kRootDone;
+    case NodeKind::kSequence:
+      return size_t(f.a) < n.children.size();
     case NodeKind::kChoice:
       break;
   }
@@ -193,6 +200,15 @@ void ByteAutomaton::consume(const Stack& s, uint8_t byte, std::vector<Stack>& ou
       f.d = 0;
       f.state = kRootRunning;
       return push(f, n.value_node);
+    case NodeKind::kSequence:
+      // The next child, or a later one when those before it are optional.
+      for (size_t j = size_t(f.a); j < n.children.size(); ++j) {
+        Frame k = f;
+        k.a = int64_t(j) + 1;
+        push(k, n.children[j]);
+        if (!n.optional[j]) break;
+      }
+      return;
     case NodeKind::kChoice:
       return;
     case NodeKind::kObject:
@@ -288,6 +304,8 @@ bool ByteAutomaton::string_byte(const Node& n, Frame& f, uint8_t b) const {
     f.state = next;
     return true;
   };
+  if (n.raw && f.state == kStrOpen) f.state = kStrBody;  // no quotes: the body from the start
+  if (n.raw && f.state == kStrBody && b < 0x80) return start_char();
   switch (f.state) {
     case kStrOpen:
       if (b != '"') return false;

@@ -26,6 +26,7 @@ std::string leaf_key(const grammar::Node& n, const grammar::Frame& f) {
   auto put = [&k](const auto& v) { k.append(reinterpret_cast<const char*>(&v), sizeof v); };
   put(uint8_t(n.kind));
   if (n.kind == grammar::NodeKind::kString) {
+    put(uint8_t(n.raw));
     put(n.min_length);
     put(n.max_length);
   } else {
@@ -119,7 +120,10 @@ std::shared_ptr<const CompiledGrammar> compile_output_constraint(
     const OutputConstraint& constraint, const TokenVocabulary& vocabulary,
     const grammar::GrammarLimits& limits) {
   if (!constraint.active()) return nullptr;
-  return std::make_shared<const CompiledGrammar>(grammar::compile_grammar(constraint, limits),
+  const grammar::TagBytes tags = [&vocabulary](std::string_view text) {
+    return vocabulary.tag_bytes(text);
+  };
+  return std::make_shared<const CompiledGrammar>(grammar::compile_grammar(constraint, limits, tags),
                                                  vocabulary, constraint.after_reasoning);
 }
 

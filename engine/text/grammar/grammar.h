@@ -10,8 +10,14 @@
 //   kObject   properties in schema order (required ones always, optional ones may be skipped), or
 //             free-form keys (`free_keys`) with values of `value_node`
 //   kArray    items of `value_node`, min/max items
+//   kSequence `children` in order; those flagged in `optional` may be skipped (GLM's tool-call
+//             markup: tags, names, argument keys and values)
 //   kRoot     the whole output: optional leading whitespace (JSON), then `value_node`
 //
+// A kString with `raw` is text as GLM's tool calls write a string argument: no quotes, no escapes,
+// any valid UTF-8, complete at any character boundary (the next tag ends it). Special tags are
+// matched through TokenVocabulary::tag_bytes: bytes starting with 0xFF, which no text or JSON
+// string can contain, so a tag is produced only by its token.//
 // Whitespace policy: at every gap JSON allows whitespace (before the root value, around ':' and
 // ',', after '{' / '[' and before '}' / ']'), at most GrammarLimits::max_whitespace bytes of
 // ' ', '\n', '\t', '\r'. Nothing follows the root value: end of sequence is allowed exactly when
@@ -37,7 +43,16 @@ struct GrammarLimits {
   int64_t mask_cache_bytes = 32 << 20;  // token-mask cache of one grammar
 };
 
-enum class NodeKind : uint8_t { kLiteral, kChoice, kString, kNumber, kObject, kArray, kRoot };
+enum class NodeKind : uint8_t {
+  kLiteral,
+  kChoice,
+  kString,
+  kNumber,
+  kObject,
+  kArray,
+  kSequence,
+  kRoot
+};
 
 struct Property {
   int32_t key_node = -1;  // a kLiteral: the key with its quotes, as JSON
@@ -48,7 +63,9 @@ struct Property {
 struct Node {
   NodeKind kind = NodeKind::kLiteral;
   std::string literal;            // kLiteral
-  std::vector<int32_t> children;  // kChoice
+  std::vector<int32_t> children;  // kChoice, kSequence
+  std::vector<uint8_t> optional;  // kSequence: [children], 1 where the child may be skipped
+  bool raw = false;               // kString: GLM's raw argument text
   // kString: code points; -1 for no bound.
   int32_t min_length = 0, max_length = -1;
   // kNumber: integer only; bounds (inclusive after folding exclusive ones for integers).

@@ -46,26 +46,16 @@ const std::set<std::string>& supported_keywords() {
   return k;
 }
 
-// JSON types a node can produce, as a bit set, for the oneOf overlap check.
-enum TypeBit : unsigned { kObj = 1, kArr = 2, kStr = 4, kNum = 8, kBool = 16, kNull = 32 };
-
 class SchemaCompiler {
  public:
-  SchemaCompiler(const json& root_schema, const GrammarLimits& limits)
-      : root_schema_(root_schema), limits_(limits) {
-    g_.limits = limits;
-  }
+  // Adds nodes to `g`; `root_schema` is what "#/$defs/..." references resolve against.
+  SchemaCompiler(const json& root_schema, Grammar& g)
+      : root_schema_(root_schema), limits_(g.limits), g_(g) {}
 
-  Grammar compile_schema() {
-    const int32_t value = compile(root_schema_, "$", 0);
-    finish(value, true);
-    return std::move(g_);
-  }
-  Grammar compile_free_object() {
-    finish(free_object(0), true);
-    return std::move(g_);
-  }
-  Grammar compile_choices(const std::vector<std::string>& choices) {
+  int32_t compile_root() { return compile(root_schema_, "$", 0); }
+  int32_t compile_at(const json& s, const std::string& path) { return compile(s, path, 0); }
+  int32_t compile_free_object() { return free_object(0); }
+  int32_t compile_choices(const std::vector<std::string>& choices) {
     if (choices.empty()) refuse("choice", "expected at least one choice");
     Node c;
     c.kind = NodeKind::kChoice;
@@ -74,18 +64,11 @@ class SchemaCompiler {
       if (s.empty()) refuse("choice", "a choice is the empty string");
       if (seen.insert(s).second) c.children.push_back(literal(s, "choice"));
     }
-    finish(add(std::move(c), "choice"), false);
-    return std::move(g_);
+    return add(std::move(c), "choice");
   }
 
  private:
-  int32_t add(Node n, const std::string& path) {
-    if (int(g_.nodes.size()) >= limits_.max_nodes)
-      refuse(path, "the schema needs more than " + std::to_string(limits_.max_nodes) +
-                       " grammar nodes (the limit)");
-    g_.nodes.push_back(std::move(n));
-    return int32_t(g_.nodes.size()) - 1;
-  }
+  int32_t add(Node n, const std::string& path) { return add_node(g_, std::move(n), path); }
   int32_t literal(const std::string& bytes, const std::string& path) {
     literal_bytes_ += int64_t(bytes.size());
     if (literal_bytes_ > limits_.max_literal_bytes)
@@ -96,15 +79,6 @@ class SchemaCompiler {
     n.literal = bytes;
     return add(std::move(n), path);
   }
-  void finish(int32_t value, bool json_root) {
-    Node r;
-    r.kind = NodeKind::kRoot;
-    r.value_node = value;
-    r.json = json_root;
-    g_.root = add(std::move(r), "$");
-    check_choice_cycles();
-  }
-
   // Any JSON value at free-form depth `depth`; objects and arrays only below the depth limit.
   int32_t free_value(int depth) {
     if (auto it = free_values_.find(depth); it != free_values_.end()) return it->second;
@@ -318,70 +292,8 @@ class SchemaCompiler {
     c.kind = NodeKind::kChoice;
     for (size_t i = 0; i < list.size(); ++i)
       c.children.push_back(compile(list[i], path + "[" + std::to_string(i) + "]", depth + 1));
-    if (exclusive) check_disjoint(c.children, path);
+    if (exclusive) check_one_of_disjoint(g_, c.children, path);
     return add(std::move(c), path);
-  }
-
-  // oneOf must not produce a value that several branches accept: the branches' JSON types must be
-  // disjoint, except literals, which must differ from each other and from the typed branches.
-  void check_disjoint(const std::vector<int32_t>& kids, const std::string& path) {
-    unsigned seen = 0;
-    std::set<std::string> literals;
-    for (int32_t k : kids) {
-      std::set<std::string> lits;
-      const unsigned t = types_of(k, lits, 0);
-      for (const auto& l : lits)
-        if (!literals.insert(l).second)
-          refuse(path, "branches can produce the same value (" + l + "); use anyOf");
-      if (t & seen) refuse(path, "branches can produce the same JSON type; use anyOf");
-      seen |= t;
-    }
-    for (const auto& l : literals)
-      if (type_of_literal(l) & seen)
-        refuse(path, "a literal branch (" + l + ") overlaps a typed branch; use anyOf");
-  }
-  static unsigned type_of_literal(const std::string& l) {
-    switch (l[0]) {
-      case '{':
-        return kObj;
-      case '[':
-        return kArr;
-      case '"':
-        return kStr;
-      case 't':
-      case 'f':
-        return kBool;
-      case 'n':
-        return kNull;
-      default:
-        return kNum;
-    }
-  }
-  // Types of non-literal values; literals go to `lits`.
-  unsigned types_of(int32_t id, std::set<std::string>& lits, int depth) const {
-    const Node& n = g_.nodes[size_t(id)];
-    if (depth > 64) return ~0u;
-    switch (n.kind) {
-      case NodeKind::kLiteral:
-        lits.insert(n.literal);
-        return 0;
-      case NodeKind::kString:
-        return kStr;
-      case NodeKind::kNumber:
-        return kNum;
-      case NodeKind::kObject:
-        return kObj;
-      case NodeKind::kArray:
-        return kArr;
-      case NodeKind::kRoot:
-        return ~0u;
-      case NodeKind::kChoice: {
-        unsigned t = 0;
-        for (int32_t c : n.children) t |= types_of(c, lits, depth + 1);
-        return t;
-      }
-    }
-    return ~0u;
   }
 
   int32_t ref(const json& r, const std::string& path, int depth) {
@@ -421,24 +333,9 @@ class SchemaCompiler {
     return int32_t(v.get<int64_t>());
   }
 
-  // A choice that reaches itself through choices only would expand forever.
-  void check_choice_cycles() const {
-    std::vector<uint8_t> mark(g_.nodes.size(), 0);  // 1 on the path, 2 done
-    for (size_t i = 0; i < g_.nodes.size(); ++i) visit(int32_t(i), mark);
-  }
-  void visit(int32_t id, std::vector<uint8_t>& mark) const {
-    const Node& n = g_.nodes[size_t(id)];
-    if (n.kind != NodeKind::kChoice || mark[size_t(id)] == 2) return;
-    if (mark[size_t(id)] == 1)
-      refuse("$ref", "a $ref/anyOf cycle reaches itself without producing any byte");
-    mark[size_t(id)] = 1;
-    for (int32_t c : n.children) visit(c, mark);
-    mark[size_t(id)] = 2;
-  }
-
   const json& root_schema_;
   GrammarLimits limits_;
-  Grammar g_;
+  Grammar& g_;
   int64_t literal_bytes_ = 0;
   std::map<int, int32_t> free_values_;
   std::map<std::string, int32_t> refs_;
@@ -446,21 +343,46 @@ class SchemaCompiler {
 
 }  // namespace
 
-Grammar compile_grammar(const OutputConstraint& constraint, const GrammarLimits& limits) {
+int32_t add_node(Grammar& g, Node n, const std::string& path) {
+  if (int(g.nodes.size()) >= g.limits.max_nodes)
+    refuse(path, "the schema needs more than " + std::to_string(g.limits.max_nodes) +
+                     " grammar nodes (the limit)");
+  g.nodes.push_back(std::move(n));
+  return int32_t(g.nodes.size()) - 1;
+}
+
+int32_t compile_schema_node(Grammar& g, const nlohmann::json& root, const nlohmann::json& schema,
+                            const std::string& path) {
+  return SchemaCompiler(root, g).compile_at(schema, path);
+}
+
+void finish_grammar(Grammar& g, int32_t value, bool json_root) {
+  Node r;
+  r.kind = NodeKind::kRoot;
+  r.value_node = value;
+  r.json = json_root;
+  g.root = add_node(g, std::move(r), "$");
+  check_choice_cycles(g);
+}
+
+Grammar compile_grammar(const OutputConstraint& constraint, const GrammarLimits& limits,
+                        const TagBytes& tag_bytes) {
+  Grammar g;
+  g.limits = limits;
+  static const json kNone;
   switch (constraint.kind) {
-    case OutputConstraint::Kind::kJsonObject: {
-      static const json kNone;
-      return SchemaCompiler(kNone, limits).compile_free_object();
-    }
+    case OutputConstraint::Kind::kJsonObject:
+      finish_grammar(g, SchemaCompiler(kNone, g).compile_free_object(), true);
+      return g;
     case OutputConstraint::Kind::kJsonSchema:
-      return SchemaCompiler(constraint.schema, limits).compile_schema();
-    case OutputConstraint::Kind::kChoice: {
-      static const json kNone;
-      return SchemaCompiler(kNone, limits).compile_choices(constraint.choices);
-    }
+      finish_grammar(g, SchemaCompiler(constraint.schema, g).compile_root(), true);
+      return g;
+    case OutputConstraint::Kind::kChoice:
+      finish_grammar(g, SchemaCompiler(kNone, g).compile_choices(constraint.choices), false);
+      return g;
     case OutputConstraint::Kind::kToolCall:
-      throw Error(ErrorKind::kUnsupported,
-                  "tool_choice required/named: the tool-call grammar is not built yet");
+      finish_grammar(g, compile_tool_calls(g, constraint.tools, tag_bytes), false);
+      return g;
     case OutputConstraint::Kind::kNone:
       break;
   }

@@ -19,12 +19,43 @@
 // Any other keyword is refused: Error(kInvalidArgument) naming the keyword and its JSON path
 // ("$.properties.name.pattern"). So are a depth, node count, literal size or $ref count above the
 // limits, a $ref that does not resolve, and anyOf/$ref cycles that consume nothing.
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
 #include "engine/text/grammar/grammar.h"
 #include "engine/text/output_constraint.h"
 
 namespace sparkglm::grammar {
 
-// constraint.active() must be true.
-Grammar compile_grammar(const OutputConstraint& constraint, const GrammarLimits& limits = {});
+// The grammar bytes of a special tag ("<tool_call>"), nullopt when the vocabulary has none
+// (TokenVocabulary::tag_bytes).
+using TagBytes = std::function<std::optional<std::string>(std::string_view)>;
+
+// constraint.active() must be true. Tool calls (kToolCall) need `tag_bytes`.
+Grammar compile_grammar(const OutputConstraint& constraint, const GrammarLimits& limits = {},
+                        const TagBytes& tag_bytes = nullptr);
+
+// Pieces the tool-call compiler (tool_call_grammar.cpp) shares:
+// appends a node (Error naming `path` beyond max_nodes);
+int32_t add_node(Grammar& g, Node n, const std::string& path);
+// compiles `schema` (a part of `root`, which its $refs resolve against) into g's nodes;
+int32_t compile_schema_node(Grammar& g, const nlohmann::json& root, const nlohmann::json& schema,
+                            const std::string& path);
+// adds the kRoot over `value` and checks the grammar (grammar_checks.cpp).
+void finish_grammar(Grammar& g, int32_t value, bool json_root);
+// GLM tool calls naming one of `tools` (OutputConstraint::kToolCall): tool_call_grammar.cpp.
+int32_t compile_tool_calls(Grammar& g, const std::vector<nlohmann::json>& tools,
+                           const TagBytes& tag_bytes);
+
+// grammar_checks.cpp: oneOf branches that cannot produce one value twice (Error naming `path`
+// otherwise), and no kChoice reaching itself through choices only (it would expand forever).
+void check_one_of_disjoint(const Grammar& g, const std::vector<int32_t>& branches,
+                           const std::string& path);
+void check_choice_cycles(const Grammar& g);
 
 }  // namespace sparkglm::grammar

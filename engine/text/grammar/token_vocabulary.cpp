@@ -56,7 +56,8 @@ size_t TokenVocabulary::Trie::memory_bytes() const {
 }
 
 TokenVocabulary::TokenVocabulary(int32_t vocab_size, std::vector<std::string> token_bytes,
-                                 std::vector<int32_t> eos_ids, int32_t end_reasoning_id)
+                                 std::vector<int32_t> eos_ids, int32_t end_reasoning_id,
+                                 const std::vector<std::pair<std::string, int32_t>>& tags)
     : vocab_size_(vocab_size) {
   if (vocab_size <= 0 || int64_t(token_bytes.size()) > vocab_size)
     throw Error(ErrorKind::kInvalidArgument,
@@ -72,6 +73,19 @@ TokenVocabulary::TokenVocabulary(int32_t vocab_size, std::vector<std::string> to
     if (size_t(e) < token_bytes.size()) token_bytes[size_t(e)].clear();
   if (end_reasoning_id >= 0 && size_t(end_reasoning_id) < token_bytes.size())
     token_bytes[size_t(end_reasoning_id)].clear();
+  // 0xFF is never in UTF-8, so no text under a grammar has it: tag bytes start with it, and a
+  // token that has it (the byte vocabulary's 0xFF) must not spell a tag.
+  for (std::string& b : token_bytes)
+    if (b.find(char(0xFF)) != std::string::npos) b.clear();
+  if (tags.size() > 200) throw Error(ErrorKind::kInvalidArgument, "TokenVocabulary: over 200 tags");
+  for (const auto& [text, id] : tags) {
+    if (id < 0 || id >= vocab_size)
+      throw Error(ErrorKind::kInvalidArgument, "TokenVocabulary: tag " + text + " has id " +
+                                                   std::to_string(id) + " outside the vocabulary");
+    if (size_t(id) >= token_bytes.size()) token_bytes.resize(size_t(id) + 1);
+    d->tags.push_back(text);
+    token_bytes[size_t(id)] = std::string{char(0xFF), char(d->tags.size())};
+  }
   d->token_bytes = std::move(token_bytes);
   d->eos_ids = std::move(eos_ids);
   d->end_reasoning_id = end_reasoning_id;
@@ -83,8 +97,14 @@ TokenVocabulary TokenVocabulary::for_byte_tokenizer(int32_t vocab_size,
                                                     std::vector<int32_t> eos_ids) {
   std::vector<std::string> bytes(size_t(std::min(vocab_size, 256)));
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = std::string(1, char(i));
+  std::vector<std::pair<std::string, int32_t>> tags;
+  for (int id = ByteTokenizer::kToolCall; id <= ByteTokenizer::kEndArgValue; ++id)
+    if (id < vocab_size && id != ByteTokenizer::kToolResponse &&
+        id != ByteTokenizer::kEndToolResponse)
+      tags.emplace_back(std::string(*ByteTokenizer::special_text(id)), id);
   return TokenVocabulary(vocab_size, std::move(bytes), std::move(eos_ids),
-                         vocab_size > ByteTokenizer::kEndThink ? ByteTokenizer::kEndThink : -1);
+                         vocab_size > ByteTokenizer::kEndThink ? ByteTokenizer::kEndThink : -1,
+                         tags);
 }
 
 TokenVocabulary TokenVocabulary::for_bpe_tokenizer(const BpeTokenizer& tokenizer,
@@ -98,14 +118,25 @@ TokenVocabulary TokenVocabulary::for_bpe_tokenizer(const BpeTokenizer& tokenizer
   for (int32_t id = 0; id < n; ++id)
     if (!special[size_t(id)]) bytes[size_t(id)] = tokenizer.decode({id});
   const auto end_think = tokenizer.token_to_id("</think>");
+  std::vector<std::pair<std::string, int32_t>> tags;
+  for (const char* tag :
+       {"<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"})
+    if (auto id = tokenizer.token_to_id(tag); id && *id < vocab_size) tags.emplace_back(tag, *id);
   return TokenVocabulary(vocab_size, std::move(bytes), std::move(eos_ids),
-                         end_think && *end_think < vocab_size ? *end_think : -1);
+                         end_think && *end_think < vocab_size ? *end_think : -1, tags);
 }
 
 const std::string& TokenVocabulary::bytes(int32_t id) const {
   static const std::string kNone;
   if (!data_ || id < 0 || size_t(id) >= data_->token_bytes.size()) return kNone;
   return data_->token_bytes[size_t(id)];
+}
+
+std::optional<std::string> TokenVocabulary::tag_bytes(std::string_view text) const {
+  if (!data_) return std::nullopt;
+  for (size_t k = 0; k < data_->tags.size(); ++k)
+    if (data_->tags[k] == text) return std::string{char(0xFF), char(k + 1)};
+  return std::nullopt;
 }
 
 bool TokenVocabulary::is_eos(int32_t id) const {

@@ -12,8 +12,11 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace sparkglm {
@@ -46,8 +49,11 @@ class TokenVocabulary {
 
   TokenVocabulary() = default;
   // token_bytes: [<= vocab_size], the bytes of each id ("" for none); eos ids need no bytes.
+  // tags: GLM's tool-call tags ("<tool_call>", "<arg_key>", ...) and their ids, which a tool-call
+  // grammar produces; each gets tag_bytes(text) as its bytes.
   TokenVocabulary(int32_t vocab_size, std::vector<std::string> token_bytes,
-                  std::vector<int32_t> eos_ids, int32_t end_reasoning_id = -1);
+                  std::vector<int32_t> eos_ids, int32_t end_reasoning_id = -1,
+                  const std::vector<std::pair<std::string, int32_t>>& tags = {});
 
   // tinyGLM's byte tokenizer (ids 0..255 are bytes; specials have no grammar bytes).
   static TokenVocabulary for_byte_tokenizer(int32_t vocab_size, std::vector<int32_t> eos_ids);
@@ -60,6 +66,9 @@ class TokenVocabulary {
   const std::vector<int32_t>& eos_ids() const { return data_->eos_ids; }
   bool is_eos(int32_t id) const;
   int32_t end_reasoning_id() const { return data_->end_reasoning_id; }
+  // The grammar bytes of a registered tag: 0xFF then the tag's number, bytes no text token has;
+  // nullopt when the vocabulary has no such tag.
+  std::optional<std::string> tag_bytes(std::string_view text) const;
   const Trie& trie() const { return data_->trie; }
   SharedFrameMasks& shared_masks() const { return *data_->shared_masks; }
   size_t memory_bytes() const;
@@ -69,6 +78,7 @@ class TokenVocabulary {
     std::vector<std::string> token_bytes;
     std::vector<int32_t> eos_ids;
     int32_t end_reasoning_id = -1;
+    std::vector<std::string> tags;  // registered tag texts; tag k's bytes are 0xFF, k + 1
     Trie trie;
     std::shared_ptr<SharedFrameMasks> shared_masks = std::make_shared<SharedFrameMasks>();
   };
