@@ -1,5 +1,6 @@
 #pragma once
-// OutputConstraint -> Grammar (grammar.h). The supported JSON Schema subset:
+// OutputConstraint -> Grammar (grammar.h): json_object, json_schema, a choice, or forced GLM tool
+// calls (tool_call_grammar.cpp). The supported JSON Schema subset:
 //   type (a name or a list): object, array, string, number, integer, boolean, null
 //   object: properties, required, additionalProperties (false / true / a schema)
 //   array: items (one schema), minItems, maxItems
