@@ -41,7 +41,8 @@ std::string default_id(const std::string& gate, const std::string& preset,
 }
 
 const char* const kRunUsage =
-    "usage: sparkglm-qualify run [--gate G0..G5] [--scale S] [--preset P] [--device cpu|cuda]\n"
+    "usage: sparkglm-qualify run [--gate G0..G5] [--scale S] [--preset P | --checkpoint DIR]\n"
+    "         [--device cpu|cuda]\n"
     "         [--server-args \"FLAGS\"] [--candidate-args \"FLAGS\"] [--option NAME=VALUE]\n"
     "         [--ab] [--baseline-args \"FLAGS\"] [--baseline-bin PATH] [--server-bin PATH]\n"
     "         [--id ID] [--out DIR] [--title T] [--target T] [--state S] [--change-class C]\n"
@@ -55,9 +56,9 @@ const char* const kRunUsage =
     "         binary and profile were not observed (no promotion can cite it)\n";
 
 // The flags that start or configure a server: meaningless when --url measures a running one.
-const char* const kProcessFlags[] = {"--preset",         "--device",       "--server-args",
-                                     "--candidate-args", "--option",       "--ab",
-                                     "--baseline-args",  "--baseline-bin", "--server-bin"};
+const char* const kProcessFlags[] = {
+    "--preset", "--checkpoint", "--device",        "--server-args",  "--candidate-args",
+    "--option", "--ab",         "--baseline-args", "--baseline-bin", "--server-bin"};
 
 }  // namespace
 
@@ -72,6 +73,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
                   "--workload",
                   "--scale",
                   "--preset",
+                  "--checkpoint",
                   "--device",
                   "--server-args",
                   "--candidate-args",
@@ -129,7 +131,15 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
       r.external =
           ExternalServer{a.str("--url", ""), a.str("--api-key-env", ""), a.str("--model", "")};
     }
-    const std::string preset = a.str("--preset", r.external ? "url" : "tinyglm");
+    if (a.has("--checkpoint") && a.has("--preset"))
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--checkpoint and --preset are alternatives: the server serves one model");
+    // A checkpoint directory (a trained tinyGLM, a converted model) is served with --model; the
+    // server reports its config and weights identity, which the bundle records.
+    const std::string checkpoint = a.str("--checkpoint", "");
+    const std::string preset = checkpoint.empty()
+                                   ? a.str("--preset", r.external ? "url" : "tinyglm")
+                                   : fs::path(checkpoint).lexically_normal().filename().string();
     const std::string device = a.str("--device", r.external ? "endpoint" : "cpu");
     if (r.external && gate_level(r.gate) < 2)
       throw Error(ErrorKind::kInvalidArgument,
@@ -138,7 +148,9 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
       throw Error(ErrorKind::kInvalidArgument,
                   "--device: expected cpu or cuda, got \"" + device + "\"");
     const fs::path bin_dir = self_dir();
-    std::vector<std::string> shared = {"--preset", preset, "--device", device};
+    std::vector<std::string> shared = {checkpoint.empty() ? "--preset" : "--model",
+                                       checkpoint.empty() ? preset : checkpoint, "--device",
+                                       device};
     const auto extra = split_shell_words(a.str("--server-args", ""), "--server-args");
     shared.insert(shared.end(), extra.begin(), extra.end());
 

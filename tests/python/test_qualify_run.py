@@ -176,7 +176,8 @@ class QualifyUrl(unittest.TestCase):
             self.assertEqual(cmp.returncode, 0, cmp.stdout + cmp.stderr)
 
     def test_process_flags_are_refused_with_url(self):
-        for flag in (["--ab"], ["--preset", "tinyglm"], ["--server-args", "--threads 2"]):
+        for flag in (["--ab"], ["--preset", "tinyglm"], ["--server-args", "--threads 2"],
+                     ["--checkpoint", "ckpt"]):
             run = qualify("run", "--url", "http://127.0.0.1:9", *flag,
                           "--out", os.path.join(TMP, "never-url"))
             self.assertEqual(run.returncode, 2, flag)
@@ -219,7 +220,8 @@ class QualifyAb(unittest.TestCase):
 
     def test_bad_flags_are_refused_naming_them(self):
         for args, text in [(["--gate", "G9"], "--gate"), (["--scale", "2"], "--scale"),
-                           (["--option", "novalue"], "--option"), (["--bogus", "1"], "--bogus")]:
+                           (["--option", "novalue"], "--option"), (["--bogus", "1"], "--bogus"),
+                           (["--checkpoint", "d", "--preset", "tinyglm"], "--checkpoint")]:
             run = qualify("run", *args, "--out", os.path.join(TMP, "never"))
             self.assertEqual(run.returncode, 2, args)
             self.assertIn(text, run.stderr)
