@@ -128,16 +128,21 @@ TokenVocabulary grammar_vocabulary(const TokenCodec& codec, int64_t vocab_size,
   const int64_t n = std::min(vocab_size, codec.vocab_size());
   std::vector<std::string> bytes(size_t(std::max<int64_t>(n, 0)));
   int32_t end_reasoning = -1;
+  // The tool-call tags are single tokens the tool-call grammar emits by id (a forced call).
+  std::vector<std::pair<std::string, int32_t>> tags;
   for (int32_t id = 0; id < n; ++id) {
     if (codec.is_control(id)) continue;
     std::string b = codec.token_bytes(id);
     if (is_text_tag(b)) {
       if (b == "</think>") end_reasoning = id;
+      if (b.find("tool_call>") != std::string::npos || b.find("arg_") != std::string::npos)
+        tags.emplace_back(std::move(b), id);
       continue;
     }
     bytes[size_t(id)] = std::move(b);
   }
-  return TokenVocabulary(int32_t(vocab_size), std::move(bytes), std::move(eos_ids), end_reasoning);
+  return TokenVocabulary(int32_t(vocab_size), std::move(bytes), std::move(eos_ids), end_reasoning,
+                         tags);
 }
 
 }  // namespace sparkglm::server

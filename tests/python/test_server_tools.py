@@ -60,11 +60,29 @@ class ToolsTest(unittest.TestCase):
         m = r.choices[0].message.model_dump()
         self.assertEqual(m.get("reasoning"), m.get("reasoning_content"))
 
-    def test_forced_tool_call_is_refused_until_the_grammar_has_one(self):
-        with self.assertRaises(openai.BadRequestError) as e:
-            CLIENT.chat.completions.create(model=MODEL, messages=MESSAGES, tools=TOOLS,
-                                           tool_choice="required", max_tokens=4)
-        self.assertEqual(e.exception.body.get("param"), "tool_choice")
+    def test_forced_tool_call_comes_back_as_a_valid_call(self):
+        # tool_choice required / named: the tool-call grammar forces GLM's markup, so even dummy
+        # weights answer with a parseable call whose arguments follow the tool's schema. (With
+        # thinking on, the grammar starts once the reasoning closes, which dummy weights need not.)
+        add = {"type": "function", "function": {
+            "name": "add", "description": "Adds two integers.",
+            "parameters": {"type": "object", "properties": {"a": {"type": "integer"},
+                                                            "b": {"type": "integer"}},
+                           "required": ["a", "b"]}}}
+        for tools, choice in (([add], "required"),
+                              (TOOLS + [add], {"type": "function", "function": {"name": "add"}})):
+            r = CLIENT.chat.completions.create(model=MODEL, messages=MESSAGES, tools=tools,
+                                               tool_choice=choice, max_tokens=1024, temperature=0,
+                                               extra_body={"chat_template_kwargs":
+                                                           {"enable_thinking": False}})
+            c = r.choices[0]
+            self.assertEqual(c.finish_reason, "tool_calls", c)
+            self.assertTrue(c.message.tool_calls, c)
+            for call in c.message.tool_calls:
+                self.assertEqual(call.function.name, "add")
+                args = json.loads(call.function.arguments)
+                self.assertEqual(set(args), {"a", "b"})
+                self.assertTrue(all(isinstance(v, int) for v in args.values()), args)
 
     def test_structured_output_fields_are_applied_or_refused(self):
         schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
