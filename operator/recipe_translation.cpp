@@ -20,9 +20,17 @@ namespace {
 
 // Other engines' names for our options (vLLM, SGLang).
 const std::map<std::string, std::string> kAliases = {
-    {"tensor-parallel-size", "tp-size"}, {"max-model-len", "max-seq-len"},
-    {"context-length", "max-seq-len"},   {"host", "bind"},
-    {"kernel-target", "preset"},         {"model-path", "model"}};
+    {"tensor-parallel-size", "tp-size"},
+    {"max-model-len", "max-seq-len"},
+    {"context-length", "max-seq-len"},
+    {"host", "bind"},
+    {"kernel-target", "preset"},
+    {"model-path", "model"},
+    // The seed engine's KDA ("SSM") state cache is our prefix cache's snapshot store: the number
+    // of snapshots kept warm, and the extra snapshot interval (0 = only at prompt ends and branch
+    // points in both; ours counts 64-token chunks).
+    {"ssm-cache-slots", "prefix-cache-snapshots"},
+    {"ssm-checkpoint-interval", "prefix-snapshot-every"}};
 
 // Why a flag some engine knows has no SparkGLM counterpart. A trailing '*' matches a prefix.
 const std::pair<const char*, const char*> kReasons[] = {
@@ -32,7 +40,7 @@ const std::pair<const char*, const char*> kReasons[] = {
     {"speculative*", "speculative decoding is not implemented by SparkGLM"},
     {"num-speculative-tokens", "speculative decoding is not implemented by SparkGLM"},
     {"mtp-gate", "speculative decoding (MTP drafting) is not implemented by SparkGLM"},
-    {"ssm-*", "KDA state handling has no options: one state slot per sequence (max-num-seqs)"},
+    {"ssm-*", "KDA state is FP32 with one slot per sequence (max-num-seqs); nothing to choose"},
     {"oom-guard-mb", "memory is sized by gpu-memory-utilization and kv-cache-memory-bytes"},
     {"swap-space*", "SparkGLM does not swap KV blocks to host memory"},
     {"auto-swap", "SparkGLM does not swap KV blocks to host memory"},
@@ -42,6 +50,11 @@ const std::pair<const char*, const char*> kReasons[] = {
     {"video-*", "the model is served as text-only; no video input"},
     {"vision-*", "the model is served as text-only; no image input"},
     {"tool-call-parser", "the tool-call parser follows the model; no option selects it"},
+    {"enable-auto-tool-choice",
+     "tool calls are always parsed out of GLM's markup (tool_choice auto); nothing to enable"},
+    {"guided-decoding-backend", "structured output is built in (text/grammar); no backend to pick"},
+    {"structured-outputs-config*",
+     "structured output is built in (text/grammar); no backend to pick"},
     {"reasoning-parser", "the reasoning parser follows the model; no option selects it"},
     {"served-model-name", "the model id follows the preset (glm-5.3-flash)"},
     {"trust-remote-code", "SparkGLM runs no code from a checkpoint"},

@@ -61,6 +61,8 @@ TEST(RecipeTranslation, TheSeedRecipeBecomesA4x1mProfile) {
   EXPECT_EQ(std::get<std::string>(v.at("kv-cache-dtype")), "fp8_g128");
   EXPECT_EQ(std::get<int64_t>(v.at("block-size")), 16);
   EXPECT_EQ(std::get<bool>(v.at("enable-prefix-caching")), true);
+  EXPECT_EQ(std::get<int64_t>(v.at("prefix-cache-snapshots")), 16);  // --ssm-cache-slots=16
+  EXPECT_EQ(std::get<int64_t>(v.at("prefix-snapshot-every")), 0);    // --ssm-checkpoint-interval
   EXPECT_EQ(std::get<int64_t>(v.at("world-size")), 2);
   EXPECT_EQ(std::get<int64_t>(v.at("tp-size")), 2);
   EXPECT_EQ(std::get<std::string>(v.at("device")), "cuda");

@@ -162,8 +162,10 @@ class RecipeApplyTest(unittest.TestCase):
         self.assertEqual(p["limits"], {"max_seq_len": 1048576, "max_num_seqs": 4,
                                        "max_batch_size": 4, "max_prefill_tokens": 8192,
                                        "gpu_memory_utilization": 0.88})
+        # --ssm-cache-slots / --ssm-checkpoint-interval are the prefix cache's snapshot options.
         self.assertEqual(p["options"], {"block-size": 16, "kv-cache-dtype": "fp8_g128",
-                                        "enable-prefix-caching": True})
+                                        "enable-prefix-caching": True,
+                                        "prefix-cache-snapshots": 16, "prefix-snapshot-every": 0})
         self.assertEqual(p["server_args"]["world-size"], 2)
         self.assertEqual(p["server_args"]["tp-size"], 2)
         prov = p["provenance"]
@@ -173,10 +175,11 @@ class RecipeApplyTest(unittest.TestCase):
         self.assertEqual(prov["recipe"]["model_revision"], "423acf37583782c51c142d145aef733d72943d93")
         flags = {u["flag"]: u["reason"] for u in prov["unsupported_flags"]}
         for flag in ("--ep-size=2", "--dflash", "--draft-model=/models/drafter", "--no-tui",
-                     "--ssm-cache-slots=16", "--mtp-gate=force"):
+                     "--ssm-h-dtype=f32", "--mtp-gate=force"):
             self.assertIn(flag, flags)
             self.assertIn(flag, out)  # the report names it too
         self.assertIn("speculative decoding", flags["--dflash"])
+        self.assertNotIn("--ssm-cache-slots=16", flags)  # applied as prefix-cache-snapshots
         self.assertEqual(len(prov["environment_notes"]), 49)
         self.assertEqual(prov["environment_notes"]["ATLAS_GLM_KDA_COMMIT_CTAS"], "96")
         self.assertIn("ATLAS_KV_NVME_GB=<half>: a placeholder, not a value",
