@@ -209,6 +209,7 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
     if (closed_) return;
     if (server_.draining.load()) return close();
     if (buffer_.size() > 0) return read_header();
+    if (input_closed_) return close();  // the client sent everything it will and has its answers
     stream_.expires_after(timeout);
     stream_.async_read_some(buffer_.prepare(kReadChunk),
                             [self = shared_from_this()](beast::error_code ec, size_t n) {
@@ -394,6 +395,11 @@ class Connection final : public HttpConnection, public std::enable_shared_from_t
     buffer_.commit(n);
     switch (after_watch_) {
       case AfterWatch::kNextRequest:
+        // An answer written at once (a direct send) ends its exchange before this read returns:
+        // what the read saw still counts. A FIN seen here is never seen again (the socket gives no
+        // second edge), so it is kept.
+        if (ec == net::error::eof) input_closed_ = true;
+        if (ec && ec != net::error::eof && ec != net::error::operation_aborted) return close();
         return wait_for_request(server_.options.idle_timeout);
       case AfterWatch::kLinger:
         return linger(true);
