@@ -217,7 +217,7 @@ class LifecycleTest(unittest.TestCase):
         # Registered and documented, but nothing implements them: the server says so and does
         # not start, instead of echoing the value and ignoring it.
         serve = os.path.join(BIN_DIR, "sparkglm-serve")
-        for flag, shown in (("--enable-prefix-caching", "--enable-prefix-caching=true"),
+        for flag, shown in (("--prefix-cache-gb=4", "--prefix-cache-gb=4"),
                             ("--master-port=1234", "--master-port=1234"),
                             ("--world-size=2", "--world-size=2")):
             out = subprocess.run([serve, "--preset", "tinyglm-micro", flag],
@@ -227,8 +227,10 @@ class LifecycleTest(unittest.TestCase):
             self.assertNotIn("listening on", out.stderr)
         help_text = subprocess.run([serve, "--help"], capture_output=True, text=True,
                                    timeout=30).stdout
-        line = next(l for l in help_text.splitlines() if "--enable-prefix-caching" in l)
+        line = next(l for l in help_text.splitlines() if "--prefix-cache-gb" in l)
         self.assertIn("NOT IMPLEMENTED YET", line)
+        line = next(l for l in help_text.splitlines() if "--enable-prefix-caching" in l)
+        self.assertNotIn("NOT IMPLEMENTED YET", line)  # it is, since the prefix cache landed
 
     def test_profile_steps_on_the_cpu_is_refused(self):
         out = subprocess.run([os.path.join(BIN_DIR, "sparkglm-serve"), "--preset",
