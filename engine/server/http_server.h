@@ -52,9 +52,10 @@ class HttpServer {
 
   // Runs the I/O handlers that are ready now on the calling thread, next to the I/O threads (each
   // connection's strand still runs one handler at a time). The engine thread calls it after each
-  // step: the drains its token events posted then write on the thread that holds a core, instead
-  // of waiting for an I/O thread to be scheduled, which on a loaded machine takes milliseconds.
-  // Never blocks; a handler that throws is logged, as on an I/O thread.
+  // step: what its events posted (a stream's end, a body's drain, a flush-interval stream's
+  // drain) then runs on the thread that holds a core instead of waiting for an I/O thread to be
+  // scheduled. (A stream's token events do not wait even for this: the engine thread sends them
+  // itself, generation_call.h.) Never blocks; a handler that throws is logged.
   void run_ready_handlers();
 
  private:
