@@ -59,7 +59,7 @@ void GenerationCall::start(GenerationEngine& engine) {
     request.deadline =
         setup_.arrived + std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::duration<double>(setup_.request_timeout_s));
-  // The engine thread only queues; the call lives as long as the engine holds this closure.
+  // The call lives as long as the engine holds this closure.
   if (setup_.fields.stream && setup_.fields.return_token_ids)
     prompt_ids_json_ = json(setup_.prompt).dump();
   auto self = shared_from_this();
