@@ -30,25 +30,24 @@ void KdaStatePool::reset(int slot) {
 }
 
 void KdaStatePool::save(int slot, int snapshot) {
-  SPARKGLM_ASSERT(slot >= 0 && slot < num_slots_, "KDA slot out of range");
-  SPARKGLM_ASSERT(snapshot >= 0 && snapshot < num_snapshots_, "KDA snapshot out of range");
-  const size_t s = size_t(num_layers_) * size_t(state_floats_);
-  const size_t c = size_t(num_layers_) * size_t(conv_floats_);
-  std::copy_n(state_.begin() + ptrdiff_t(size_t(slot) * s), s,
-              snapshot_state_.begin() + ptrdiff_t(size_t(snapshot) * s));
-  std::copy_n(conv_.begin() + ptrdiff_t(size_t(slot) * c), c,
-              snapshot_conv_.begin() + ptrdiff_t(size_t(snapshot) * c));
+  copy(state_, conv_, slot, num_slots_, snapshot_state_, snapshot_conv_, snapshot, num_snapshots_);
 }
 
 void KdaStatePool::restore(int snapshot, int slot) {
-  SPARKGLM_ASSERT(slot >= 0 && slot < num_slots_, "KDA slot out of range");
-  SPARKGLM_ASSERT(snapshot >= 0 && snapshot < num_snapshots_, "KDA snapshot out of range");
+  copy(snapshot_state_, snapshot_conv_, snapshot, num_snapshots_, state_, conv_, slot, num_slots_);
+}
+
+void KdaStatePool::copy(const std::vector<float>& from_state, const std::vector<float>& from_conv,
+                        int from, int from_count, std::vector<float>& to_state,
+                        std::vector<float>& to_conv, int to, int to_count) const {
+  SPARKGLM_ASSERT(from >= 0 && from < from_count, "KDA slot or snapshot out of range");
+  SPARKGLM_ASSERT(to >= 0 && to < to_count, "KDA slot or snapshot out of range");
   const size_t s = size_t(num_layers_) * size_t(state_floats_);
   const size_t c = size_t(num_layers_) * size_t(conv_floats_);
-  std::copy_n(snapshot_state_.begin() + ptrdiff_t(size_t(snapshot) * s), s,
-              state_.begin() + ptrdiff_t(size_t(slot) * s));
-  std::copy_n(snapshot_conv_.begin() + ptrdiff_t(size_t(snapshot) * c), c,
-              conv_.begin() + ptrdiff_t(size_t(slot) * c));
+  std::copy_n(from_state.begin() + ptrdiff_t(size_t(from) * s), s,
+              to_state.begin() + ptrdiff_t(size_t(to) * s));
+  std::copy_n(from_conv.begin() + ptrdiff_t(size_t(from) * c), c,
+              to_conv.begin() + ptrdiff_t(size_t(to) * c));
 }
 
 size_t KdaStatePool::bytes() const {

@@ -36,6 +36,10 @@ class KdaStatePool {
   size_t bytes() const;
 
  private:
+  // Whole-slot copy (every layer's state and conv history) from row `from` to row `to`.
+  void copy(const std::vector<float>& from_state, const std::vector<float>& from_conv, int from,
+            int from_count, std::vector<float>& to_state, std::vector<float>& to_conv, int to,
+            int to_count) const;
   int num_slots_, num_snapshots_, num_layers_;
   int64_t state_floats_, conv_floats_;
   std::vector<float> state_, conv_;                    // [slots][layers][...]

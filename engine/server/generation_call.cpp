@@ -108,7 +108,7 @@ void GenerationCall::deliver(const RequestEvent& e) {
   }
   if (now) {
     std::lock_guard<std::mutex> state(state_mutex_);
-    return process({e});
+    return process({&e, 1});  // no copy: the event is handled here and now
   }
   if (post) exchange_->post([self = shared_from_this()] { self->drain(); });
 }
@@ -149,7 +149,7 @@ void GenerationCall::drain() {
   }
 }
 
-void GenerationCall::process(const std::vector<RequestEvent>& events) {
+void GenerationCall::process(std::span<const RequestEvent> events) {
   emitted_.clear();
   for (const RequestEvent& e : events) {
     if (!done_ && !e.tokens.empty()) emitted_.push_back(e.time);

@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -85,7 +86,7 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   void deliver(const RequestEvent& e);
   bool direct() const { return setup_.fields.stream && setup_.flush_interval.count() == 0; }
   // Handles `events` in order and writes what they produced at once. Holds state_mutex_.
-  void process(const std::vector<RequestEvent>& events);
+  void process(std::span<const RequestEvent> events);
   // Strand: handles every queued event, then writes what they produced at once; with a flush
   // interval, schedules the next drain by timer while the stream runs.
   void drain();

@@ -35,6 +35,12 @@ void sample(std::string& out, const std::string& name, double v) {
   out += '\n';
 }
 
+// A metric of one unlabelled sample: its header and its value under one name.
+void metric(std::string& out, const char* name, const char* type, const char* help, double v) {
+  header(out, name, type, help);
+  sample(out, name, v);
+}
+
 }  // namespace
 
 std::string_view route_label(std::string_view path) {
@@ -115,25 +121,22 @@ std::string Metrics::render(const EngineStats& e) const {
   for (const auto& [key, n] : responses_)
     out += "sparkglm_http_requests_total{route=\"" + key.first + "\",status=\"" +
            std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
-  header(out, "sparkglm_http_connections_open", "gauge", "Open client connections.");
-  sample(out, "sparkglm_http_connections_open", double(connections_open_));
-  header(out, "sparkglm_http_connections_total", "counter", "Connections accepted.");
-  sample(out, "sparkglm_http_connections_total", double(connections_total_));
-  header(out, "sparkglm_http_connections_rejected_total", "counter",
-         "Connections refused with 503 at --max-connections.");
-  sample(out, "sparkglm_http_connections_rejected_total", double(connections_rejected_));
+  metric(out, "sparkglm_http_connections_open", "gauge", "Open client connections.",
+         double(connections_open_));
+  metric(out, "sparkglm_http_connections_total", "counter", "Connections accepted.",
+         double(connections_total_));
+  metric(out, "sparkglm_http_connections_rejected_total", "counter",
+         "Connections refused with 503 at --max-connections.", double(connections_rejected_));
 
   header(out, "sparkglm_requests_finished_total", "counter",
          "Generation requests by finish reason.");
   for (const auto& [reason, n] : finished_)
     out += "sparkglm_requests_finished_total{finish_reason=\"" + reason + "\"} " +
            std::to_string(n) + "\n";
-  header(out, "sparkglm_request_prompt_tokens_total", "counter",
-         "Prompt tokens of finished generation requests.");
-  sample(out, "sparkglm_request_prompt_tokens_total", double(request_prompt_tokens_));
-  header(out, "sparkglm_request_generation_tokens_total", "counter",
-         "Generated tokens of finished generation requests.");
-  sample(out, "sparkglm_request_generation_tokens_total", double(request_completion_tokens_));
+  metric(out, "sparkglm_request_prompt_tokens_total", "counter",
+         "Prompt tokens of finished generation requests.", double(request_prompt_tokens_));
+  metric(out, "sparkglm_request_generation_tokens_total", "counter",
+         "Generated tokens of finished generation requests.", double(request_completion_tokens_));
   header(out, "sparkglm_time_to_first_token_seconds", "histogram",
          "From a request's arrival to its first generated token.");
   first_token_.render(out, "sparkglm_time_to_first_token_seconds");
@@ -144,53 +147,48 @@ std::string Metrics::render(const EngineStats& e) const {
          "Streams: from the engine sampling a token to its event's bytes reaching the socket.");
   sse_emit_delay_.render(out, "sparkglm_sse_emit_delay_seconds");
 
-  header(out, "sparkglm_prompt_tokens_total", "counter", "Prompt tokens the engine processed.");
-  sample(out, "sparkglm_prompt_tokens_total", double(e.prompt_tokens));
-  header(out, "sparkglm_generation_tokens_total", "counter", "Tokens the engine generated.");
-  sample(out, "sparkglm_generation_tokens_total", double(e.generated_tokens));
-  header(out, "sparkglm_num_requests_waiting", "gauge", "Requests queued for admission.");
-  sample(out, "sparkglm_num_requests_waiting", double(e.waiting));
-  header(out, "sparkglm_num_requests_running", "gauge", "Requests admitted and running.");
-  sample(out, "sparkglm_num_requests_running", double(e.running));
-  header(out, "sparkglm_kv_blocks_used", "gauge", "KV pool blocks in use.");
-  sample(out, "sparkglm_kv_blocks_used", double(e.total_blocks - e.free_blocks));
-  header(out, "sparkglm_kv_blocks_total", "gauge", "KV pool blocks.");
-  sample(out, "sparkglm_kv_blocks_total", double(e.total_blocks));
-  header(out, "sparkglm_kv_block_size_tokens", "gauge", "Tokens per KV block.");
-  sample(out, "sparkglm_kv_block_size_tokens", double(e.block_size));
-  header(out, "sparkglm_num_preemptions_total", "counter",
-         "Running requests preempted (recomputed later) because the KV pool ran out.");
-  sample(out, "sparkglm_num_preemptions_total", double(e.preemptions));
-  header(out, "sparkglm_prefix_cache_hits_total", "counter",
-         "Admissions that resumed from the prefix cache (blocks and a KDA snapshot).");
-  sample(out, "sparkglm_prefix_cache_hits_total", double(e.prefix_hits));
-  header(out, "sparkglm_prefix_cache_hit_tokens_total", "counter",
-         "Prompt tokens served from the prefix cache instead of prefilled.");
-  sample(out, "sparkglm_prefix_cache_hit_tokens_total", double(e.prefix_hit_tokens));
-  header(out, "sparkglm_prefix_cache_evictions_total", "counter",
-         "Cached KV blocks evicted to make room for new ones.");
-  sample(out, "sparkglm_prefix_cache_evictions_total", double(e.prefix_block_evictions));
-  header(out, "sparkglm_prefix_cache_snapshots_saved_total", "counter",
-         "KDA state snapshots the prefix cache saved.");
-  sample(out, "sparkglm_prefix_cache_snapshots_saved_total", double(e.prefix_snapshots_saved));
-  header(out, "sparkglm_prefix_cache_snapshot_evictions_total", "counter",
-         "KDA state snapshots evicted (least recently used) for newer ones.");
-  sample(out, "sparkglm_prefix_cache_snapshot_evictions_total",
+  metric(out, "sparkglm_prompt_tokens_total", "counter", "Prompt tokens the engine processed.",
+         double(e.prompt_tokens));
+  metric(out, "sparkglm_generation_tokens_total", "counter", "Tokens the engine generated.",
+         double(e.generated_tokens));
+  metric(out, "sparkglm_num_requests_waiting", "gauge", "Requests queued for admission.",
+         double(e.waiting));
+  metric(out, "sparkglm_num_requests_running", "gauge", "Requests admitted and running.",
+         double(e.running));
+  metric(out, "sparkglm_kv_blocks_used", "gauge", "KV pool blocks in use.",
+         double(e.total_blocks - e.free_blocks));
+  metric(out, "sparkglm_kv_blocks_total", "gauge", "KV pool blocks.", double(e.total_blocks));
+  metric(out, "sparkglm_kv_block_size_tokens", "gauge", "Tokens per KV block.",
+         double(e.block_size));
+  metric(out, "sparkglm_num_preemptions_total", "counter",
+         "Running requests preempted (recomputed later) because the KV pool ran out.",
+         double(e.preemptions));
+  metric(out, "sparkglm_prefix_cache_hits_total", "counter",
+         "Admissions that resumed from the prefix cache (blocks and a KDA snapshot).",
+         double(e.prefix_hits));
+  metric(out, "sparkglm_prefix_cache_hit_tokens_total", "counter",
+         "Prompt tokens served from the prefix cache instead of prefilled.",
+         double(e.prefix_hit_tokens));
+  metric(out, "sparkglm_prefix_cache_evictions_total", "counter",
+         "Cached KV blocks evicted to make room for new ones.", double(e.prefix_block_evictions));
+  metric(out, "sparkglm_prefix_cache_snapshots_saved_total", "counter",
+         "KDA state snapshots the prefix cache saved.", double(e.prefix_snapshots_saved));
+  metric(out, "sparkglm_prefix_cache_snapshot_evictions_total", "counter",
+         "KDA state snapshots evicted (least recently used) for newer ones.",
          double(e.prefix_snapshot_evictions));
-  header(out, "sparkglm_prefix_cache_blocks", "gauge",
-         "KV blocks held by the prefix cache alone (free for new requests on demand).");
-  sample(out, "sparkglm_prefix_cache_blocks", double(e.prefix_cached_blocks));
-  header(out, "sparkglm_engine_steps_total", "counter", "Engine steps run.");
-  sample(out, "sparkglm_engine_steps_total", double(e.steps));
+  metric(out, "sparkglm_prefix_cache_blocks", "gauge",
+         "KV blocks held by the prefix cache alone (free for new requests on demand).",
+         double(e.prefix_cached_blocks));
+  metric(out, "sparkglm_engine_steps_total", "counter", "Engine steps run.", double(e.steps));
   header(out, "sparkglm_engine_step_seconds", "summary", "Time of one engine step.");
   sample(out, "sparkglm_engine_step_seconds_sum", e.total_step_seconds);
   sample(out, "sparkglm_engine_step_seconds_count", double(e.steps));
-  header(out, "sparkglm_engine_last_step_seconds", "gauge", "Time of the latest engine step.");
-  sample(out, "sparkglm_engine_last_step_seconds", e.last_step_seconds);
-  header(out, "sparkglm_engine_fatal", "gauge",
+  metric(out, "sparkglm_engine_last_step_seconds", "gauge", "Time of the latest engine step.",
+         e.last_step_seconds);
+  metric(out, "sparkglm_engine_fatal", "gauge",
          "1 once a device fault stopped the engine: the server drains and exits non-zero, and "
-         "/health gives the reason.");
-  sample(out, "sparkglm_engine_fatal", e.fatal.empty() ? 0.0 : 1.0);
+         "/health gives the reason.",
+         e.fatal.empty() ? 0.0 : 1.0);
   return out;
 }
 
