@@ -7,6 +7,7 @@ Run: python3 test_server_errors.py --bin-dir BUILD_DIR
 """
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -30,6 +31,25 @@ def tearDownModule():
     if SERVER is not None:
         code = SERVER.stop()
         assert code == 0, f"exit code {code}\n{SERVER.log()}"
+
+
+def read_head(sock):
+    """Reads one response on a keep-alive connection: its head and its Content-Length body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+    want = int(m.group(1)) if m else 0
+    while len(body) < want:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head
 
 
 class ErrorShapeTest(unittest.TestCase):
@@ -128,10 +148,22 @@ class ErrorShapeTest(unittest.TestCase):
     def test_too_many_connections_is_503(self):
         held = []
         try:
-            # Fill the server's six places, then one more.
-            for _ in range(6):
-                held.append(socket.create_connection(("127.0.0.1", SERVER.port), timeout=10))
-            time.sleep(0.3)
+            # Fill the server's six places, then one more. A place counts as taken once the
+            # server has answered on it: connections of earlier tests may still be leaving (the
+            # server counts a connection until it has read the client's FIN), and a connection
+            # opened meanwhile is answered 503, so that one is retried.
+            deadline = time.time() + 10
+            while len(held) < 6:
+                s = socket.create_connection(("127.0.0.1", SERVER.port), timeout=10)
+                s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+                head = read_head(s)
+                if head.startswith(b"HTTP/1.1 200"):
+                    held.append(s)  # keep-alive: the place stays taken
+                    continue
+                s.close()
+                self.assertTrue(head.startswith(b"HTTP/1.1 503"), head)
+                self.assertLess(time.time(), deadline, "earlier connections never left")
+                time.sleep(0.05)
             extra = socket.create_connection(("127.0.0.1", SERVER.port), timeout=10)
             extra.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
             data = b""
