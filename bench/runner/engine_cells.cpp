@@ -134,21 +134,22 @@ json run_decode(ModelRunner& runner, BlockAllocator& blocks, const CellSpec& cel
   std::vector<int32_t> next(static_cast<size_t>(rows));
   const auto start = Clock::now();
   ForwardOutput out;
+  const int64_t context = decode_context(cell, s);
   for (int q = 0; q < rows; ++q) {  // prefill, one sequence at a time, untimed
-    const auto prompt = prompt_of(s.prompt, q, vocab);
-    for (int64_t at = 0; at < s.prompt; at += s.max_prefill_tokens) {
-      const int64_t end = std::min<int64_t>(s.prompt, at + s.max_prefill_tokens);
+    const auto prompt = prompt_of(context, q, vocab);
+    for (int64_t at = 0; at < context; at += s.max_prefill_tokens) {
+      const int64_t end = std::min<int64_t>(context, at + s.max_prefill_tokens);
       blocks.ensure_capacity(t.tables[size_t(q)], end, bs);
       ForwardBatch b;
       b.add_sequence({prompt.begin() + at, prompt.begin() + end}, int32_t(at), q,
-                     t.tables[size_t(q)], end == s.prompt);
+                     t.tables[size_t(q)], end == context);
       runner.forward(b, out);
     }
     next[size_t(q)] = argmax_token(out.logits.data(), vocab);
   }
   std::vector<double> samples;
   std::string note;
-  int64_t pos = s.prompt;
+  int64_t pos = context;
   for (int step = 0; step < s.warmup_steps + s.decode_steps; ++step, ++pos) {
     if (ms_since(start) > s.max_seconds * 1e3) {
       if (samples.size() < 3)
@@ -207,7 +208,7 @@ json run_decode(ModelRunner& runner, BlockAllocator& blocks, const CellSpec& cel
   const double med = median(piped), sync_med = median(samples);
   json j = {
       {"rows", rows},
-      {"prompt_tokens", s.prompt},
+      {"prompt_tokens", context},
       {"warmup_steps", s.warmup_steps},
       {"tokens_per_s", rows * 1e3 / med},
       {"median_ms", med},
@@ -276,8 +277,12 @@ json run_prefill(ModelRunner& runner, BlockAllocator& blocks, const CellSpec& ce
 
 }  // namespace
 
+int64_t decode_context(const CellSpec& cell, const CellSettings& s) {
+  return cell.context > 0 ? cell.context : s.prompt;
+}
+
 CellSpec parse_cell(const std::string& name) {
-  static const std::regex decode("decode_c([1-9][0-9]{0,3})"),
+  static const std::regex decode("decode_c([1-9][0-9]{0,3})(_at_([1-9][0-9]{0,6})(k?))?"),
       prefill("prefill_([1-9][0-9]{0,6})(k?)");
   std::smatch m;
   CellSpec c;
@@ -285,11 +290,13 @@ CellSpec parse_cell(const std::string& name) {
   if (std::regex_match(name, m, decode)) {
     c.decode = true;
     c.rows = std::stoi(m[1]);
+    if (m[2].matched) c.context = std::stoll(m[3]) * (m[4].length() ? 1024 : 1);
   } else if (std::regex_match(name, m, prefill)) {
     c.tokens = std::stoll(m[1]) * (m[2].length() ? 1024 : 1);
   } else {
     throw Error(ErrorKind::kInvalidArgument,
-                "--cells: expected decode_cN or prefill_N[k] (decode_c1, prefill_8k, prefill_256), "
+                "--cells: expected decode_cN[_at_N[k]] or prefill_N[k] (decode_c1, "
+                "decode_c4_at_128k, prefill_8k, prefill_256), "
                 "got \"" +
                     name + "\"");
   }
@@ -301,7 +308,8 @@ int64_t blocks_needed(const CellSpec& cell, const CellSettings& s, int block_siz
   // twice more when it also samples (host-drawn, then runner-drawn and pipelined).
   const int passes = s.temperature > 0.0f ? 4 : 2;
   const int64_t len =
-      cell.decode ? s.prompt + passes * (s.warmup_steps + s.decode_steps) + 3 : cell.tokens;
+      cell.decode ? decode_context(cell, s) + passes * (s.warmup_steps + s.decode_steps) + 3
+                  : cell.tokens;
   return (cell.decode ? cell.rows : 1) * ((len + block_size - 1) / block_size);
 }
 

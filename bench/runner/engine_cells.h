@@ -1,6 +1,6 @@
 #pragma once
 // The runner bench's cells, driven straight through ModelRunner (no scheduler, no HTTP):
-//   decode_cC    C sequences of `prompt` tokens prefilled, then `warmup_steps` untimed and
+//   decode_cC    C sequences of `prompt` tokens (decode_cC_at_Nk: N * 1024) prefilled, then `warmup_steps` untimed and
 //                `decode_steps` timed steps of C rows twice: pipelined (the reported numbers:
 //                submit step N+1, then collect step N, rows reading the runner's greedy picks, as
 //                the scheduler serves greedy requests; a sample is the interval between two
@@ -24,10 +24,12 @@ struct CellSpec {
   std::string name;
   bool decode = false;
   int rows = 1;        // decode: sequences per step
-  int64_t tokens = 0;  // prefill: prompt length
+  int64_t tokens = 0;   // prefill: prompt length
+  int64_t context = 0;  // decode: prompt length, when the name gives one (else --prompt)
 };
 
-// "decode_c4", "prefill_8k", "prefill_256"; Error(kInvalidArgument) naming the cell otherwise.
+// "decode_c4", "decode_c1_at_128k", "prefill_8k", "prefill_256"; Error(kInvalidArgument) naming
+// the cell otherwise.
 CellSpec parse_cell(const std::string& name);
 
 struct CellSettings {
@@ -42,6 +44,9 @@ struct CellSettings {
   // drew tokens itself, and drawn by the runner in pipelined steps (ModelRunner::draws_sampled()).
   float temperature = 0.0f;
 };
+
+// The prompt a decode cell's sequences are prefilled with.
+int64_t decode_context(const CellSpec& cell, const CellSettings& s);
 
 // Latent-cache blocks a cell needs at once.
 int64_t blocks_needed(const CellSpec& cell, const CellSettings& s, int block_size);

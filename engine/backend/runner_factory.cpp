@@ -39,7 +39,8 @@ void pool_line(BuiltRunner& b, int num_blocks, int block_size, KvDtype dtype, in
       std::to_string(b.kv_bytes >> 20) + " MiB" + why + "); " + std::to_string(slots) +
       " state slots" +
       (snapshots > 0 ? " + " + std::to_string(snapshots) + " prefix snapshots" : std::string()) +
-      "; max-seq-len " + std::to_string(max_seq_len));
+      "; max-seq-len " + std::to_string(max_seq_len) + "; the deepest request it holds: " +
+      std::to_string(std::min<int64_t>(b.pool_tokens, max_seq_len)) + " tokens");
 }
 
 BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {

@@ -32,9 +32,8 @@ DecodeStepBytes decode_step_bytes(const ModelConfig& c, int rows, int64_t contex
   b.kda_state = int64_t(rows) * 2 * w.kda_state_bytes;
   const int64_t n = context + 1;
   const int64_t latent_vec = int64_t(kv_vector_bytes(kv_dtype, c.kv_lora_rank));
-  const int64_t index_vec = int64_t(kv_vector_bytes(kv_dtype, c.index_head_dim)) + 4;
-  const int64_t per_layer =
-      attended(c, n) * latent_vec + (scored_pools(c, n) > 0 ? n : 0) * index_vec;
+  const int64_t index_vec = int64_t(kv_vector_bytes(kv_dtype, c.index_head_dim));
+  const int64_t per_layer = attended(c, n) * latent_vec + scored_pools(c, n) * index_vec;
   b.latent = int64_t(rows) * c.num_mla_layers() * per_layer;
   return b;
 }

@@ -11,13 +11,13 @@
 //               exactly top_k experts per MoE layer)
 //   kda_state = C * 2 * kda_state_bytes  (each row's recurrent state and conv history, read and
 //               written back)
-//   latent    = C * mla_layers * (min(n, A) * latent_vec + [P > topk / kpool] * n * (index_vec +
-//   4))
+//   latent    = C * mla_layers * (min(n, A) * latent_vec + [P > topk / kpool] * P * index_vec)
 //               A = index_topk + index_kpool - 1 (2051) tokens attended; P = floor(n / kpool)
-//               pools; while every token is selected (P <= 512) the indexer keys and gates need not
-//               be read. latent_vec / index_vec: kv_vector_bytes of kv_lora_rank / index_head_dim
-//               in the cache dtype; the gate is one FP32. Writes of the new token's entries are
-//               left out.
+//               pools; while every token is selected (P <= 512) the indexer need not read its
+//               keys. A pool's key is made once, when its last token is stored, and kept, so a
+//               query reads one pooled key per pool, not the kpool keys and gates behind it.
+//               latent_vec / index_vec: kv_vector_bytes of kv_lora_rank / index_head_dim in the
+//               cache dtype. Writes of the new token's entries are left out.
 //
 // Prefill of L tokens from position 0 (t = 0 .. L-1), FMA = 2 FLOPs:
 //   projections = 2 * (active_params - vocab * hidden) * L + 2 * vocab * hidden * logit_rows

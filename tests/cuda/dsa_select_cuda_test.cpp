@@ -63,5 +63,24 @@ TEST(CudaDsaSelect, EqualsTheCpuSelectionOnRandomTiedAndNanScores) {
   check_rows(positions, scores, stride);
 }
 
+// Rows longer than the kernel keeps in shared memory read their scores from global memory: the
+// same choices, up to the deepest context (1,048,575: 262,143 pools), with ties and NaN.
+TEST(CudaDsaSelect, LongRowsBeyondSharedMemoryChooseAsTheCpuDoes) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const int64_t stride = cuda::kIndexMaxPools;
+  const std::vector<int32_t> positions = {1048575, 1048575, 500000, 65539, 65540, 1048573};
+  std::vector<float> scores(positions.size() * size_t(stride));
+  for (size_t r = 0; r < positions.size(); ++r) {
+    const auto u = cuda_test::uniform(0x10a0 + r, size_t(stride), 0.0f, 1.0f);
+    for (int64_t p = 0; p < stride; ++p) {
+      float v = u[size_t(p)];
+      if (r == 1) v = std::round(v * 64.0f) / 64.0f;  // 129 distinct values: ties at the cut
+      if (r == 2 && p % 7 == 0) v = std::nanf("");
+      scores[r * size_t(stride) + size_t(p)] = v;
+    }
+  }
+  check_rows(positions, scores, stride);
+}
+
 }  // namespace
 }  // namespace sparkglm

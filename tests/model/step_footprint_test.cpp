@@ -9,7 +9,7 @@ namespace {
 
 // One SwiGLU expert at production width: gate, up and down, 2048 x 4096 BF16 each.
 constexpr int64_t kExpertBytes = 3 * int64_t(2048) * 4096 * 2;      // 50,331,648
-constexpr int64_t kLatentBf16 = 512 * 2, kIndexBf16 = 128 * 2 + 4;  // + the FP32 gate
+constexpr int64_t kLatentBf16 = 512 * 2, kIndexBf16 = 128 * 2;  // a pooled indexer key
 constexpr int64_t kLatentFp8 = 528;                                 // MODEL.md section 1
 // Sum of 1..n.
 constexpr int64_t tri(int64_t n) {
@@ -41,11 +41,14 @@ TEST(StepFootprint, TinyglmDecodeReadsTopKExpertsForOneRowAndAllSixteenFromTwoRo
   EXPECT_EQ(one.total(), one.weights + one.kda_state + one.latent);
 }
 
-TEST(StepFootprint, LongContextReadsTheSelectedLatentsAndEveryIndexerKey) {
+TEST(StepFootprint, LongContextReadsTheSelectedLatentsAndEveryPooledKey) {
   const ModelConfig c = preset_config("tinyglm");
-  // 8192 visible: 2048 pools > 512, so 2048 + 3 latents and all 8192 keys and gates are read.
+  // 8192 visible: 2048 pools > 512, so 2048 + 3 latents and the 2048 pooled keys are read.
   EXPECT_EQ(decode_step_bytes(c, 1, 8191, KvDtype::kBF16).latent,
-            2051 * kLatentBf16 + 8192 * kIndexBf16);
+            2051 * kLatentBf16 + 2048 * kIndexBf16);
+  // A million visible: 262,144 pooled keys, still 2051 latents.
+  EXPECT_EQ(decode_step_bytes(c, 1, 1048575, KvDtype::kBF16).latent,
+            2051 * kLatentBf16 + 262144 * kIndexBf16);
   // 2051 visible: 512 pools, still all selected.
   EXPECT_EQ(decode_step_bytes(c, 1, 2050, KvDtype::kBF16).latent, 2051 * kLatentBf16);
 }

@@ -41,9 +41,13 @@ void CudaModelRunner::mla_block(int cache_layer, const MlaWeights& w, float* out
                   T, di, ws_.index_keys, stream_);
   gemm_.step(x, step_->decode_rows(), T, w.indexer.kpool_gate.bf16(), 1, D, ws_.index_gates,
              stream_);
-  store_index_keys(ws_.index_keys, ws_.index_gates, T, int(di), step_->page_rows(),
-                   caches_.index_keys + cache_layer * caches_.tokens * di,
-                   caches_.index_gates + cache_layer * caches_.tokens, stream_);
+  float* key_pages = caches_.index_keys + cache_layer * caches_.tokens * di;
+  float* gate_pages = caches_.index_gates + cache_layer * caches_.tokens;
+  store_index_keys(ws_.index_keys, ws_.index_gates, T, int(di), step_->page_rows(), key_pages,
+                   gate_pages, stream_);
+  // Every pool is made once, by the step that stores its last token, and kept in its block.
+  dsa_pool_completed(key_pages, gate_pages, w.indexer.kpool_ape, step_->positions_device(),
+                     step_->page_rows(), T, caches_.pooled_layer(cache_layer, int(di)), stream_);
   gemm_.step(x, step_->decode_rows(), T, w.q_a.bf16(), ql, D, ws_.cq, stream_);
   rms_norm_rows(ws_.cq, w.q_a_norm, eps, T, ql, ws_.cq, ws_.cq_bf16, stream_);
 
@@ -75,8 +79,7 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
   const LatentFormat format =
       options_.kv_dtype == KvDtype::kFp8G128 ? LatentFormat::kFp8G128 : LatentFormat::kBF16;
   const uint8_t* pages = caches_.latent_layer(cache_layer);
-  const float* key_pages = caches_.index_keys + cache_layer * caches_.tokens * di;
-  const float* gate_pages = caches_.index_gates + cache_layer * caches_.tokens;
+  const float* pooled_pages = caches_.pooled_layer(cache_layer, di);
   const std::vector<int32_t>& pos = step_->positions();
   const float scale = config_.mla_softmax_scale();
 
@@ -152,17 +155,16 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
             ws_.iq);
     project(ws_.normed_bf16 + int64_t(s0) * D, sparse_rows, w.indexer.weights_proj.bf16(), I, D,
             ws_.iw);
-    // Pooled keys of one sequence up to `pools`, then the scores of rows [r, r + n) against them.
-    // dsa_pool_scores writes n rows `pools` apart; dsa_select reads rows `score_stride` apart:
-    // decode rows (one sequence each, scored one by one) sit max_pools apart, the rows of one
-    // prefill chunk (scored together against their sequence's pools) sit `pools` apart.
+    // Scores of rows [r, r + n) against the first `pools` pools of one sequence, read from the
+    // pool pages through its block table. dsa_pool_scores writes n rows `pools` apart;
+    // dsa_select reads rows `score_stride` apart: decode rows (one sequence each, scored one by
+    // one) sit max_pools apart, the rows of one prefill chunk (scored together against their
+    // sequence's pools) sit `pools` apart.
     auto score = [&](int table_seq, int pools, int r, int n) {
-      gather_index_keys(key_pages, gate_pages, di, step_->tables() + int64_t(table_seq) * stride,
-                        options_.block_size, int64_t(pools) * kpool, ws_.seq_keys, ws_.seq_gates,
-                        stream_);
-      dsa_pool_keys(ws_.seq_keys, ws_.seq_gates, w.indexer.kpool_ape, pools, ws_.pooled, stream_);
-      dsa_pool_scores(ws_.iq + int64_t(r) * I * di, ws_.iw + int64_t(r) * I, n, I, ws_.pooled,
-                      pools, ws_.scores + int64_t(r) * shp.max_pools, stream_);
+      const PooledKeys keys{pooled_pages, step_->tables() + int64_t(table_seq) * stride,
+                            options_.block_size / kpool};
+      dsa_pool_scores(ws_.iq + int64_t(r) * I * di, ws_.iw + int64_t(r) * I, n, I, keys, pools,
+                      ws_.scores + int64_t(r) * shp.max_pools, stream_);
     };
     int64_t score_stride = shp.max_pools;
     if (decode) {

@@ -94,6 +94,12 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
                                              ": the CUDA indexer selects over at most " +
                                              std::to_string(kIndexMaxPools * config_.index_kpool) +
                                              " tokens");
+  if (options_.block_size % kIndexKpool != 0)
+    throw Error(ErrorKind::kUnsupported,
+                "--block-size " + std::to_string(options_.block_size) +
+                    ": the CUDA backend keeps each block's pooled indexer keys in the block, so "
+                    "the block size must be a multiple of " +
+                    std::to_string(kIndexKpool));
   SPARKGLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   const RunnerShape s = shape();
   step_ = std::make_unique<StepInputs>(

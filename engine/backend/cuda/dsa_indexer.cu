@@ -13,16 +13,16 @@ namespace {
 constexpr int kPoolTile = 32;  // pools per score block
 constexpr int kMaxHeads = 64;
 constexpr int kSelectThreads = 1024;
+constexpr int kSelectCachedPools = 16384;  // rows whose keys select_kernel keeps in shared memory
 
-// Grid: pools; block: d_i threads.
-__global__ void __launch_bounds__(kIndexDim)
-    pool_kernel(const float* keys, const float* gates, const float* ape, float* pooled) {
-  const int64_t p = blockIdx.x;
+// Thread c of the pool's d_i: sum_i a_i keys[i][c], a = softmax_i(gates[i] + ape[i]), i increasing.
+// keys: the pool's kIndexKpool consecutive keys; gates: their gates.
+__device__ __forceinline__ float pool_one(const float* keys, const float* gates, const float* ape) {
   float a[kIndexKpool];
   float mx = -INFINITY;
 #pragma unroll
   for (int i = 0; i < kIndexKpool; ++i) {
-    a[i] = gates[p * kIndexKpool + i] + ape[i];
+    a[i] = gates[i] + ape[i];
     mx = fmaxf(mx, a[i]);
   }
   float sum = 0.0f;
@@ -35,18 +35,45 @@ __global__ void __launch_bounds__(kIndexDim)
   float out = 0.0f;
 #pragma unroll
   for (int i = 0; i < kIndexKpool; ++i)
-    out = fmaf(a[i] * inv, keys[(p * kIndexKpool + i) * kIndexDim + threadIdx.x], out);
-  pooled[p * kIndexDim + threadIdx.x] = out;
+    out = fmaf(a[i] * inv, keys[i * kIndexDim + threadIdx.x], out);
+  return out;
+}
+
+// Grid: pools; block: d_i threads.
+__global__ void __launch_bounds__(kIndexDim)
+    pool_kernel(const float* keys, const float* gates, const float* ape, float* pooled) {
+  const int64_t p = blockIdx.x;
+  pooled[p * kIndexDim + threadIdx.x] =
+      pool_one(keys + p * kIndexKpool * kIndexDim, gates + p * kIndexKpool, ape);
+}
+
+// Grid: step rows; block: d_i threads. The pool a row completes, into its page entry.
+__global__ void __launch_bounds__(kIndexDim)
+    pool_completed_kernel(const float* key_pages, const float* gate_pages, const float* ape,
+                          const int32_t* positions, const int32_t* page_rows, float* pooled_pages) {
+  const int64_t r = blockIdx.x;
+  if (positions[r] % kIndexKpool != kIndexKpool - 1) return;
+  const int64_t last = page_rows[r], first = last - (kIndexKpool - 1);
+  pooled_pages[last / kIndexKpool * kIndexDim + threadIdx.x] =
+      pool_one(key_pages + first * kIndexDim, gate_pages + first, ape);
 }
 
 struct ScoreParams {
   const float* q;
   const float* w;
-  const float* pooled;
+  PooledKeys pooled;
   float* scores;
   int64_t pools;
   int heads;
 };
+
+// Pool `pool`'s d_i values (PooledKeys' layout).
+__device__ __forceinline__ const float* pooled_row(const PooledKeys& k, int64_t pool) {
+  if (k.table == nullptr) return k.data + pool * kIndexDim;
+  const int64_t entry =
+      int64_t(k.table[pool / k.pools_per_block]) * k.pools_per_block + pool % k.pools_per_block;
+  return k.data + entry * kIndexDim;
+}
 
 // Grid: (ceil(pools / 32), rows); 256 threads. Logits q_h . K_p for 32 pools x all heads go
 // through shared memory; then one thread per pool sums the heads in increasing order.
@@ -55,9 +82,14 @@ __global__ void __launch_bounds__(256) score_kernel(const __grid_constant__ Scor
   __shared__ float logits[kMaxHeads][kPoolTile + 1];
   const int64_t row = blockIdx.y, p0 = int64_t(blockIdx.x) * kPoolTile;
   const int npool = p.pools - p0 < kPoolTile ? int(p.pools - p0) : kPoolTile;
-  for (int i = threadIdx.x; i < kPoolTile * kIndexDim; i += blockDim.x) {
-    const int j = i / kIndexDim, c = i % kIndexDim;
-    keys[j][c] = j < npool ? p.pooled[(p0 + j) * kIndexDim + c] : 0.0f;
+  for (int i = threadIdx.x; i < kPoolTile * (kIndexDim / 4); i += blockDim.x) {
+    const int j = i / (kIndexDim / 4), c4 = i % (kIndexDim / 4);
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (j < npool) v = __ldg(reinterpret_cast<const float4*>(pooled_row(p.pooled, p0 + j)) + c4);
+    keys[j][c4 * 4 + 0] = v.x;
+    keys[j][c4 * 4 + 1] = v.y;
+    keys[j][c4 * 4 + 2] = v.z;
+    keys[j][c4 * 4 + 3] = v.w;
   }
   __syncthreads();
   const float* q = p.q + row * p.heads * kIndexDim;
@@ -123,7 +155,7 @@ __global__ void __launch_bounds__(kTileThreads)
     const int j = i % kTileP, c4 = i / kTileP;
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     if (p0 + j < p.pools)
-      v = __ldg(reinterpret_cast<const float4*>(p.pooled + (p0 + j) * kIndexDim) + c4);
+      v = __ldg(reinterpret_cast<const float4*>(pooled_row(p.pooled, p0 + j)) + c4);
     kt[(c4 * 4 + 0) * kTileP + j] = v.x;
     kt[(c4 * 4 + 1) * kTileP + j] = v.y;
     kt[(c4 * 4 + 2) * kTileP + j] = v.z;
@@ -228,12 +260,12 @@ __device__ int run_prefix(int pools, Flag flag, int* b, int* e, int* total, int*
 // the non-NaN ones: a 4-pass radix select over the order keys finds the topk-th largest key T and
 // how many pools holding exactly T are still needed; every pool above T is chosen, and of those at
 // T the lowest-numbered ones (the tie rule). Chosen pools are written in pool order by a
-// block-wide prefix count, and the tail follows.
+// block-wide prefix count, and the tail follows. A row of at most kSelectCachedPools pools keeps
+// its keys in shared memory; a longer one (up to kIndexMaxPools) reads its scores again in each
+// pass. Both compute the same keys, so the choice never depends on the path.
 __global__ void __launch_bounds__(kSelectThreads)
     select_kernel(const __grid_constant__ SelectParams p) {
-  extern __shared__ float sel_smem[];
-  uint32_t* key = reinterpret_cast<uint32_t*>(sel_smem);            // [pools] order keys
-  int* chosen = reinterpret_cast<int*>(sel_smem + kIndexMaxPools);  // [pools] 0/1
+  extern __shared__ uint32_t cached_keys[];  // [kSelectCachedPools]
   __shared__ int warp_total[kSelectThreads / 32];
   __shared__ uint32_t hist[256];
   __shared__ uint32_t prefix;
@@ -247,12 +279,16 @@ __global__ void __launch_bounds__(kSelectThreads)
     if (threadIdx.x == 0) p.counts[row] = t + 1;
     return;
   }
+  const float* scores = p.scores + row * p.score_stride;
+  const bool cached = pools <= kSelectCachedPools;
+  const auto key_at = [&](int i) { return cached ? cached_keys[i] : order_key(scores[i]); };
   if (threadIdx.x == 0) valid = 0;
   __syncthreads();
   int mine = 0;
   for (int i = threadIdx.x; i < pools; i += blockDim.x) {
-    key[i] = order_key(p.scores[row * p.score_stride + i]);
-    mine += key[i] != 0u;
+    const uint32_t k = order_key(scores[i]);
+    if (cached) cached_keys[i] = k;
+    mine += k != 0u;
   }
   atomicAdd(&valid, mine);
   if (threadIdx.x == 0) prefix = 0u, remaining = p.topk;
@@ -262,8 +298,10 @@ __global__ void __launch_bounds__(kSelectThreads)
   for (int shift = 24; shift >= 0 && !all_valid; shift -= 8) {
     for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0u;
     __syncthreads();
-    for (int i = threadIdx.x; i < pools; i += blockDim.x)
-      if (key[i] != 0u && (key[i] & mask) == prefix) atomicAdd(&hist[(key[i] >> shift) & 255u], 1u);
+    for (int i = threadIdx.x; i < pools; i += blockDim.x) {
+      const uint32_t k = key_at(i);
+      if (k != 0u && (k & mask) == prefix) atomicAdd(&hist[(k >> shift) & 255u], 1u);
+    }
     __syncthreads();
     if (threadIdx.x == 0) {
       int above = 0;
@@ -280,24 +318,26 @@ __global__ void __launch_bounds__(kSelectThreads)
     __syncthreads();
   }
   const uint32_t T = prefix;
+  // Each thread walks its own run of pools in order; the pools at T before the run come from a
+  // prefix count, so `chooser` (called on the run's pools in order) knows each one's tie rank.
   int b = 0, e = 0, ties = 0;
-  int tie_rank =
+  const int ties_before =
       all_valid ? 0
                 : run_prefix(
-                      pools, [&](int i) { return int(key[i] == T); }, &b, &e, &ties, warp_total);
-  for (int i = threadIdx.x; i < pools && all_valid; i += blockDim.x) chosen[i] = key[i] != 0u;
-  if (!all_valid)
-    for (int i = b; i < e; ++i) {
-      const bool at_t = key[i] == T;
-      chosen[i] = key[i] > T || (at_t && tie_rank < remaining);
-      tie_rank += at_t;
-    }
-  __syncthreads();
+                      pools, [&](int i) { return int(key_at(i) == T); }, &b, &e, &ties, warp_total);
+  const auto chooser = [&, tie_rank = ties_before](int i) mutable {
+    const uint32_t k = key_at(i);
+    if (all_valid) return int(k != 0u);
+    const bool at_t = k == T;
+    const bool chosen = k > T || (at_t && tie_rank < remaining);
+    tie_rank += at_t;
+    return int(chosen);
+  };
   int total = 0;
-  int before = run_prefix(
-      pools, [&](int i) { return chosen[i]; }, &b, &e, &total, warp_total);
+  int before = run_prefix(pools, chooser, &b, &e, &total, warp_total);
+  auto pick = chooser;  // a fresh copy: the run's tie ranks from the start again
   for (int i = b; i < e; ++i)
-    if (chosen[i]) {
+    if (pick(i)) {
       for (int k = 0; k < kIndexKpool; ++k) out[before * kIndexKpool + k] = i * kIndexKpool + k;
       ++before;
     }
@@ -316,9 +356,20 @@ void dsa_pool_keys(const float* keys, const float* gates, const float* ape, int6
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
-void dsa_pool_scores(const float* q, const float* w, int64_t rows, int heads, const float* pooled,
-                     int64_t pools, float* scores, cudaStream_t stream) {
+void dsa_pool_completed(const float* key_pages, const float* gate_pages, const float* ape,
+                        const int32_t* positions, const int32_t* page_rows, int64_t rows,
+                        float* pooled_pages, cudaStream_t stream) {
+  if (rows <= 0) return;
+  pool_completed_kernel<<<unsigned(rows), kIndexDim, 0, stream>>>(key_pages, gate_pages, ape,
+                                                                  positions, page_rows, pooled_pages);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+void dsa_pool_scores(const float* q, const float* w, int64_t rows, int heads,
+                     const PooledKeys& pooled, int64_t pools, float* scores, cudaStream_t stream) {
   SPARKGLM_ASSERT(heads > 0 && heads <= kMaxHeads, "dsa_pool_scores: at most 64 indexer heads");
+  SPARKGLM_ASSERT(pooled.table == nullptr || pooled.pools_per_block > 0,
+                  "dsa_pool_scores: paged pools need pools_per_block");
   if (rows <= 0 || pools <= 0) return;
   const ScoreParams params{q, w, pooled, scores, pools, heads};
   if (rows >= kTileRows && heads == kTileHeads) {
@@ -342,7 +393,7 @@ void dsa_select(const float* scores, int64_t score_stride, const int32_t* positi
                 int topk_pools, int32_t* out, int64_t out_stride, int32_t* counts,
                 cudaStream_t stream) {
   if (rows <= 0) return;
-  constexpr size_t kSmem = size_t(kIndexMaxPools) * (sizeof(float) + sizeof(int));
+  constexpr size_t kSmem = size_t(kSelectCachedPools) * sizeof(uint32_t);
   static bool configured = false;
   if (!configured) {
     SPARKGLM_CUDA_CHECK(cudaFuncSetAttribute(

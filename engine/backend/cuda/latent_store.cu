@@ -76,17 +76,6 @@ __global__ void store_keys_kernel(const float* keys, const float* gates, int d_i
   if (threadIdx.x == 0) gate_pages[dst] = gates[blockIdx.x];
 }
 
-// Grid: n; block: 128 threads over the d_i values.
-__global__ void gather_keys_kernel(const float* key_pages, const float* gate_pages, int d_i,
-                                   const int32_t* table, int block_size, float* keys_out,
-                                   float* gates_out) {
-  const int64_t j = blockIdx.x;
-  const int64_t src = int64_t(table[j / block_size]) * block_size + j % block_size;
-  for (int i = threadIdx.x; i < d_i; i += blockDim.x)
-    keys_out[j * d_i + i] = key_pages[src * d_i + i];
-  if (threadIdx.x == 0) gates_out[j] = gate_pages[src];
-}
-
 }  // namespace
 
 void store_latents(const float* latents, int64_t rows, int R, LatentFormat format,
@@ -113,17 +102,6 @@ void store_index_keys(const float* keys, const float* gates, int64_t rows, int d
   if (rows <= 0) return;
   store_keys_kernel<<<unsigned(rows), 128, 0, stream>>>(keys, gates, d_i, page_rows, key_pages,
                                                         gate_pages);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
-}
-
-void gather_index_keys(const float* key_pages, const float* gate_pages, int d_i,
-                       const int32_t* table, int block_size, int64_t n, float* keys_out,
-                       float* gates_out, cudaStream_t stream) {
-  SPARKGLM_ASSERT(n <= int64_t(INT32_MAX) && d_i > 0 && block_size > 0,
-                  "gather_index_keys: bad shape");
-  if (n <= 0) return;
-  gather_keys_kernel<<<unsigned(n), 128, 0, stream>>>(key_pages, gate_pages, d_i, table, block_size,
-                                                      keys_out, gates_out);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 

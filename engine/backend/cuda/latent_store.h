@@ -1,10 +1,11 @@
 #pragma once
-// Writes into and reads from the paged MLA cache on the device (MODEL.md section 4), in the byte
-// layouts of runtime/latent_cache.h that mla_decode reads: bf16 records are R BF16 values;
+// Writes into the paged MLA cache on the device (MODEL.md section 4), in the byte layouts of
+// runtime/latent_cache.h that mla_decode reads: bf16 records are R BF16 values;
 // fp8_g128 records are R E4M3 bytes then one FP32 scale per group of 128 values (scale =
 // amax/448, byte = E4M3(v * (1/scale)) rounded to nearest even, a zero group gives scale 0 and
 // zero bytes). Every bit equals LatentCache::store_latent's. Indexer keys and pooling gates stay
-// FP32 on the device. All three are plain scatter/gather kernels: graph-safe, no allocation.
+// FP32 on the device (their pools: dsa_indexer.h). Both are plain scatter kernels: graph-safe, no
+// allocation.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -26,12 +27,5 @@ void store_latents(const float* latents, int64_t rows, int R, LatentFormat forma
 void store_index_keys(const float* keys, const float* gates, int64_t rows, int d_i,
                       const int32_t* page_rows, float* key_pages, float* gate_pages,
                       cudaStream_t stream);
-
-// One sequence's first n keys and gates, contiguous (for dsa_pool_keys):
-// keys_out[j] = key_pages[table[j / block_size] * block_size + j % block_size], j < n.
-// table: the sequence's block table on the device; keys_out: [n, d_i]; gates_out: [n].
-void gather_index_keys(const float* key_pages, const float* gate_pages, int d_i,
-                       const int32_t* table, int block_size, int64_t n, float* keys_out,
-                       float* gates_out, cudaStream_t stream);
 
 }  // namespace sparkglm::cuda

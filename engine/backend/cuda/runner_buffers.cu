@@ -53,9 +53,6 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
   w.o_bar_bf16 = c.take<uint16_t>(C * heads * R);
   w.iq = c.take<float>(C * I * di);
   w.iw = c.take<float>(C * I);
-  w.pooled = c.take<float>(int64_t(s.max_pools) * di);
-  w.seq_keys = c.take<float>(int64_t(s.max_pools) * m.index_kpool * di);
-  w.seq_gates = c.take<float>(int64_t(s.max_pools) * m.index_kpool);
   w.scores = c.take<float>(C * std::max(1, s.max_pools));
   w.lists = c.take<int32_t>(C * s.attend_max);
   w.counts = c.take<int32_t>(C);
@@ -102,6 +99,7 @@ Caches Caches::carve(Carve& c, const ModelConfig& m, int num_blocks, int block_s
   x.latents = c.take<uint8_t>(layers * x.tokens * x.record_bytes);
   x.index_keys = c.take<float>(layers * x.tokens * m.index_head_dim);
   x.index_gates = c.take<float>(layers * x.tokens);
+  x.pooled_keys = c.take<float>(layers * (x.tokens / kIndexKpool) * m.index_head_dim);
   x.kda_state = c.take<float>(kda * slots * H * K * K);
   x.kda_conv = c.take<float>(kda * slots * 3 * (m.kda.short_conv_kernel_size - 1) * H * K);
   x.snapshot_state = c.take<float>(kda * snapshots * H * K * K);

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/backend/cuda/dsa_indexer.h"
 #include "engine/backend/cuda/sampling_topk_topp.h"
 #include "engine/model/config.h"
 #include "engine/runtime/latent_cache.h"
@@ -50,7 +51,7 @@ struct Workspace {
   uint16_t *low_bf16, *o_bf16;
   // MLA
   float *latent, *index_keys, *index_gates, *cq, *mq, *q_tilde, *o_bar, *mo, *iq, *iw;
-  float *pooled, *seq_keys, *seq_gates, *scores, *attn_ws;
+  float *scores, *attn_ws;
   uint16_t *cq_bf16, *mo_bf16;
   uint16_t *mq_bf16, *o_bar_bf16;  // BF16 operands of the tensor-core W_kb / W_vb products
   int32_t *lists, *counts;
@@ -76,6 +77,7 @@ struct Caches {
   uint8_t* latents;    // [mla cache layers][blocks * block_size][record]
   float* index_keys;   // [mla cache layers][blocks * block_size][index_dim]
   float* index_gates;  // [mla cache layers][blocks * block_size]
+  float* pooled_keys;  // [mla cache layers][blocks * block_size / kpool][index_dim] (PooledKeys)
   float* kda_state;    // [kda layers][slots][H * K * V]
   float* kda_conv;     // [kda layers][slots][3][taps - 1][H * K]
   // The prefix cache's KDA snapshots: whole-slot copies (SequenceSlice::save_snapshot).
@@ -87,6 +89,9 @@ struct Caches {
   static Caches carve(Carve& c, const ModelConfig& m, int num_blocks, int block_size, KvDtype dtype,
                       int slots, int snapshots = 0);
   uint8_t* latent_layer(int layer) const { return latents + layer * tokens * record_bytes; }
+  float* pooled_layer(int layer, int64_t index_dim) const {
+    return pooled_keys + layer * (tokens / kIndexKpool) * index_dim;
+  }
 };
 
 }  // namespace sparkglm::cuda
