@@ -9,17 +9,50 @@
 #include "engine/backend/cpu/moe_layer.h"
 #include "engine/backend/cpu/ops.h"
 #include "engine/core/error.h"
+#include "engine/dist/vocab_parallel.h"
 
 namespace sparkglm::cpu {
+
+namespace {
+
+std::unique_ptr<WeightShard> shard_for(const ModelConfig& config, const ModelWeights& weights,
+                                       const dist::Communicator* comm) {
+  if (!comm || comm->world_size() == 1) return nullptr;
+  return std::make_unique<WeightShard>(
+      shard_weights(config, weights, comm->rank(), comm->world_size()));
+}
+
+}  // namespace
 
 CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& weights,
                                const CpuRunnerOptions& options, ThreadPool& pool)
     : config_(config),
-      weights_(weights),
       options_(options),
+      shard_(shard_for(config, weights, options.comm)),
+      local_(shard_ ? shard_->local : config_),
+      weights_(shard_ ? shard_->weights : weights),
       pool_(pool),
       cache_(config, options.num_blocks, options.block_size, options.kv_dtype),
-      states_(config, options.num_state_slots, options.num_snapshots) {}
+      states_(local_, options.num_state_slots, options.num_snapshots) {
+  if (shard_)
+    steps_ = std::make_unique<dist::RankSteps>(
+        *options.comm, config_.vocab_size,
+        [this](const ForwardBatch& b, ForwardOutput& out) { forward_rows(b, out, false); });
+}
+
+void CpuModelRunner::all_reduce(float* data, int64_t n) const {
+  if (shard_) options_.comm->all_reduce_sum(data, size_t(n));
+}
+
+void CpuModelRunner::submit(const ForwardBatch& batch, const StepSampling& sampling) {
+  if (!steps_) return ModelRunner::submit(batch, sampling);
+  steps_->submit(batch, sampling);
+}
+
+void CpuModelRunner::collect(StepResult& result) {
+  if (!steps_) return ModelRunner::collect(result);
+  steps_->collect(result);
+}
 
 void CpuModelRunner::embed(const ForwardBatch& batch, float* rows) const {
   const int64_t d = config_.hidden_size;
@@ -33,22 +66,25 @@ void CpuModelRunner::attention(int layer, const LayerWeights& w, const ForwardBa
                                const float* x, float* out) {
   const int index = config_.kind_index(layer);
   if (w.kind == LayerKind::kLinearAttention) {
-    kda_layer_forward(config_, w.kda, index, batch, states_, x, out, pool_, options_.kda_path);
+    kda_layer_forward(local_, w.kda, index, batch, states_, x, out, pool_, options_.kda_path);
   } else {
-    mla_layer_forward(config_, w.mla, index, batch, cache_, x, out, pool_);
+    mla_layer_forward(local_, w.mla, index, batch, cache_, x, out, pool_);
   }
+  all_reduce(out, batch.num_rows() * config_.hidden_size);
 }
 
 void CpuModelRunner::ffn(const LayerWeights& w, const float* x, int64_t rows, float* out) {
   if (w.dense_mlp) {
     swiglu_forward(w.mlp, x, rows, out, pool_, /*clamp_limit=*/0.0f);
   } else {
-    moe_forward(config_, w.moe, x, rows, out, pool_);
+    moe_forward(config_, w.moe, x, rows, out, pool_, shard_ ? shard_->expert_begin : 0,
+                shard_ ? shard_->expert_end : -1);
   }
+  all_reduce(out, rows * config_.hidden_size);
 }
 
 void CpuModelRunner::logits(const ForwardBatch& batch, const float* h, const float* norm,
-                            ForwardOutput& out) {
+                            ForwardOutput& out, bool gather) {
   const int64_t d = config_.hidden_size, n = int64_t(batch.logit_rows.size());
   std::vector<float> normed(size_t(n * d));  // [n, D]
   out.hidden.resize(size_t(n * d));
@@ -57,11 +93,20 @@ void CpuModelRunner::logits(const ForwardBatch& batch, const float* h, const flo
     std::copy(row, row + d, out.hidden.begin() + i * d);
     rms_norm(row, norm, config_.rms_norm_eps, d, &normed[size_t(i * d)]);
   }
-  out.logits.resize(size_t(n * config_.vocab_size));
+  const int64_t part = weights_.lm_head.rows;  // vocab, or this rank's range of it
+  out.logits.resize(size_t(n * part));          // [n, part]
   linear(normed.data(), n, weights_.lm_head, out.logits.data(), pool_);
+  if (!shard_ || !gather) return;
+  std::vector<float> full(size_t(n * config_.vocab_size));  // [n, vocab]
+  dist::gather_rows(*options_.comm, out.logits.data(), n, part, full.data());
+  out.logits = std::move(full);
 }
 
 void CpuModelRunner::forward(const ForwardBatch& batch, ForwardOutput& out) {
+  forward_rows(batch, out, true);
+}
+
+void CpuModelRunner::forward_rows(const ForwardBatch& batch, ForwardOutput& out, bool gather) {
   batch.validate(config_, cache_.block_size(), cache_.num_blocks(), states_.num_slots(),
                  states_.num_snapshots());
   for (const auto& s : batch.seqs) {
@@ -101,7 +146,7 @@ void CpuModelRunner::forward(const ForwardBatch& batch, ForwardOutput& out) {
   hc_head(config_, weights_.hc_head, streams.data(), t, y.data(), pool_);  // h: [T, D]
   for (const auto& s : batch.seqs)
     if (s.save_snapshot >= 0) states_.save(s.state_slot, s.save_snapshot);
-  logits(batch, y.data(), weights_.final_norm, out);
+  logits(batch, y.data(), weights_.final_norm, out, gather);
 }
 
 void CpuModelRunner::forward_mtp(const ForwardBatch& batch, const std::vector<float>& hidden,
@@ -130,8 +175,9 @@ void CpuModelRunner::forward_mtp(const ForwardBatch& batch, const std::vector<fl
   };
   const int cache_layer = config_.kind_index(config_.mtp_layer());
   residual(m.layer.input_norm, [&] {
-    mla_layer_forward(config_, m.layer.mla, cache_layer, batch, cache_, normed.data(),
+    mla_layer_forward(local_, m.layer.mla, cache_layer, batch, cache_, normed.data(),
                       block_out.data(), pool_);
+    all_reduce(block_out.data(), t * d);
   });
   residual(m.layer.post_attn_norm, [&] { ffn(m.layer, normed.data(), t, block_out.data()); });
   logits(batch, z.data(), m.head_norm, out);

@@ -5,7 +5,10 @@
 #include <vector>
 
 #include "engine/backend/cpu/kda_layer.h"
+#include "engine/backend/cpu/weight_shard.h"
 #include "engine/core/thread_pool.h"
+#include "engine/dist/communicator.h"
+#include "engine/dist/rank_steps.h"
 #include "engine/model/model_runner.h"
 #include "engine/model/weights.h"
 #include "engine/runtime/kda_state_pool.h"
@@ -20,6 +23,9 @@ struct CpuRunnerOptions {
   KdaPath kda_path = KdaPath::kAuto;
   KvDtype kv_dtype = KvDtype::kF32;  // the reference keeps FP32; serving uses bf16 or fp8_g128
   int num_snapshots = 0;             // KDA state snapshots beside the slots (the prefix cache's)
+  // Tensor and expert parallelism (weight_shard.h, docs/parallel.md): this rank's communicator,
+  // null for one rank. Every rank runs the same calls; the runner all-reduces each block's output.
+  dist::Communicator* comm = nullptr;
 };
 
 class CpuModelRunner : public ModelRunner {
@@ -36,6 +42,10 @@ class CpuModelRunner : public ModelRunner {
   void forward_mtp(const ForwardBatch& batch, const std::vector<float>& hidden,
                    ForwardOutput& out) override;
 
+  // With several ranks: steps pick greedy tokens across the vocabulary shards (dist::RankSteps).
+  void submit(const ForwardBatch& batch, const StepSampling& sampling) override;
+  void collect(StepResult& result) override;
+
   LatentCache& latent_cache() { return cache_; }
   KdaStatePool& state_pool() { return states_; }
   const CpuRunnerOptions& options() const { return options_; }
@@ -46,11 +56,18 @@ class CpuModelRunner : public ModelRunner {
                  float* out);
   void ffn(const LayerWeights& w, const float* x, int64_t rows, float* out);
   // logits [logit_rows, vocab] = lm_head(RMSNorm(h[logit_rows]; norm)).
-  void logits(const ForwardBatch& batch, const float* h, const float* norm, ForwardOutput& out);
+  // With several ranks and !gather, only this rank's vocabulary part: [logit_rows, vocab / W].
+  void logits(const ForwardBatch& batch, const float* h, const float* norm, ForwardOutput& out,
+              bool gather = true);
+  void forward_rows(const ForwardBatch& batch, ForwardOutput& out, bool gather);
+  void all_reduce(float* data, int64_t n) const;  // the row-parallel sum; nothing on one rank
 
   ModelConfig config_;
-  const ModelWeights& weights_;
   CpuRunnerOptions options_;
+  std::unique_ptr<WeightShard> shard_;      // null on one rank
+  const ModelConfig& local_;                // the layers' shapes: config_, or the shard's heads
+  const ModelWeights& weights_;             // the model, or this rank's shard of it
+  std::unique_ptr<dist::RankSteps> steps_;  // null on one rank
   ThreadPool& pool_;
   LatentCache cache_;
   KdaStatePool states_;

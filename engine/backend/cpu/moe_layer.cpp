@@ -19,7 +19,7 @@ constexpr int64_t kChunk = 256;
 
 // One pass over Tc <= kChunk tokens.
 void moe_chunk(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t Tc, float* out,
-               ThreadPool& pool) {
+               ThreadPool& pool, int e0, int e1) {
   const int64_t D = c.hidden_size;
   const int E = c.n_routed_experts;
   const int k = c.num_experts_per_tok;
@@ -34,6 +34,10 @@ void moe_chunk(const ModelConfig& c, const MoeWeights& w, const float* x, int64_
     for (int64_t t = lo; t < hi; ++t)
       select_experts(c, logits.data() + t * E, w.score_bias, choice.data() + t * k);
   });
+
+  // Experts another rank runs are dropped here: their pairs keep no grouped row.
+  for (ExpertChoice& ch : choice)
+    if (ch.expert < e0 || ch.expert >= e1) ch.expert = -1;
 
   // Group the (token, rank) pairs by expert, in token order within an expert.
   std::vector<int64_t> start(size_t(E) + 1, 0);  // [E + 1] row offsets into the grouped buffers
@@ -91,12 +95,13 @@ void moe_chunk(const ModelConfig& c, const MoeWeights& w, const float* x, int64_
 }  // namespace
 
 void moe_forward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, float* out,
-                 ThreadPool& pool) {
+                 ThreadPool& pool, int expert_begin, int expert_end) {
   assert(int(w.experts.size()) == c.n_routed_experts);
   assert(w.router != nullptr);
   for (int64_t t0 = 0; t0 < T; t0 += kChunk) {
     const int64_t Tc = std::min(kChunk, T - t0);
-    moe_chunk(c, w, x + t0 * c.hidden_size, Tc, out + t0 * c.hidden_size, pool);
+    moe_chunk(c, w, x + t0 * c.hidden_size, Tc, out + t0 * c.hidden_size, pool, expert_begin,
+              expert_end < 0 ? c.n_routed_experts : expert_end);
   }
 }
 

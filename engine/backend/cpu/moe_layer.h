@@ -15,7 +15,9 @@ namespace sparkglm::cpu {
 // Experts are clamped SwiGLUs (limit swiglu_limit). Tokens are grouped by expert and each expert
 // runs once over its gathered rows; the per-token sum then runs in rank order, then the shared
 // expert, so a token's output is bitwise independent of the other tokens and of the pool size.
+// With expert parallelism only the routed experts in [expert_begin, expert_end) run here (the
+// others' terms are left out of the sum; their ranks add them in the all-reduce); end -1 = all.
 void moe_forward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, float* out,
-                 ThreadPool& pool);
+                 ThreadPool& pool, int expert_begin = 0, int expert_end = -1);
 
 }  // namespace sparkglm::cpu
