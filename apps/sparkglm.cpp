@@ -26,7 +26,7 @@ constexpr const char* kUsage = R"(usage: sparkglm <command> [flags]
 
   version                              print the build identity (also --version)
   tinyglm make --preset P --out DIR    write a dummy-weight checkpoint directory
-       [--seed N] [--num-layers N] [--shard-mb N] [--force]
+       [--weight-format bf16|fp4-local] [--seed N] [--num-layers N] [--shard-mb N] [--force]
   generate (--preset P | --model DIR)  greedy generation on the CPU backend
        [--prompt TEXT] [--max-tokens N] [--prefill-chunk N] [--threads N]
   logits (--preset P | --model DIR) --tokens a,b,c --out FILE.npz [--mtp] [--threads N]
@@ -79,8 +79,8 @@ ThreadPool& pool_for(const CliArgs& a) {
 }
 
 int cmd_tinyglm_make(const CliArgs& a) {
-  std::set<std::string> known = {"--preset",   "--out",   "--seed",   "--num-layers",
-                                 "--shard-mb", "--force", "--threads"};
+  std::set<std::string> known = {"--preset",   "--out",   "--seed",    "--num-layers",
+                                 "--shard-mb", "--force", "--threads", "--weight-format"};
   a.allow_only(known);
   ThreadPool& pool = pool_for(a);
   ModelConfig config = preset_config(a.required("--preset"));
@@ -90,11 +90,12 @@ int cmd_tinyglm_make(const CliArgs& a) {
   options.seed = uint64_t(a.integer("--seed", int64_t(kDefaultDummySeed), 0, INT64_MAX));
   options.max_shard_bytes = a.integer("--shard-mb", 2048, 1, 1 << 20) << 20;
   options.overwrite = a.has("--force");
+  options.format = checkpoint_format_from_name(a.str("--weight-format", "bf16"));
   const std::string out = a.required("--out");
   a.reject_unread("sparkglm tinyglm make");
   const int shards = write_dummy_checkpoint(config, out, options, pool);
-  std::printf("wrote %s: %d shard(s), weights %s\n", out.c_str(), shards,
-              dummy_identity(options.seed).c_str());
+  std::printf("wrote %s: %d shard(s), weights %s, %s\n", out.c_str(), shards,
+              dummy_identity(options.seed).c_str(), checkpoint_format_name(options.format));
   return 0;
 }
 

@@ -8,9 +8,9 @@
 
 #include "engine/core/error.h"
 #include "engine/model/safetensors.h"
-#include "engine/model/tensor_layout.h"
 #include "engine/text/byte_tokenizer.h"
 #include "tinyglm/dummy_weights.h"
+#include "tinyglm/stored_weights.h"
 
 namespace sparkglm {
 
@@ -29,8 +29,10 @@ void write_text(const fs::path& path, const std::string& text) {
 // num_attention_heads, three dense MLP layers against first_k_dense_replace, a pad id outside a
 // small vocabulary). The engine's parser ignores these keys; a test loads the result with
 // transformers.AutoConfig and AutoTokenizer (tests/python/test_hf_checkpoint_load.py).
-nlohmann::json hf_config_json(const ModelConfig& config) {
+nlohmann::json hf_config_json(const ModelConfig& config, CheckpointFormat format) {
   nlohmann::json j = config.to_json();
+  if (format == CheckpointFormat::kFp4Local)
+    j["quantization_config"] = fp4_local_quantization_config(config);
   j["num_key_value_heads"] = config.num_attention_heads;  // MLA: one latent serves every head
   nlohmann::json mlp = nlohmann::json::array();
   for (int i = 0; i < config.num_hidden_layers; ++i)
@@ -59,19 +61,19 @@ int write_dummy_checkpoint(const ModelConfig& config, const std::string& dir,
   fs::remove_all(staging);
   fs::create_directories(staging);
 
-  const auto tensors = make_dummy_weights(config, options.seed, pool);
-  const auto specs = checkpoint_tensors(config);
+  const StoredWeights stored =
+      stored_weights(config, make_dummy_weights(config, options.seed, pool), options.format, pool);
 
-  // Group tensors (in layout order) into shards of at most max_shard_bytes.
+  // Group tensors (in checkpoint order) into shards of at most max_shard_bytes.
   std::vector<std::vector<std::pair<std::string, TensorView>>> shards(1);
   int64_t shard_bytes = 0, total_bytes = 0;
-  for (const TensorSpec& spec : specs) {
-    const TensorView view = *tensors->find(spec.name);
+  for (const std::string& name : stored.order) {
+    const TensorView view = *stored.tensors->find(name);
     if (shard_bytes > 0 && shard_bytes + int64_t(view.nbytes) > options.max_shard_bytes) {
       shards.emplace_back();
       shard_bytes = 0;
     }
-    shards.back().emplace_back(spec.name, view);
+    shards.back().emplace_back(name, view);
     shard_bytes += int64_t(view.nbytes);
     total_bytes += int64_t(view.nbytes);
   }
@@ -88,7 +90,7 @@ int write_dummy_checkpoint(const ModelConfig& config, const std::string& dir,
   const nlohmann::json index{{"metadata", {{"total_size", total_bytes}}},
                              {"weight_map", weight_map}};
   write_text(staging / "model.safetensors.index.json", index.dump(2) + "\n");
-  write_text(staging / "config.json", hf_config_json(config).dump(2) + "\n");
+  write_text(staging / "config.json", hf_config_json(config, options.format).dump(2) + "\n");
   write_text(staging / "tokenizer.json", ByteTokenizer::hf_tokenizer_json());
   write_text(staging / "tokenizer_config.json", ByteTokenizer::hf_tokenizer_config_json());
 

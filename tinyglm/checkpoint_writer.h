@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/core/thread_pool.h"
+#include "engine/model/checkpoint_format.h"
 #include "engine/model/config.h"
 
 namespace sparkglm {
@@ -15,6 +16,7 @@ struct CheckpointWriteOptions {
   int64_t max_shard_bytes = int64_t(2)
                             << 30;  // a new shard starts when the next tensor would pass this
   bool overwrite = false;           // replace an existing non-empty directory
+  CheckpointFormat format = CheckpointFormat::kBf16;  // fp4-local: tinyglm/stored_weights.h
 };
 
 // Writes into a temporary sibling directory and renames it into place, so a failure never leaves a
