@@ -3,6 +3,9 @@
 // --model; the runner factory builds the CPU reference or the CUDA backend (--device) under the
 // continuous-batching engine; Beast serves HTTP.
 // SIGINT/SIGTERM drain and exit 0; a device fault drains and exits 3 (a supervisor restarts it).
+// With --tp-size N the process is one rank of N (docs/parallel.md): rank 0 serves HTTP and
+// schedules, and sends each runner call to the other ranks, which replay it on their shards; a
+// lost rank takes the server down like a device fault (503, exit 3).
 #include <pthread.h>
 #include <signal.h>
 
@@ -21,6 +24,10 @@
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
 #include "engine/core/thread_pool.h"
+#include "engine/dist/rank_fingerprint.h"
+#include "engine/dist/rank_follower.h"
+#include "engine/dist/rank_group.h"
+#include "engine/dist/rank_leader.h"
 #include "engine/model/model_loader.h"
 #include "engine/options/effective_config.h"
 #include "engine/options/serving_config.h"
@@ -57,6 +64,26 @@ std::unique_ptr<server::TokenCodec> codec_for(const RunnerRequest& r, const Mode
   return server::make_byte_codec();
 }
 
+// A rank other than 0: replays rank 0's calls until it says stop. A signal ends the process (rank
+// 0 then sees its connection close and stops too).
+int follow_rank0(ModelRunner& runner, dist::RankGroup& ranks) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
+  const std::string me = "rank " + std::to_string(ranks.rank());
+  log_line(me + ": following rank 0's steps");
+  try {
+    const int64_t calls = dist::follow_rank0(runner, ranks.comm());
+    log_line(me + ": stopped by rank 0 after " + std::to_string(calls) + " calls");
+    return 0;
+  } catch (const std::exception& e) {
+    log_line(me + ": " + e.what() + "; exiting with status " + std::to_string(kExitDeviceFault));
+    return kExitDeviceFault;
+  }
+}
+
 int serve(const std::vector<std::string>& args) {
   const EffectiveConfig cfg = parse_serve_args(args);
   log_line(std::string("sparkglm-serve ") + build_info().version + " (" + build_info().commit +
@@ -68,9 +95,31 @@ int serve(const std::vector<std::string>& args) {
   // API key source and the like are refused here, before the model loads.
   ServingConfig config = fill_serving_config(cfg);
 
+  // Several ranks meet and compare fingerprints before a byte of the model loads.
+  std::unique_ptr<dist::RankGroup> ranks;
+  if (config.ranks.world_size > 1) {
+    ranks = std::make_unique<dist::RankGroup>(config.ranks, args, dist::settings_fingerprint(cfg));
+    config.runner.comm = &ranks->comm();
+    // Ranks on one host share its cores unless --threads says otherwise.
+    if (config.threads == 0)
+      config.threads = std::max(1, int(std::thread::hardware_concurrency()) / config.ranks.world_size);
+    log_line("rank " + std::to_string(ranks->rank()) + " of " +
+             std::to_string(config.ranks.world_size) + ": every rank joined with the same settings");
+  }
+
   set_default_thread_count(config.threads);
   ThreadPool& pool = default_thread_pool();
   BuiltRunner built = build_runner(config.runner, pool);
+  dist::RankLeader* leader = nullptr;  // rank 0 of several: the runner the engine calls
+  if (ranks) {
+    dist::check_same_model(ranks->comm(), built.model_id + " config " +
+                                              sha256_hex(built.config.to_json().dump()) +
+                                              " weights " + built.weights_identity);
+    if (ranks->rank() != 0) return follow_rank0(*built.runner, *ranks);
+    auto wrapped = std::make_unique<dist::RankLeader>(std::move(built.runner), ranks->comm());
+    leader = wrapped.get();
+    built.runner = std::move(wrapped);
+  }
   ModelRunner& runner = *built.runner;
   const ModelConfig& mc = built.config;
   const std::string model_id = built.model_id;
@@ -127,11 +176,18 @@ int serve(const std::vector<std::string>& args) {
   sigaddset(&signals, SIGTERM);
   // Waits for a shutdown signal or a device fault, whichever comes first.
   int received = 0;
-  std::string fatal;
+  std::string fatal, lost;
   const timespec no_wait{0, 0};
-  while (received <= 0 && fatal.empty()) {
+  while (received <= 0 && fatal.empty() && lost.empty()) {
     received = sigtimedwait(&signals, nullptr, &no_wait);
     if (received <= 0) fatal = engine->wait_for_fault(std::chrono::milliseconds(100));
+    if (ranks && fatal.empty()) lost = ranks->lost();
+  }
+  if (!lost.empty()) {
+    // New requests get 503 at once; those in flight fail at their next collective (503 too).
+    routes.set_draining();
+    fatal = engine->wait_for_fault(kFaultHold);
+    if (fatal.empty()) fatal = "a rank is gone: " + lost;
   }
   if (!fatal.empty()) {
     // The engine has already ended every request with a 503; /health says why while their
@@ -157,6 +213,11 @@ int serve(const std::vector<std::string>& args) {
   routes.set_draining();
   http_server.stop_accepting();
   engine->shutdown(millis(grace));
+  if (leader) {  // the engine is done with the runner: the other ranks may stop
+    engine.reset();
+    leader->stop();
+    if (!ranks->wait_for_ranks()) log_line("warning: a rank did not exit cleanly");
+  }
   // Cancelled requests write their last events; give their connections a moment to close.
   const bool closed = http_server.wait_until_closed(std::chrono::milliseconds(2000));
   http_server.stop();

@@ -72,6 +72,7 @@ BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
   o.num_state_slots = r.max_num_seqs;
   o.num_snapshots = r.num_snapshots;
   o.kv_dtype = r.kv_dtype;
+  o.comm = r.comm;
   auto runner = std::make_unique<cpu::CpuModelRunner>(mc, b.host_model->weights, o, pool);
   b.kv_bytes = runner->latent_cache().bytes();
   b.runner = std::move(runner);
@@ -95,6 +96,11 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
     throw Error(ErrorKind::kUnsupported, "--device cuda: no CUDA device is visible");
+  if (r.comm && r.comm->world_size() > 1)
+    throw Error(ErrorKind::kUnsupported,
+                "--tp-size " + std::to_string(r.comm->world_size()) +
+                    " --device cuda: the NCCL communicator is not built yet; tensor parallelism "
+                    "runs on --device cpu (docs/parallel.md)");
   BuiltRunner b;
   b.config = request_config(r);
   const ModelConfig& mc = b.config;

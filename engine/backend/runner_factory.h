@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/core/thread_pool.h"
+#include "engine/dist/communicator.h"
 #include "engine/model/config.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/model_runner.h"
@@ -43,6 +44,10 @@ struct RunnerRequest {
   // A test hook: > 0 provokes a device fault when step N + 1 is submitted (a real illegal address
   // on CUDA, Error(kDeviceFatal) on the CPU); see engine/backend/device_fault_injector.h.
   int64_t inject_device_fault_after_steps = 0;
+  // Tensor and expert parallelism: this rank's communicator (null: one rank). The CPU backend
+  // shards the model by rank (engine/backend/cpu/weight_shard.h); CUDA refuses it until its
+  // NCCL communicator exists (docs/parallel.md).
+  dist::Communicator* comm = nullptr;
 };
 
 struct BuiltRunner {

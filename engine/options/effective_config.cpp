@@ -1,5 +1,6 @@
 #include "engine/options/effective_config.h"
 
+#include <algorithm>
 #include <set>
 
 #include "engine/core/error.h"
@@ -204,10 +205,13 @@ void check_serving(const EffectiveConfig& c) {
     if (!preset) bad_argument(shown(c, "num-layers") + ": --num-layers applies to --preset only");
     if (layers % 4 != 0) bad_argument(shown(c, "num-layers") + ": expected a multiple of 4");
   }
-  if (c.integer("rank") >= c.integer("world-size"))
-    bad_argument(shown(c, "rank") + " is not below " + shown(c, "world-size"));
-  if (c.integer("world-size") % c.integer("tp-size") != 0)
-    bad_argument(shown(c, "tp-size") + " does not divide " + shown(c, "world-size"));
+  // Every rank is a tensor-parallel rank (the routed experts split over the same ranks).
+  const int64_t world = c.integer("world-size"), tp = c.integer("tp-size");
+  if (world != 1 && world != tp)
+    bad_argument(shown(c, "world-size") + " differs from " + shown(c, "tp-size") +
+                 ": every rank is a tensor-parallel rank (world-size is 1 or tp-size)");
+  if (c.integer("rank") >= std::max(world, tp))
+    bad_argument(shown(c, "rank") + " is not below " + shown(c, tp > world ? "tp-size" : "world-size"));
 }
 
 }  // namespace

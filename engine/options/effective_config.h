@@ -90,7 +90,7 @@ class EffectiveConfig {
 
 // What `sparkglm-serve`'s main calls with its arguments (without argv[0]): parses the flags, loads
 // `--profile` from `profile_dir` (default_profile_dir() when ""), resolves, and checks the settings
-// that depend on each other (one model source; rank below world-size; tp-size divides world-size;
+// that depend on each other (one model source; rank below the ranks; world-size 1 or tp-size;
 // num-layers only with a preset, a multiple of 4). Handle --help and --version before calling.
 EffectiveConfig parse_serve_args(const std::vector<std::string>& args,
                                  const std::string& profile_dir = "");

@@ -63,6 +63,15 @@ void fill_routes(const EffectiveConfig& c, server::RouteOptions& r) {
       std::chrono::microseconds(int64_t(c.number("sse-flush-interval") * 1e6));
 }
 
+void fill_ranks(const EffectiveConfig& c, dist::RankSettings& r) {
+  const int64_t world = c.integer("world-size"), tp = c.integer("tp-size");
+  r.world_size = as_int(std::max(world, tp));  // check_serving: world-size is 1 or tp-size
+  r.rank = as_int(c.integer("rank"));
+  r.launch = r.world_size > 1 && c.source("rank") != ValueSource::kCommandLine;
+  r.master_addr = c.str("master-addr");
+  r.master_port = as_int(c.integer("master-port"));
+}
+
 void fill_http(const EffectiveConfig& c, server::HttpServerOptions& h) {
   h.bind = c.str("bind");
   h.port = as_int(c.integer("port"));
@@ -97,6 +106,7 @@ ServingConfig fill_serving_config(const EffectiveConfig& config) {
   s.runner.max_tokens_per_step = s.scheduler.max_prefill_tokens + s.scheduler.max_batch_size;
   fill_routes(config, s.routes);
   fill_http(config, s.http);
+  fill_ranks(config, s.ranks);
   s.threads = as_int(config.integer("threads"));
   s.shutdown_grace_s = config.number("shutdown-grace");
   return s;

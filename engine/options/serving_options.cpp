@@ -86,7 +86,6 @@ std::vector<OptionSpec> serving_table() {
   constexpr double kWeek = 7 * 24 * 3600;
   const SchedulerLimits limits;
   const RunnerRequest runner;
-  const std::string kOneRank = "multi-rank serving: one process serves alone";
   std::vector<OptionSpec> t = {
       // Model source: exactly one of preset | model.
       grouped(choice("preset", "", preset_names(), P::kTopLevel,
@@ -145,21 +144,17 @@ std::vector<OptionSpec> serving_table() {
       choice("device", "cpu", {"cpu", "cuda"}, P::kServerArgs,
              "backend that runs the forward pass"),
       integer("threads", 0, 0, 1024, P::kServerArgs, "CPU worker threads (0 = one per core)"),
-      unimplemented(
-          integer("world-size", 1, 1, 64, P::kServerArgs, "processes in the run, one per GPU"),
-          kOneRank),
-      unimplemented(
-          integer("rank", 0, 0, 63, P::kCommandLineOnly, "this process's rank, 0 serves HTTP"),
-          kOneRank),
-      unimplemented(text("master-addr", "127.0.0.1", P::kServerArgs,
-                         "address of rank 0 for the rank bootstrap"),
-                    kOneRank),
-      unimplemented(
-          integer("master-port", 29500, 1, 65535, P::kServerArgs, "TCP port of the rank bootstrap"),
-          kOneRank),
-      unimplemented(integer("tp-size", 1, 1, 64, P::kServerArgs,
-                            "tensor-parallel ranks (divides world-size)"),
-                    kOneRank),
+      integer("world-size", 1, 1, 64, P::kServerArgs,
+              "processes in the run, one per GPU, each a tensor-parallel rank: 1 or tp-size"),
+      integer("rank", 0, 0, 63, P::kCommandLineOnly,
+              "this process's rank when each rank is started by hand (several hosts); without "
+              "it, rank 0 starts the other ranks on this host"),
+      text("master-addr", "127.0.0.1", P::kServerArgs, "address of rank 0 for the rank bootstrap"),
+      integer("master-port", 29500, 0, 65535, P::kServerArgs,
+              "TCP port of the rank bootstrap (0 = any free port, when rank 0 starts the ranks)"),
+      integer("tp-size", 1, 1, 64, P::kServerArgs,
+              "tensor-parallel ranks: heads, widths, routed experts and vocabulary split N ways "
+              "(docs/parallel.md)"),
       text("bind", "127.0.0.1", P::kServerArgs, "address the HTTP server listens on"),
       integer("port", 8893, 0, 65535, P::kServerArgs, "HTTP port (0 = any free port)"),
       text("api-key", "", P::kCommandLineOnly,

@@ -152,7 +152,11 @@ TEST(EffectiveConfig, ModelFlagReplacesTheProfileModel) {
 TEST(EffectiveConfig, SettingsThatDependOnEachOtherAreChecked) {
   EXPECT_NE(serve_error({}).find("give exactly one model source"), std::string::npos);
   EXPECT_EQ(serve_error({"--preset=tinyglm", "--world-size=2", "--tp-size=4"}),
-            "invalid argument: --tp-size=4 does not divide --world-size=2");
+            "invalid argument: --world-size=2 differs from --tp-size=4: every rank is a "
+            "tensor-parallel rank (world-size is 1 or tp-size)");
+  EXPECT_EQ(serve_error({"--preset=tinyglm", "--tp-size=2", "--rank=2"}),
+            "invalid argument: --rank=2 is not below --tp-size=2");
+  EXPECT_EQ(serve({"--preset=tinyglm", "--tp-size=2", "--rank=1"}).integer("rank"), 1);
   EXPECT_EQ(serve_error({"--profile=4x1m", "--rank=2"}),
             "invalid argument: --rank=2 is not below --world-size=2 (profile 4x1m)");
   EXPECT_EQ(serve_error({"--preset=tinyglm", "--num-layers=6"}),

@@ -217,9 +217,7 @@ class LifecycleTest(unittest.TestCase):
         # Registered and documented, but nothing implements them: the server says so and does
         # not start, instead of echoing the value and ignoring it.
         serve = os.path.join(BIN_DIR, "sparkglm-serve")
-        for flag, shown in (("--prefix-cache-gb=4", "--prefix-cache-gb=4"),
-                            ("--master-port=1234", "--master-port=1234"),
-                            ("--world-size=2", "--world-size=2")):
+        for flag, shown in (("--prefix-cache-gb=4", "--prefix-cache-gb=4"),):
             out = subprocess.run([serve, "--preset", "tinyglm-micro", flag],
                                  capture_output=True, text=True, timeout=30)
             self.assertEqual(out.returncode, 2, out.stderr)
