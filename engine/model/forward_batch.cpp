@@ -27,7 +27,7 @@ void ForwardBatch::add_sequence(const std::vector<int32_t>& seq_tokens, int32_t 
 }
 
 void ForwardBatch::validate(const ModelConfig& config, int block_size, int num_blocks,
-                            int num_slots, int num_snapshots) const {
+                            int num_slots, int num_snapshots, int state_records) const {
   auto fail = [](const std::string& m) {
     throw Error(ErrorKind::kInvalidArgument, "forward batch: " + m);
   };
@@ -42,7 +42,16 @@ void ForwardBatch::validate(const ModelConfig& config, int block_size, int num_b
     if (s.first_row != expected_first || s.num_rows <= 0)
       fail(who + ": rows must be contiguous, non-empty and in sequence order");
     expected_first += s.num_rows;
-    if (s.decode && s.num_rows != 1) fail(who + ": a decode slice has exactly one row");
+    if (s.decode && s.num_rows != 1 && !s.record_states)
+      fail(who + ": a decode slice has exactly one row unless it records its states (verify)");
+    if (s.record_states && s.num_rows > state_records)
+      fail(who + ": records the KDA state of " + std::to_string(s.num_rows) +
+           " rows; the runner keeps " + std::to_string(state_records) + " per slot");
+    if (s.resume_record < -1 || s.resume_record >= state_records)
+      fail(who + ": state record " + std::to_string(s.resume_record) + " outside [0, " +
+           std::to_string(state_records) + ")");
+    if (s.resume_record >= 0 && (s.start_position == 0 || s.restore_snapshot >= 0))
+      fail(who + ": a rewound state resumes a running sequence, without a snapshot restore");
     if (s.state_slot < 0 || s.state_slot >= num_slots)
       fail(who + ": state slot " + std::to_string(s.state_slot) + " outside [0, " +
            std::to_string(num_slots) + ")");

@@ -28,6 +28,14 @@ struct SequenceSlice {
   // one of its own slices restores from.
   int32_t restore_snapshot = -1;
   int32_t save_snapshot = -1;
+  // Speculative decoding (engine/runtime/speculation/): a verify slice is a decode slice of
+  // several rows (each row computes what a one-row decode slice at its position computes) that
+  // records the KDA state after each of its rows (KdaStatePool state records, at most
+  // CacheGeometry::state_records rows). resume_record >= 0: before the rows run, the slot's state
+  // becomes its record after row resume_record of the last recording step (the last accepted
+  // row), rolling back the rejected ones. -1: none.
+  bool record_states = false;
+  int32_t resume_record = -1;
 };
 
 struct ForwardBatch {
@@ -46,7 +54,7 @@ struct ForwardBatch {
   // Throws Error(kInvalidArgument) on inconsistent rows, positions, slots, snapshots or block
   // tables.
   void validate(const ModelConfig& config, int block_size, int num_blocks, int num_slots,
-                int num_snapshots = 0) const;
+                int num_snapshots = 0, int state_records = 0) const;
 };
 
 struct ForwardOutput {

@@ -40,6 +40,7 @@ void ModelRunner::collect(StepResult& result) {
       result.tokens[size_t(i)] = greedy_token(&out.logits[size_t(i * vocab)], vocab);
     }
   result.logits = std::move(out.logits);
+  result.hidden = std::move(out.hidden);
   last_tokens_ = result.tokens;
 }
 

@@ -18,6 +18,7 @@ struct CacheGeometry {
   int block_size = 0;       // tokens per block
   int num_state_slots = 0;  // KDA state slots (sequences in flight)
   int num_snapshots = 0;    // KDA state snapshots beside them (SequenceSlice::save_snapshot)
+  int state_records = 0;    // rows per slot whose KDA state a verify slice records (0: none)
 };
 
 class ModelRunner {

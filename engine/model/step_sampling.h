@@ -53,6 +53,9 @@ struct StepSampling {
 struct StepResult {
   std::vector<int32_t> tokens;  // [logit_rows]: the runner's picks; -1 where none (or not picked)
   std::vector<float> logits;    // [logit_rows, vocab]; rows the runner picked may hold anything
+  // [logit_rows, D]: ForwardOutput::hidden, what a drafter (the MTP module) reads. Empty from a
+  // runner that does not return it (speculation then needs ModelRunner's default collect).
+  std::vector<float> hidden;
 };
 
 // The greedy rule of runtime/sampler.h without masks or penalties: the lowest id among the

@@ -55,6 +55,8 @@ struct GenerationRequest {
   // so a schema outside the subset is a 400); the scheduler masks every sampled token with it.
   // Null: unconstrained (an active constraint without it is refused by Scheduler::check_fits).
   std::shared_ptr<const CompiledGrammar> grammar;
+  // The API's `disable_mtp`: no speculative decoding for this request (speculation/speculator.h).
+  bool disable_speculation = false;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   std::function<void(const RequestEvent&)> on_event;
 };

@@ -6,8 +6,12 @@
 
 namespace sparkglm {
 
-KdaStatePool::KdaStatePool(const ModelConfig& config, int num_slots, int num_snapshots)
-    : num_slots_(num_slots), num_snapshots_(num_snapshots), num_layers_(config.num_kda_layers()) {
+KdaStatePool::KdaStatePool(const ModelConfig& config, int num_slots, int num_snapshots,
+                           int state_records)
+    : num_slots_(num_slots),
+      num_snapshots_(num_snapshots),
+      num_records_(state_records),
+      num_layers_(config.num_kda_layers()) {
   if (num_slots <= 0)
     throw Error(ErrorKind::kInvalidArgument, "KDA state pool: expected at least one slot");
   const int64_t hk = int64_t(config.kda.num_heads) * config.kda.head_dim;
@@ -19,6 +23,20 @@ KdaStatePool::KdaStatePool(const ModelConfig& config, int num_slots, int num_sna
     throw Error(ErrorKind::kInvalidArgument, "KDA state pool: negative snapshot count");
   snapshot_state_.assign(size_t(num_snapshots) * size_t(num_layers_) * size_t(state_floats_), 0.0f);
   snapshot_conv_.assign(size_t(num_snapshots) * size_t(num_layers_) * size_t(conv_floats_), 0.0f);
+  if (state_records < 0)
+    throw Error(ErrorKind::kInvalidArgument, "KDA state pool: negative state record count");
+  const size_t records = size_t(num_slots) * size_t(state_records) * size_t(num_layers_);
+  record_state_.assign(records * size_t(state_floats_), 0.0f);
+  record_conv_.assign(records * size_t(conv_floats_), 0.0f);
+}
+
+void KdaStatePool::rewind(int slot, int row) {
+  SPARKGLM_ASSERT(slot >= 0 && slot < num_slots_ && row >= 0 && row < num_records_,
+                  "KDA state record out of range");
+  for (int layer = 0; layer < num_layers_; ++layer) {
+    std::copy_n(record_state(slot, row, layer), state_floats_, state(slot, layer));
+    std::copy_n(record_conv(slot, row, layer), conv_floats_, conv(slot, layer));
+  }
 }
 
 void KdaStatePool::reset(int slot) {
@@ -51,7 +69,8 @@ void KdaStatePool::copy(const std::vector<float>& from_state, const std::vector<
 }
 
 size_t KdaStatePool::bytes() const {
-  return (state_.size() + conv_.size() + snapshot_state_.size() + snapshot_conv_.size()) *
+  return (state_.size() + conv_.size() + snapshot_state_.size() + snapshot_conv_.size() +
+          record_state_.size() + record_conv_.size()) *
          sizeof(float);
 }
 

@@ -6,6 +6,12 @@
 // Snapshots (the prefix cache's, engine/runtime/prefix_cache.h) are whole-slot copies kept beside
 // the slots: save() copies a slot's state and history of every KDA layer into a snapshot,
 // restore() copies one back into a slot.
+//
+// State records (speculative decoding, engine/runtime/speculation/): a verify step runs several
+// rows of one sequence token by token and may reject the later ones. With `state_records` rows per
+// slot, the forward of a recording slice keeps the state and history after each of its rows
+// (record_state / record_conv), and rewind() later copies the record of the last accepted row
+// back into the slot: exact rollback without recomputing. A step's records replace the last ones.
 #include <cstdint>
 #include <vector>
 
@@ -15,7 +21,8 @@ namespace sparkglm {
 
 class KdaStatePool {
  public:
-  KdaStatePool(const ModelConfig& config, int num_slots, int num_snapshots = 0);
+  KdaStatePool(const ModelConfig& config, int num_slots, int num_snapshots = 0,
+               int state_records = 0);
 
   int num_slots() const { return num_slots_; }
   int64_t state_floats() const { return state_floats_; }  // per slot per layer: H * K * V
@@ -33,6 +40,14 @@ class KdaStatePool {
   int num_snapshots() const { return num_snapshots_; }
   void save(int slot, int snapshot);     // slot -> snapshot, every layer
   void restore(int snapshot, int slot);  // snapshot -> slot, every layer
+  int state_records() const { return num_records_; }  // rows recorded per slot
+  float* record_state(int slot, int row, int kda_layer) {  // [H, K, V], as state()
+    return &record_state_[record_index(slot, row, kda_layer) * size_t(state_floats_)];
+  }
+  float* record_conv(int slot, int row, int kda_layer) {  // as conv()
+    return &record_conv_[record_index(slot, row, kda_layer) * size_t(conv_floats_)];
+  }
+  void rewind(int slot, int row);  // record of `row` -> slot, every layer
   size_t bytes() const;
 
  private:
@@ -40,10 +55,15 @@ class KdaStatePool {
   void copy(const std::vector<float>& from_state, const std::vector<float>& from_conv, int from,
             int from_count, std::vector<float>& to_state, std::vector<float>& to_conv, int to,
             int to_count) const;
-  int num_slots_, num_snapshots_, num_layers_;
+  size_t record_index(int slot, int row, int kda_layer) const {
+    return (size_t(slot) * size_t(num_records_) + size_t(row)) * size_t(num_layers_) +
+           size_t(kda_layer);
+  }
+  int num_slots_, num_snapshots_, num_records_, num_layers_;
   int64_t state_floats_, conv_floats_;
   std::vector<float> state_, conv_;                    // [slots][layers][...]
   std::vector<float> snapshot_state_, snapshot_conv_;  // [snapshots][layers][...]
+  std::vector<float> record_state_, record_conv_;      // [slots][records][layers][...]
 };
 
 }  // namespace sparkglm

@@ -286,7 +286,7 @@ void SequenceSampler::apply_masks_and_penalties(float* x, int64_t vocab,
   }
 }
 
-int32_t SequenceSampler::draw(const float* x, int64_t vocab, float m) const {
+float* SequenceSampler::kept_weights(const float* x, int64_t vocab, float m) const {
   Scratch& s = scratch();
   s.weights.resize(size_t(vocab));
   float* w = s.weights.data();
@@ -325,6 +325,12 @@ int32_t SequenceSampler::draw(const float* x, int64_t vocab, float m) const {
     for (int64_t i = 0; i < vocab; ++i) w[i] = w[i] >= cut_w ? w[i] : 0.0f;
     for (int64_t i = cut_id + 1; i < vocab; ++i) w[i] = w[i] == cut_w ? 0.0f : w[i];
   }
+  return w;
+}
+
+int32_t SequenceSampler::draw(const float* x, int64_t vocab, float m) const {
+  Scratch& s = scratch();
+  const float* w = kept_weights(x, vocab, m);
 
   // Inverse CDF in id order: find the block where the running sum passes u * total, then the
   // token inside it.
@@ -375,6 +381,25 @@ RowDraw SequenceSampler::row_draw(int index) const {
   d.seed = seed_;
   d.index = uint64_t(index);
   return d;
+}
+
+void SequenceSampler::target_weights(const float* logits, int64_t vocab,
+                                     const std::vector<int>& eos_ids,
+                                     std::vector<float>& weights) const {
+  Scratch& s = scratch();
+  s.logits.resize(size_t(vocab));
+  float* x = s.logits.data();
+  for (int64_t i = 0; i < vocab; ++i) x[i] = std::isnan(logits[i]) ? kNegInf : logits[i];
+  apply_masks_and_penalties(x, vocab, eos_ids, nullptr);
+  const float m = max_of(x, vocab);
+  if (m == kNegInf) nothing_to_sample(vocab, generated_, params_.min_tokens);
+  weights.assign(size_t(vocab), 0.0f);
+  if (params_.greedy()) {
+    weights[size_t(std::find(x, x + vocab, m) - x)] = 1.0f;
+  } else {
+    const float* w = kept_weights(x, vocab, m);
+    std::copy_n(w, vocab, weights.begin());
+  }
 }
 
 SampledToken SequenceSampler::sample(const float* logits, int64_t vocab,

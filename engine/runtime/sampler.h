@@ -68,6 +68,13 @@ class SequenceSampler {
   SampledToken sample(const float* logits, int64_t vocab, const std::vector<int>& eos_ids,
                       const uint32_t* allowed = nullptr) const;
 
+  // The distribution sample() draws from, as weights over the vocab (any scale; w[i] / sum w is
+  // the probability of i): steps 1, 2, 4 and 5 without the draw. Greedy: 1 at the token sample()
+  // picks, 0 elsewhere. Speculative decoding's rejection rule keeps this distribution
+  // (runtime/speculation/draft_check.h). Throws as sample() does.
+  void target_weights(const float* logits, int64_t vocab, const std::vector<int>& eos_ids,
+                      std::vector<float>& weights) const;
+
   // True when the token at output index `index` is greedy_token() of the raw logits (model/
   // step_sampling.h), so a runner may pick it: temperature 0, no penalties, no logprobs, and
   // min_tokens reached (no masks).
@@ -91,6 +98,8 @@ class SequenceSampler {
  private:
   void apply_masks_and_penalties(float* x, int64_t vocab, const std::vector<int>& eos_ids,
                                  const uint32_t* allowed) const;
+  // Step 5 up to the draw: the kept weights in the thread's scratch, [vocab].
+  float* kept_weights(const float* x, int64_t vocab, float max_logit) const;
   int32_t draw(const float* x, int64_t vocab, float max_logit) const;
 
   SamplingParams params_;

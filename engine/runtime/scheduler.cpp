@@ -4,6 +4,7 @@
 #include <string>
 
 #include "engine/core/error.h"
+#include "engine/runtime/speculation/mtp_drafter.h"
 
 namespace sparkglm {
 
@@ -27,9 +28,19 @@ void SchedulerLimits::validate(const CacheGeometry& g) const {
     bad_limit("max-prefill-tokens",
               "at least " + std::to_string(prefill_align) + " (one KDA chunk)", max_prefill_tokens);
   if (max_seq_len < 2) bad_limit("max-seq-len", "at least 2", max_seq_len);
+  if (speculative_tokens < 0 || speculative_tokens > kMaxSpeculativeTokens)
+    bad_limit("speculative-tokens", "0.." + std::to_string(kMaxSpeculativeTokens),
+              speculative_tokens);
+  if (speculative_tokens > 0 && g.state_records < speculative_tokens + 1)
+    bad_limit("speculative-tokens",
+              "at most " + std::to_string(g.state_records - 1) +
+                  " (this runner records the KDA state of " + std::to_string(g.state_records) +
+                  " rows per slot; a verify step needs k + 1)",
+              speculative_tokens);
 }
 
-Scheduler::Scheduler(ModelRunner& runner, const SchedulerLimits& limits)
+Scheduler::Scheduler(ModelRunner& runner, const SchedulerLimits& limits,
+                     std::unique_ptr<Drafter> drafter)
     : runner_(runner),
       limits_(limits),
       geometry_(runner.cache_geometry()),
@@ -41,11 +52,19 @@ Scheduler::Scheduler(ModelRunner& runner, const SchedulerLimits& limits)
         blocks_,
         PrefixCacheOptions{geometry_.block_size, limits_.prefill_align, geometry_.num_snapshots,
                            limits_.snapshot_every_chunks, limits_.cache_identity});
+  if (limits_.speculative_tokens > 0) {
+    if (!drafter) drafter = std::make_unique<MtpDrafter>(runner_);
+    spec_ = std::make_unique<Speculator>(
+        limits_.speculative_tokens, std::move(drafter), runner_.config(), blocks_,
+        geometry_.block_size, limits_.max_seq_len,
+        [this](Sequence& s, const SampledToken& t) { emit_token(s, t); });
+  }
 }
 
 SchedulerCounters Scheduler::counters() const {
   SchedulerCounters c = counters_;
   c.block_evictions = blocks_.evictions();
+  if (spec_) c.speculation = spec_->counters();
   if (cache_) {
     const PrefixCacheCounters& p = cache_->counters();
     c.prefix_hits = p.hits;
@@ -163,6 +182,9 @@ void Scheduler::release(Sequence& s) {
   if (s.slot >= 0) free_slots_.push_back(s.slot);
   s.slot = -1;
   blocks_.release_all(s.blocks);
+  s.drafts.clear();  // no slot: nothing to verify or rewind
+  s.rewind_row = -1;
+  s.spec_blocks = 0;
   if (cache_) cache_->drop(s);
 }
 
@@ -252,7 +274,7 @@ void Scheduler::emit_token(Sequence& s, const SampledToken& t) {
 Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& sampling) {
   QueuedStep q;
   std::vector<const GrammarMatcher*> masked;  // members whose picks the runner masks
-  auto add_member = [&](Sequence& s, int rows, bool samples) {
+  auto add_member = [&](Sequence& s, int rows, bool samples, SpecRole role) {
     q.members.push_back(&s);
     q.rows.push_back(rows);
     // Write protection (prefix_cache.h): every block these rows write is this sequence's alone.
@@ -261,6 +283,18 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
       SPARKGLM_ASSERT(
           blocks_.ref_count(s.blocks[size_t(i)]) == 1 && !blocks_.cached(s.blocks[size_t(i)]),
           "scheduler: a step would write a shared or published KV block");
+    q.role.push_back(role);
+    if (role != SpecRole::kNone) {  // every row's logits and hidden state, for the speculator
+      q.logit_row.push_back(int(batch.logit_rows.size()) - rows);
+      q.picked.push_back(0);
+      q.all_picked = false;
+      for (int i = 0; i < rows; ++i) {
+        sampling.picked.push_back(0);
+        sampling.draws.push_back(s.sampler->row_draw(s.generated()));
+        sampling.mask_row.push_back(-1);
+      }
+      return;
+    }
     const int logit_row = samples ? int(batch.logit_rows.size()) - 1 : -1;
     q.logit_row.push_back(logit_row);
     // The output index this row's token will have: one more while a token is still pending.
@@ -285,6 +319,12 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
   for (size_t i = 0; i < n && decode_rows < limits_.max_batch_size; ++i) {
     Sequence& s = *running_[(decode_cursor_ + i) % n];
     if (s.prefilling()) continue;
+    if (spec_ && spec_->applies_to(s)) {
+      spec_->add_verify_slice(s, batch);
+      add_member(s, batch.seqs.back().num_rows, true, SpecRole::kVerify);
+      ++decode_rows;
+      continue;
+    }
     if (s.pending_row >= 0) {
       // Its token is still in flight: skip it when that token must end it by length.
       if (s.generated() + 1 >= s.request.sampling.max_tokens ||
@@ -296,7 +336,7 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     } else {
       batch.add_sequence({s.tokens.back()}, s.computed, s.slot, s.blocks);
     }
-    add_member(s, 1, true);
+    add_member(s, 1, true, SpecRole::kNone);
     ++decode_rows;
   }
   decode_cursor_ = n ? (decode_cursor_ + size_t(decode_rows)) % n : 0;
@@ -316,10 +356,12 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     if (cache_) end = cache_->cap_prefill(s, start, end);  // a snapshot save point (on the grid)
     // Only a first prefill samples; a recomputed one ends where the next decode step takes over.
     const bool sample = end == prefill_end && s.generated() == 0;
+    const bool spec = spec_ && spec_->applies_to(s);  // every row's hidden state for the drafter
     batch.add_sequence({s.tokens.begin() + start, s.tokens.begin() + end}, start, s.slot, s.blocks,
-                       sample);
+                       sample, spec);
     batch.seqs.back().decode = false;  // a one-row piece of a prompt is still prefill
-    add_member(s, end - start, sample);
+    add_member(s, end - start, sample,
+               !spec ? SpecRole::kNone : sample ? SpecRole::kSampleLast : SpecRole::kObserve);
     if (cache_) cache_->mark_slice(s, batch.seqs.back(), start, end);
     budget -= end - start;
     counters_.prompt_tokens += uint64_t(end - start);
@@ -406,6 +448,14 @@ void Scheduler::collect_oldest() {
       finish(s, FinishReason::kError, failure);
       continue;
     }
+    if (q.role[i] != SpecRole::kNone) {
+      try {
+        spec_->commit(s, q.role[i], q.rows[i], row, result);
+      } catch (const std::exception& e) {
+        finish(s, FinishReason::kError, e.what());
+      }
+      continue;
+    }
     if (row < 0) continue;
     try {
       SampledToken t;
@@ -428,6 +478,7 @@ void Scheduler::collect_oldest() {
       finish(s, FinishReason::kError, e.what());  // e.g. every logit masked or NaN
     }
   }
+  if (spec_ && failure.empty()) spec_->draft(int(running_.size()));  // nothing is queued now
   drop_finished();
   // A step's time is what it added to the pipeline: from its submission or the previous
   // collection, whichever came later, to its own collection.

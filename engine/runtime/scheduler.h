@@ -37,6 +37,12 @@
 // has spent one wasted row, whose result is dropped. Otherwise (host sampling, penalties,
 // logprobs, min_tokens masks, or a preemption to make) step N is collected before step N+1 is
 // built, as without pipelining. Either way every sequence sees the tokens it would see unpipelined.
+//
+// Speculative decoding (limits.speculative_tokens > 0; engine/runtime/speculation/speculator.h):
+// a decode slice carries the sequence's drafts as extra rows (a verify slice), its step is
+// collected before the next is built, and the speculator commits the accepted prefix, rolls the
+// rest back and drafts again. A verify slice needs k more blocks than a decode row; it takes them
+// only from blocks no running sequence may need, so the preemption rule above is unchanged.
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -48,6 +54,7 @@
 #include "engine/runtime/generation_request.h"
 #include "engine/runtime/prefix_cache.h"
 #include "engine/runtime/sequence.h"
+#include "engine/runtime/speculation/speculator.h"
 
 namespace sparkglm {
 
@@ -66,6 +73,10 @@ struct SchedulerLimits {
   bool prefix_caching = false;
   int snapshot_every_chunks = 0;  // also snapshot every this many chunks of a prefill (0: off)
   uint64_t cache_identity = 0;    // PrefixCache::identity of the model and precision
+  // --speculative-tokens: drafts verified per sequence and step (0: off; at most
+  // kMaxSpeculativeTokens). Needs a model with an MTP module (or a drafter given to the
+  // Scheduler) and a runner that records k + 1 rows of KDA state (CacheGeometry::state_records).
+  int speculative_tokens = 0;
   // Error(kInvalidArgument) naming the option of a bad user limit; a bad engine constant
   // (prefill_align, reserve_output_tokens) is a defect and asserts.
   void validate(const CacheGeometry& g) const;
@@ -77,11 +88,14 @@ struct SchedulerCounters {
   uint64_t block_evictions = 0;                     // cached blocks reused for new ones
   uint64_t snapshots_saved = 0, snapshot_evictions = 0;
   double last_step_seconds = 0, total_step_seconds = 0;
+  SpeculationCounters speculation;
 };
 
 class Scheduler {
  public:
-  Scheduler(ModelRunner& runner, const SchedulerLimits& limits);
+  // drafter: what proposes drafts when limits.speculative_tokens > 0 (null: the MTP module).
+  Scheduler(ModelRunner& runner, const SchedulerLimits& limits,
+            std::unique_ptr<Drafter> drafter = nullptr);
 
   // Error(kCapacity) when the request can never fit; Error(kInvalidArgument) for an empty prompt
   // or tokens outside the vocabulary.
@@ -112,6 +126,7 @@ class Scheduler {
     std::vector<int> rows;        // per member
     std::vector<int> logit_row;   // per member: its logit row, or -1 (a prefill chunk mid-prompt)
     std::vector<uint8_t> picked;  // per member: the runner picks its token
+    std::vector<SpecRole> role;   // per member: its part in speculation (logit rows: all rows)
     bool all_picked = true;       // every member with a logit row is picked
     // Members that finished while queued: kept alive until the step is collected.
     std::vector<std::unique_ptr<Sequence>> retired;
@@ -151,6 +166,7 @@ class Scheduler {
   uint64_t next_seed_ = 0x5eedf00d;
   SchedulerCounters counters_;
   std::unique_ptr<PrefixCache> cache_;  // null unless limits.prefix_caching
+  std::unique_ptr<Speculator> spec_;    // null unless limits.speculative_tokens > 0
 };
 
 }  // namespace sparkglm

@@ -37,6 +37,15 @@ struct Sequence {
   std::vector<int> save_points;
   int restore_snapshot = -1;
   int cached_tokens = 0;  // the hit of its first admission, for usage reporting
+  // A finished conversation prefilled once more to publish its answer (prefix_cache.h: Answers):
+  // no request, no sampling, no events; it ends when its prefill is done.
+  bool answer = false;
+  // Speculative decoding (engine/runtime/speculation/speculator.h), while admitted: the drafts
+  // its next verify slice checks, the recorded row its KDA state resumes from (-1: none), and
+  // how many blocks at the end of its table were taken for draft positions only.
+  std::vector<int32_t> drafts;
+  int rewind_row = -1;
+  int spec_blocks = 0;
 
   int generated() const { return int(tokens.size()) - prompt_len; }
   // Prefill covers the prompt; after a preemption, every token but the last (whose KV the next

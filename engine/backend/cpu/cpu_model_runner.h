@@ -23,6 +23,7 @@ struct CpuRunnerOptions {
   KdaPath kda_path = KdaPath::kAuto;
   KvDtype kv_dtype = KvDtype::kF32;  // the reference keeps FP32; serving uses bf16 or fp8_g128
   int num_snapshots = 0;             // KDA state snapshots beside the slots (the prefix cache's)
+  int state_records = 0;  // rows per slot a verify slice records (speculative decoding: k + 1)
   // Tensor and expert parallelism (weight_shard.h, docs/parallel.md): this rank's communicator,
   // null for one rank. Every rank runs the same calls; the runner all-reduces each block's output.
   dist::Communicator* comm = nullptr;
@@ -36,7 +37,7 @@ class CpuModelRunner : public ModelRunner {
   const ModelConfig& config() const override { return config_; }
   CacheGeometry cache_geometry() const override {
     return {options_.num_blocks, options_.block_size, options_.num_state_slots,
-            options_.num_snapshots};
+            options_.num_snapshots, options_.state_records};
   }
   void forward(const ForwardBatch& batch, ForwardOutput& out) override;
   void forward_mtp(const ForwardBatch& batch, const std::vector<float>& hidden,

@@ -70,6 +70,30 @@ void short_conv_silu(float* x, int64_t ld, int n, const float* weight, int taps,
     std::copy_n(&next[size_t(p) * width], width, history + p * ld_hist + c0);
 }
 
+// A verify slice's records (KdaStatePool state records) of one head's conv history: the history
+// after row r is inputs r + 1 .. r + taps - 1 of [history ; raw rows], taken before the convolution
+// overwrites the rows. x: [n, ld] raw rows; history and records: [taps - 1, ld_hist].
+class ConvRecords {
+ public:
+  ConvRecords(const float* x, int64_t ld, int n, int taps, int c0, int width,
+              const float* history, int64_t ld_hist)
+      : hist_(taps - 1), width_(width), c0_(c0), combined_(size_t(hist_ + n) * size_t(width)) {
+    for (int p = 0; p < hist_; ++p)
+      std::copy_n(history + p * ld_hist + c0, width, &combined_[size_t(p) * size_t(width)]);
+    for (int r = 0; r < n; ++r)
+      std::copy_n(x + r * ld + c0, width, &combined_[size_t(hist_ + r) * size_t(width)]);
+  }
+  void write(int row, float* record, int64_t ld_hist) const {
+    for (int p = 0; p < hist_; ++p)
+      std::copy_n(&combined_[size_t(row + 1 + p) * size_t(width_)], width_,
+                  record + p * ld_hist + c0_);
+  }
+
+ private:
+  int hist_, width_, c0_;
+  std::vector<float> combined_;  // [taps - 1 + n, width]
+};
+
 // Everything between the projections and W_o for one head of one sequence.
 void head_forward(const ModelConfig& c, const KdaWeights& w, int kda_index,
                   const SequenceSlice& seq, int h, KdaStatePool& states, KdaRows& rows,
@@ -85,9 +109,19 @@ void head_forward(const ModelConfig& c, const KdaWeights& w, int kda_index,
   float* q = rows.q.data() + r0 * hk;  // [n, H*K]
   float* k = rows.k.data() + r0 * hk;  // [n, H*K]
   float* v = rows.v.data() + r0 * hk;  // [n, H*V]
+  std::vector<ConvRecords> conv_records;  // q, k, v; only for a recording (verify) slice
+  if (seq.record_states)
+    for (int part = 0; part < 3; ++part)
+      conv_records.emplace_back(part == 0 ? q : part == 1 ? k : v, hk, n, taps,
+                                part == 2 ? h * vd : h * kd, part == 2 ? vd : kd,
+                                conv + part * conv_part, hk);
   short_conv_silu(q, hk, n, w.q_conv, taps, h * kd, kd, conv, hk);
   short_conv_silu(k, hk, n, w.k_conv, taps, h * kd, kd, conv + conv_part, hk);
   short_conv_silu(v, hk, n, w.v_conv, taps, h * vd, vd, conv + 2 * conv_part, hk);
+  for (int r = 0; r < int(conv_records.size() ? n : 0); ++r)
+    for (int part = 0; part < 3; ++part)
+      conv_records[size_t(part)].write(
+          r, states.record_conv(seq.state_slot, r, kda_index) + part * conv_part, hk);
 
   const float sqrt_k = std::sqrt(float(kd));
   for (int r = 0; r < n; ++r) {
@@ -122,7 +156,22 @@ void head_forward(const ModelConfig& c, const KdaWeights& w, int kda_index,
   run.beta = beta;
   run.o = rows.o.data() + r0 * hk + h * vd;
   float* state = states.state(seq.state_slot, kda_index) + int64_t(h) * kd * vd;  // [K, V]
-  if (path == KdaPath::kRecurrent || seq.decode) {
+  if (seq.record_states) {
+    // Row by row, keeping the state after each: the same arithmetic as one run over n rows.
+    KdaHeadRun one = run;
+    one.n = 1;
+    for (int r = 0; r < n; ++r) {
+      kda_recurrent_run(one, state);
+      std::copy_n(state, int64_t(kd) * vd,
+                  states.record_state(seq.state_slot, r, kda_index) + int64_t(h) * kd * vd);
+      one.q += run.stride;
+      one.k += run.stride;
+      one.v += run.stride;
+      one.g += run.stride;
+      one.o += run.stride;
+      one.beta += run.beta_stride;
+    }
+  } else if (path == KdaPath::kRecurrent || seq.decode) {
     kda_recurrent_run(run, state);
   } else {
     kda_chunked_run(run, seq.start_position, state);

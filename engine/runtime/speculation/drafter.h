@@ -1,0 +1,38 @@
+#pragma once
+// What proposes draft tokens for speculative decoding (speculator.h). The scheduler tells a
+// drafter, after each step, which positions of a sequence the main model has just computed and
+// their hidden states, and asks it for up to `want` tokens continuing the sequence's committed
+// tokens; the next step verifies them. A draft only costs or saves time: the verify rule
+// (draft_check.h) decides every committed token from the main model alone.
+//
+// The MTP module (mtp_drafter.h) is the first drafter; another (an n-gram table, a separate draft
+// model) implements the same call. A drafter may keep per-sequence caches keyed by state slot
+// and block table: those are the scheduler's, and every position a job names is covered by them.
+#include <cstdint>
+#include <vector>
+
+namespace sparkglm {
+
+struct DraftJob {
+  const std::vector<int32_t>* tokens = nullptr;  // the sequence's committed tokens
+  // The main model has just computed positions [first_position, first_position + rows), each of
+  // whose next token is in `tokens`; hidden holds its state there ([rows, D], ForwardOutput's).
+  int32_t first_position = 0;
+  int32_t rows = 0;
+  const float* hidden = nullptr;
+  int32_t state_slot = 0;
+  const std::vector<int32_t>* block_table = nullptr;  // covers the positions drafts are made at
+  // Drafts wanted (0: only observe the rows). When > 0 the rows end just before the sequence's
+  // last token (first_position + rows == tokens->size() - 1), and the drafts continue it.
+  int32_t want = 0;
+  std::vector<int32_t> drafts;  // out: at most `want` tokens
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // Fills each job's drafts. Called on the engine thread with no step queued in the runner.
+  virtual void draft(std::vector<DraftJob>& jobs) = 0;
+};
+
+}  // namespace sparkglm

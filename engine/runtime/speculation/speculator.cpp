@@ -1,0 +1,148 @@
+#include "engine/runtime/speculation/speculator.h"
+
+#include <algorithm>
+
+#include "engine/core/error.h"
+#include "engine/runtime/speculation/draft_check.h"
+
+namespace sparkglm {
+
+Speculator::Speculator(int tokens, std::unique_ptr<Drafter> drafter, const ModelConfig& config,
+                       BlockAllocator& blocks, int block_size, int max_seq_len, Emit emit)
+    : tokens_(tokens),
+      drafter_(std::move(drafter)),
+      config_(config),
+      blocks_(blocks),
+      block_size_(block_size),
+      max_seq_len_(max_seq_len),
+      emit_(std::move(emit)) {
+  SPARKGLM_ASSERT(tokens >= 1 && tokens <= kMaxSpeculativeTokens && drafter_,
+                  "Speculator: 1..4 tokens and a drafter");
+}
+
+bool Speculator::applies_to(const Sequence& s) const {
+  const SamplingParams& p = s.request.sampling;
+  return !s.request.disable_speculation && !s.request.grammar && (p.greedy() || !p.logprobs);
+}
+
+void Speculator::add_verify_slice(Sequence& s, ForwardBatch& batch) {
+  std::vector<int32_t> rows{s.tokens.back()};
+  rows.insert(rows.end(), s.drafts.begin(), s.drafts.end());
+  batch.add_sequence(rows, s.computed, s.slot, s.blocks, true, /*all_logits=*/true);
+  SequenceSlice& slice = batch.seqs.back();
+  slice.decode = true;  // token by token: each row is what a decode row there computes
+  slice.record_states = true;
+  slice.resume_record = s.rewind_row;
+  s.rewind_row = -1;
+}
+
+void Speculator::commit(Sequence& s, SpecRole role, int rows, int first_logit,
+                        const StepResult& result) {
+  const int64_t vocab = config_.vocab_size;
+  auto logits = [&](int i) { return result.logits.data() + int64_t(first_logit + i) * vocab; };
+  const int start = s.computed - rows;
+  int observed = rows;
+  if (role == SpecRole::kVerify) {
+    const int k = rows - 1;
+    SPARKGLM_ASSERT(int(s.drafts.size()) == k, "Speculator: drafts changed under a verify slice");
+    int accepted = 0, committed = 0;
+    for (int i = 0; i < k; ++i) ++counters_.drafted[size_t(i)];
+    for (int i = 0; i <= k; ++i) {
+      const int32_t draft = i < k ? s.drafts[size_t(i)] : -1;
+      const DraftCheck c = check_draft(*s.sampler, logits(i), vocab, config_.eos_token_ids, draft);
+      emit_(s, c.token);
+      ++committed;
+      if (s.finish != FinishReason::kNone || !c.accepted) break;
+      ++counters_.accepted[size_t(i)];
+      ++accepted;
+    }
+    if (k > 0) {
+      ++counters_.verify_steps;
+      counters_.verify_tokens += uint64_t(committed);
+    }
+    s.drafts.clear();
+    if (s.finish != FinishReason::kNone) return;  // its blocks and slot are released
+    s.computed = start + accepted + 1;
+    s.rewind_row = accepted < k ? accepted : -1;
+    trim_blocks(s);
+    observed = accepted + 1;
+  } else if (role == SpecRole::kSampleLast) {
+    emit_(s, check_draft(*s.sampler, logits(rows - 1), vocab, config_.eos_token_ids, -1).token);
+    if (s.finish != FinishReason::kNone) return;
+  }
+  SPARKGLM_ASSERT(result.hidden.size() >= size_t(first_logit + rows) * size_t(config_.hidden_size),
+                  "Speculator: the runner returned no hidden states (StepResult::hidden)");
+  observed_.push_back({&s, start, observed,
+                       result.hidden.data() + int64_t(first_logit) * config_.hidden_size});
+}
+
+int Speculator::drafts_wanted(const Sequence& s) const {
+  const int64_t left = std::min<int64_t>(
+      int64_t(s.request.sampling.max_tokens) - s.generated(),  // tokens it may still commit
+      int64_t(max_seq_len_) - int64_t(s.tokens.size()));
+  return int(std::clamp<int64_t>(left - 1, 0, tokens_));  // the verify's last row adds one
+}
+
+void Speculator::trim_blocks(Sequence& s) {
+  // The next step's rows reach position tokens.size() - 1 + drafts.size().
+  const size_t need =
+      (s.tokens.size() + s.drafts.size() + size_t(block_size_) - 1) / size_t(block_size_);
+  for (; s.spec_blocks > 0 && s.blocks.size() > need; --s.spec_blocks) {
+    blocks_.release(s.blocks.back());
+    s.blocks.pop_back();
+  }
+}
+
+void Speculator::draft(int reserve) {
+  std::vector<DraftJob> jobs;
+  std::vector<Sequence*> owners;
+  const int64_t d = config_.hidden_size;
+  for (const Observed& o : observed_) {
+    Sequence& s = *o.seq;
+    if (s.finish != FinishReason::kNone) continue;
+    DraftJob job;
+    job.tokens = &s.tokens;
+    job.first_position = o.first_position;
+    job.rows = o.rows;
+    job.hidden = o.hidden;
+    // Rows in a block another sequence holds (a prefix-cache hit) are that block's, not ours.
+    while (job.rows > 0 &&
+           blocks_.ref_count(s.blocks[size_t(job.first_position / block_size_)]) > 1) {
+      ++job.first_position;
+      --job.rows;
+      job.hidden += d;
+    }
+    if (size_t(o.first_position + o.rows) + 1 == s.tokens.size()) {
+      job.want = drafts_wanted(s);
+      // Blocks for the verify rows: positions up to tokens.size() - 1 + want.
+      const size_t need = (s.tokens.size() + size_t(job.want) + size_t(block_size_) - 1) /
+                          size_t(block_size_);
+      while (s.blocks.size() < need && blocks_.num_free() > reserve) {
+        s.blocks.push_back(blocks_.allocate(1)[0]);
+        ++s.spec_blocks;
+      }
+      const int64_t covered = int64_t(s.blocks.size()) * block_size_ - int64_t(s.tokens.size());
+      job.want = int(std::clamp<int64_t>(covered, 0, job.want));
+    }
+    job.state_slot = s.slot;
+    job.block_table = &s.blocks;
+    jobs.push_back(std::move(job));
+    owners.push_back(&s);
+  }
+  observed_.clear();
+  if (jobs.empty()) return;
+  try {
+    drafter_->draft(jobs);
+  } catch (const std::exception& e) {
+    // A draft only saves time: the sequences go on without one. A device fault is the engine's.
+    if (is_device_fatal(e)) throw;
+    ++counters_.draft_failures;
+    for (DraftJob& job : jobs) job.drafts.clear();
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    owners[i]->drafts = std::move(jobs[i].drafts);
+    trim_blocks(*owners[i]);  // blocks taken for drafts the drafter did not make
+  }
+}
+
+}  // namespace sparkglm

@@ -1,0 +1,103 @@
+#pragma once
+// Speculative decoding in the scheduler (--speculative-tokens k): each engine step verifies up to
+// k drafted tokens per sequence in one forward call, and commits the accepted prefix.
+//
+// Per step, for every running sequence it applies to (applies_to):
+//  - build: its decode slice is a verify slice: its last token, then its drafts d1..dj (j <= k),
+//    j + 1 rows computed token by token (each row the bits a one-row decode slice would give:
+//    batch invariance), every row's logits and hidden state returned, and the KDA state after each
+//    row recorded (SequenceSlice::record_states). Its prefill chunks return every row's hidden
+//    state, for the drafter.
+//  - collect (commit): the rows are checked in order by the verify rule (draft_check.h); the
+//    first rejected draft ends the slice and its row's token is the correction; after an accepted
+//    slice the last row adds one more token. Tokens are emitted one at a time, so stop tokens,
+//    max_tokens and max_seq_len end the sequence exactly where they would without speculation.
+//  - rollback: `computed` moves back to the last accepted row + 1; the next slice resumes the KDA
+//    state and conv history from that row's record (SequenceSlice::resume_record); blocks taken
+//    for draft positions past the new end are released. Latents and indexer keys of rejected rows
+//    stay behind the end of blocks this sequence alone holds (decode blocks are never published
+//    to the prefix cache): no attention reads past a sequence's end, and the next rows overwrite
+//    them.
+//  - draft: the drafter (drafter.h) observes the committed rows and proposes the next drafts.
+//    A drafter writes only positions in blocks no other sequence holds (rows in shared prefix
+//    blocks are not observed), and drafts take free blocks only beyond one per running sequence,
+//    so speculation never makes the scheduler preempt.
+// A step with such members is collected before the next one is built (no pipelining): the next
+// step's rows depend on what was accepted.
+//
+// Requests it does not apply to run as without speculation: those with an output grammar
+// (per-position masks would need matcher rollback), those with disable_speculation (the API's
+// disable_mtp), and sampled requests asking for logprobs (the rejection rule draws no logprob).
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "engine/model/config.h"
+#include "engine/model/forward_batch.h"
+#include "engine/model/step_sampling.h"
+#include "engine/runtime/block_allocator.h"
+#include "engine/runtime/sequence.h"
+#include "engine/runtime/speculation/drafter.h"
+
+namespace sparkglm {
+
+inline constexpr int kMaxSpeculativeTokens = 4;
+
+struct SpeculationCounters {
+  uint64_t verify_steps = 0;    // verify slices with at least one draft
+  uint64_t verify_tokens = 0;   // tokens those slices committed (accepted drafts + one)
+  // Per draft position i (0 = the first draft): drafts proposed there, and those accepted (every
+  // draft before it accepted too). accepted[i] / drafted[i] is the acceptance of position i.
+  std::array<uint64_t, kMaxSpeculativeTokens> drafted{}, accepted{};
+  uint64_t draft_failures = 0;  // drafter calls that threw (those sequences went on undrafted)
+};
+
+// A member's part in speculation, per queued step.
+enum class SpecRole : uint8_t {
+  kNone,        // not speculative: the scheduler's own path
+  kObserve,     // a prefill chunk: every row's hidden state goes to the drafter
+  kSampleLast,  // a prefill chunk that ends the prompt: its last row also samples
+  kVerify,      // a verify slice
+};
+
+class Speculator {
+ public:
+  using Emit = std::function<void(Sequence&, const SampledToken&)>;
+  // tokens: k in 1..kMaxSpeculativeTokens. emit: the scheduler's emit_token.
+  Speculator(int tokens, std::unique_ptr<Drafter> drafter, const ModelConfig& config,
+             BlockAllocator& blocks, int block_size, int max_seq_len, Emit emit);
+
+  int tokens() const { return tokens_; }
+  bool applies_to(const Sequence& s) const;
+  // Adds the verify slice of `s` (its last token, then its drafts) to `batch`.
+  void add_verify_slice(Sequence& s, ForwardBatch& batch);
+  // A collected member: its `rows` rows start at logit row `first_logit` of `result`.
+  void commit(Sequence& s, SpecRole role, int rows, int first_logit, const StepResult& result);
+  // After every member of a step is committed: drafts for the sequences still running, leaving
+  // `reserve` free blocks to the scheduler. Must run while `result` of the commits lives.
+  void draft(int reserve);
+  const SpeculationCounters& counters() const { return counters_; }
+
+ private:
+  struct Observed {  // a committed run of rows for the drafter
+    Sequence* seq;
+    int32_t first_position, rows;
+    const float* hidden;  // [rows, D]
+  };
+  int drafts_wanted(const Sequence& s) const;
+  // Releases draft-only blocks past what the sequence's next step reaches.
+  void trim_blocks(Sequence& s);
+
+  int tokens_;
+  std::unique_ptr<Drafter> drafter_;
+  const ModelConfig& config_;
+  BlockAllocator& blocks_;
+  int block_size_, max_seq_len_;
+  Emit emit_;
+  std::vector<Observed> observed_;
+  SpeculationCounters counters_;
+};
+
+}  // namespace sparkglm

@@ -1,0 +1,298 @@
+// Speculative decoding (engine/runtime/speculation/speculator.h) on tinyglm-micro: greedy output
+// with k drafts per step is the output without speculation, token for token and logprob for
+// logprob (bitwise: a verify row computes what a decode row computes), at C1 and C4, whether the
+// drafts are mostly wrong (the dummy model's MTP head) or mostly right (an oracle drafter that
+// knows the answer and errs where told), through split prefill, stop tokens, max_tokens,
+// preemption and the prefix cache; rollback returns every block, and requests that opt out are
+// not drafted for.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+
+#include "engine/backend/cpu/cpu_model_runner.h"
+#include "engine/core/error.h"
+#include "engine/runtime/scheduler.h"
+#include "tests/support/micro_model.h"
+
+namespace sparkglm {
+namespace {
+
+std::vector<int32_t> prompt_of(int n, int salt) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) t[size_t(i)] = (i * 13 + salt * 29 + 3) % 256;
+  return t;
+}
+
+GenerationRequest greedy(int prompt_len, int salt, int max_tokens) {
+  GenerationRequest r;
+  r.prompt = prompt_of(prompt_len, salt);
+  r.sampling.temperature = 0.0f;
+  r.sampling.max_tokens = max_tokens;
+  r.sampling.ignore_eos = true;
+  r.sampling.logprobs = true;  // bitwise evidence: equal ids could hide different logits
+  return r;
+}
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  FinishReason finish = FinishReason::kNone;
+};
+
+// Knows every request's answer (prompt -> prompt + output) and drafts it, except that the draft
+// for every position divisible by `wrong_every` is off by one.
+class OracleDrafter : public Drafter {
+ public:
+  OracleDrafter(std::map<std::vector<int32_t>, std::vector<int32_t>> answers, int wrong_every,
+                int vocab)
+      : answers_(std::move(answers)), wrong_every_(wrong_every), vocab_(vocab) {}
+  void draft(std::vector<DraftJob>& jobs) override {
+    for (DraftJob& job : jobs) {
+      ++observed_rows;
+      for (const auto& [prompt, full] : answers_) {
+        const auto& t = *job.tokens;
+        if (t.size() < prompt.size() || !std::equal(prompt.begin(), prompt.end(), t.begin()))
+          continue;
+        for (size_t p = t.size(); p < t.size() + size_t(job.want) && p < full.size(); ++p)
+          job.drafts.push_back(p % size_t(wrong_every_) == 0 ? (full[p] + 1) % vocab_ : full[p]);
+      }
+    }
+  }
+  int observed_rows = 0;
+
+ private:
+  std::map<std::vector<int32_t>, std::vector<int32_t>> answers_;
+  int wrong_every_, vocab_;
+};
+
+class SpeculativeDecodingTest : public ::testing::Test {
+ protected:
+  ThreadPool pool{2};
+  const LoadedModel& micro = testing::micro_model();
+
+  std::unique_ptr<cpu::CpuModelRunner> runner(int blocks, int records, int snapshots = 0) {
+    cpu::CpuRunnerOptions o;
+    o.num_blocks = blocks;
+    o.block_size = 16;
+    o.num_state_slots = 4;
+    o.num_snapshots = snapshots;
+    o.state_records = records;
+    return std::make_unique<cpu::CpuModelRunner>(micro.config, micro.weights, o, pool);
+  }
+  // Runs the requests together (C = requests.size()) to the end.
+  std::vector<Outcome> run(ModelRunner& r, SchedulerLimits limits,
+                           const std::vector<GenerationRequest>& requests,
+                           std::unique_ptr<Drafter> drafter = nullptr) {
+    scheduler = std::make_unique<Scheduler>(r, limits, std::move(drafter));
+    return run_on(*scheduler, requests);
+  }
+  // Runs the requests together on an existing scheduler.
+  std::vector<Outcome> run_on(Scheduler& s, const std::vector<GenerationRequest>& requests) {
+    std::vector<Outcome> out(requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      GenerationRequest q = requests[i];
+      q.on_event = [&out, i](const RequestEvent& e) {
+        for (const auto& t : e.tokens) {
+          out[i].tokens.push_back(t.id);
+          out[i].logprobs.push_back(t.logprob);
+        }
+        if (e.finish != FinishReason::kNone) out[i].finish = e.finish;
+      };
+      s.add(std::make_shared<RequestHandle>(i + 1), std::move(q));
+    }
+    for (int guard = 0; !s.idle() && guard < 100000; ++guard) s.step();
+    EXPECT_TRUE(s.idle());
+    return out;
+  }
+  static SchedulerLimits limits_with(int k) {
+    SchedulerLimits l;
+    l.max_prefill_tokens = 64;  // prompts longer than a chunk prefill in pieces
+    l.speculative_tokens = k;
+    return l;
+  }
+  static void expect_same(const std::vector<Outcome>& a, const std::vector<Outcome>& b,
+                          const std::string& what) {
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].tokens, b[i].tokens) << what << ", request " << i;
+      EXPECT_EQ(a[i].logprobs, b[i].logprobs) << what << ", request " << i;
+      EXPECT_EQ(a[i].finish, b[i].finish) << what << ", request " << i;
+    }
+  }
+  std::vector<GenerationRequest> four() const {
+    const int lens[] = {150, 70, 5, 33}, outs[] = {20, 26, 17, 24};
+    std::vector<GenerationRequest> r;
+    for (int i = 0; i < 4; ++i) r.push_back(greedy(lens[i], i + 1, outs[i]));
+    return r;
+  }
+  std::map<std::vector<int32_t>, std::vector<int32_t>> answers(
+      const std::vector<GenerationRequest>& requests, const std::vector<Outcome>& outs) const {
+    std::map<std::vector<int32_t>, std::vector<int32_t>> a;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      std::vector<int32_t> full = requests[i].prompt;
+      full.insert(full.end(), outs[i].tokens.begin(), outs[i].tokens.end());
+      a[requests[i].prompt] = full;
+    }
+    return a;
+  }
+  std::unique_ptr<Scheduler> scheduler;
+};
+
+TEST_F(SpeculativeDecodingTest, GreedyWithMtpDraftsEqualsGreedyWithoutAtC1AndC4) {
+  const auto requests = four();
+  auto plain_runner = runner(64, 0);
+  const auto plain = run(*plain_runner, limits_with(0), requests);
+  for (int k = 1; k <= kMaxSpeculativeTokens; ++k) {
+    auto r = runner(64, k + 1);
+    expect_same(run(*r, limits_with(k), requests), plain, "C4, k=" + std::to_string(k));
+    const SpeculationCounters c = scheduler->counters().speculation;
+    EXPECT_GT(c.verify_steps, 0u) << "k=" << k;
+    EXPECT_GT(c.drafted[size_t(k - 1)], 0u) << "k=" << k;  // every draft position was used
+    EXPECT_EQ(scheduler->blocks().num_free(), 64) << "k=" << k;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      auto alone = runner(64, k + 1);
+      expect_same(run(*alone, limits_with(k), {requests[i]}), {plain[i]},
+                  "C1, k=" + std::to_string(k));
+    }
+  }
+}
+
+TEST_F(SpeculativeDecodingTest, MostlyRightDraftsAreAcceptedAndChangeNothing) {
+  const auto requests = four();
+  auto plain_runner = runner(64, 0);
+  const auto plain = run(*plain_runner, limits_with(0), requests);
+  const int vocab = micro.config.vocab_size;
+  for (int k : {1, 3, 4}) {
+    auto r = runner(64, k + 1);
+    auto oracle = std::make_unique<OracleDrafter>(answers(requests, plain), 7, vocab);
+    expect_same(run(*r, limits_with(k), requests, std::move(oracle)), plain,
+                "oracle, k=" + std::to_string(k));
+    const SpeculationCounters c = scheduler->counters().speculation;
+    uint64_t drafted = 0, accepted = 0;
+    for (int i = 0; i < k; ++i) {
+      EXPECT_GT(c.accepted[size_t(i)], 0u) << "k=" << k << ", position " << i;
+      drafted += c.drafted[size_t(i)];
+      accepted += c.accepted[size_t(i)];
+    }
+    EXPECT_LT(accepted, drafted) << "k=" << k;  // the wrong drafts were rejected
+    // Fewer steps than tokens: several tokens committed per verify step.
+    EXPECT_GT(c.verify_tokens, c.verify_steps + c.verify_steps / 2) << "k=" << k;
+    EXPECT_EQ(scheduler->blocks().num_free(), 64);
+  }
+}
+
+TEST_F(SpeculativeDecodingTest, AStopTokenOrMaxTokensInsideAcceptedDraftsEndsTheRequestThere) {
+  const auto requests = four();
+  auto plain_runner = runner(64, 0);
+  const auto plain = run(*plain_runner, limits_with(0), requests);
+  std::vector<GenerationRequest> ending = requests;
+  ending[0].sampling.stop_token_ids = {plain[0].tokens[6]};
+  ending[1].sampling.max_tokens = 7;
+  auto plain_again = runner(64, 0);
+  const auto expected = run(*plain_again, limits_with(0), ending);
+  ASSERT_EQ(expected[0].finish, FinishReason::kStop);
+  ASSERT_EQ(expected[1].tokens.size(), 7u);
+  auto r = runner(64, 5);
+  auto oracle = std::make_unique<OracleDrafter>(answers(requests, plain), 1000, 320);
+  expect_same(run(*r, limits_with(4), ending, std::move(oracle)), expected, "ending");
+  EXPECT_EQ(scheduler->blocks().num_free(), 64);
+}
+
+TEST_F(SpeculativeDecodingTest, PreemptionChangesNoToken) {
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 5; ++i) requests.push_back(greedy(40, i, 60));
+  SchedulerLimits tight = limits_with(0);
+  tight.reserve_output_tokens = 16;  // a small pool fills up: preemptions
+  auto plain_runner = runner(12, 0);
+  const auto plain = run(*plain_runner, tight, requests);
+  EXPECT_GT(scheduler->counters().preemptions, 0u);
+  tight.speculative_tokens = 3;
+  auto r = runner(12, 4);
+  const auto spec = run(*r, tight, requests);
+  EXPECT_GT(scheduler->counters().preemptions, 0u);
+  EXPECT_EQ(scheduler->blocks().num_free(), 12);
+  // Tokens only: a preempted sequence's recompute prefill sums differently from decode rows
+  // (scheduler.h), and speculation preempts at other steps, so the last bits of later logprobs
+  // may differ from the plain run's, as between any two schedules with preemption.
+  for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(spec[i].tokens, plain[i].tokens) << i;
+}
+
+TEST_F(SpeculativeDecodingTest, ATurnResumedFromThePrefixCacheIsDraftedAndChangesNothing) {
+  GenerationRequest first = greedy(150, 1, 20);
+  auto cold_runner = runner(64, 0);
+  const auto cold_first = run(*cold_runner, limits_with(0), {first});
+  GenerationRequest second = first;  // the next turn: turn 1, its answer and a new message
+  second.prompt.insert(second.prompt.end(), cold_first[0].tokens.begin(),
+                       cold_first[0].tokens.end());
+  for (int32_t t : prompt_of(30, 9)) second.prompt.push_back(t);
+  const auto cold_second = run(*cold_runner, limits_with(0), {second});
+
+  SchedulerLimits cached = limits_with(3);
+  cached.prefix_caching = true;
+  auto warm_runner = runner(64, 4, 8);
+  Scheduler s(*warm_runner, cached);
+  expect_same(run_on(s, {first}), cold_first, "turn 1");
+  expect_same(run_on(s, {second}), cold_second, "turn 2");
+  EXPECT_GT(s.counters().prefix_hit_tokens, 100u);
+  EXPECT_GT(s.counters().speculation.verify_steps, 0u);
+}
+
+TEST_F(SpeculativeDecodingTest, RequestsThatOptOutAreNotDrafted) {
+  std::vector<GenerationRequest> requests = four();
+  for (auto& q : requests) q.disable_speculation = true;
+  requests[2].disable_speculation = false;
+  requests[2].sampling.temperature = 0.8f;  // sampled with logprobs: no rejection logprob
+  auto r = runner(64, 3);
+  run(*r, limits_with(2), requests);
+  EXPECT_EQ(scheduler->counters().speculation.drafted[0], 0u);
+  EXPECT_EQ(scheduler->counters().speculation.verify_steps, 0u);
+}
+
+TEST_F(SpeculativeDecodingTest, ARunnerWithoutStateRecordsIsRefusedNamingTheOption) {
+  auto r = runner(64, 2);
+  try {
+    Scheduler s(*r, limits_with(2));
+    FAIL() << "two drafts need three state records";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--speculative-tokens"), std::string::npos) << e.what();
+  }
+}
+
+// The runner's side: a verify slice that records, then a slice that resumes from a row's record,
+// computes what plain decode rows of the accepted tokens compute, bit for bit.
+TEST_F(SpeculativeDecodingTest, AResumedRecordIsTheStateOfTheAcceptedRows) {
+  auto a = runner(16, 0), b = runner(16, 4);
+  const std::vector<int32_t> prompt = prompt_of(21, 7), rest = {5, 9, 77, 130};
+  const std::vector<int32_t> table = {0, 1, 2};
+  auto prefill = [&](ModelRunner& r) {
+    ForwardBatch batch;
+    batch.add_sequence(prompt, 0, 0, table);
+    batch.seqs.back().decode = false;
+    ForwardOutput out;
+    r.forward(batch, out);
+  };
+  prefill(*a);
+  prefill(*b);
+  ForwardOutput out_a, out_b;
+  for (int i = 0; i < 3; ++i) {  // a: decode rows 5, 9, then 200 (where b's draft 77 was wrong)
+    ForwardBatch step;
+    step.add_sequence({i < 2 ? rest[size_t(i)] : 200}, int32_t(prompt.size()) + i, 0, table);
+    out_a = ForwardOutput{};
+    a->forward(step, out_a);
+  }
+  ForwardBatch verify;  // b: 5, 9, 77, 130 verified at once; 5 and 9 accepted
+  verify.add_sequence(rest, int32_t(prompt.size()), 0, table, true, true);
+  verify.seqs.back().decode = true;
+  verify.seqs.back().record_states = true;
+  b->forward(verify, out_b);
+  ForwardBatch resumed;
+  resumed.add_sequence({200}, int32_t(prompt.size()) + 2, 0, table);
+  resumed.seqs.back().resume_record = 1;
+  out_b = ForwardOutput{};
+  b->forward(resumed, out_b);
+  EXPECT_EQ(out_a.logits, out_b.logits);
+}
+
+}  // namespace
+}  // namespace sparkglm
