@@ -3,6 +3,7 @@
 // (operator/commands.h): recipe apply, profile, start, stop, status, logs.
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "engine/text/byte_tokenizer.h"
 #include "operator/commands.h"
 #include "tinyglm/checkpoint_writer.h"
+#include "tinyglm/dummy_tokenizer.h"
 #include "tinyglm/dummy_weights.h"
 
 namespace sparkglm {
@@ -27,6 +29,8 @@ constexpr const char* kUsage = R"(usage: sparkglm <command> [flags]
   version                              print the build identity (also --version)
   tinyglm make --preset P --out DIR    write a dummy-weight checkpoint directory
        [--weight-format bf16|fp4-local] [--seed N] [--num-layers N] [--shard-mb N] [--force]
+  tinyglm tokenizer --preset P --out FILE
+       write only the tokenizer.json `tinyglm make` puts beside the checkpoint
   generate (--preset P | --model DIR)  greedy generation on the CPU backend
        [--prompt TEXT] [--max-tokens N] [--prefill-chunk N] [--threads N]
   logits (--preset P | --model DIR) --tokens a,b,c --out FILE.npz [--mtp] [--threads N]
@@ -96,6 +100,21 @@ int cmd_tinyglm_make(const CliArgs& a) {
   const int shards = write_dummy_checkpoint(config, out, options, pool);
   std::printf("wrote %s: %d shard(s), weights %s, %s\n", out.c_str(), shards,
               dummy_identity(options.seed).c_str(), checkpoint_format_name(options.format));
+  return 0;
+}
+
+int cmd_tinyglm_tokenizer(const CliArgs& a) {
+  a.allow_only({"--preset", "--out"});
+  const ModelConfig config = preset_config(a.required("--preset"));
+  const std::string out = a.required("--out");
+  a.reject_unread("sparkglm tinyglm tokenizer");
+  const std::string text = config.vocab_size == ByteTokenizer::kVocabSize
+                               ? ByteTokenizer::hf_tokenizer_json()
+                               : dummy_tokenizer_json(config);
+  std::ofstream file(out, std::ios::binary);
+  file << text;
+  if (!file) throw Error(ErrorKind::kIo, "failed writing " + out);
+  std::printf("wrote %s (%d ids)\n", out.c_str(), config.vocab_size);
   return 0;
 }
 
@@ -199,9 +218,11 @@ int run(const std::vector<std::string>& args) {
     return operator_tool::engine_command(cmd, rest);
   const std::set<std::string> switches = {"--force", "--mtp"};
   if (cmd == "tinyglm") {
-    if (args.size() < 2 || args[1] != "make")
-      throw Error(ErrorKind::kInvalidArgument, "expected `sparkglm tinyglm make ...`");
-    return cmd_tinyglm_make(CliArgs({args.begin() + 2, args.end()}, switches));
+    if (args.size() < 2 || (args[1] != "make" && args[1] != "tokenizer"))
+      throw Error(ErrorKind::kInvalidArgument,
+                  "expected `sparkglm tinyglm make ...` or `sparkglm tinyglm tokenizer ...`");
+    const CliArgs rest_flags({args.begin() + 2, args.end()}, switches);
+    return args[1] == "make" ? cmd_tinyglm_make(rest_flags) : cmd_tinyglm_tokenizer(rest_flags);
   }
   const CliArgs flags({args.begin() + 1, args.end()}, switches);
   if (cmd == "generate") return cmd_generate(flags);

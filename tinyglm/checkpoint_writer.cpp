@@ -9,6 +9,7 @@
 #include "engine/core/error.h"
 #include "engine/model/safetensors.h"
 #include "engine/text/byte_tokenizer.h"
+#include "tinyglm/dummy_tokenizer.h"
 #include "tinyglm/dummy_weights.h"
 #include "tinyglm/stored_weights.h"
 
@@ -91,8 +92,13 @@ int write_dummy_checkpoint(const ModelConfig& config, const std::string& dir,
                              {"weight_map", weight_map}};
   write_text(staging / "model.safetensors.index.json", index.dump(2) + "\n");
   write_text(staging / "config.json", hf_config_json(config, options.format).dump(2) + "\n");
-  write_text(staging / "tokenizer.json", ByteTokenizer::hf_tokenizer_json());
-  write_text(staging / "tokenizer_config.json", ByteTokenizer::hf_tokenizer_config_json());
+  // The byte vocabulary where the model has it; otherwise a BPE vocabulary of the model's size, so
+  // that every id the model can sample decodes to text.
+  const bool bytes = config.vocab_size == ByteTokenizer::kVocabSize;
+  write_text(staging / "tokenizer.json",
+             bytes ? ByteTokenizer::hf_tokenizer_json() : dummy_tokenizer_json(config));
+  write_text(staging / "tokenizer_config.json", bytes ? ByteTokenizer::hf_tokenizer_config_json()
+                                                      : dummy_tokenizer_config_json(config));
 
   if (fs::exists(target)) fs::remove_all(target);
   fs::rename(staging, target);
