@@ -102,9 +102,11 @@ int serve(const std::vector<std::string>& args) {
     config.runner.comm = &ranks->comm();
     // Ranks on one host share its cores unless --threads says otherwise.
     if (config.threads == 0)
-      config.threads = std::max(1, int(std::thread::hardware_concurrency()) / config.ranks.world_size);
+      config.threads =
+          std::max(1, int(std::thread::hardware_concurrency()) / config.ranks.world_size);
     log_line("rank " + std::to_string(ranks->rank()) + " of " +
-             std::to_string(config.ranks.world_size) + ": every rank joined with the same settings");
+             std::to_string(config.ranks.world_size) +
+             ": every rank joined with the same settings");
   }
 
   set_default_thread_count(config.threads);

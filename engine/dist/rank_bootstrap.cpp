@@ -21,7 +21,7 @@ namespace sparkglm::dist {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x31524753;        // "SGR1"
+constexpr uint32_t kMagic = 0x31524753;            // "SGR1"
 constexpr uint32_t kMaxHello = uint32_t(1) << 20;  // a fingerprint is a few KiB
 
 using Clock = std::chrono::steady_clock;
@@ -45,7 +45,8 @@ sockaddr_in resolve(const std::string& addr, int port) {
 // Waits until fd is readable, or throws kIo once the deadline passes.
 void wait_readable(int fd, Clock::time_point deadline, const std::string& what) {
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) throw Error(ErrorKind::kIo, "timed out waiting for " + what);
     pollfd p{fd, POLLIN, 0};
     const int n = ::poll(&p, 1, int(std::min<int64_t>(left.count(), 1000)));
@@ -65,7 +66,8 @@ void send_all(int fd, const void* data, size_t bytes) {
   }
 }
 
-void recv_all(int fd, void* data, size_t bytes, Clock::time_point deadline, const std::string& who) {
+void recv_all(int fd, void* data, size_t bytes, Clock::time_point deadline,
+              const std::string& who) {
   char* p = static_cast<char*>(data);
   while (bytes > 0) {
     wait_readable(fd, deadline, who);
@@ -143,7 +145,8 @@ std::unique_ptr<SocketCommunicator> accept_ranks(const RankAddress& a, const nlo
       } else if (peers[size_t(r)] >= 0) {
         refusal = "rank " + std::to_string(r) + " joined twice";
       } else {
-        refusal = fingerprint_difference(mine, nlohmann::json::parse(hello.text, nullptr, false), r);
+        refusal =
+            fingerprint_difference(mine, nlohmann::json::parse(hello.text, nullptr, false), r);
       }
       send_frame(fd, {kMagic, refusal.empty() ? 0u : 1u, 0, refusal});
       if (!refusal.empty()) {

@@ -17,8 +17,7 @@ RankLeader::~RankLeader() {
 
 void RankLeader::check(const ForwardBatch& batch) const {
   const CacheGeometry g = inner_->cache_geometry();
-  batch.validate(inner_->config(), g.block_size, g.num_blocks, g.num_state_slots,
-                 g.num_snapshots);
+  batch.validate(inner_->config(), g.block_size, g.num_blocks, g.num_state_slots, g.num_snapshots);
 }
 
 template <typename Call>
@@ -29,9 +28,8 @@ void RankLeader::lockstep(const std::vector<uint8_t>& message, Call&& call) {
     call();
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::kDeviceFatal) throw;
-    throw Error(ErrorKind::kDeviceFatal,
-                "a step failed on rank 0 after the ranks began it (" + e.message() +
-                    "): the ranks are out of step");
+    throw Error(ErrorKind::kDeviceFatal, "a step failed on rank 0 after the ranks began it (" +
+                                             e.message() + "): the ranks are out of step");
   } catch (const std::exception& e) {
     throw Error(ErrorKind::kDeviceFatal, std::string("a step failed on rank 0 after the ranks "
                                                      "began it (") +

@@ -17,7 +17,8 @@ void RankSteps::submit(const ForwardBatch& batch, const StepSampling& sampling) 
 
 void RankSteps::collect(StepResult& result) {
   SPARKGLM_ASSERT(!queued_.empty(), "RankSteps::collect: no step is queued");
-  auto [batch, sampling] = std::move(queued_.front());
+  ForwardBatch batch = std::move(queued_.front().first);
+  const StepSampling sampling = std::move(queued_.front().second);
   queued_.pop_front();
   for (size_t r = 0; r < sampling.token_from.size(); ++r) {
     const int32_t from = sampling.token_from[r];

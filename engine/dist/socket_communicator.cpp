@@ -14,15 +14,16 @@ namespace sparkglm::dist {
 namespace {
 
 [[noreturn]] void lost(int peer, const std::string& what) {
-  throw Error(ErrorKind::kDeviceFatal,
-              "rank " + std::to_string(peer) + " is gone (" + what + "): the ranks cannot continue");
+  throw Error(ErrorKind::kDeviceFatal, "rank " + std::to_string(peer) + " is gone (" + what +
+                                           "): the ranks cannot continue");
 }
 
 }  // namespace
 
 SocketCommunicator::SocketCommunicator(int rank, std::vector<int> peers)
     : rank_(rank), peers_(std::move(peers)) {
-  SPARKGLM_ASSERT(rank_ >= 0 && rank_ < int(peers_.size()), "SocketCommunicator: rank out of range");
+  SPARKGLM_ASSERT(rank_ >= 0 && rank_ < int(peers_.size()),
+                  "SocketCommunicator: rank out of range");
 }
 
 SocketCommunicator::~SocketCommunicator() {

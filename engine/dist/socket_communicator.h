@@ -3,8 +3,8 @@
 // other rank one connection to rank 0 (TCP between hosts, AF_UNIX pairs inside one process).
 //
 //   all_reduce_sum: every rank r > 0 sends its buffer; rank 0 adds them to its own in rank order
-//                   (((r0 + r1) + r2) + ...), whatever order they arrive in, and sends the sum back,
-//                   so every rank holds the same bits and a run repeats exactly.
+//                   (((r0 + r1) + r2) + ...), whatever order they arrive in, and sends the sum
+//                   back, so every rank holds the same bits and a run repeats exactly.
 //   broadcast:      the root sends (through rank 0 when the root is another rank).
 //   all_gather:     rank 0 collects every part and sends the whole back.
 // Rank 0 moves (world_size - 1) x 2 buffers per collective: fine for the CPU backend's test sizes,
@@ -44,7 +44,7 @@ class SocketCommunicator : public Communicator {
   void recv_from(int peer, void* data, size_t bytes);
 
   int rank_;
-  std::vector<int> peers_;     // [world_size] socket per peer rank, -1 where none
+  std::vector<int> peers_;      // [world_size] socket per peer rank, -1 where none
   std::vector<float> scratch_;  // rank 0: one peer's buffer while reducing
 };
 

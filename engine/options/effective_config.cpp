@@ -211,7 +211,8 @@ void check_serving(const EffectiveConfig& c) {
     bad_argument(shown(c, "world-size") + " differs from " + shown(c, "tp-size") +
                  ": every rank is a tensor-parallel rank (world-size is 1 or tp-size)");
   if (c.integer("rank") >= std::max(world, tp))
-    bad_argument(shown(c, "rank") + " is not below " + shown(c, tp > world ? "tp-size" : "world-size"));
+    bad_argument(shown(c, "rank") + " is not below " +
+                 shown(c, tp > world ? "tp-size" : "world-size"));
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ struct ServingConfig {
   SchedulerLimits scheduler;
   server::RouteOptions routes;  // api_key resolved from --api-key / -file / -env
   server::HttpServerOptions http;
-  dist::RankSettings ranks;  // world size, this rank, whether it starts the others, rendezvous
+  dist::RankSettings ranks;      // world size, this rank, whether it starts the others, rendezvous
   int threads = 0;               // CPU worker threads (0 = one per core)
   double shutdown_grace_s = 30;  // seconds in-flight requests get after SIGTERM
 };

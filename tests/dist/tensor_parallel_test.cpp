@@ -22,7 +22,7 @@ namespace {
 constexpr double kMaxNmse = 1e-9;
 
 struct RunOutput {
-  std::vector<float> prefill_logits;  // [sequences, vocab]: the last prompt row of each
+  std::vector<float> prefill_logits;         // [sequences, vocab]: the last prompt row of each
   std::vector<std::vector<int32_t>> tokens;  // [sequences][decode steps]: greedy picks
 };
 

@@ -33,7 +33,7 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
       weights_(shard_ ? shard_->weights : weights),
       pool_(pool),
       cache_(config, options.num_blocks, options.block_size, options.kv_dtype),
-      states_(local_, options.num_state_slots, options.num_snapshots, options.state_records) {
+      states_(local_, options.num_state_slots, options.num_snapshots) {
   if (shard_)
     steps_ = std::make_unique<dist::RankSteps>(
         *options.comm, config_.vocab_size,
@@ -94,7 +94,7 @@ void CpuModelRunner::logits(const ForwardBatch& batch, const float* h, const flo
     rms_norm(row, norm, config_.rms_norm_eps, d, &normed[size_t(i * d)]);
   }
   const int64_t part = weights_.lm_head.rows;  // vocab, or this rank's range of it
-  out.logits.resize(size_t(n * part));          // [n, part]
+  out.logits.resize(size_t(n * part));         // [n, part]
   linear(normed.data(), n, weights_.lm_head, out.logits.data(), pool_);
   if (!shard_ || !gather) return;
   std::vector<float> full(size_t(n * config_.vocab_size));  // [n, vocab]
@@ -108,11 +108,10 @@ void CpuModelRunner::forward(const ForwardBatch& batch, ForwardOutput& out) {
 
 void CpuModelRunner::forward_rows(const ForwardBatch& batch, ForwardOutput& out, bool gather) {
   batch.validate(config_, cache_.block_size(), cache_.num_blocks(), states_.num_slots(),
-                 states_.num_snapshots(), states_.state_records());
+                 states_.num_snapshots());
   for (const auto& s : batch.seqs) {
     if (s.start_position == 0) states_.reset(s.state_slot);
     if (s.restore_snapshot >= 0) states_.restore(s.restore_snapshot, s.state_slot);
-    if (s.resume_record >= 0) states_.rewind(s.state_slot, s.resume_record);
   }
 
   const int64_t t = batch.num_rows(), d = config_.hidden_size, hc = config_.hc_mult;
@@ -153,8 +152,7 @@ void CpuModelRunner::forward_rows(const ForwardBatch& batch, ForwardOutput& out,
 void CpuModelRunner::forward_mtp(const ForwardBatch& batch, const std::vector<float>& hidden,
                                  ForwardOutput& out) {
   SPARKGLM_ASSERT(weights_.mtp.has_value(), "forward_mtp on a model without an MTP module");
-  batch.validate(config_, cache_.block_size(), cache_.num_blocks(), states_.num_slots(),
-                 states_.num_snapshots(), states_.state_records());
+  batch.validate(config_, cache_.block_size(), cache_.num_blocks(), states_.num_slots());
   const int64_t t = batch.num_rows(), d = config_.hidden_size;
   SPARKGLM_ASSERT(int64_t(hidden.size()) == t * d,
                   "forward_mtp: hidden must be [rows, hidden_size]");

@@ -33,9 +33,9 @@ Range part(int64_t total, int rank, int world) {
 
 void need(int64_t value, int world, const char* field) {
   if (value % world != 0)
-    throw Error(ErrorKind::kInvalidArgument,
-                std::string(field) + " = " + std::to_string(value) +
-                    " is not divisible by the tensor-parallel size " + std::to_string(world));
+    throw Error(ErrorKind::kInvalidArgument, std::string(field) + " = " + std::to_string(value) +
+                                                 " is not divisible by the tensor-parallel size " +
+                                                 std::to_string(world));
 }
 
 void shard_kda(const ModelConfig& c, KdaWeights& w, Range h, ModelWeights& owner) {
