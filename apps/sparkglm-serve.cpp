@@ -142,6 +142,8 @@ int serve(const std::vector<std::string>& args) {
 
   const auto codec = codec_for(config.runner, mc);
   auto engine = std::make_unique<ServingEngine>(runner, config.scheduler);
+  if (const std::string disk = engine->disk_tier_summary(); !disk.empty())
+    log_line("prefix cache disk tier: " + disk);
   server::ServingEngineAdapter adapter(*engine);
   server::Metrics metrics;
   server::RouteOptions& route_options = config.routes;

@@ -49,6 +49,26 @@ void DeviceFaultInjector::collect(StepResult& result) {
   inner_->collect(result);
 }
 
+void DeviceFaultInjector::copy_block_to_host(int32_t block, std::byte* host) {
+  rethrow_if_failed();
+  inner_->copy_block_to_host(block, host);
+}
+
+void DeviceFaultInjector::copy_block_from_host(int32_t block, const std::byte* host) {
+  rethrow_if_failed();
+  inner_->copy_block_from_host(block, host);
+}
+
+void DeviceFaultInjector::copy_snapshot_to_host(int snapshot, std::byte* host) {
+  rethrow_if_failed();
+  inner_->copy_snapshot_to_host(snapshot, host);
+}
+
+void DeviceFaultInjector::copy_snapshot_from_host(int snapshot, const std::byte* host) {
+  rethrow_if_failed();
+  inner_->copy_snapshot_from_host(snapshot, host);
+}
+
 std::function<void()> throw_injected_device_fault(int64_t after_steps) {
   return [after_steps] {
     throw Error(ErrorKind::kDeviceFatal,

@@ -28,6 +28,12 @@ class DeviceFaultInjector : public ModelRunner {
                    ForwardOutput& out) override;
   void submit(const ForwardBatch& batch, const StepSampling& sampling) override;
   void collect(StepResult& result) override;
+  size_t host_block_bytes() const override { return inner_->host_block_bytes(); }
+  size_t host_snapshot_bytes() const override { return inner_->host_snapshot_bytes(); }
+  void copy_block_to_host(int32_t block, std::byte* host) override;
+  void copy_block_from_host(int32_t block, const std::byte* host) override;
+  void copy_snapshot_to_host(int snapshot, std::byte* host) override;
+  void copy_snapshot_from_host(int snapshot, const std::byte* host) override;
 
  private:
   void before_step();  // counts the step; provokes the fault at step after_steps_ + 1

@@ -9,6 +9,7 @@
 #include "engine/backend/device_fault_injector.h"
 #include "engine/backend/memory_plan.h"
 #include "engine/core/error.h"
+#include "engine/runtime/prefix_store.h"
 
 #if SPARKGLM_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -61,6 +62,20 @@ BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
     budget = std::min(kCpuDefaultKvBudget,
                       LatentCache::bytes_per_block(mc, r.block_size, r.kv_dtype) *
                           size_t(int64_t(r.max_num_seqs) * (b.max_seq_len / r.block_size + 1)));
+  if (r.prefix_disk_tier) {
+    // The disk tier moves blocks and snapshots through a host buffer: host memory, like the pool.
+    const size_t staging = PrefixStore::staging_bytes(
+        LatentCache::bytes_per_block(mc, r.block_size, r.kv_dtype),
+        KdaStatePool::snapshot_bytes(mc));
+    if (staging >= budget)
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--prefix-cache-dir: the disk tier's host staging (" + std::to_string(staging) +
+                      " bytes) leaves nothing of the KV pool's budget (" + std::to_string(budget) +
+                      " bytes; raise --kv-cache-memory-bytes)");
+    budget -= staging;
+    b.log_lines.push_back("prefix cache disk tier: " + std::to_string(staging >> 10) +
+                          " KiB of host staging taken from the KV pool's budget");
+  }
   const int num_blocks = LatentCache::blocks_for_budget(mc, r.block_size, r.kv_dtype, budget);
   if (num_blocks < 1)
     throw Error(ErrorKind::kInvalidArgument, "--kv-cache-memory-bytes=" + std::to_string(budget) +

@@ -32,6 +32,9 @@ struct RunnerRequest {
   int block_size = 16;
   int max_num_seqs = 4;            // KDA state slots
   int num_snapshots = 0;           // KDA state snapshots of the prefix cache (0: no cache)
+  // The prefix cache's disk tier is on: its host staging buffer (PrefixStore::staging_bytes)
+  // comes out of the CPU KV pool's budget.
+  bool prefix_disk_tier = false;
   int max_seq_len = 0;             // 0: the model's max_position_embeddings
   int max_tokens_per_step = 8192;  // rows of one forward: sizes the device workspaces
   KvDtype kv_dtype = KvDtype::kBF16;

@@ -6,13 +6,50 @@ namespace sparkglm {
 
 void ModelRunner::submit(const ForwardBatch& batch, const StepSampling& sampling) {
   SPARKGLM_ASSERT(queued_.size() < 2, "ModelRunner::submit: two steps are already queued");
-  queued_.emplace_back(batch, sampling);
+  queued_.emplace_back();
+  queued_.back().batch = batch;
+  queued_.back().sampling = sampling;
 }
 
 void ModelRunner::collect(StepResult& result) {
   SPARKGLM_ASSERT(!queued_.empty(), "ModelRunner::collect: no step is queued");
-  auto [batch, sampling] = std::move(queued_.front());
+  QueuedStep q = std::move(queued_.front());
   queued_.pop_front();
+  if (!q.ran) run(q);
+  if (q.failure) std::rethrow_exception(q.failure);
+  result = std::move(q.result);
+}
+
+void ModelRunner::run_queued() {
+  for (QueuedStep& q : queued_) {
+    if (!q.ran) run(q);
+    if (q.failure) return;
+  }
+}
+
+void ModelRunner::run(QueuedStep& q) {
+  q.ran = true;
+  try {
+    step(q.batch, q.sampling, q.result);
+  } catch (...) {
+    q.failure = std::current_exception();
+  }
+}
+
+void ModelRunner::copy_block_to_host(int32_t, std::byte*) {
+  SPARKGLM_ASSERT(false, "ModelRunner: this runner has no host copies of cache blocks");
+}
+void ModelRunner::copy_block_from_host(int32_t, const std::byte*) {
+  SPARKGLM_ASSERT(false, "ModelRunner: this runner has no host copies of cache blocks");
+}
+void ModelRunner::copy_snapshot_to_host(int, std::byte*) {
+  SPARKGLM_ASSERT(false, "ModelRunner: this runner has no host copies of KDA snapshots");
+}
+void ModelRunner::copy_snapshot_from_host(int, const std::byte*) {
+  SPARKGLM_ASSERT(false, "ModelRunner: this runner has no host copies of KDA snapshots");
+}
+
+void ModelRunner::step(ForwardBatch& batch, const StepSampling& sampling, StepResult& result) {
   for (size_t r = 0; r < sampling.token_from.size(); ++r) {
     const int32_t from = sampling.token_from[r];
     if (from < 0) continue;

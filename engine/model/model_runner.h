@@ -2,8 +2,9 @@
 // What a backend offers the scheduler: one forward call over a flattened batch whose rows are
 // independent (a row's results never depend on which other rows share the batch), and the same
 // step pipelined (submit, then collect) so the scheduler can prepare step N+1 while N runs.
+#include <cstddef>
 #include <deque>
-#include <utility>
+#include <exception>
 #include <vector>
 
 #include "engine/model/config.h"
@@ -51,8 +52,40 @@ class ModelRunner {
   virtual void collect(StepResult& result);
   virtual bool draws_sampled() const { return false; }
 
+  // Host copies of cache contents: the prefix cache's disk tier (engine/runtime/prefix_store.h)
+  // spills evicted blocks and snapshots through them and restores them the same way. A block is
+  // one latent-cache block of every MLA layer (the MTP layer's too): latents, indexer keys and
+  // gates in the pool's dtype; a snapshot is one KDA snapshot: every KDA layer's recurrent state
+  // and conv history. The layout is the runner's own; only the same runner reads it back.
+  // Each copy runs after every step submitted before it and before any step submitted after it,
+  // and returns once `host` (host_block_bytes() or host_snapshot_bytes() long) is written (to
+  // host) or may be reused (from host): it waits for the queued steps. A runner without these
+  // copies returns 0 from host_block_bytes(), and the copies are never called on it.
+  virtual size_t host_block_bytes() const { return 0; }
+  virtual size_t host_snapshot_bytes() const { return 0; }
+  virtual void copy_block_to_host(int32_t block, std::byte* host);
+  virtual void copy_block_from_host(int32_t block, const std::byte* host);
+  virtual void copy_snapshot_to_host(int snapshot, std::byte* host);
+  virtual void copy_snapshot_from_host(int snapshot, const std::byte* host);
+
+ protected:
+  // Runs now every step the default submit() queued and has not run, keeping each result (or
+  // what it threw) for its collect(): a host copy then sees the caches as those steps left them.
+  // Stops at a step that throws; the steps after it run in their own collect() as before.
+  void run_queued();
+
  private:
-  std::deque<std::pair<ForwardBatch, StepSampling>> queued_;
+  struct QueuedStep {
+    ForwardBatch batch;
+    StepSampling sampling;
+    bool ran = false;
+    StepResult result;
+    std::exception_ptr failure;
+  };
+  void run(QueuedStep& q);  // step() into q, keeping what it throws
+  // One step of the default pipeline: token_from, forward(), greedy picks on the host.
+  void step(ForwardBatch& batch, const StepSampling& sampling, StepResult& result);
+  std::deque<QueuedStep> queued_;
   std::vector<int32_t> last_tokens_;  // the picks of the last step run (for token_from)
 };
 

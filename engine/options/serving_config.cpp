@@ -39,6 +39,7 @@ void fill_runner(const EffectiveConfig& c, RunnerRequest& r) {
   r.inject_device_fault_after_steps = c.integer("inject-device-fault-after-steps");
   const int64_t snapshots = c.integer("prefix-cache-snapshots");
   r.num_snapshots = c.boolean("enable-prefix-caching") ? as_int(snapshots) : 0;
+  r.prefix_disk_tier = c.integer("prefix-cache-gb") > 0;
 }
 
 void fill_scheduler(const EffectiveConfig& c, SchedulerLimits& s) {
@@ -50,6 +51,31 @@ void fill_scheduler(const EffectiveConfig& c, SchedulerLimits& s) {
   // cache_identity is the model's: the caller sets it once the runner is built.
   s.prefix_caching = c.boolean("enable-prefix-caching");
   s.snapshot_every_chunks = as_int(c.integer("prefix-snapshot-every"));
+  s.prefix_cache_dir = c.str("prefix-cache-dir");
+  s.prefix_cache_bytes = uint64_t(c.integer("prefix-cache-gb")) << 30;
+}
+
+// The disk tier's options agree with each other and with the backend (before the model loads).
+void check_disk_tier(const ServingConfig& s) {
+  const std::string& dir = s.scheduler.prefix_cache_dir;
+  const uint64_t gib = s.scheduler.prefix_cache_bytes >> 30;
+  if (dir.empty() && gib == 0) return;
+  if (dir.empty())
+    throw Error(ErrorKind::kInvalidArgument,
+                "--prefix-cache-gb " + std::to_string(gib) +
+                    " needs --prefix-cache-dir (the directory of the disk tier)");
+  if (gib == 0)
+    throw Error(ErrorKind::kInvalidArgument,
+                "--prefix-cache-dir " + dir + " needs --prefix-cache-gb N (N > 0 GiB)");
+  if (!s.scheduler.prefix_caching)
+    throw Error(ErrorKind::kInvalidArgument,
+                "--prefix-cache-dir " + dir + ": the disk tier needs --enable-prefix-caching");
+  if (s.runner.device == "cuda")
+    throw Error(ErrorKind::kUnsupported,
+                "--prefix-cache-dir " + dir +
+                    " with --device cuda: the CUDA runner cannot copy latent blocks and KDA "
+                    "snapshots to the host yet (ModelRunner::copy_block_to_host and the rest), "
+                    "which the disk tier needs; it runs on --device cpu");
 }
 
 void fill_routes(const EffectiveConfig& c, server::RouteOptions& r) {
@@ -102,6 +128,7 @@ ServingConfig fill_serving_config(const EffectiveConfig& config) {
   ServingConfig s;
   fill_runner(config, s.runner);
   fill_scheduler(config, s.scheduler);
+  check_disk_tier(s);
   // The device workspaces hold a step: a full prefill chunk and a decode row per sequence.
   s.runner.max_tokens_per_step = s.scheduler.max_prefill_tokens + s.scheduler.max_batch_size;
   fill_routes(config, s.routes);

@@ -129,11 +129,13 @@ std::vector<OptionSpec> serving_table() {
       integer("prefix-snapshot-every", 0, 0, 1 << 20, P::kOptions,
               "also snapshot a prefill every this many 64-token chunks (0 = only at prompt ends "
               "and branch points)"),
-      unimplemented(
-          integer("prefix-cache-gb", 0, 0, 1 << 20, P::kOptions,
-                  "size of the prefix cache's disk tier in GiB (0 = none; its directory would "
-                  "be --prefix-cache-dir)"),
-          "no disk tier exists: evicted prefix blocks and snapshots are dropped"),
+      integer("prefix-cache-gb", 0, 0, 1 << 20, P::kOptions,
+              "size of the prefix cache's disk tier in GiB: blocks and KDA snapshots evicted "
+              "from memory are written there and read back when their prefix returns (0 = "
+              "none; needs --prefix-cache-dir and --enable-prefix-caching; --device cpu only)"),
+      text("prefix-cache-dir", "", P::kServerArgs,
+           "directory of the prefix cache's disk tier (a disk, not a tmpfs, with "
+           "--prefix-cache-gb free; its one file is unlinked at once)"),
       flag("enforce-eager", !runner.cuda_graphs, P::kOptions,
            "launch every CUDA kernel of a decode step eagerly instead of replaying a captured "
            "CUDA graph"),

@@ -1,6 +1,7 @@
 #include "engine/runtime/kda_state_pool.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "engine/core/error.h"
 
@@ -53,6 +54,28 @@ void KdaStatePool::save(int slot, int snapshot) {
 
 void KdaStatePool::restore(int snapshot, int slot) {
   copy(snapshot_state_, snapshot_conv_, snapshot, num_snapshots_, state_, conv_, slot, num_slots_);
+}
+
+size_t KdaStatePool::snapshot_bytes(const ModelConfig& config) {
+  const int64_t hk = int64_t(config.kda.num_heads) * config.kda.head_dim;
+  const int64_t per_layer = hk * config.kda.head_dim + 3 * (config.kda.short_conv_kernel_size - 1) * hk;
+  return size_t(config.num_kda_layers()) * size_t(per_layer) * sizeof(float);
+}
+
+void KdaStatePool::copy_snapshot_out(int snapshot, std::byte* out) const {
+  SPARKGLM_ASSERT(snapshot >= 0 && snapshot < num_snapshots_, "KDA snapshot out of range");
+  const size_t s = size_t(num_layers_) * size_t(state_floats_);
+  const size_t c = size_t(num_layers_) * size_t(conv_floats_);
+  std::memcpy(out, &snapshot_state_[size_t(snapshot) * s], s * sizeof(float));
+  std::memcpy(out + s * sizeof(float), &snapshot_conv_[size_t(snapshot) * c], c * sizeof(float));
+}
+
+void KdaStatePool::copy_snapshot_in(int snapshot, const std::byte* in) {
+  SPARKGLM_ASSERT(snapshot >= 0 && snapshot < num_snapshots_, "KDA snapshot out of range");
+  const size_t s = size_t(num_layers_) * size_t(state_floats_);
+  const size_t c = size_t(num_layers_) * size_t(conv_floats_);
+  std::memcpy(&snapshot_state_[size_t(snapshot) * s], in, s * sizeof(float));
+  std::memcpy(&snapshot_conv_[size_t(snapshot) * c], in + s * sizeof(float), c * sizeof(float));
 }
 
 void KdaStatePool::copy(const std::vector<float>& from_state, const std::vector<float>& from_conv,

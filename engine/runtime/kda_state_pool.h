@@ -12,6 +12,7 @@
 // slot, the forward of a recording slice keeps the state and history after each of its rows
 // (record_state / record_conv), and rewind() later copies the record of the last accepted row
 // back into the slot: exact rollback without recomputing. A step's records replace the last ones.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -40,6 +41,11 @@ class KdaStatePool {
   int num_snapshots() const { return num_snapshots_; }
   void save(int slot, int snapshot);     // slot -> snapshot, every layer
   void restore(int snapshot, int slot);  // snapshot -> slot, every layer
+  // One snapshot as bytes (snapshot_bytes long): every layer's state, then every layer's conv
+  // history, FP32. The prefix cache's disk tier keeps snapshots in this form.
+  static size_t snapshot_bytes(const ModelConfig& config);
+  void copy_snapshot_out(int snapshot, std::byte* out) const;
+  void copy_snapshot_in(int snapshot, const std::byte* in);
   int state_records() const { return num_records_; }  // rows recorded per slot
   float* record_state(int slot, int row, int kda_layer) {  // [H, K, V], as state()
     return &record_state_[record_index(slot, row, kda_layer) * size_t(state_floats_)];

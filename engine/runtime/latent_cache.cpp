@@ -152,6 +152,32 @@ void LatentCache::load_index_key(int layer, const std::vector<int32_t>& table, i
   dequantize(dtype_, &index_key_[row(layer, table, pos) * key_bytes_], index_dim_, out);
 }
 
+void LatentCache::copy_block_out(int32_t block, std::byte* out) const {
+  SPARKGLM_ASSERT(block >= 0 && block < num_blocks_, "latent cache: block out of range");
+  const size_t bs = size_t(block_size_);
+  for (int layer = 0; layer < num_layers_; ++layer) {
+    const size_t first = (size_t(layer) * size_t(num_blocks_) + size_t(block)) * bs;
+    out = std::copy_n(&latent_[first * latent_bytes_], bs * latent_bytes_, out);
+    out = std::copy_n(&index_key_[first * key_bytes_], bs * key_bytes_, out);
+    std::memcpy(out, &index_gate_[first], bs * sizeof(float));
+    out += bs * sizeof(float);
+  }
+}
+
+void LatentCache::copy_block_in(int32_t block, const std::byte* in) {
+  SPARKGLM_ASSERT(block >= 0 && block < num_blocks_, "latent cache: block out of range");
+  const size_t bs = size_t(block_size_);
+  for (int layer = 0; layer < num_layers_; ++layer) {
+    const size_t first = (size_t(layer) * size_t(num_blocks_) + size_t(block)) * bs;
+    std::copy_n(in, bs * latent_bytes_, &latent_[first * latent_bytes_]);
+    in += bs * latent_bytes_;
+    std::copy_n(in, bs * key_bytes_, &index_key_[first * key_bytes_]);
+    in += bs * key_bytes_;
+    std::memcpy(&index_gate_[first], in, bs * sizeof(float));
+    in += bs * sizeof(float);
+  }
+}
+
 size_t LatentCache::bytes() const {
   return latent_.size() + index_key_.size() + index_gate_.size() * sizeof(float);
 }

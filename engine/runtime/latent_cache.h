@@ -51,6 +51,11 @@ class LatentCache {
   }
   size_t bytes() const;
 
+  // One block's contents as bytes (bytes_per_block long): per layer, its latents, indexer keys
+  // and gates in the pool's dtype. The prefix cache's disk tier keeps blocks in this form.
+  void copy_block_out(int32_t block, std::byte* out) const;
+  void copy_block_in(int32_t block, const std::byte* in);
+
  private:
   size_t row(int layer, const std::vector<int32_t>& table, int64_t pos) const {
     const size_t block = size_t(table[size_t(pos / block_size_)]);

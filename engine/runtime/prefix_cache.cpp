@@ -32,8 +32,10 @@ uint64_t block_key(uint64_t parent, const int32_t* tokens, int n) {
 
 }  // namespace
 
-PrefixCache::PrefixCache(BlockAllocator& blocks, const PrefixCacheOptions& options)
+PrefixCache::PrefixCache(BlockAllocator& blocks, ModelRunner& runner,
+                         const PrefixCacheOptions& options)
     : blocks_(blocks),
+      runner_(runner),
       options_(options),
       key_of_(size_t(blocks.num_blocks()), 0),
       parent_of_(size_t(blocks.num_blocks()), 0),
@@ -48,6 +50,15 @@ PrefixCache::PrefixCache(BlockAllocator& blocks, const PrefixCacheOptions& optio
                 "--prefix-snapshot-every: expected 0 or more chunks, got " +
                     std::to_string(options.snapshot_every_chunks));
   grid_ = std::lcm(options.block_size, options.chunk);
+  if (options.disk_bytes > 0) {
+    if (runner.host_block_bytes() == 0)
+      throw Error(ErrorKind::kUnsupported,
+                  "--prefix-cache-dir: this backend cannot copy latent blocks and KDA snapshots "
+                  "to the host, which the disk tier needs");
+    store_ = std::make_unique<PrefixStore>(PrefixStoreOptions{
+        options.disk_dir, options.disk_bytes, runner.host_block_bytes(),
+        runner.host_snapshot_bytes()});
+  }
   blocks_.set_evict_hook([this](int32_t b) { forget_block(b); });
 }
 
@@ -65,7 +76,7 @@ uint64_t PrefixCache::seed(const std::string& salt) const {
 
 PrefixCache::Hit PrefixCache::find(Sequence& s) {
   const int bs = options_.block_size, end = s.prefill_end();
-  const int full = end / bs, limit = end - 1;
+  const int full = end / bs, limit = s.answer ? end : end - 1;
   s.block_keys.resize(size_t(full));
   uint64_t parent = seed(s.request.cache_salt);
   for (int i = 0; i < full; ++i) {
@@ -75,40 +86,63 @@ PrefixCache::Hit PrefixCache::find(Sequence& s) {
   ++counters_.lookups;
   Hit hit;
   std::vector<int32_t> matched;
+  // A stored snapshot needs a slot to come back into.
+  const bool slot_free = std::any_of(snapshots_.begin(), snapshots_.end(),
+                                     [](const Snapshot& sn) { return sn.pins == 0; });
   parent = seed(s.request.cache_salt);
   for (int i = 0; i < full; ++i) {
     const uint64_t key = s.block_keys[size_t(i)];
-    const auto it = by_key_.find(key);
-    if (it == by_key_.end()) break;
-    const int32_t b = it->second;
     const auto* first = &s.tokens[size_t(i * bs)];
-    if (parent_of_[size_t(b)] != parent ||
-        !std::equal(first, first + bs, tokens_of_[size_t(b)].begin()))
-      break;  // a hash collision: treat as a miss
+    int32_t b = -1;  // on disk
+    if (const auto it = by_key_.find(key); it != by_key_.end()) {
+      b = it->second;
+      if (parent_of_[size_t(b)] != parent ||
+          !std::equal(first, first + bs, tokens_of_[size_t(b)].begin()))
+        break;  // a hash collision: treat as a miss
+    } else if (const PrefixStore::BlockRecord* r = store_ ? store_->block(key) : nullptr) {
+      if (r->parent != parent || !std::equal(first, first + bs, r->tokens.begin())) break;
+    } else {
+      break;
+    }
     matched.push_back(b);
     parent = key;
     const int p = (i + 1) * bs;
     if (p > limit || p % grid_ != 0) continue;
-    const auto snap = snapshot_by_key_.find(key);
-    if (snap == snapshot_by_key_.end()) continue;
-    hit.tokens = p;
-    hit.snapshot = snap->second;
+    if (const auto snap = snapshot_by_key_.find(key); snap != snapshot_by_key_.end()) {
+      hit = {p, snap->second, false, {}, 0};
+    } else if (store_ && slot_free && store_->has_snapshot(key)) {
+      hit = {p, -1, true, {}, 0};
+    }
   }
   hit.matched_blocks = int(matched.size());
   hit.blocks.assign(matched.begin(), matched.begin() + hit.tokens / bs);
   return hit;
 }
 
-int PrefixCache::idle_blocks(const Hit& hit) const {
+int PrefixCache::free_blocks_taken(const Hit& hit) const {
   int n = 0;
-  for (int32_t b : hit.blocks) n += blocks_.ref_count(b) == 0;
+  for (int32_t b : hit.blocks) n += b < 0 || blocks_.ref_count(b) == 0;
   return n;
 }
 
-void PrefixCache::take(Sequence& s, const Hit& hit) {
+int PrefixCache::answer_end(const Sequence& s) const {
+  const int end = int(s.tokens.size()) / grid_ * grid_;
+  return end > (s.prompt_len - 1) / grid_ * grid_ ? end : 0;
+}
+
+void PrefixCache::take(Sequence& s, const Hit& found) {
   const int bs = options_.block_size;
-  for (int32_t b : hit.blocks) blocks_.acquire(b);
+  Hit hit = found;
+  for (int32_t b : hit.blocks)
+    if (b >= 0) blocks_.acquire(b);  // first: a restore's allocations may evict idle blocks
   s.blocks = hit.blocks;
+  if (store_ && !restore(s, hit)) {
+    // A lost record: the sequence prefills from 0 in blocks of its own, as many as the hit's.
+    ++counters_.disk_errors;
+    blocks_.release_all(s.blocks);
+    s.blocks = blocks_.allocate(int(hit.blocks.size()));
+    hit = Hit{};
+  }
   s.computed = hit.tokens;
   s.published_blocks = hit.tokens / bs;
   if (s.generated() == 0) s.cached_tokens = hit.tokens;
@@ -117,14 +151,21 @@ void PrefixCache::take(Sequence& s, const Hit& hit) {
     ++sn.pins;
     sn.used = ++clock_;
     s.restore_snapshot = hit.snapshot;
-    ++counters_.hits;
-    counters_.hit_tokens += uint64_t(hit.tokens);
+    if (!s.answer) {
+      ++counters_.hits;
+      counters_.hit_tokens += uint64_t(hit.tokens);
+    }
   }
   // Snapshot saves, on the grid, after the hit and no later than the prefill's end.
   const int end = s.prefill_end();
+  if (s.answer) {
+    ++counters_.answers;
+    counters_.answer_tokens += uint64_t(end - hit.tokens);
+  }
   std::vector<int>& points = s.save_points;
   points.clear();
-  const int last = (end - 1) / grid_ * grid_;  // the end of the prompt, before its final token
+  // The end of the prompt, before its final token (an answer sequence: its end, on the grid).
+  const int last = s.answer ? end : (end - 1) / grid_ * grid_;
   if (last > hit.tokens) points.push_back(last);
   if (options_.snapshot_every_chunks > 0) {
     const int every = (options_.snapshot_every_chunks * options_.chunk + grid_ - 1) / grid_ * grid_;
@@ -198,11 +239,13 @@ void PrefixCache::drop(Sequence& s) {
 
 void PrefixCache::forget_block(int32_t b) {
   const uint64_t key = key_of_[size_t(b)];
+  if (store_ && !store_->block(key)) spill_block(b, key);
   by_key_.erase(key);
   tokens_of_[size_t(b)].clear();
   // A snapshot at this block can never be hit again: free its slot unless a sequence holds it.
   const auto snap = snapshot_by_key_.find(key);
   if (snap != snapshot_by_key_.end() && snapshots_[size_t(snap->second)].pins == 0) {
+    if (store_ && !store_->has_snapshot(key)) spill_snapshot(snap->second, key);
     snapshots_[size_t(snap->second)].valid = false;
     snapshot_by_key_.erase(snap);
   }
@@ -222,6 +265,10 @@ int PrefixCache::reserve_snapshot(uint64_t key) {
   if (best < 0) return -1;
   Snapshot& sn = snapshots_[size_t(best)];
   if (sn.valid) {
+    // Stored only while its blocks are somewhere: without them no hit can reach it.
+    if (store_ && !store_->has_snapshot(sn.key) &&
+        (by_key_.count(sn.key) || store_->block(sn.key)))
+      spill_snapshot(best, sn.key);
     snapshot_by_key_.erase(sn.key);
     ++counters_.snapshot_evictions;
   }
@@ -238,6 +285,7 @@ void PrefixCache::clear() {
   for (auto& t : tokens_of_) t.clear();
   snapshot_by_key_.clear();
   for (Snapshot& sn : snapshots_) sn.valid = false;
+  if (store_) store_->clear();  // a spill may have copied what the failed step never wrote
 }
 
 int PrefixCache::snapshots_valid() const {

@@ -41,16 +41,35 @@
 // at or after `computed`, and publishes only blocks wholly before it; the scheduler asserts that
 // every block a slice writes is unpublished and referenced by that sequence alone.
 //
+// Answers. A finished request's generated tokens were computed by decode rows, which are not
+// published (above). So that the next turn of a conversation (which resends the answer) finds
+// them, the scheduler prefills the finished conversation once more, up to its last grid point,
+// from the prompt's snapshot: an answer sequence (Sequence::answer) that samples nothing,
+// publishes the whole chunks it computes and saves a snapshot at its end, computing exactly what
+// the next turn's cold prefill computes there. It is admitted only when no request waits.
+//
 // Eviction: blocks of finished sequences stay published in the allocator's least recently
 // released list; allocate() evicts from it on demand, and the evict hook drops the key (and a
 // snapshot keyed at that block). A failed step drops every key and snapshot (clear()).
+//
+// Disk tier (PrefixCacheOptions::disk_bytes > 0; engine/runtime/prefix_store.h): an evicted
+// block, and an evicted snapshot, is first copied to the host through the runner and written to
+// the store (a spill); find() matches stored blocks and snapshots as it matches resident ones,
+// and take() reads them back into fresh blocks and a snapshot slot (a restore). The runner's
+// copies run in step order (ModelRunner::copy_block_to_host), so a spill reads what every earlier
+// step wrote and a restore lands before the step that reads it. A restored record holds the bytes
+// a cold prefill wrote, so a restore computes what a resident hit computes: bit for bit a cold
+// prefill. A read that fails makes the hit a miss (the sequence prefills from 0).
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/model/forward_batch.h"
+#include "engine/model/model_runner.h"
 #include "engine/runtime/block_allocator.h"
+#include "engine/runtime/prefix_store.h"
 #include "engine/runtime/sequence.h"
 
 namespace sparkglm {
@@ -61,18 +80,29 @@ struct PrefixCacheOptions {
   int num_snapshots = 16;
   int snapshot_every_chunks = 0;  // also save every this many chunks (0: off)
   uint64_t identity = 0;          // PrefixCache::identity(model, precision)
+  std::string disk_dir = {};      // the disk tier (--prefix-cache-dir); used when disk_bytes > 0
+  uint64_t disk_bytes = 0;        // --prefix-cache-gb in bytes (0: no disk tier)
 };
 
 struct PrefixCacheCounters {
   uint64_t lookups = 0, hits = 0, hit_tokens = 0;
   uint64_t snapshots_saved = 0, snapshot_evictions = 0;
   uint64_t published_blocks = 0;
+  uint64_t answers = 0, answer_tokens = 0;  // answer sequences taken, the tokens they prefill
+  // The disk tier: records written and read back, their bytes and the seconds spent (the
+  // runner's host copy and the file I/O); spills and restores that failed (an I/O error, or a
+  // stored record pushed out by the spills that made room for its own restore).
+  uint64_t spilled_blocks = 0, spilled_snapshots = 0, spill_bytes = 0;
+  uint64_t restored_blocks = 0, restored_snapshots = 0, restore_bytes = 0;
+  double spill_seconds = 0, restore_seconds = 0;
+  uint64_t disk_errors = 0;
 };
 
 class PrefixCache {
  public:
-  // Error(kInvalidArgument) without snapshots or with a block size the grid cannot use.
-  PrefixCache(BlockAllocator& blocks, const PrefixCacheOptions& options);
+  // Error(kInvalidArgument) without snapshots or with a block size the grid cannot use; with a
+  // disk tier, what PrefixStore refuses, or a runner without host copies.
+  PrefixCache(BlockAllocator& blocks, ModelRunner& runner, const PrefixCacheOptions& options);
   ~PrefixCache();
   PrefixCache(const PrefixCache&) = delete;
   PrefixCache& operator=(const PrefixCache&) = delete;
@@ -83,14 +113,21 @@ class PrefixCache {
 
   struct Hit {
     int tokens = 0;               // cached prefix length (a multiple of grid(); 0: a miss)
-    int snapshot = -1;            // its KDA snapshot
-    std::vector<int32_t> blocks;  // its blocks, tokens / block_size of them
+    int snapshot = -1;            // its resident KDA snapshot, or -1
+    bool snapshot_on_disk = false;
+    std::vector<int32_t> blocks;  // its blocks, tokens / block_size of them (-1: on disk)
     int matched_blocks = 0;       // cached blocks matched, with or without a snapshot
   };
-  // The longest hit of a waiting sequence (fills s.block_keys); takes nothing.
+  // The longest hit of a waiting sequence (fills s.block_keys); takes nothing. An answer
+  // sequence may hit its whole prefill (it needs no logits).
   Hit find(Sequence& s);
-  // Blocks of the hit that are idle (counted in the allocator's num_free until taken).
-  int idle_blocks(const Hit& hit) const;
+  // Blocks the hit takes out of the allocator's num_free: idle cached ones and restored ones.
+  int free_blocks_taken(const Hit& hit) const;
+  // Where the answer sequence of finished `s` would end (its last grid point), or 0 when that
+  // adds nothing to the snapshot at the end of its prompt.
+  int answer_end(const Sequence& s) const;
+  bool disk_tier() const { return store_ != nullptr; }
+  std::string disk_summary() const { return store_ ? store_->summary() : std::string(); }
   // Takes the hit: s.blocks = its blocks (referenced), s.computed = hit.tokens, the snapshot pinned
   // until the first slice restores it; plans the sequence's snapshot saves.
   void take(Sequence& s, const Hit& hit);
@@ -119,8 +156,16 @@ class PrefixCache {
   void forget_block(int32_t block);    // the allocator's evict hook
   int reserve_snapshot(uint64_t key);  // a slot for a new snapshot, or -1 (all pinned)
   void publish(const Sequence& s, int block_index);
+  // The disk tier (prefix_cache_disk.cpp).
+  void spill_block(int32_t block, uint64_t key);
+  void spill_snapshot(int snapshot, uint64_t key);
+  // Reads the hit's stored blocks and snapshot into s.blocks (fresh blocks, published again) and
+  // a snapshot slot; false when a read failed (nothing published, the snapshot slot freed).
+  bool restore(Sequence& s, Hit& hit);
 
   BlockAllocator& blocks_;
+  ModelRunner& runner_;
+  std::unique_ptr<PrefixStore> store_;  // the disk tier, or null
   PrefixCacheOptions options_;
   int grid_;
   std::unordered_map<uint64_t, int32_t> by_key_;  // published blocks

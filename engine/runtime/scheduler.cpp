@@ -49,9 +49,10 @@ Scheduler::Scheduler(ModelRunner& runner, const SchedulerLimits& limits,
   for (int s = limits_.max_num_seqs - 1; s >= 0; --s) free_slots_.push_back(s);
   if (limits_.prefix_caching)
     cache_ = std::make_unique<PrefixCache>(
-        blocks_,
+        blocks_, runner_,
         PrefixCacheOptions{geometry_.block_size, limits_.prefill_align, geometry_.num_snapshots,
-                           limits_.snapshot_every_chunks, limits_.cache_identity});
+                           limits_.snapshot_every_chunks, limits_.cache_identity,
+                           limits_.prefix_cache_dir, limits_.prefix_cache_bytes});
   if (limits_.speculative_tokens > 0) {
     if (!drafter) drafter = std::make_unique<MtpDrafter>(runner_);
     spec_ = std::make_unique<Speculator>(
@@ -71,6 +72,7 @@ SchedulerCounters Scheduler::counters() const {
     c.prefix_hit_tokens = p.hit_tokens;
     c.snapshots_saved = p.snapshots_saved;
     c.snapshot_evictions = p.snapshot_evictions;
+    c.prefix = p;
   }
   return c;
 }
@@ -124,26 +126,57 @@ void Scheduler::add(std::shared_ptr<RequestHandle> handle, GenerationRequest req
 }
 
 void Scheduler::admit() {
-  while (!waiting_.empty() && int(running_.size()) < limits_.max_num_seqs && !free_slots_.empty()) {
-    Sequence& s = *waiting_.front();
-    PrefixCache::Hit hit;
-    if (cache_) hit = cache_->find(s);
-    // The hit's blocks are reserved already; its idle ones leave the free count when taken.
-    const int need = blocks_for(s) - int(hit.blocks.size());
-    // First come, first served: later requests wait too. Headroom of one block per running
-    // sequence keeps a new admission from being preempted by the next step's growth.
-    const int headroom = running_.empty() ? 0 : int(running_.size());
-    if (need + headroom > blocks_.num_free() - (cache_ ? cache_->idle_blocks(hit) : 0)) break;
-    if (cache_) cache_->take(s, hit);
-    for (int32_t b : blocks_.allocate(need)) s.blocks.push_back(b);
-    s.slot = free_slots_.back();
-    free_slots_.pop_back();
-    // A preempted sequence keeps its sampler: penalties and draws continue where they were.
-    if (!s.sampler) s.sampler.emplace(s.request.sampling, s.request.prompt, next_seed_++);
-    if (!s.matcher && s.request.grammar) s.matcher.emplace(s.request.grammar);
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
+  // First come, first served: later requests wait too.
+  while (!waiting_.empty() && admit_front(waiting_)) {
   }
+  // Answers use what requests leave: one that does not fit now is dropped, as is one whose
+  // prompt snapshot is gone (it would prefill the whole conversation) or whose end is cached.
+  while (waiting_.empty() && !answers_.empty()) {
+    Sequence& a = *answers_.front();
+    const PrefixCache::Hit hit = cache_->find(a);
+    const bool useful = hit.tokens < a.prefill_end() &&
+                        (hit.tokens > 0 || (a.request.prompt.size() - 1) / size_t(cache_->grid()) == 0);
+    if (!useful || !admit_front(answers_)) answers_.pop_front();
+  }
+}
+
+bool Scheduler::admit_front(std::deque<std::unique_ptr<Sequence>>& queue) {
+  if (int(running_.size()) >= limits_.max_num_seqs || free_slots_.empty()) return false;
+  Sequence& s = *queue.front();
+  PrefixCache::Hit hit;
+  if (cache_) hit = cache_->find(s);
+  // The hit's blocks are reserved already; its idle and stored ones leave the free count when
+  // taken. Headroom of one block per running sequence keeps a new admission from being
+  // preempted by the next step's growth.
+  const int need = blocks_for(s) - int(hit.blocks.size());
+  const int headroom = running_.empty() ? 0 : int(running_.size());
+  if (need + headroom > blocks_.num_free() - (cache_ ? cache_->free_blocks_taken(hit) : 0))
+    return false;
+  if (cache_) cache_->take(s, hit);
+  for (int32_t b : blocks_.allocate(need)) s.blocks.push_back(b);
+  s.slot = free_slots_.back();
+  free_slots_.pop_back();
+  // A preempted sequence keeps its sampler: penalties and draws continue where they were.
+  if (!s.sampler && !s.answer)
+    s.sampler.emplace(s.request.sampling, s.request.prompt, next_seed_++);
+  if (!s.matcher && s.request.grammar) s.matcher.emplace(s.request.grammar);
+  running_.push_back(std::move(queue.front()));
+  queue.pop_front();
+  return true;
+}
+
+void Scheduler::queue_answer(const Sequence& s) {
+  const int end = cache_->answer_end(s);
+  if (end == 0) return;
+  auto a = std::make_unique<Sequence>();
+  a->answer = true;
+  a->request.cache_salt = s.request.cache_salt;
+  a->request.prompt = s.request.prompt;  // its prompt's length says where its snapshot lies
+  a->request.sampling.max_tokens = 0;
+  a->tokens.assign(s.tokens.begin(), s.tokens.begin() + end);
+  a->prompt_len = end;
+  answers_.push_back(std::move(a));
+  if (int(answers_.size()) > limits_.max_num_seqs) answers_.pop_front();
 }
 
 bool Scheduler::needs_preemption() const {
@@ -191,6 +224,7 @@ void Scheduler::release(Sequence& s) {
 void Scheduler::preempt(std::unique_ptr<Sequence> s) {
   SPARKGLM_ASSERT(s->queued_steps == 0, "scheduler: preempting a sequence with a step queued");
   release(*s);
+  if (s->answer) return;  // dropped: it only saves later work
   s->computed = 0;  // recompute: prefill restarts at position 0, which resets the state slot
   ++counters_.preemptions;
   waiting_.push_front(std::move(s));  // it was admitted before everything still waiting
@@ -199,6 +233,7 @@ void Scheduler::preempt(std::unique_ptr<Sequence> s) {
 void Scheduler::finish(Sequence& s, FinishReason reason, const std::string& error) {
   s.finish = reason;
   release(s);
+  if (s.answer) return;
   ++counters_.finished;
   RequestEvent e;
   e.finish = reason;
@@ -266,6 +301,7 @@ void Scheduler::emit_token(Sequence& s, const SampledToken& t) {
   // The last token and the finish travel in one event.
   e.finish = reason;
   s.finish = reason;
+  if (cache_) queue_answer(s);
   release(s);
   ++counters_.finished;
   if (s.request.on_event) s.request.on_event(e);
@@ -355,7 +391,7 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     }
     if (cache_) end = cache_->cap_prefill(s, start, end);  // a snapshot save point (on the grid)
     // Only a first prefill samples; a recomputed one ends where the next decode step takes over.
-    const bool sample = end == prefill_end && s.generated() == 0;
+    const bool sample = end == prefill_end && s.generated() == 0 && !s.answer;
     const bool spec = spec_ && spec_->applies_to(s);  // every row's hidden state for the drafter
     batch.add_sequence({s.tokens.begin() + start, s.tokens.begin() + end}, start, s.slot, s.blocks,
                        sample, spec);
@@ -364,7 +400,7 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
                !spec ? SpecRole::kNone : sample ? SpecRole::kSampleLast : SpecRole::kObserve);
     if (cache_) cache_->mark_slice(s, batch.seqs.back(), start, end);
     budget -= end - start;
-    counters_.prompt_tokens += uint64_t(end - start);
+    if (!s.answer) counters_.prompt_tokens += uint64_t(end - start);
   }
   if (!sampling.token_from.empty()) sampling.token_from.resize(batch.tokens.size(), -1);
   if (masked.empty()) {
@@ -444,6 +480,10 @@ void Scheduler::collect_oldest() {
     const int row = q.logit_row[i];
     if (s.queued_steps == 0) s.pending_row = -1;    // its token is known from here on
     if (s.finish != FinishReason::kNone) continue;  // finished while queued: a wasted row
+    if (s.answer && failure.empty()) {
+      if (!s.prefilling()) finish(s, FinishReason::kStop);  // its last slice is in
+      continue;
+    }
     if (!failure.empty()) {
       finish(s, FinishReason::kError, failure);
       continue;
@@ -505,6 +545,7 @@ void Scheduler::cancel_all(FinishReason reason, const std::string& error) {
     if (s->finish == FinishReason::kNone) finish(*s, reason, error);
   waiting_.clear();
   running_.clear();
+  answers_.clear();
 }
 
 }  // namespace sparkglm

@@ -26,7 +26,11 @@
 // for the longest cached prefix with both its blocks and a KDA snapshot, takes those blocks by
 // reference (they count toward the reservation) and starts the sequence's prefill after them,
 // from the restored snapshot. Prefill slices also end at the cache's snapshot save points, which
-// lie on the chunk grid, so the arithmetic stays the same as above.
+// lie on the chunk grid, so the arithmetic stays the same as above. A request that finishes by
+// stop or length leaves an answer sequence (prefix_cache.h: Answers) in `answers_`: admitted only
+// when no request waits and only if it fits at once (it is dropped otherwise, and when
+// preempted), it prefills the conversation up to its last grid point from the prompt's snapshot
+// and ends without an event. At most max_num_seqs of them wait; the oldest goes first.
 //
 // Pipelining: a step is submitted to the runner and collected one step later, so the host builds
 // and submits step N+1 while the device runs step N. That needs step N's tokens before the host
@@ -47,6 +51,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/model/model_runner.h"
@@ -73,6 +78,8 @@ struct SchedulerLimits {
   bool prefix_caching = false;
   int snapshot_every_chunks = 0;  // also snapshot every this many chunks of a prefill (0: off)
   uint64_t cache_identity = 0;    // PrefixCache::identity of the model and precision
+  std::string prefix_cache_dir = {};  // the disk tier (--prefix-cache-dir), with:
+  uint64_t prefix_cache_bytes = 0;  // --prefix-cache-gb in bytes (0: no disk tier)
   // --speculative-tokens: drafts verified per sequence and step (0: off; at most
   // kMaxSpeculativeTokens). Needs a model with an MTP module (or a drafter given to the
   // Scheduler) and a runner that records k + 1 rows of KDA state (CacheGeometry::state_records).
@@ -87,6 +94,7 @@ struct SchedulerCounters {
   uint64_t prefix_hits = 0, prefix_hit_tokens = 0;  // admissions that resumed from the cache
   uint64_t block_evictions = 0;                     // cached blocks reused for new ones
   uint64_t snapshots_saved = 0, snapshot_evictions = 0;
+  PrefixCacheCounters prefix;  // all of the cache's counters (answers, the disk tier)
   double last_step_seconds = 0, total_step_seconds = 0;
   SpeculationCounters speculation;
 };
@@ -101,7 +109,9 @@ class Scheduler {
   // or tokens outside the vocabulary.
   void check_fits(const GenerationRequest& r) const;
   void add(std::shared_ptr<RequestHandle> handle, GenerationRequest request);
-  bool idle() const { return waiting_.empty() && running_.empty() && queued_.empty(); }
+  bool idle() const {
+    return waiting_.empty() && running_.empty() && queued_.empty() && answers_.empty();
+  }
   // One engine step: submits the next step and collects the one before it; returns false when
   // there was nothing to do.
   bool step();
@@ -134,6 +144,10 @@ class Scheduler {
   };
   int blocks_for(const Sequence& s) const;  // what admission reserves
   void admit();
+  // Admits the front of `queue` if a slot and its blocks are free; false (nothing taken) if not.
+  bool admit_front(std::deque<std::unique_ptr<Sequence>>& queue);
+  // A request finished by stop or length: queues its answer sequence when it would add a hit.
+  void queue_answer(const Sequence& s);
   // True when some decoding sequence's next position needs a block and the pool has too few.
   bool needs_preemption() const;
   // Gives every decoding sequence the block its next position needs, preempting the newest
@@ -160,6 +174,7 @@ class Scheduler {
   std::vector<int> free_slots_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
+  std::deque<std::unique_ptr<Sequence>> answers_;   // answer sequences not yet admitted
   std::deque<QueuedStep> queued_;  // at most two, between a submit and the collect after it
   Clock::time_point last_collect_{};
   size_t decode_cursor_ = 0;  // rotates decode rows when more sequences run than max_batch_size

@@ -47,6 +47,11 @@ EngineStats ServingEngine::stats() const {
   return stats_;
 }
 
+std::string ServingEngine::disk_tier_summary() const {
+  const PrefixCache* cache = scheduler_.prefix_cache();  // set before the engine thread starts
+  return cache ? cache->disk_summary() : "";
+}
+
 void ServingEngine::publish_stats() {
   EngineStats s;
   s.running = scheduler_.running();
@@ -65,6 +70,7 @@ void ServingEngine::publish_stats() {
   s.prefix_snapshots_saved = c.snapshots_saved;
   s.prefix_snapshot_evictions = c.snapshot_evictions;
   s.prefix_cached_blocks = scheduler_.blocks().num_idle_cached();
+  s.prefix = c.prefix;
   s.last_step_seconds = c.last_step_seconds;
   s.total_step_seconds = c.total_step_seconds;
   std::lock_guard<std::mutex> lock(mutex_);

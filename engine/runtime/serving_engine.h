@@ -41,6 +41,7 @@ struct EngineStats {
   uint64_t prefix_hits = 0, prefix_hit_tokens = 0, prefix_block_evictions = 0;
   uint64_t prefix_snapshots_saved = 0, prefix_snapshot_evictions = 0;
   int prefix_cached_blocks = 0;
+  PrefixCacheCounters prefix;  // every counter of the cache: answers, the disk tier
   double last_step_seconds = 0;
   double total_step_seconds = 0;
   std::string fatal;  // empty while the engine runs; the device fault that stopped it
@@ -63,6 +64,8 @@ class ServingEngine {
   void set_after_step(std::function<void()> fn);
   // Waits up to `timeout` for a device fault; returns its reason, or "" when none came.
   std::string wait_for_fault(std::chrono::milliseconds timeout) const;
+  // The prefix cache's disk tier, for the log ("" without one); fixed at construction.
+  std::string disk_tier_summary() const;
 
  private:
   void loop();

@@ -176,6 +176,31 @@ std::string Metrics::render(const EngineStats& e) const {
   metric(out, "sparkglm_prefix_cache_snapshot_evictions_total", "counter",
          "KDA state snapshots evicted (least recently used) for newer ones.",
          double(e.prefix_snapshot_evictions));
+  const PrefixCacheCounters& p = e.prefix;
+  metric(out, "sparkglm_prefix_cache_answer_tokens_total", "counter",
+         "Tokens prefilled again after a request finished so that its answer is cached for the "
+         "conversation's next turn.",
+         double(p.answer_tokens));
+  metric(out, "sparkglm_prefix_cache_spilled_blocks_total", "counter",
+         "Evicted KV blocks written to the disk tier.", double(p.spilled_blocks));
+  metric(out, "sparkglm_prefix_cache_spilled_snapshots_total", "counter",
+         "Evicted KDA snapshots written to the disk tier.", double(p.spilled_snapshots));
+  metric(out, "sparkglm_prefix_cache_spill_bytes_total", "counter",
+         "Bytes written to the disk tier.", double(p.spill_bytes));
+  metric(out, "sparkglm_prefix_cache_spill_seconds_total", "counter",
+         "Time spent spilling (host copy and write), on the engine thread.", p.spill_seconds);
+  metric(out, "sparkglm_prefix_cache_restored_blocks_total", "counter",
+         "KV blocks read back from the disk tier for a hit.", double(p.restored_blocks));
+  metric(out, "sparkglm_prefix_cache_restored_snapshots_total", "counter",
+         "KDA snapshots read back from the disk tier for a hit.", double(p.restored_snapshots));
+  metric(out, "sparkglm_prefix_cache_restore_bytes_total", "counter",
+         "Bytes read back from the disk tier.", double(p.restore_bytes));
+  metric(out, "sparkglm_prefix_cache_restore_seconds_total", "counter",
+         "Time spent restoring (read and host copy), on the engine thread.", p.restore_seconds);
+  metric(out, "sparkglm_prefix_cache_disk_errors_total", "counter",
+         "Disk-tier spills and restores that failed (an I/O error, or a record pushed out by "
+         "the spills that made room for its own restore); a failed restore is a miss.",
+         double(p.disk_errors));
   metric(out, "sparkglm_prefix_cache_blocks", "gauge",
          "KV blocks held by the prefix cache alone (free for new requests on demand).",
          double(e.prefix_cached_blocks));

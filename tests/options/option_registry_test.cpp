@@ -139,7 +139,7 @@ TEST(OptionRegistry, TableProblemsNameTheOption) {
 
 TEST(OptionRegistry, UsageMarksWhatIsNotImplemented) {
   const std::string usage = serving_options().usage();
-  const size_t line = usage.find("  --prefix-cache-gb");
+  const size_t line = usage.find("  --precision-mode");
   ASSERT_NE(line, std::string::npos);
   EXPECT_NE(usage.substr(line, usage.find('\n', line) - line).find("NOT IMPLEMENTED YET"),
             std::string::npos);

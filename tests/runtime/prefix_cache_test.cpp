@@ -73,6 +73,30 @@ TEST_F(PrefixCacheTest, HitEqualsColdUnderASmallPrefillBudgetAndBf16Latents) {
   multi_turn_equals_cold(bf16, l, 200, 50, true, 256);
 }
 
+TEST_F(PrefixCacheTest, TheNextTurnHitsThroughTheAnswer) {
+  // Turn 1: a 150-token prompt and a 120-token answer, whose rows decode computed (not
+  // published). The answer sequence prefills the conversation from the prompt's snapshot (128) to
+  // its last grid point (270 tokens: 256) once turn 1 has finished, so turn 2 (turn 1, its answer
+  // and 40 new tokens) hits 256, not 128, and still equals its cold prefill.
+  auto r = runner(256);
+  const auto turn1 = tokens_of(150, 50);
+  const Outcome cold1 = cold(request(turn1, true, "", 120));
+  std::vector<int32_t> answer;
+  for (const auto& t : cold1.tokens) answer.push_back(t.id);
+  const auto turn2 = concat(concat(turn1, answer), tokens_of(40, 51));
+  const Outcome cold2 = cold(request(turn2, true));
+
+  Scheduler s(*r, limits(true));
+  expect_bitwise(cold1, run(s, {request(turn1, true, "", 120)})[0], "turn 1");
+  EXPECT_EQ(s.counters().prefix.answers, 1u);
+  EXPECT_EQ(s.counters().prefix.answer_tokens, 128u) << "tokens 128..256";
+  EXPECT_EQ(s.counters().prompt_tokens, 150u) << "an answer's prefill is not a prompt's";
+  const Outcome second = run(s, {request(turn2, true)})[0];
+  EXPECT_EQ(second.cached_tokens, 256) << "turn 1's prompt and answer up to the last grid point";
+  expect_bitwise(cold2, second, "turn 2");
+  EXPECT_EQ(s.counters().prefix_hits, 1u) << "an answer sequence's own hit is not counted";
+}
+
 TEST_F(PrefixCacheTest, ADifferentSaltNeverMatches) {
   auto r = runner(256);
   Scheduler s(*r, limits(true));

@@ -149,6 +149,26 @@ void CpuModelRunner::forward_rows(const ForwardBatch& batch, ForwardOutput& out,
   logits(batch, y.data(), weights_.final_norm, out, gather);
 }
 
+void CpuModelRunner::copy_block_to_host(int32_t block, std::byte* host) {
+  run_queued();
+  cache_.copy_block_out(block, host);
+}
+
+void CpuModelRunner::copy_block_from_host(int32_t block, const std::byte* host) {
+  run_queued();
+  cache_.copy_block_in(block, host);
+}
+
+void CpuModelRunner::copy_snapshot_to_host(int snapshot, std::byte* host) {
+  run_queued();
+  states_.copy_snapshot_out(snapshot, host);
+}
+
+void CpuModelRunner::copy_snapshot_from_host(int snapshot, const std::byte* host) {
+  run_queued();
+  states_.copy_snapshot_in(snapshot, host);
+}
+
 void CpuModelRunner::forward_mtp(const ForwardBatch& batch, const std::vector<float>& hidden,
                                  ForwardOutput& out) {
   SPARKGLM_ASSERT(weights_.mtp.has_value(), "forward_mtp on a model without an MTP module");

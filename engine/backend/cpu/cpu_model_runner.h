@@ -47,6 +47,17 @@ class CpuModelRunner : public ModelRunner {
   void submit(const ForwardBatch& batch, const StepSampling& sampling) override;
   void collect(StepResult& result) override;
 
+  // Host copies (the prefix cache's disk tier): the caches are host memory already; a copy first
+  // runs the steps queued before it.
+  size_t host_block_bytes() const override {
+    return LatentCache::bytes_per_block(config_, options_.block_size, options_.kv_dtype);
+  }
+  size_t host_snapshot_bytes() const override { return KdaStatePool::snapshot_bytes(config_); }
+  void copy_block_to_host(int32_t block, std::byte* host) override;
+  void copy_block_from_host(int32_t block, const std::byte* host) override;
+  void copy_snapshot_to_host(int snapshot, std::byte* host) override;
+  void copy_snapshot_from_host(int snapshot, const std::byte* host) override;
+
   LatentCache& latent_cache() { return cache_; }
   KdaStatePool& state_pool() { return states_; }
   const CpuRunnerOptions& options() const { return options_; }
