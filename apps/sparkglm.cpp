@@ -3,11 +3,13 @@
 // (operator/commands.h): recipe apply, profile, start, stop, status, logs.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "engine/backend/capacity_plan.h"
 #include "engine/backend/cpu/cpu_model_runner.h"
 #include "engine/core/build_info.h"
 #include "engine/core/cli_args.h"
@@ -31,6 +33,10 @@ constexpr const char* kUsage = R"(usage: sparkglm <command> [flags]
        [--weight-format bf16|fp4-local] [--seed N] [--num-layers N] [--shard-mb N] [--force]
   tinyglm tokenizer --preset P --out FILE
        write only the tokenizer.json `tinyglm make` puts beside the checkpoint
+  plan [--gpu h200|gb10 --gpus N]      the memory plan of a preset on N devices (without --gpu:
+       1, 2, 4 H200 and 2, 4 GB10) [--preset P] [--weight-format fp4-local|bf16]
+       [--num-layers N] [--max-num-seqs N] [--max-prefill-tokens N] [--kv-cache-dtype D]
+       [--gpu-memory-utilization F]
   generate (--preset P | --model DIR)  greedy generation on the CPU backend
        [--prompt TEXT] [--max-tokens N] [--prefill-chunk N] [--threads N]
   logits (--preset P | --model DIR) --tokens a,b,c --out FILE.npz [--mtp] [--threads N]
@@ -115,6 +121,63 @@ int cmd_tinyglm_tokenizer(const CliArgs& a) {
   file << text;
   if (!file) throw Error(ErrorKind::kIo, "failed writing " + out);
   std::printf("wrote %s (%d ids)\n", out.c_str(), config.vocab_size);
+  return 0;
+}
+
+void print_plan(const ModelConfig& config, const CapacityRequest& r) {
+  const CapacityPlan p = plan_capacity(config, r);
+  std::printf("%d x %s (%s%s): weights %s, state slots %s, workspace %s, reserve %s a device\n",
+              r.devices, r.device.name.c_str(), gib_text(r.device.memory).c_str(),
+              r.device.shared_with_host ? " shared with the host" : "",
+              gib_text(p.demand.weights).c_str(), gib_text(p.demand.state).c_str(),
+              gib_text(p.demand.workspace).c_str(), gib_text(p.demand.reserve).c_str());
+  if (p.fits) {
+    std::printf("  KV pool %s: %lld tokens (%zu bytes a token, on every device)\n",
+                gib_text(p.pool.kv_budget).c_str(), static_cast<long long>(p.kv_tokens),
+                p.demand.per_block / size_t(r.block_size));
+    return;
+  }
+  const int depth = deepest_fitting_depth(config, r);
+  std::printf("  does not fit: %s\n  deepest depth that fits: %d of %d layers\n", p.why_not.c_str(),
+              depth, config.num_hidden_layers);
+}
+
+int cmd_plan(const CliArgs& a) {
+  a.allow_only({"--preset", "--weight-format", "--gpu", "--gpus", "--num-layers", "--max-num-seqs",
+                "--max-prefill-tokens", "--kv-cache-dtype", "--gpu-memory-utilization"});
+  const std::string preset = a.str("--preset", "glm-5.3-flash");
+  ModelConfig config = preset_config(preset);
+  if (const int layers = int(a.integer("--num-layers", 0, 0, 1024)); layers > 0)
+    config.set_depth(layers);
+  CapacityRequest r;
+  r.format = checkpoint_format_from_name(a.str("--weight-format", "fp4-local"));
+  r.max_num_seqs = int(a.integer("--max-num-seqs", r.max_num_seqs, 1, 1024));
+  r.max_tokens_per_step = a.integer("--max-prefill-tokens", r.max_tokens_per_step, 1, 1 << 24);
+  r.kv_dtype = kv_dtype_from_string(a.str("--kv-cache-dtype", "fp8_g128"));
+  const std::string share = a.str("--gpu-memory-utilization", "0.9");
+  char* end = nullptr;
+  r.gpu_memory_utilization = std::strtod(share.c_str(), &end);
+  if (*end != '\0' || !(r.gpu_memory_utilization >= 0.05 && r.gpu_memory_utilization <= 1.0))
+    throw Error(ErrorKind::kInvalidArgument,
+                "--gpu-memory-utilization " + share + ": expected a number in [0.05, 1]");
+  if (a.has("--gpu") != a.has("--gpus"))
+    throw Error(ErrorKind::kInvalidArgument, "give both --gpu and --gpus, or neither");
+  std::vector<std::pair<std::string, int>> setups = {
+      {"h200", 1}, {"h200", 2}, {"h200", 4}, {"gb10", 2}, {"gb10", 4}};
+  if (a.has("--gpu")) setups = {{a.str("--gpu", ""), int(a.integer("--gpus", 1, 1, 64))}};
+  a.reject_unread("sparkglm plan");
+  std::printf(
+      "%s, %d layers, %s: %s of weights in all; %d state slots, %lld rows a step, %s KV, "
+      "--gpu-memory-utilization %g\n",
+      preset.c_str(), config.num_hidden_layers, checkpoint_format_name(r.format),
+      gib_text(size_t(plan_capacity(config, r).model_bytes)).c_str(), r.max_num_seqs,
+      static_cast<long long>(r.max_tokens_per_step), to_string(r.kv_dtype),
+      r.gpu_memory_utilization);
+  for (const auto& [gpu, n] : setups) {
+    r.device = device_kind(gpu);
+    r.devices = n;
+    print_plan(config, r);
+  }
   return 0;
 }
 
@@ -225,6 +288,7 @@ int run(const std::vector<std::string>& args) {
     return args[1] == "make" ? cmd_tinyglm_make(rest_flags) : cmd_tinyglm_tokenizer(rest_flags);
   }
   const CliArgs flags({args.begin() + 1, args.end()}, switches);
+  if (cmd == "plan") return cmd_plan(flags);
   if (cmd == "generate") return cmd_generate(flags);
   if (cmd == "logits") return cmd_logits(flags);
   throw Error(ErrorKind::kInvalidArgument, "unknown command \"" + cmd + "\" (see sparkglm --help)");

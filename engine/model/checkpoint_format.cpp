@@ -27,7 +27,9 @@ WeightFormat fp4_local_format(const ModelConfig& c, std::string_view name) {
     const bool projection = ends_with(rest, ".wq_b.weight") || ends_with(rest, ".wk.weight");
     return projection ? WeightFormat::kFp8Block : WeightFormat::kAsLaidOut;
   }
-  if (!ends_with(rest, "_proj.weight") || rest == "eh_proj.weight")
+  const bool projection =
+      ends_with(rest, "_proj.weight") || rest == "self_attn.kv_a_proj_with_mqa.weight";
+  if (!projection || rest == "eh_proj.weight")
     return WeightFormat::kAsLaidOut;  // norms, convolutions, gates, router, mHC, eh_proj
   if (starts_with(rest, "mlp.experts.")) return WeightFormat::kNvfp4;
   if (starts_with(rest, "mlp.shared_experts.")) return WeightFormat::kFp8Block;

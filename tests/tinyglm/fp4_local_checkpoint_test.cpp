@@ -74,8 +74,10 @@ TEST(Fp4LocalCheckpoint, StoresEachTensorInItsSectionSevenFormat) {
   }
   EXPECT_EQ(dtype("model.layers.0.mlp.up_proj.weight_scale"), "F8_E8M0");  // dense MLP
   EXPECT_EQ(dtype("lm_head.weight_scale"), "F8_E8M0");
-  for (const std::string mla : {"self_attn.q_a_proj", "self_attn.kv_b_proj", "self_attn.o_proj",
-                                "self_attn.indexer.wq_b", "mlp.shared_experts.gate_proj"}) {
+  for (const std::string mla :
+       {"self_attn.q_a_proj", "self_attn.q_b_proj", "self_attn.kv_a_proj_with_mqa",
+        "self_attn.kv_b_proj", "self_attn.o_proj", "self_attn.indexer.wq_b", "self_attn.indexer.wk",
+        "mlp.shared_experts.gate_proj", "mlp.shared_experts.down_proj"}) {
     EXPECT_EQ(dtype("model.layers.3." + mla + ".weight"), "F8_E4M3") << mla;
     EXPECT_EQ(dtype("model.layers.3." + mla + ".weight_scale_inv"), "F32") << mla;
     EXPECT_EQ(dtype("model.layers.4." + mla + ".weight_scale_inv"), "F32") << "MTP " << mla;
