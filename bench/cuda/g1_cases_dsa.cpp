@@ -78,7 +78,9 @@ void run_scores(Harness& h, int64_t rows, bool decode) {
       "tiled kernel reaches ~45 % of FP32 peak";
   const float *qp = ptr<float>(d_q), *wp = ptr<float>(d_w), *pp = ptr<float>(d_pooled);
   float* sp = ptr<float>(d_scores);
-  c.launch = [=](cudaStream_t s) { cuda::dsa_pool_scores(qp, wp, rows, heads, {pp}, pools, sp, s); };
+  c.launch = [=](cudaStream_t s) {
+    cuda::dsa_pool_scores(qp, wp, rows, heads, {pp}, pools, sp, s);
+  };
   c.outputs.push_back({"scores", sp, rows * pools, false, pools, ref, {}});
   c.keep = {d_pooled, d_q, d_w, d_scores};
   h.run(c);

@@ -307,9 +307,9 @@ int64_t blocks_needed(const CellSpec& cell, const CellSettings& s, int block_siz
   // Decode runs its steps twice (synchronous, then pipelined with one step more in flight), and
   // twice more when it also samples (host-drawn, then runner-drawn and pipelined).
   const int passes = s.temperature > 0.0f ? 4 : 2;
-  const int64_t len =
-      cell.decode ? decode_context(cell, s) + passes * (s.warmup_steps + s.decode_steps) + 3
-                  : cell.tokens;
+  const int64_t len = cell.decode
+                          ? decode_context(cell, s) + passes * (s.warmup_steps + s.decode_steps) + 3
+                          : cell.tokens;
   return (cell.decode ? cell.rows : 1) * ((len + block_size - 1) / block_size);
 }
 

@@ -1,12 +1,13 @@
 #pragma once
 // The runner bench's cells, driven straight through ModelRunner (no scheduler, no HTTP):
-//   decode_cC    C sequences of `prompt` tokens (decode_cC_at_Nk: N * 1024) prefilled, then `warmup_steps` untimed and
-//                `decode_steps` timed steps of C rows twice: pipelined (the reported numbers:
-//                submit step N+1, then collect step N, rows reading the runner's greedy picks, as
-//                the scheduler serves greedy requests; a sample is the interval between two
-//                collections) and synchronous (under "synchronous": one forward per sample, its
-//                logits to the host, the greedy token taken there outside the timed call); with
-//                CellSettings::temperature also seeded sampling, host-drawn and runner-drawn.
+//   decode_cC    C sequences of `prompt` tokens (decode_cC_at_Nk: N * 1024) prefilled, then
+//                `warmup_steps` untimed and `decode_steps` timed steps of C rows twice:
+//                pipelined (the reported numbers: submit step N+1, then collect step N, rows
+//                reading the runner's greedy picks, as the scheduler serves greedy requests; a
+//                sample is the interval between two collections) and synchronous (under
+//                "synchronous": one forward per sample, its logits to the host, the greedy token
+//                taken there outside the timed call); with CellSettings::temperature also seeded
+//                sampling, host-drawn and runner-drawn.
 //   prefill_L    (prefill_Nk: N * 1024 tokens) one fresh sequence of L tokens, cold (new slot,
 //                new blocks), in chunks of max_prefill_tokens, timed end to end; `runs` times.
 // forward returns host logits, so it is synchronous and a steady-clock interval covers the work.
@@ -23,7 +24,7 @@ namespace sparkglm::bench {
 struct CellSpec {
   std::string name;
   bool decode = false;
-  int rows = 1;        // decode: sequences per step
+  int rows = 1;         // decode: sequences per step
   int64_t tokens = 0;   // prefill: prompt length
   int64_t context = 0;  // decode: prompt length, when the name gives one (else --prompt)
 };

@@ -121,10 +121,10 @@ TEST(CudaDsaScores, PoolsKeptInPagesEqualPoolsOfContiguousKeys) {
     cuda::DeviceBuffer s1(size_t(r * pools) * 4), s2(size_t(r * pools) * 4);
     const auto* qf = static_cast<const float*>(dq.data());
     const auto* wf = static_cast<const float*>(dw.data());
-    cuda::dsa_pool_scores(qf, wf, r, kHeads,
-                          {static_cast<const float*>(pp.data()),
-                           static_cast<const int32_t*>(dt.data()), kPerBlock},
-                          pools, static_cast<float*>(s1.data()), nullptr);
+    cuda::dsa_pool_scores(
+        qf, wf, r, kHeads,
+        {static_cast<const float*>(pp.data()), static_cast<const int32_t*>(dt.data()), kPerBlock},
+        pools, static_cast<float*>(s1.data()), nullptr);
     cuda::dsa_pool_scores(qf, wf, r, kHeads, {static_cast<const float*>(contiguous.data())}, pools,
                           static_cast<float*>(s2.data()), nullptr);
     const auto a = cuda_test::to_host<float>(s1, size_t(r * pools));

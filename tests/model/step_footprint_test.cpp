@@ -8,9 +8,9 @@ namespace sparkglm {
 namespace {
 
 // One SwiGLU expert at production width: gate, up and down, 2048 x 4096 BF16 each.
-constexpr int64_t kExpertBytes = 3 * int64_t(2048) * 4096 * 2;      // 50,331,648
+constexpr int64_t kExpertBytes = 3 * int64_t(2048) * 4096 * 2;  // 50,331,648
 constexpr int64_t kLatentBf16 = 512 * 2, kIndexBf16 = 128 * 2;  // a pooled indexer key
-constexpr int64_t kLatentFp8 = 528;                                 // MODEL.md section 1
+constexpr int64_t kLatentFp8 = 528;                             // MODEL.md section 1
 // Sum of 1..n.
 constexpr int64_t tri(int64_t n) {
   return n * (n + 1) / 2;

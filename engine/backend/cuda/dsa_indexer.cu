@@ -360,8 +360,8 @@ void dsa_pool_completed(const float* key_pages, const float* gate_pages, const f
                         const int32_t* positions, const int32_t* page_rows, int64_t rows,
                         float* pooled_pages, cudaStream_t stream) {
   if (rows <= 0) return;
-  pool_completed_kernel<<<unsigned(rows), kIndexDim, 0, stream>>>(key_pages, gate_pages, ape,
-                                                                  positions, page_rows, pooled_pages);
+  pool_completed_kernel<<<unsigned(rows), kIndexDim, 0, stream>>>(
+      key_pages, gate_pages, ape, positions, page_rows, pooled_pages);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -8,8 +8,8 @@
 
 namespace sparkglm::cuda {
 
-inline constexpr int kIndexDim = 128;         // d_i: the kernels are specialised for it
-inline constexpr int kIndexKpool = 4;         // tokens per pool
+inline constexpr int kIndexDim = 128;          // d_i: the kernels are specialised for it
+inline constexpr int kIndexKpool = 4;          // tokens per pool
 inline constexpr int kIndexMaxPools = 262144;  // per query: 1,048,576-token contexts
 
 // pooled[p] = sum_i a_i keys[4p + i], a = softmax_i(gates[4p + i] + ape[i]), i increasing.
