@@ -9,6 +9,7 @@
 
 #include "engine/core/build_info.h"
 #include "gates/qualify_commands.h"
+#include "gates/quality_gate.h"
 #include "gates/verdict_rederivation.h"
 #include "receipts/receipt_commands.h"
 #include "reports/report_commands.h"
@@ -23,6 +24,8 @@ const char* const kUsage =
     "            --id ID [--out DIR] [--gates DIR] [--limitation TEXT ...]: a G2 measurement\n"
     "            bundle from sparkglm-runner-bench files (and the PyTorch peer's), judging the\n"
     "            engine targets of G2.json\n"
+    "  quality   [--checkpoint DIR] [--device cpu|cuda] [--kv-cache-dtype D]: the held-out loss\n"
+    "            of the trained tinyGLM through the engine, judged by G2's quality_targets\n"
     "  compare   A B: side-by-side table of two bundles with the same settings\n"
     "  verify    BUNDLE [--pubkey KEY] [--keys DIR] [--gates DIR]: check every artifact, field\n"
     "            and signature, and re-derive every gate verdict and metric from the raw records\n"
@@ -50,6 +53,7 @@ struct Entry {
 const Entry kCommands[] = {
     {"run", sparkglm::gates::run_command},
     {"measure", sparkglm::gates::measure_command},
+    {"quality", sparkglm::gates::quality_command},
     {"promote", sparkglm::gates::promote_command},
     {"compare",
      [](const Args& a, std::ostream& o, std::ostream& e) {

@@ -1,0 +1,49 @@
+#pragma once
+// The quality gate: G2's "quality_targets" (gates/G2.json) judged on the held-out loss of the
+// trained tinyGLM (harness/heldout_loss.h), measured through the engine on a device. The reference
+// is the CPU backend's score of the committed weights (the backend that agrees with the float64
+// PyTorch model to 1e-6); a candidate passes when
+//   nll      <= reference nll x max_nll_ratio (the mean over tasks),
+//   nll      <= reference nll x max_task_nll_ratio for every task (6 examples each: noisier), and
+//   accuracy >= reference accuracy - max_accuracy_drop (the mean over tasks).
+// So a kernel, format, cache or state change that damages the model fails here however fast it
+// is; tests/gates/quality_gate_test.cpp breaks the engine on purpose to show that it does.
+//
+// `sparkglm-qualify quality [--checkpoint DIR] [--heldout FILE] [--device cpu|cuda]
+//   [--kv-cache-dtype D] [--chunk N] [--gates DIR] [--out FILE]`
+// prints the scores beside the reference and exits 0 (pass), 1 (fail) or 2 (could not run).
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gates/gate_definition.h"
+#include "harness/heldout_loss.h"
+
+namespace sparkglm::gates {
+
+struct QualityTargets {
+  std::string checkpoint;  // the trained weights (a directory sparkglm-serve --model loads)
+  std::string heldout;     // their held-out set
+  int chunk = 256;         // prefill chunk, as the server cuts prompts
+  double max_nll_ratio = 1;
+  double max_task_nll_ratio = 1;
+  double max_accuracy_drop = 0;
+  double reference_nll = 0;
+  double reference_accuracy = 0;
+  std::map<std::string, double> reference_task_nll;
+};
+
+// Errors name `where` and the field.
+QualityTargets parse_quality_targets(const nlohmann::json& j, const std::string& where);
+// G2's quality_targets from gates_dir/G2.json.
+QualityTargets load_quality_targets(const std::string& gates_dir);
+
+// One criterion per judged number; a task the reference lacks (or misses) fails.
+GateResult judge_quality(const QualityTargets& t, const harness::HeldoutLoss& got);
+
+int quality_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace sparkglm::gates
