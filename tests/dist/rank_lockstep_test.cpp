@@ -87,6 +87,8 @@ TEST(RankLockstep, TheStepMessageRoundTripsAndRefusesMalformedBytes) {
   m.call = dist::StepCall::kSubmit;
   m.batch.add_sequence({5, 6, 7}, 4, 1, {3, 9});
   m.batch.seqs[0].restore_snapshot = 2;
+  m.batch.seqs[0].record_states = true;
+  m.batch.seqs[0].resume_record = 1;
   m.sampling.picked = {1};
   m.sampling.draws = {RowDraw{0.0f, 1.0f, 0.0f, 0, 42, 3}};
   m.sampling.token_from = {-1, -1, 0};
@@ -98,6 +100,8 @@ TEST(RankLockstep, TheStepMessageRoundTripsAndRefusesMalformedBytes) {
   EXPECT_EQ(back.batch.positions, m.batch.positions);
   EXPECT_EQ(back.batch.seqs[0].block_table, m.batch.seqs[0].block_table);
   EXPECT_EQ(back.batch.seqs[0].restore_snapshot, 2);
+  EXPECT_TRUE(back.batch.seqs[0].record_states);
+  EXPECT_EQ(back.batch.seqs[0].resume_record, 1);
   EXPECT_EQ(back.sampling.draws[0].seed, 42u);
   EXPECT_EQ(back.sampling.token_from, m.sampling.token_from);
   EXPECT_EQ(back.sampling.mask_words, 10);
