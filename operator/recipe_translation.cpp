@@ -21,6 +21,7 @@ namespace {
 // Other engines' names for our options (vLLM, SGLang).
 const std::map<std::string, std::string> kAliases = {
     {"tensor-parallel-size", "tp-size"},
+    {"tp", "tp-size"},
     {"max-model-len", "max-seq-len"},
     {"context-length", "max-seq-len"},
     {"host", "bind"},
@@ -34,7 +35,8 @@ const std::map<std::string, std::string> kAliases = {
 
 // Why a flag some engine knows has no SparkGLM counterpart. A trailing '*' matches a prefix.
 const std::pair<const char*, const char*> kReasons[] = {
-    {"ep-size", "expert parallelism is not an option: tensor-parallel ranks hold every expert"},
+    {"ep-size",
+     "expert parallelism is not a separate option: the tp-size ranks split the routed experts"},
     {"dflash*", "speculative decoding is not implemented by SparkGLM"},
     {"draft-model", "speculative decoding is not implemented by SparkGLM"},
     {"speculative*", "speculative decoding is not implemented by SparkGLM"},

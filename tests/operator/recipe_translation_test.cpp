@@ -126,6 +126,19 @@ TEST(RecipeTranslation, EnvironmentKeysNamingEngineOptionsBecomeOptions) {
   EXPECT_EQ(d.text.find("hf_abc"), std::string::npos);
 }
 
+TEST(RecipeTranslation, OtherEnginesTensorParallelFlagsSetTpSize) {
+  // vLLM's --tensor-parallel-size and SGLang's --tp: the ranks sparkglm-serve starts itself.
+  for (const char* flag : {"--tensor-parallel-size 2", "--tp=2"}) {
+    const json j = {{"id", "x"},
+                    {"model", "zai-org/GLM-5.3-Flash"},
+                    {"command", std::string("vllm serve m ") + flag}};
+    const ProfileDraft d = translate(fetched_from(j));
+    const Profile p = Profile::parse(d.text, "/tmp/profiles/x.json");
+    EXPECT_EQ(std::get<int64_t>(p.values().at("tp-size")), 2) << flag;
+    EXPECT_TRUE(has_line(d.applied, std::string(flag).substr(0, 4))) << flag;
+  }
+}
+
 TEST(RecipeTranslation, StatesTheLimitsTheRecipeLeavesOut) {
   const json j = {{"id", "x"}, {"model", "GLM-5.3-Flash"}, {"command", "vllm serve m"}};
   const ProfileDraft d = translate(fetched_from(j));
