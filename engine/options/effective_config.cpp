@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <set>
+#include <string_view>
+#include <utility>
 
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
@@ -26,6 +28,11 @@ namespace {
   throw Error(ErrorKind::kInvalidArgument, message);
 }
 
+// The flag users of other engines type for one of our options: the same option under its
+// registry name (recipe apply translates more of them into profiles).
+const std::pair<std::string_view, std::string_view> kFlagAliases[] = {
+    {"tensor-parallel-size", "tp-size"}};
+
 }  // namespace
 
 CommandLine parse_command_line(const std::vector<std::string>& args,
@@ -42,6 +49,8 @@ CommandLine parse_command_line(const std::vector<std::string>& args,
     std::optional<std::string> text;
     if (eq != std::string::npos) text = arg.substr(eq + 1);
 
+    for (const auto& [alias, option] : kFlagAliases)
+      if (name == alias && registry.find(option)) name = option;
     const OptionSpec* spec = registry.find(name);
     bool negated = false;
     if (!spec && name.rfind("no-", 0) == 0 && !text) {

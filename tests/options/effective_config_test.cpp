@@ -157,6 +157,9 @@ TEST(EffectiveConfig, SettingsThatDependOnEachOtherAreChecked) {
   EXPECT_EQ(serve_error({"--preset=tinyglm", "--tp-size=2", "--rank=2"}),
             "invalid argument: --rank=2 is not below --tp-size=2");
   EXPECT_EQ(serve({"--preset=tinyglm", "--tp-size=2", "--rank=1"}).integer("rank"), 1);
+  EXPECT_EQ(serve({"--preset=tinyglm", "--tensor-parallel-size", "2"}).integer("tp-size"), 2);
+  EXPECT_EQ(serve_error({"--preset=tinyglm", "--tp-size=2", "--tensor-parallel-size=2"}),
+            "invalid argument: --tp-size given twice");
   EXPECT_EQ(serve_error({"--profile=4x1m", "--rank=2"}),
             "invalid argument: --rank=2 is not below --world-size=2 (profile 4x1m)");
   EXPECT_EQ(serve_error({"--preset=tinyglm", "--num-layers=6"}),
