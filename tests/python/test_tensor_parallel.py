@@ -2,8 +2,9 @@
 heads, widths, experts and vocabulary split between them (docs/parallel.md).
 
 - greedy output of TP2 equals TP1's and repeats across two TP2 runs, alone (C1) and with four
-  requests at once (C4); the logits differ from TP1's by rounding only (tests/dist checks the
-  NMSE), which at tinyglm-micro's size never changes a greedy pick of these prompts;
+  requests at once (C4); so do a seeded sampled completion and a constrained (guided_choice) chat. The
+  logits differ from TP1's by rounding only (tests/dist checks the NMSE), which changes none of
+  these picks or draws;
 - killing rank 1 ends the request in flight with a device_fault error, new requests get 503, and
   rank 0 exits with status 3 on its own (never a hang);
 - ranks started by hand with different settings refuse to start, naming the setting; a size that
@@ -32,6 +33,24 @@ def completion(port, prompt, max_tokens=24):
                             "ignore_eos": True})
     assert status == 200, body
     return json.loads(body)["choices"][0]["text"]
+
+
+CHOICES = ["tensor parallel", "expert parallel", "vocabulary parallel"]
+
+
+def other_rows(port):
+    """A seeded sampled completion (its rows gathered whole, drawn by rank 0's sampler) and a
+    constrained greedy chat (masked rows: gathered, masked and picked on rank 0)."""
+    sampled = call(port, "POST", "/v1/completions",
+                   {"prompt": "seeded", "max_tokens": 24, "temperature": 0.9, "seed": 7,
+                    "ignore_eos": True})
+    schema = call(port, "POST", "/v1/chat/completions",
+                  {"messages": [{"role": "user", "content": "a number"}], "max_tokens": 48,
+                   "temperature": 0, "chat_template_kwargs": {"enable_thinking": False},
+                   "guided_choice": CHOICES})
+    assert sampled[0] == 200 and schema[0] == 200, (sampled, schema)
+    return (json.loads(sampled[2])["choices"][0]["text"],
+            json.loads(schema[2])["choices"][0]["message"]["content"])
 
 
 def all_at_once(port, prompts):
@@ -69,9 +88,11 @@ def free_port():
 
 
 class TensorParallelTest(unittest.TestCase):
-    def test_tp2_greedy_output_equals_tp1_repeats_and_is_the_same_at_c1_and_c4(self):
+    def test_tp2_output_equals_tp1_repeats_and_is_the_same_at_c1_and_c4(self):
         with ServerProcess() as one:
             expected = [completion(one.port, p) for p in PROMPTS]
+            expected_other = other_rows(one.port)
+        self.assertIn(expected_other[1], CHOICES)  # the constraint held
         runs = []
         for _ in range(2):
             with ServerProcess(*TP2) as srv:
@@ -80,6 +101,7 @@ class TensorParallelTest(unittest.TestCase):
                 together = all_at_once(srv.port, PROMPTS)
                 self.assertEqual(together, alone, "C4 differs from C1 at TP2")
                 runs.append(alone)
+                self.assertEqual(other_rows(srv.port), expected_other, "sampled or masked rows")
                 self.assertEqual(srv.stop(), 0, srv.log())
                 self.assertIn("rank 1: stopped by rank 0", srv.log())
         self.assertEqual(runs[0], expected, "TP2 differs from TP1")
