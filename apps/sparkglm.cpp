@@ -16,6 +16,7 @@
 #include "engine/core/error.h"
 #include "engine/core/npz_writer.h"
 #include "engine/model/model_loader.h"
+#include "engine/model/precision_mode.h"
 #include "engine/runtime/offline_generator.h"
 #include "engine/text/byte_tokenizer.h"
 #include "operator/commands.h"
@@ -42,14 +43,15 @@ constexpr const char* kUsage = R"(usage: sparkglm <command> [flags]
   logits (--preset P | --model DIR) --tokens a,b,c --out FILE.npz [--mtp] [--threads N]
        logits [T, vocab] and hidden [T, D] of every position (and MTP logits [T-1, vocab])
   With --preset, [--seed N] [--num-layers N] shape the dummy weights; with --model they are
-  refused. A flag a command does not use is an error.
+  refused. generate and logits take --precision-mode strict|spark (MODEL.md section 7; default
+  strict). A flag a command does not use is an error.
 
 )";
 
 constexpr const char* kPresets = "\npresets: glm-5.3-flash, tinyglm, tinyglm-micro\n";
 
-const std::set<std::string> kModelFlags = {"--preset", "--model", "--seed", "--num-layers",
-                                           "--threads"};
+const std::set<std::string> kModelFlags = {"--preset",     "--model",   "--seed",
+                                           "--num-layers", "--threads", "--precision-mode"};
 
 // Where the weights come from. --seed and --num-layers shape a preset's dummy weights; a checkpoint
 // directory has its own weights and depth, so with --model they are refused, not ignored.
@@ -57,12 +59,14 @@ struct ModelSource {
   std::string preset, model_dir;
   int num_layers = 0;
   uint64_t seed = kDefaultDummySeed;
+  PrecisionMode precision = PrecisionMode::kStrict;
 };
 
 ModelSource model_source(const CliArgs& a) {
   if (a.has("--model") == a.has("--preset"))
     throw Error(ErrorKind::kInvalidArgument, "give exactly one of --preset NAME or --model DIR");
   ModelSource m;
+  m.precision = precision_mode_from_name(a.str("--precision-mode", "strict"));
   if (a.has("--model")) {
     for (const char* flag : {"--num-layers", "--seed"})
       if (a.has(flag))
@@ -79,8 +83,10 @@ ModelSource model_source(const CliArgs& a) {
 }
 
 std::unique_ptr<LoadedModel> load(const ModelSource& m, ThreadPool& pool) {
-  if (!m.model_dir.empty()) return load_model_dir(m.model_dir);
-  return load_model_preset(m.preset, m.num_layers, m.seed, pool);
+  auto model = m.model_dir.empty() ? load_model_preset(m.preset, m.num_layers, m.seed, pool)
+                                   : load_model_dir(m.model_dir);
+  apply_precision_mode(model->config, m.precision, model->weights);
+  return model;
 }
 
 ThreadPool& pool_for(const CliArgs& a) {

@@ -80,11 +80,19 @@ struct SwiGluWeights {
   Linear down;      // [D, width]
 };
 
+// The NVFP4 global scales a routed expert's activations are quantized with in spark mode
+// (engine/model/precision_mode.h): its gate/up input, and its down input.
+struct Fp4ActivationScales {
+  float gate_up = 0.0f;
+  float down = 0.0f;
+};
+
 struct MoeWeights {                     // MODEL.md section 5
   const float* router = nullptr;        // [E, D], FP32
   const float* score_bias = nullptr;    // [E]: e_score_correction_bias
   std::vector<SwiGluWeights> experts;   // E of width moe_intermediate_size
   std::optional<SwiGluWeights> shared;  // width moe_intermediate_size * n_shared_experts
+  std::vector<Fp4ActivationScales> fp4_activations;  // [E] in spark mode; empty in strict
 };
 
 struct LayerWeights {

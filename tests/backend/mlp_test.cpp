@@ -10,6 +10,10 @@
 #include <random>
 
 #include <vector>
+
+#include "engine/backend/cpu/linear.h"
+#include "engine/backend/cpu/ops.h"
+#include "engine/model/weight_quantizer.h"
 #include "tests/support/test_linear.h"
 
 namespace sparkglm::cpu {
@@ -132,6 +136,36 @@ TEST(Mlp, RowResultDoesNotDependOnBatchOrThreads) {
     if (first.empty()) first = alone;
     EXPECT_EQ(std::memcmp(alone.data(), first.data(), size_t(D) * 4), 0) << threads;
   }
+}
+
+// Spark mode's routed expert: x and h are rounded through NVFP4 row by row (round_trip_nvfp4),
+// then the same FP32 products and activation as strict.
+TEST(Mlp, Fp4ActivationsRoundEachRowOfXAndHThroughNvfp4) {
+  std::mt19937 rng(14);
+  ThreadPool pool(2);
+  const TestSwiGlu expert(256, 64, DType::kBF16, 0.3f, rng);
+  const SwiGluWeights w = expert.weights();
+  const int64_t T = 5, D = 256, W = 64;
+  const auto x = random_rows(T, D, 2.0f, rng);
+  const Fp4ActivationScales fp4{16.0f / 2688.0f, 100.0f / 2688.0f};
+  std::vector<float> got(size_t(T * D)), strict(size_t(T * D)), want(size_t(T * D));
+  swiglu_forward(w, x.data(), T, got.data(), pool, 10.0f, &fp4);
+  swiglu_forward(w, x.data(), T, strict.data(), pool, 10.0f);
+  std::vector<float> xq = x, g(size_t(T * W)), u(size_t(T * W));
+  for (int64_t t = 0; t < T; ++t) round_trip_nvfp4(xq.data() + t * D, D, fp4.gate_up);
+  EXPECT_NE(xq, x);
+  linear(xq.data(), T, w.gate, g.data(), pool);
+  linear(xq.data(), T, w.up, u.data(), pool);
+  for (size_t i = 0; i < g.size(); ++i)
+    g[i] = silu(std::min(g[i], 10.0f)) * std::clamp(u[i], -10.0f, 10.0f);
+  for (int64_t t = 0; t < T; ++t) round_trip_nvfp4(g.data() + t * W, W, fp4.down);
+  linear(g.data(), T, w.down, want.data(), pool);
+  EXPECT_EQ(got, want);
+  EXPECT_NE(got, strict);
+  // Each row is quantized on its own: a row alone gives the bits it gives in the batch.
+  std::vector<float> alone(static_cast<size_t>(D));
+  swiglu_forward(w, x.data() + 3 * D, 1, alone.data(), pool, 10.0f, &fp4);
+  EXPECT_EQ(std::memcmp(alone.data(), got.data() + 3 * D, size_t(D) * 4), 0);
 }
 
 }  // namespace

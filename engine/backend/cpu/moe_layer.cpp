@@ -63,7 +63,10 @@ void moe_chunk(const ModelConfig& c, const MoeWeights& w, const float* x, int64_
     const int64_t n = start[size_t(e) + 1] - start[size_t(e)];
     if (n == 0) continue;
     const int64_t off = start[size_t(e)] * D;
-    swiglu_forward(w.experts[size_t(e)], xg.data() + off, n, yg.data() + off, pool, c.swiglu_limit);
+    const Fp4ActivationScales* fp4 =
+        w.fp4_activations.empty() ? nullptr : &w.fp4_activations[size_t(e)];  // spark mode
+    swiglu_forward(w.experts[size_t(e)], xg.data() + off, n, yg.data() + off, pool, c.swiglu_limit,
+                   fp4);
   }
 
   std::vector<float> ys;  // [Tc, D] shared expert output

@@ -12,11 +12,13 @@ namespace sparkglm::cpu {
 //   logits = W_router x                       # [T, E], FP32
 //   choices = select_experts(logits, bias)    # [T, k]
 //   out = (sum over ranks r of w_r * expert_r(x)) + shared(x)
-// Experts are clamped SwiGLUs (limit swiglu_limit). Tokens are grouped by expert and each expert
-// runs once over its gathered rows; the per-token sum then runs in rank order, then the shared
-// expert, so a token's output is bitwise independent of the other tokens and of the pool size.
-// With expert parallelism only the routed experts in [expert_begin, expert_end) run here (the
-// others' terms are left out of the sum; their ranks add them in the all-reduce); end -1 = all.
+// Experts are clamped SwiGLUs (limit swiglu_limit); in spark mode (w.fp4_activations set) a routed
+// expert reads its activations through NVFP4 (mlp.h), the shared expert does not. Tokens are
+// grouped by expert and each expert runs once over its gathered rows; the per-token sum then runs
+// in rank order, then the shared expert, so a token's output is bitwise independent of the other
+// tokens and of the pool size. With expert parallelism only the routed experts in [expert_begin,
+// expert_end) run here (the others' terms are left out of the sum; their ranks add them in the
+// all-reduce); end -1 = all.
 void moe_forward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, float* out,
                  ThreadPool& pool, int expert_begin = 0, int expert_end = -1);
 
