@@ -86,6 +86,7 @@ BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
   o.block_size = r.block_size;
   o.num_state_slots = r.max_num_seqs;
   o.num_snapshots = r.num_snapshots;
+  o.state_records = r.state_records;
   o.kv_dtype = r.kv_dtype;
   o.comm = r.comm;
   auto runner = std::make_unique<cpu::CpuModelRunner>(mc, b.host_model->weights, o, pool);

@@ -39,6 +39,8 @@ void fill_runner(const EffectiveConfig& c, RunnerRequest& r) {
   r.inject_device_fault_after_steps = c.integer("inject-device-fault-after-steps");
   const int64_t snapshots = c.integer("prefix-cache-snapshots");
   r.num_snapshots = c.boolean("enable-prefix-caching") ? as_int(snapshots) : 0;
+  const int64_t drafts = c.integer("speculative-tokens");
+  r.state_records = drafts > 0 ? as_int(drafts) + 1 : 0;  // a verify slice: k + 1 rows
   r.prefix_disk_tier = c.integer("prefix-cache-gb") > 0;
 }
 
@@ -51,6 +53,7 @@ void fill_scheduler(const EffectiveConfig& c, SchedulerLimits& s) {
   // cache_identity is the model's: the caller sets it once the runner is built.
   s.prefix_caching = c.boolean("enable-prefix-caching");
   s.snapshot_every_chunks = as_int(c.integer("prefix-snapshot-every"));
+  s.speculative_tokens = as_int(c.integer("speculative-tokens"));
   s.prefix_cache_dir = c.str("prefix-cache-dir");
   s.prefix_cache_bytes = uint64_t(c.integer("prefix-cache-gb")) << 30;
 }
@@ -76,6 +79,25 @@ void check_disk_tier(const ServingConfig& s) {
                     " with --device cuda: the CUDA runner cannot copy latent blocks and KDA "
                     "snapshots to the host yet (ModelRunner::copy_block_to_host and the rest), "
                     "which the disk tier needs; it runs on --device cpu");
+}
+
+// Speculation runs where its verify step does (docs/speculative-decoding.md says what the CUDA
+// runner and the ranks still lack).
+void check_speculation(const ServingConfig& s) {
+  const int k = s.scheduler.speculative_tokens;
+  if (k == 0) return;
+  const std::string flag = "--speculative-tokens " + std::to_string(k);
+  if (s.runner.device == "cuda")
+    throw Error(ErrorKind::kUnsupported,
+                flag + " with --device cuda: not implemented yet on cuda (the CUDA runner does "
+                       "not run verify slices: several token-by-token rows of one sequence "
+                       "with KDA state records and resume_record, every row's hidden state in "
+                       "StepResult, forward_mtp); it runs on --device cpu");
+  if (s.ranks.world_size > 1)
+    throw Error(ErrorKind::kUnsupported,
+                flag + " with " + std::to_string(s.ranks.world_size) +
+                    " ranks: not implemented yet (the ranks' steps return no hidden states "
+                    "and forward_mtp is not sharded); it runs on one rank");
 }
 
 void fill_routes(const EffectiveConfig& c, server::RouteOptions& r) {
@@ -134,6 +156,7 @@ ServingConfig fill_serving_config(const EffectiveConfig& config) {
   fill_routes(config, s.routes);
   fill_http(config, s.http);
   fill_ranks(config, s.ranks);
+  check_speculation(s);
   s.threads = as_int(config.integer("threads"));
   s.shutdown_grace_s = config.number("shutdown-grace");
   return s;

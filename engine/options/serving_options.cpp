@@ -136,6 +136,12 @@ std::vector<OptionSpec> serving_table() {
       text("prefix-cache-dir", "", P::kServerArgs,
            "directory of the prefix cache's disk tier (a disk, not a tmpfs, with "
            "--prefix-cache-gb free; its one file is unlinked at once)"),
+      integer("speculative-tokens", limits.speculative_tokens, 0, kMaxSpeculativeTokens,
+              P::kOptions,
+              "draft tokens the MTP module proposes per sequence and step, all verified in one "
+              "forward (0 = off; greedy output is unchanged and sampled output keeps its "
+              "distribution; requests with an output grammar or disable_mtp are not drafted "
+              "for; --device cpu only for now)"),
       flag("enforce-eager", !runner.cuda_graphs, P::kOptions,
            "launch every CUDA kernel of a decode step eagerly instead of replaying a captured "
            "CUDA graph"),

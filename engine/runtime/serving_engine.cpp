@@ -71,6 +71,7 @@ void ServingEngine::publish_stats() {
   s.prefix_snapshot_evictions = c.snapshot_evictions;
   s.prefix_cached_blocks = scheduler_.blocks().num_idle_cached();
   s.prefix = c.prefix;
+  s.speculation = c.speculation;
   s.last_step_seconds = c.last_step_seconds;
   s.total_step_seconds = c.total_step_seconds;
   std::lock_guard<std::mutex> lock(mutex_);

@@ -53,6 +53,7 @@ void GenerationCall::start(GenerationEngine& engine) {
   request.prompt = setup_.prompt;
   request.sampling = setup_.fields.sampling;
   request.cache_salt = setup_.fields.cache_salt;
+  request.disable_speculation = setup_.fields.disable_mtp;
   request.constraint = setup_.fields.constraint;
   request.grammar = setup_.grammar;
   if (setup_.request_timeout_s > 0)

@@ -41,6 +41,32 @@ void metric(std::string& out, const char* name, const char* type, const char* he
   sample(out, name, v);
 }
 
+// Speculative decoding (engine/runtime/speculation/speculator.h): acceptance of draft position i
+// is accepted{position=i} / draft{position=i}; tokens per verify step is verify_tokens over
+// verify_steps. Bundles record every _total counter's change over a run.
+void render_speculation(std::string& out, const SpeculationCounters& s) {
+  header(out, "sparkglm_spec_draft_tokens_total", "counter",
+         "Draft tokens proposed, by position (1: the first after the sequence's last token).");
+  for (size_t i = 0; i < s.drafted.size(); ++i)
+    sample(out, "sparkglm_spec_draft_tokens_total{position=\"" + std::to_string(i + 1) + "\"}",
+           double(s.drafted[i]));
+  header(out, "sparkglm_spec_accepted_tokens_total", "counter",
+         "Draft tokens accepted (with every draft before them), by position.");
+  for (size_t i = 0; i < s.accepted.size(); ++i)
+    sample(out,
+           "sparkglm_spec_accepted_tokens_total{position=\"" + std::to_string(i + 1) + "\"}",
+           double(s.accepted[i]));
+  metric(out, "sparkglm_spec_verify_steps_total", "counter",
+         "Verify slices with at least one draft (one per sequence and engine step).",
+         double(s.verify_steps));
+  metric(out, "sparkglm_spec_verify_tokens_total", "counter",
+         "Tokens committed by those verify slices (accepted drafts plus one).",
+         double(s.verify_tokens));
+  metric(out, "sparkglm_spec_draft_failures_total", "counter",
+         "Drafter calls that failed (their sequences went on without drafts).",
+         double(s.draft_failures));
+}
+
 }  // namespace
 
 std::string_view route_label(std::string_view path) {
@@ -204,6 +230,7 @@ std::string Metrics::render(const EngineStats& e) const {
   metric(out, "sparkglm_prefix_cache_blocks", "gauge",
          "KV blocks held by the prefix cache alone (free for new requests on demand).",
          double(e.prefix_cached_blocks));
+  render_speculation(out, e.speculation);
   metric(out, "sparkglm_engine_steps_total", "counter", "Engine steps run.", double(e.steps));
   header(out, "sparkglm_engine_step_seconds", "summary", "Time of one engine step.");
   sample(out, "sparkglm_engine_step_seconds_sum", e.total_step_seconds);

@@ -36,6 +36,7 @@ constexpr std::string_view kShared[] = {
     "skip_special_tokens",
     "return_token_ids",
     "cache_salt",
+    "disable_mtp",  // no speculative decoding for this request
     "logit_bias",
     "logprobs",
     "add_special_tokens",

@@ -182,6 +182,7 @@ GenerationFields read_fields(const json& body, const ServedModel& model) {
   if (auto v = f.boolean("include_stop_str_in_output")) g.include_stop_str_in_output = *v;
   if (auto v = f.boolean("skip_special_tokens")) g.skip_special_tokens = *v;
   if (auto v = f.boolean("return_token_ids")) g.return_token_ids = *v;
+  if (auto v = f.boolean("disable_mtp")) g.disable_mtp = *v;
   if (auto v = f.string("cache_salt")) {
     if (v->empty()) throw ApiError::invalid_request("`cache_salt` must not be empty", "cache_salt");
     g.cache_salt = *v;

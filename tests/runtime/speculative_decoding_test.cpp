@@ -38,6 +38,7 @@ struct Outcome {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;
   FinishReason finish = FinishReason::kNone;
+  std::string error;
 };
 
 // Knows every request's answer (prompt -> prompt + output) and drafts it, except that the draft
@@ -98,6 +99,7 @@ class SpeculativeDecodingTest : public ::testing::Test {
           out[i].logprobs.push_back(t.logprob);
         }
         if (e.finish != FinishReason::kNone) out[i].finish = e.finish;
+        out[i].error += e.error;
       };
       s.add(std::make_shared<RequestHandle>(i + 1), std::move(q));
     }
@@ -117,7 +119,7 @@ class SpeculativeDecodingTest : public ::testing::Test {
     for (size_t i = 0; i < a.size(); ++i) {
       EXPECT_EQ(a[i].tokens, b[i].tokens) << what << ", request " << i;
       EXPECT_EQ(a[i].logprobs, b[i].logprobs) << what << ", request " << i;
-      EXPECT_EQ(a[i].finish, b[i].finish) << what << ", request " << i;
+      EXPECT_EQ(a[i].finish, b[i].finish) << what << ", request " << i << ": " << a[i].error;
     }
   }
   std::vector<GenerationRequest> four() const {

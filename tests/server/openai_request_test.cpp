@@ -84,7 +84,8 @@ TEST(ParseChatCompletion, MapsSamplingFields) {
                           {"stream", true},
                           {"stream_options", {{"include_usage", true}}},
                           {"return_token_ids", true},
-                          {"cache_salt", "tenant-a"}});
+                          {"cache_salt", "tenant-a"},
+                          {"disable_mtp", true}});
   const ChatCompletionRequest r = parse_chat_completion(body, kModel);
   const SamplingParams& s = r.fields.sampling;
   EXPECT_FLOAT_EQ(s.temperature, 0.5f);
@@ -106,6 +107,7 @@ TEST(ParseChatCompletion, MapsSamplingFields) {
   EXPECT_TRUE(r.fields.include_usage);
   EXPECT_TRUE(r.fields.return_token_ids);
   EXPECT_EQ(r.fields.cache_salt, "tenant-a");
+  EXPECT_TRUE(r.fields.disable_mtp);
   EXPECT_FALSE(r.add_special_tokens);
   ASSERT_EQ(r.chat.messages.size(), 1u);
 }
@@ -144,6 +146,7 @@ TEST(ParseChatCompletion, WrongTypesNameTheField) {
                                                            {"top_logprobs", 2.5},
                                                            {"return_token_ids", 0},
                                                            {"cache_salt", 5},
+                                                           {"disable_mtp", "yes"},
                                                            {"stream_options", "x"},
                                                            {"ignore_eos", "no"},
                                                            {"model", 1}};
@@ -303,6 +306,13 @@ TEST(ParseCompletion, PromptShapes) {
   EXPECT_FALSE(r.add_special_tokens);
   r = parse_completion(json{{"prompt", {{4, 5}}}}, kModel);
   EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{4, 5}));
+}
+
+TEST(ParseCompletion, DisableMtpTurnsSpeculationOffForTheRequest) {
+  EXPECT_TRUE(parse_completion(json{{"prompt", "x"}, {"disable_mtp", true}}, kModel)
+                  .fields.disable_mtp);
+  EXPECT_FALSE(parse_completion(json{{"prompt", "x"}}, kModel).fields.disable_mtp);
+  EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"disable_mtp", 1}}).param(), "disable_mtp");
 }
 
 TEST(ParseCompletion, BadPromptsAre400) {

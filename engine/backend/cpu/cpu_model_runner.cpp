@@ -33,7 +33,7 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
       weights_(shard_ ? shard_->weights : weights),
       pool_(pool),
       cache_(config, options.num_blocks, options.block_size, options.kv_dtype),
-      states_(local_, options.num_state_slots, options.num_snapshots) {
+      states_(local_, options.num_state_slots, options.num_snapshots, options.state_records) {
   if (shard_)
     steps_ = std::make_unique<dist::RankSteps>(
         *options.comm, config_.vocab_size,
@@ -108,10 +108,11 @@ void CpuModelRunner::forward(const ForwardBatch& batch, ForwardOutput& out) {
 
 void CpuModelRunner::forward_rows(const ForwardBatch& batch, ForwardOutput& out, bool gather) {
   batch.validate(config_, cache_.block_size(), cache_.num_blocks(), states_.num_slots(),
-                 states_.num_snapshots());
+                 states_.num_snapshots(), states_.state_records());
   for (const auto& s : batch.seqs) {
     if (s.start_position == 0) states_.reset(s.state_slot);
     if (s.restore_snapshot >= 0) states_.restore(s.restore_snapshot, s.state_slot);
+    if (s.resume_record >= 0) states_.rewind(s.state_slot, s.resume_record);
   }
 
   const int64_t t = batch.num_rows(), d = config_.hidden_size, hc = config_.hc_mult;
