@@ -33,6 +33,12 @@ const std::map<std::string, std::string> kAliases = {
     {"ssm-cache-slots", "prefix-cache-snapshots"},
     {"ssm-checkpoint-interval", "prefix-snapshot-every"}};
 
+// The seed recipe's own environment knobs for our options: its start.sh turns PREFIX_CACHE_DIR and
+// PREFIX_CACHE_GB into its disk tier (ATLAS_KV_NVME_* and ATLAS_SSM_TIER_*, which stay notes: they
+// split the size between a KV and a state directory; ours keeps blocks and snapshots in one).
+const std::map<std::string, std::string> kEnvAliases = {{"PREFIX_CACHE_DIR", "prefix-cache-dir"},
+                                                        {"PREFIX_CACHE_GB", "prefix-cache-gb"}};
+
 // Why a flag some engine knows has no SparkGLM counterpart. A trailing '*' matches a prefix.
 const std::pair<const char*, const char*> kReasons[] = {
     {"ep-size",
@@ -269,6 +275,8 @@ ProfileDraft translate_recipe(const Recipe& recipe, const FetchedRecipe& fetched
     if (a.key.rfind("SPARKGLM_", 0) == 0) {
       option = a.key.substr(9);
       for (char& c : option) c = c == '_' ? '-' : char(std::tolower(static_cast<unsigned char>(c)));
+    } else if (const auto e = kEnvAliases.find(a.key); e != kEnvAliases.end()) {
+      option = e->second;
     }
     const OptionSpec* spec = option.empty() ? nullptr : registry.find(option);
     if (spec && spec->section != ProfileSection::kCommandLineOnly && spec->name != "model") {

@@ -55,9 +55,9 @@ PrefixCache::PrefixCache(BlockAllocator& blocks, ModelRunner& runner,
       throw Error(ErrorKind::kUnsupported,
                   "--prefix-cache-dir: this backend cannot copy latent blocks and KDA snapshots "
                   "to the host, which the disk tier needs");
-    store_ = std::make_unique<PrefixStore>(PrefixStoreOptions{
-        options.disk_dir, options.disk_bytes, runner.host_block_bytes(),
-        runner.host_snapshot_bytes()});
+    store_ = std::make_unique<PrefixStore>(PrefixStoreOptions{options.disk_dir, options.disk_bytes,
+                                                              runner.host_block_bytes(),
+                                                              runner.host_snapshot_bytes()});
   }
   blocks_.set_evict_hook([this](int32_t b) { forget_block(b); });
 }
@@ -266,8 +266,7 @@ int PrefixCache::reserve_snapshot(uint64_t key) {
   Snapshot& sn = snapshots_[size_t(best)];
   if (sn.valid) {
     // Stored only while its blocks are somewhere: without them no hit can reach it.
-    if (store_ && !store_->has_snapshot(sn.key) &&
-        (by_key_.count(sn.key) || store_->block(sn.key)))
+    if (store_ && !store_->has_snapshot(sn.key) && (by_key_.count(sn.key) || store_->block(sn.key)))
       spill_snapshot(best, sn.key);
     snapshot_by_key_.erase(sn.key);
     ++counters_.snapshot_evictions;

@@ -46,7 +46,7 @@
 // them, the scheduler prefills the finished conversation once more, up to its last grid point,
 // from the prompt's snapshot: an answer sequence (Sequence::answer) that samples nothing,
 // publishes the whole chunks it computes and saves a snapshot at its end, computing exactly what
-// the next turn's cold prefill computes there. It is admitted only when no request waits.
+// the next turn's cold prefill computes there. It runs only while no request runs or waits.
 //
 // Eviction: blocks of finished sequences stay published in the allocator's least recently
 // released list; allocate() evicts from it on demand, and the evict hook drops the key (and a
@@ -112,8 +112,8 @@ class PrefixCache {
   int grid() const { return grid_; }
 
   struct Hit {
-    int tokens = 0;               // cached prefix length (a multiple of grid(); 0: a miss)
-    int snapshot = -1;            // its resident KDA snapshot, or -1
+    int tokens = 0;     // cached prefix length (a multiple of grid(); 0: a miss)
+    int snapshot = -1;  // its resident KDA snapshot, or -1
     bool snapshot_on_disk = false;
     std::vector<int32_t> blocks;  // its blocks, tokens / block_size of them (-1: on disk)
     int matched_blocks = 0;       // cached blocks matched, with or without a snapshot

@@ -93,8 +93,9 @@ PrefixStore::PrefixStore(const PrefixStoreOptions& o) : dir_(o.dir) {
   struct statfs fs {};
   if (::statfs(dir_.c_str(), &fs) != 0) refuse(dir_, std::strerror(errno));
   if (uint64_t(fs.f_type) == uint64_t(TMPFS_MAGIC))
-    refuse(dir_, "is on a tmpfs, which is memory: the disk tier would spend memory to save it "
-                 "(name a directory on a disk)");
+    refuse(dir_,
+           "is on a tmpfs, which is memory: the disk tier would spend memory to save it "
+           "(name a directory on a disk)");
   const uint64_t need = o.snapshot_bytes + o.block_bytes;
   if (o.capacity_bytes < need)
     refuse(dir_, "--prefix-cache-gb " + gib(o.capacity_bytes) + " holds not one KDA snapshot (" +
@@ -108,11 +109,9 @@ PrefixStore::PrefixStore(const PrefixStoreOptions& o) : dir_(o.dir) {
   clear_leftovers(dir_);
   fd_ = open_unlinked(dir_);
 
-  const uint64_t snapshot_slots =
-      std::max<uint64_t>(1, o.capacity_bytes / 4 / o.snapshot_bytes);
-  const uint64_t block_slots =
-      std::min<uint64_t>((o.capacity_bytes - snapshot_slots * o.snapshot_bytes) / o.block_bytes,
-                         uint64_t(INT32_MAX));
+  const uint64_t snapshot_slots = std::max<uint64_t>(1, o.capacity_bytes / 4 / o.snapshot_bytes);
+  const uint64_t block_slots = std::min<uint64_t>(
+      (o.capacity_bytes - snapshot_slots * o.snapshot_bytes) / o.block_bytes, uint64_t(INT32_MAX));
   blocks_.slot_bytes = o.block_bytes;
   snapshots_.slot_bytes = o.snapshot_bytes;
   snapshots_.offset = block_slots * o.block_bytes;
@@ -120,9 +119,10 @@ PrefixStore::PrefixStore(const PrefixStoreOptions& o) : dir_(o.dir) {
   for (int i = int(std::min<uint64_t>(snapshot_slots, INT32_MAX)) - 1; i >= 0; --i)
     snapshots_.free_slots.push_back(i);
   staging_.resize(staging_bytes(o.block_bytes, o.snapshot_bytes));
-  summary_ = dir_ + ": " + gib(o.capacity_bytes) + " in one unlinked file: " +
-             std::to_string(block_slots) + " block slots of " + std::to_string(o.block_bytes) +
-             " bytes, " + std::to_string(snapshots_.free_slots.size()) + " snapshot slots of " +
+  summary_ = dir_ + ": " + gib(o.capacity_bytes) +
+             " in one unlinked file: " + std::to_string(block_slots) + " block slots of " +
+             std::to_string(o.block_bytes) + " bytes, " +
+             std::to_string(snapshots_.free_slots.size()) + " snapshot slots of " +
              std::to_string(o.snapshot_bytes) + " bytes; host staging " +
              std::to_string(staging_.size()) + " bytes";
 }
@@ -170,8 +170,8 @@ bool PrefixStore::put(Shelf& shelf, uint64_t key) {
       shelf.order.pop_front();
     }
     shelf.order.push_back(key);
-    it = shelf.index.emplace(key, Shelf::Entry{shelf.free_slots.back(),
-                                               std::prev(shelf.order.end())})
+    it = shelf.index
+             .emplace(key, Shelf::Entry{shelf.free_slots.back(), std::prev(shelf.order.end())})
              .first;
     shelf.free_slots.pop_back();
   } else {

@@ -126,16 +126,29 @@ void Scheduler::add(std::shared_ptr<RequestHandle> handle, GenerationRequest req
 }
 
 void Scheduler::admit() {
+  // A waiting request ends the answers that run (what they published stays published).
+  bool ended = false;
+  for (auto& s : running_)
+    if (!waiting_.empty() && s->answer && s->finish == FinishReason::kNone) {
+      finish(*s, FinishReason::kCancelled);
+      ended = true;
+    }
+  if (ended) drop_finished();
   // First come, first served: later requests wait too.
   while (!waiting_.empty() && admit_front(waiting_)) {
   }
-  // Answers use what requests leave: one that does not fit now is dropped, as is one whose
-  // prompt snapshot is gone (it would prefill the whole conversation) or whose end is cached.
-  while (waiting_.empty() && !answers_.empty()) {
+  // Answers run only while no request runs or waits, so that they slow none down. One whose
+  // blocks do not fit now is dropped, as is one whose prompt snapshot is gone (it would prefill
+  // the whole conversation) or whose end is cached.
+  const bool requests_run =
+      std::any_of(running_.begin(), running_.end(),
+                  [](const std::unique_ptr<Sequence>& s) { return !s->answer; });
+  while (waiting_.empty() && !requests_run && !answers_.empty() && !free_slots_.empty() &&
+         int(running_.size()) < limits_.max_num_seqs) {
     Sequence& a = *answers_.front();
     const PrefixCache::Hit hit = cache_->find(a);
-    const bool useful = hit.tokens < a.prefill_end() &&
-                        (hit.tokens > 0 || (a.request.prompt.size() - 1) / size_t(cache_->grid()) == 0);
+    const bool from_snapshot = hit.tokens > 0 || a.request.prompt.size() <= size_t(cache_->grid());
+    const bool useful = hit.tokens < a.prefill_end() && from_snapshot;
     if (!useful || !admit_front(answers_)) answers_.pop_front();
   }
 }
@@ -224,7 +237,8 @@ void Scheduler::release(Sequence& s) {
 void Scheduler::preempt(std::unique_ptr<Sequence> s) {
   SPARKGLM_ASSERT(s->queued_steps == 0, "scheduler: preempting a sequence with a step queued");
   release(*s);
-  if (s->answer) return;  // dropped: it only saves later work
+  // An answer is dropped: it only saves later work.
+  if (s->answer) return;
   s->computed = 0;  // recompute: prefill restarts at position 0, which resets the state slot
   ++counters_.preemptions;
   waiting_.push_front(std::move(s));  // it was admitted before everything still waiting

@@ -27,10 +27,11 @@
 // reference (they count toward the reservation) and starts the sequence's prefill after them,
 // from the restored snapshot. Prefill slices also end at the cache's snapshot save points, which
 // lie on the chunk grid, so the arithmetic stays the same as above. A request that finishes by
-// stop or length leaves an answer sequence (prefix_cache.h: Answers) in `answers_`: admitted only
-// when no request waits and only if it fits at once (it is dropped otherwise, and when
-// preempted), it prefills the conversation up to its last grid point from the prompt's snapshot
-// and ends without an event. At most max_num_seqs of them wait; the oldest goes first.
+// stop or length leaves an answer sequence (prefix_cache.h: Answers) in `answers_`. Admitted only
+// while no request runs or waits, and only if its blocks fit at once (it is dropped otherwise,
+// when preempted, and when a request arrives while it runs), it prefills the conversation up to
+// its last grid point from the prompt's snapshot and ends without an event. At most max_num_seqs
+// of them wait; the oldest goes first.
 //
 // Pipelining: a step is submitted to the runner and collected one step later, so the host builds
 // and submits step N+1 while the device runs step N. That needs step N's tokens before the host
@@ -78,8 +79,9 @@ struct SchedulerLimits {
   bool prefix_caching = false;
   int snapshot_every_chunks = 0;  // also snapshot every this many chunks of a prefill (0: off)
   uint64_t cache_identity = 0;    // PrefixCache::identity of the model and precision
-  std::string prefix_cache_dir = {};  // the disk tier (--prefix-cache-dir), with:
-  uint64_t prefix_cache_bytes = 0;  // --prefix-cache-gb in bytes (0: no disk tier)
+  // The disk tier: --prefix-cache-dir, and --prefix-cache-gb in bytes (0: no disk tier).
+  std::string prefix_cache_dir = {};
+  uint64_t prefix_cache_bytes = 0;
   // --speculative-tokens: drafts verified per sequence and step (0: off; at most
   // kMaxSpeculativeTokens). Needs a model with an MTP module (or a drafter given to the
   // Scheduler) and a runner that records k + 1 rows of KDA state (CacheGeometry::state_records).

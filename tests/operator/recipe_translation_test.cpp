@@ -126,6 +126,23 @@ TEST(RecipeTranslation, EnvironmentKeysNamingEngineOptionsBecomeOptions) {
   EXPECT_EQ(d.text.find("hf_abc"), std::string::npos);
 }
 
+TEST(RecipeTranslation, TheRecipesDiskTierKnobsSetOurs) {
+  // The seed's start.sh knobs become --prefix-cache-dir and --prefix-cache-gb; the tiers it derives
+  // from them (ATLAS_KV_NVME_*, two directories) stay notes.
+  const json j = {{"id", "x"},
+                  {"model", "zai-org/GLM-5.3-Flash"},
+                  {"command", "serve --enable-prefix-caching --ssm-cache-slots=16"},
+                  {"env",
+                   "PREFIX_CACHE_DIR=/nvme/prefix PREFIX_CACHE_GB=64 "
+                   "ATLAS_KV_NVME_DIR=/prefix-cache/kv"}};
+  const ProfileDraft d = translate(fetched_from(j));
+  const Profile p = Profile::parse(d.text, "/tmp/profiles/x.json");
+  EXPECT_EQ(std::get<std::string>(p.values().at("prefix-cache-dir")), "/nvme/prefix");
+  EXPECT_EQ(std::get<int64_t>(p.values().at("prefix-cache-gb")), 64);
+  EXPECT_EQ(std::get<bool>(p.values().at("enable-prefix-caching")), true);
+  EXPECT_EQ(d.env_notes, (std::vector<std::string>{"ATLAS_KV_NVME_DIR"}));
+}
+
 TEST(RecipeTranslation, OtherEnginesTensorParallelFlagsSetTpSize) {
   // vLLM's --tensor-parallel-size and SGLang's --tp: the ranks sparkglm-serve starts itself.
   for (const char* flag : {"--tensor-parallel-size 2", "--tp=2"}) {

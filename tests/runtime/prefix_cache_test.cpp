@@ -97,6 +97,31 @@ TEST_F(PrefixCacheTest, TheNextTurnHitsThroughTheAnswer) {
   EXPECT_EQ(s.counters().prefix_hits, 1u) << "an answer sequence's own hit is not counted";
 }
 
+TEST_F(PrefixCacheTest, AnAnswerRunsOnlyWhileNoRequestDoes) {
+  // Turn 1 finishes and leaves its answer sequence; another request arrives at once. The answer
+  // waits until that request has finished (it must not slow it down), then publishes turn 1's
+  // answer all the same.
+  auto r = runner(256);
+  Scheduler s(*r, limits(true));
+  bool turn1_done = false;
+  GenerationRequest turn1 = request(tokens_of(150, 52), false, "", 120);
+  turn1.on_event = [&](const RequestEvent& e) { turn1_done |= e.finish != FinishReason::kNone; };
+  s.add(std::make_shared<RequestHandle>(1), std::move(turn1));
+  for (int guard = 0; !turn1_done && guard < 10000; ++guard) s.step();
+  ASSERT_TRUE(turn1_done);
+  bool other_done = false;
+  GenerationRequest other = request(tokens_of(100, 53), false, "", 20);  // no answer of its own
+  other.on_event = [&](const RequestEvent& e) { other_done |= e.finish != FinishReason::kNone; };
+  s.add(std::make_shared<RequestHandle>(2), std::move(other));
+  for (int guard = 0; !other_done && guard < 10000; ++guard) {
+    s.step();
+    EXPECT_EQ(s.counters().prefix.answers, 0u) << "an answer ran beside a request";
+  }
+  for (int guard = 0; !s.idle() && guard < 10000; ++guard) s.step();
+  EXPECT_EQ(s.counters().prefix.answers, 1u);
+  EXPECT_EQ(s.counters().prefix.answer_tokens, 128u);
+}
+
 TEST_F(PrefixCacheTest, ADifferentSaltNeverMatches) {
   auto r = runner(256);
   Scheduler s(*r, limits(true));

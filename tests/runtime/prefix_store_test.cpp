@@ -61,8 +61,7 @@ TEST_F(PrefixStoreTest, RefusalsNameTheDirectoryAndTheNumbers) {
   struct statfs shm {};
   if (::statfs("/dev/shm", &shm) == 0 && uint64_t(shm.f_type) == uint64_t(TMPFS_MAGIC)) {
     const std::string tmpfs = error_of({"/dev/shm", 1 << 20, 1000, 4000});
-    EXPECT_NE(tmpfs.find("--prefix-cache-dir /dev/shm: is on a tmpfs"), std::string::npos)
-        << tmpfs;
+    EXPECT_NE(tmpfs.find("--prefix-cache-dir /dev/shm: is on a tmpfs"), std::string::npos) << tmpfs;
   }
 }
 
