@@ -17,7 +17,8 @@ RankLeader::~RankLeader() {
 
 void RankLeader::check(const ForwardBatch& batch) const {
   const CacheGeometry g = inner_->cache_geometry();
-  batch.validate(inner_->config(), g.block_size, g.num_blocks, g.num_state_slots, g.num_snapshots);
+  batch.validate(inner_->config(), g.block_size, g.num_blocks, g.num_state_slots, g.num_snapshots,
+                 g.state_records);
 }
 
 template <typename Call>
