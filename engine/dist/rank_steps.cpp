@@ -73,6 +73,7 @@ void RankSteps::collect(StepResult& result) {
   }
   comm_.broadcast(result.tokens.data(), result.tokens.size() * sizeof(int32_t), 0);
   last_tokens_ = result.tokens;
+  result.hidden = std::move(out.hidden);  // the same on every rank: it follows the all-reduces
 }
 
 }  // namespace sparkglm::dist

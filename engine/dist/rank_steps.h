@@ -10,7 +10,8 @@
 //            is gathered whole; rank 0, the only rank that has the masks, masks and picks those,
 //            and broadcasts the step's tokens so that every rank feeds the same next step.
 // Rows are greedy here, as in the default ModelRunner::collect: the sampler on rank 0 draws
-// sampled rows from the gathered logits.
+// sampled rows from the gathered logits. The final hidden states (what an MTP drafter reads) are
+// returned whole: every rank holds them after the last all-reduce.
 #include <cstdint>
 #include <deque>
 #include <functional>

@@ -4,6 +4,8 @@
 // differ, naming the setting.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <thread>
 
 #include "engine/backend/cpu/cpu_model_runner.h"
@@ -22,8 +24,9 @@ namespace {
 
 using dist::SocketCommunicator;
 
-// Greedy decode of one prompt through submit / collect: the tokens.
-std::vector<int32_t> decode(ModelRunner& runner, int steps) {
+// Greedy decode of one prompt through submit / collect: the tokens, then the last step's final
+// hidden state ([D], what an MTP drafter reads).
+std::vector<int32_t> decode(ModelRunner& runner, int steps, std::vector<float>* hidden = nullptr) {
   BlockAllocator blocks(32);
   std::vector<int32_t> table;
   const std::vector<int32_t> prompt = {72, 101, 108, 108, 111, 33, 10};
@@ -39,6 +42,7 @@ std::vector<int32_t> decode(ModelRunner& runner, int steps) {
     StepResult result;
     runner.collect(result);
     tokens.push_back(result.tokens[0]);
+    if (hidden) *hidden = result.hidden;
     batch = ForwardBatch();
     batch.add_sequence({result.tokens[0]}, int(prompt.size()) + k, 0, table);
   }
@@ -56,7 +60,8 @@ TEST(RankLockstep, AFollowerReplaysRankZerosCallsAndTheTokensEqualOneRanks) {
   const LoadedModel& m = testing::micro_model();
   ThreadPool one(1);
   cpu::CpuModelRunner single(m.config, m.weights, options(nullptr), one);
-  const std::vector<int32_t> expected = decode(single, 10);
+  std::vector<float> expected_hidden, hidden;
+  const std::vector<int32_t> expected = decode(single, 10, &expected_hidden);
 
   auto group = SocketCommunicator::local_group(2);
   int64_t replayed = -1;
@@ -70,7 +75,10 @@ TEST(RankLockstep, AFollowerReplaysRankZerosCallsAndTheTokensEqualOneRanks) {
     dist::RankLeader leader(
         std::make_unique<cpu::CpuModelRunner>(m.config, m.weights, options(group[0].get()), pool),
         *group[0]);
-    EXPECT_EQ(decode(leader, 10), expected);
+    EXPECT_EQ(decode(leader, 10, &hidden), expected);
+    ASSERT_EQ(hidden.size(), size_t(m.config.hidden_size));
+    for (size_t i = 0; i < hidden.size(); ++i)
+      EXPECT_NEAR(hidden[i], expected_hidden[i], 1e-4 * (1 + std::fabs(expected_hidden[i]))) << i;
     // A bad batch fails on rank 0 alone, before it is sent: the ranks stay in step.
     ForwardBatch bad;
     bad.add_sequence({1, 2}, 0, /*state_slot=*/99, {0});
