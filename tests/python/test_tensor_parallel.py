@@ -20,7 +20,7 @@ import subprocess
 import threading
 import unittest
 
-from test_server_lifecycle import (ServerProcess, call, open_stream, parse_args_and_run,
+from test_server_lifecycle import (ServerProcess, call, metric, open_stream, parse_args_and_run,
                                    sse_events)
 
 PROMPTS = ["The quick brown fox", "tensor parallel", "GLM", "0123456789 abc"]
@@ -106,6 +106,17 @@ class TensorParallelTest(unittest.TestCase):
                 self.assertIn("rank 1: stopped by rank 0", srv.log())
         self.assertEqual(runs[0], expected, "TP2 differs from TP1")
         self.assertEqual(runs[1], runs[0], "TP2 differs between two runs")
+
+    def test_tp2_prefix_cache_hits_give_the_output_of_a_cold_prefill(self):
+        # Snapshots are per rank (each holds its heads' KDA state): a hit restores them on every
+        # rank from the slice rank 0 sends.
+        prompt = "a shared prefix that spans a few blocks of sixteen tokens each; " * 3
+        prompts = [prompt + "one", prompt + "two", prompt + "one"]
+        with ServerProcess() as one:
+            cold = [completion(one.port, p, 16) for p in prompts]
+        with ServerProcess(*TP2, "--enable-prefix-caching", True) as srv:
+            self.assertEqual([completion(srv.port, p, 16) for p in prompts], cold)
+            self.assertGreaterEqual(metric(srv.port, "sparkglm_prefix_cache_hits_total"), 2)
 
     def test_killing_rank_1_ends_requests_with_503_and_rank_0_exits_3(self):
         with ServerProcess(*TP2) as srv:
