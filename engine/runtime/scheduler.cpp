@@ -396,7 +396,9 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     if (!s.prefilling() || budget <= 0) continue;
     const int start = s.computed;
     const int prefill_end = s.prefill_end();
-    int end = std::min(prefill_end, start + budget);
+    // An answer prefills one chunk a step: a request that arrives waits for no more than that.
+    int end = std::min(prefill_end,
+                       start + (s.answer ? std::min(budget, limits_.prefill_align) : budget));
     if (end < prefill_end) {
       // Split only on the KDA chunk grid so the arithmetic matches an unshared prefill.
       const int aligned = end / limits_.prefill_align * limits_.prefill_align;

@@ -30,8 +30,8 @@
 // stop or length leaves an answer sequence (prefix_cache.h: Answers) in `answers_`. Admitted only
 // while no request runs or waits, and only if its blocks fit at once (it is dropped otherwise,
 // when preempted, and when a request arrives while it runs), it prefills the conversation up to
-// its last grid point from the prompt's snapshot and ends without an event. At most max_num_seqs
-// of them wait; the oldest goes first.
+// its last grid point from the prompt's snapshot, one chunk a step, and ends without an event. At
+// most max_num_seqs of them wait; the oldest goes first.
 //
 // Pipelining: a step is submitted to the runner and collected one step later, so the host builds
 // and submits step N+1 while the device runs step N. That needs step N's tokens before the host
