@@ -41,6 +41,7 @@
 #include "engine/server/shutdown_deadline.h"
 #include "engine/server/token_codec.h"
 #include "engine/text/grammar/compiled_grammar.h"
+#include "tinyglm/dummy_tokenizer.h"
 
 namespace sparkglm {
 namespace {
@@ -56,12 +57,13 @@ std::chrono::milliseconds millis(double seconds) {
   return std::chrono::milliseconds(int64_t(seconds * 1000.0));
 }
 
+// A preset whose vocabulary is not the byte one (glm-5.3-flash) gets the byte-level BPE vocabulary
+// `sparkglm tinyglm make` writes beside its checkpoint, so every id it samples decodes to text.
 std::unique_ptr<server::TokenCodec> codec_for(const RunnerRequest& r, const ModelConfig& m) {
   if (!r.model_dir.empty()) return server::codec_for_model_dir(r.model_dir, m.vocab_size);
-  if (m.vocab_size != server::make_byte_codec()->vocab_size())
-    log_line("warning: preset " + r.preset +
-             " has no tokenizer; serving with the byte tokenizer (ids 0..319 only)");
-  return server::make_byte_codec();
+  if (m.vocab_size == server::make_byte_codec()->vocab_size()) return server::make_byte_codec();
+  return server::make_bpe_codec_from_json(dummy_tokenizer_json(m),
+                                          "the generated tokenizer of preset " + r.preset);
 }
 
 // A rank other than 0: replays rank 0's calls until it says stop. A signal ends the process (rank

@@ -91,6 +91,11 @@ std::unique_ptr<TokenCodec> make_bpe_codec(const std::string& path) {
   return std::make_unique<BpeCodec>(BpeTokenizer::load(path));
 }
 
+std::unique_ptr<TokenCodec> make_bpe_codec_from_json(const std::string& tokenizer_json,
+                                                     const std::string& where) {
+  return std::make_unique<BpeCodec>(BpeTokenizer::parse(tokenizer_json, where));
+}
+
 std::unique_ptr<TokenCodec> codec_for_model_dir(const std::string& dir, int64_t vocab_size) {
   const std::filesystem::path path = std::filesystem::path(dir) / "tokenizer.json";
   if (!std::filesystem::exists(path)) {

@@ -37,6 +37,9 @@ class TokenCodec {
 std::unique_ptr<TokenCodec> make_byte_codec();
 // `path` is a tokenizer.json; Error(kIo / kInvalidCheckpoint / kUnsupported) as BpeTokenizer::load.
 std::unique_ptr<TokenCodec> make_bpe_codec(const std::string& path);
+// The same from a tokenizer.json's text (a preset's generated vocabulary); `where` names it.
+std::unique_ptr<TokenCodec> make_bpe_codec_from_json(const std::string& tokenizer_json,
+                                                     const std::string& where);
 // For a checkpoint directory: its tokenizer.json (the byte vocabulary's own file gives the byte
 // codec), or the byte codec when there is none and the model's vocabulary is the byte one.
 std::unique_ptr<TokenCodec> codec_for_model_dir(const std::string& dir, int64_t vocab_size);

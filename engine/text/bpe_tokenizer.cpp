@@ -114,8 +114,12 @@ BpeTokenizer BpeTokenizer::load(const std::string& tokenizer_json_path) {
   if (!file) throw Error(ErrorKind::kIo, where + ": cannot open");
   std::stringstream text;
   text << file.rdbuf();
+  return parse(text.str(), where);
+}
+
+BpeTokenizer BpeTokenizer::parse(const std::string& tokenizer_json, const std::string& where) {
   const json j =
-      parse_json(text.str(), where, ErrorKind::kInvalidCheckpoint, json_limits::kTokenizer);
+      parse_json(tokenizer_json, where, ErrorKind::kInvalidCheckpoint, json_limits::kTokenizer);
   BpeTokenizer t;
   try {
     if (!j.is_object()) malformed("top level", "expected an object");

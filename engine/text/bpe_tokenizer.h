@@ -27,6 +27,8 @@ class BpeTokenizer {
   // Errors: kIo when the file cannot be read, kInvalidCheckpoint when it is malformed (naming
   // the field), kUnsupported for a model, normalizer, pattern or option this build lacks.
   static BpeTokenizer load(const std::string& tokenizer_json_path);
+  // The same from the file's text; `where` names it in errors.
+  static BpeTokenizer parse(const std::string& tokenizer_json, const std::string& where);
 
   BpeTokenizer(BpeTokenizer&&) noexcept;
   BpeTokenizer& operator=(BpeTokenizer&&) noexcept;

@@ -44,6 +44,20 @@ TEST(DummyTokenizer, CheckpointOfABpeSizedVocabularyDecodesEveryIdToText) {
   std::filesystem::remove_all(dir);
 }
 
+// What sparkglm-serve --preset glm-5.3-flash serves with: the generated vocabulary, parsed in
+// memory.
+TEST(DummyTokenizer, Glm53FlashPresetCodecHasTheFullVocabularyAndGlmsSpecialIds) {
+  const ModelConfig c = preset_config("glm-5.3-flash");
+  const auto codec = server::make_bpe_codec_from_json(dummy_tokenizer_json(c), "glm-5.3-flash");
+  ASSERT_EQ(codec->vocab_size(), c.vocab_size);
+  for (int32_t id = 0; id < c.vocab_size; ++id)
+    ASSERT_FALSE(codec->token_bytes(id).empty()) << "id " << id << " decodes to nothing";
+  for (int32_t eos : c.eos_token_ids) EXPECT_TRUE(codec->is_control(eos)) << eos;
+  EXPECT_EQ(codec->prefix(), (std::vector<int32_t>{154822, 154824}));  // [gMASK]<sop>
+  const std::string text = "<|user|>\nПривет, 世界! the weather<|assistant|><think>";
+  EXPECT_EQ(codec->decode(codec->encode(text), false), text);
+}
+
 TEST(DummyTokenizer, RefusesAVocabularyWithoutRoomForTheSpecials) {
   ModelConfig c = micro_with_bpe_vocabulary();
   c.eos_token_ids = {4090};  // 36 specials do not fit below 4,096
