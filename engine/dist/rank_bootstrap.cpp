@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -21,6 +22,9 @@ namespace sparkglm::dist {
 
 namespace {
 
+// A connection must say who it is this soon, or it is dropped (a port scan must not hold the
+// rendezvous until its deadline).
+constexpr std::chrono::seconds kHelloTimeout{10};
 constexpr uint32_t kMagic = 0x31524753;            // "SGR1"
 constexpr uint32_t kMaxHello = uint32_t(1) << 20;  // a fingerprint is a few KiB
 
@@ -128,7 +132,8 @@ std::unique_ptr<SocketCommunicator> accept_ranks(const RankAddress& a, const nlo
       no_delay(fd);
       Frame hello;
       try {
-        hello = recv_frame(fd, deadline, "a connecting rank");
+        hello =
+            recv_frame(fd, std::min(deadline, Clock::now() + kHelloTimeout), "a connecting rank");
       } catch (const Error&) {  // not a rank (a port scan, a stale client): keep waiting
         ::close(fd);
         continue;

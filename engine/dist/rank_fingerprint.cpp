@@ -11,6 +11,7 @@ namespace sparkglm::dist {
 nlohmann::json settings_fingerprint(const EffectiveConfig& config) {
   nlohmann::json settings = config.to_json();  // per-rank options are already left out
   settings.erase("master-port");               // the rendezvous itself: ranks that met agree on it
+  settings.erase("threads");  // a host's own: results do not depend on the thread count
   nlohmann::json precision = settings.at("precision-mode");
   return {{"binary_sha256", binary_sha256()},
           {"profile_sha256", config.profile_sha256()},

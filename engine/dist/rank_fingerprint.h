@@ -12,7 +12,7 @@
 namespace sparkglm::dist {
 
 // {"binary_sha256", "profile_sha256", "precision_mode", "settings": the effective configuration
-// without the per-rank options and the rendezvous port}. Reads no option (peeks).
+// without the per-rank options, the rendezvous port and the thread count}. Reads no option.
 nlohmann::json settings_fingerprint(const EffectiveConfig& config);
 
 // "" when equal; otherwise the first difference in words: "rank 1 differs from rank 0 in
