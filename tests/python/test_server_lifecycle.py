@@ -217,7 +217,7 @@ class LifecycleTest(unittest.TestCase):
         # Registered and documented, but nothing implements them: the server says so and does
         # not start, instead of echoing the value and ignoring it.
         serve = os.path.join(BIN_DIR, "sparkglm-serve")
-        for flag, shown in (("--prefix-cache-gb=4", "--prefix-cache-gb=4"),):
+        for flag, shown in (("--precision-mode=spark", "--precision-mode=spark"),):
             out = subprocess.run([serve, "--preset", "tinyglm-micro", flag],
                                  capture_output=True, text=True, timeout=30)
             self.assertEqual(out.returncode, 2, out.stderr)
@@ -225,10 +225,11 @@ class LifecycleTest(unittest.TestCase):
             self.assertNotIn("listening on", out.stderr)
         help_text = subprocess.run([serve, "--help"], capture_output=True, text=True,
                                    timeout=30).stdout
-        line = next(l for l in help_text.splitlines() if "--prefix-cache-gb" in l)
+        line = next(l for l in help_text.splitlines() if "--precision-mode" in l)
         self.assertIn("NOT IMPLEMENTED YET", line)
-        line = next(l for l in help_text.splitlines() if "--enable-prefix-caching" in l)
-        self.assertNotIn("NOT IMPLEMENTED YET", line)  # it is, since the prefix cache landed
+        for implemented in ("--enable-prefix-caching", "--prefix-cache-gb", "--tp-size"):
+            line = next(l for l in help_text.splitlines() if implemented in l)
+            self.assertNotIn("NOT IMPLEMENTED YET", line)
 
     def test_profile_steps_on_the_cpu_is_refused(self):
         out = subprocess.run([os.path.join(BIN_DIR, "sparkglm-serve"), "--preset",
