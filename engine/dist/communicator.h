@@ -4,6 +4,9 @@
 // this rank's part is done. The reduction order is fixed (rank 0 + rank 1, then + rank 2, ...) and
 // every rank receives the same bits, so a run is repeatable and the ranks never drift apart.
 //
+// Buffers live where the implementation works: host memory for the socket one (the CPU backend);
+// an NCCL one would take device pointers and enqueue on the stream of the runner that owns it.
+//
 // A rank that is gone (its process died, its connection closed) makes the collective throw
 // Error(kDeviceFatal) naming the rank: the run cannot continue, and the engine's device-fault path
 // (503 to every request, exit non-zero) takes the server down. An implementation never waits
