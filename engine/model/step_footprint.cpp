@@ -21,9 +21,9 @@ int64_t scored_pools(const ModelConfig& c, int64_t visible) {
 
 }  // namespace
 
-DecodeStepBytes decode_step_bytes(const ModelConfig& c, int rows, int64_t context,
-                                  KvDtype kv_dtype) {
-  const WeightFootprint w = weight_footprint(c);
+DecodeStepBytes decode_step_bytes(const ModelConfig& c, int rows, int64_t context, KvDtype kv_dtype,
+                                  CheckpointFormat format) {
+  const WeightFootprint w = weight_footprint(c, format);
   const int64_t e = c.n_routed_experts;
   const int64_t experts = std::min<int64_t>(e, int64_t(rows) * c.num_experts_per_tok);
   DecodeStepBytes b;

@@ -32,6 +32,7 @@
 //   Elementwise work (norms, gates, mHC mixing, the short convolution, softmax) is left out.
 #include <cstdint>
 
+#include "engine/model/checkpoint_format.h"
 #include "engine/model/config.h"
 #include "engine/runtime/latent_cache.h"
 
@@ -46,8 +47,10 @@ struct DecodeStepBytes {
   int64_t total() const { return weights + kda_state + latent; }
 };
 
+// `format`: the checkpoint format the weights are read in (weight_footprint's bytes).
 DecodeStepBytes decode_step_bytes(const ModelConfig& config, int rows, int64_t context,
-                                  KvDtype kv_dtype);
+                                  KvDtype kv_dtype,
+                                  CheckpointFormat format = CheckpointFormat::kBf16);
 
 struct PrefillFlops {
   int64_t projections = 0;

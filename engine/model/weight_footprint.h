@@ -3,12 +3,13 @@
 // measured against (bytes / measured bandwidth = the fastest a memory-bound step can be).
 #include <cstdint>
 
+#include "engine/model/checkpoint_format.h"
 #include "engine/model/config.h"
 
 namespace sparkglm {
 
 struct WeightFootprint {
-  int64_t total_bytes = 0;          // every tensor of the checkpoint as tinyglm stores it
+  int64_t total_bytes = 0;          // every tensor of the checkpoint in its stored format
   int64_t decode_weight_bytes = 0;  // read by one decode token: dense weights, top-k + shared
                                     // experts, one embedding row, the LM head; no MTP
   int64_t kda_state_bytes =
@@ -22,6 +23,8 @@ struct WeightFootprint {
   int64_t active_params = 0;
 };
 
-WeightFootprint weight_footprint(const ModelConfig& config);
+// Bytes are those of `format` (checkpoint_format.h: a quantized tensor with its scales).
+WeightFootprint weight_footprint(const ModelConfig& config,
+                                 CheckpointFormat format = CheckpointFormat::kBf16);
 
 }  // namespace sparkglm

@@ -73,6 +73,25 @@ TEST(StepFootprint, FlashDecodeMatchesTheDocumentedStateAndCacheSizes) {
   EXPECT_LT(w.active_params, int64_t(18'000'000'000));
 }
 
+// fp4-local: an NVFP4 expert is 0.5 B a weight + 1 B per 16 + two FP32 scalars a projection.
+TEST(StepFootprint, FlashFp4LocalDecodeReadsNvfp4ExpertsAtTheirStoredSize) {
+  const ModelConfig c = preset_config("glm-5.3-flash");
+  const WeightFootprint w = weight_footprint(c, CheckpointFormat::kFp4Local);
+  const WeightFootprint bf16 = weight_footprint(c);
+  constexpr int64_t kNvfp4Expert = 3 * (2048 * 4096 / 2 + 2048 * 4096 / 16 + 8);  // 14,155,800
+  EXPECT_EQ(w.routed_expert_bytes, 42 * 288 * kNvfp4Expert);
+  EXPECT_EQ(w.embedding_row_bytes, 4096 * 2);  // the embedding stays BF16
+  const DecodeStepBytes one =
+      decode_step_bytes(c, 1, 127, KvDtype::kFp8G128, CheckpointFormat::kFp4Local);
+  EXPECT_EQ(one.weights, w.non_expert_decode_bytes + 8192 + 42 * 8 * kNvfp4Expert);
+  EXPECT_EQ(one.weights, w.decode_weight_bytes);
+  // The LM head alone goes from 2 B to 1 + 1/32 B a weight.
+  EXPECT_GT(bf16.non_expert_decode_bytes - w.non_expert_decode_bytes,
+            int64_t(154880) * 4096 - int64_t(154880) * 4096 / 32);
+  EXPECT_EQ(w.active_params, bf16.active_params);  // the same products, fewer bytes
+  EXPECT_EQ(w.kda_state_bytes, bf16.kda_state_bytes);
+}
+
 TEST(StepFootprint, PrefillFlopsOfShortPromptAreProjectionsPlusCausalAttention) {
   const ModelConfig c = preset_config("tinyglm");
   const WeightFootprint w = weight_footprint(c);
