@@ -9,6 +9,7 @@
 #include "engine/core/error.h"
 #include "engine/options/option_registry.h"
 #include "engine/options/profile.h"
+#include "operator/recipe_speculation.h"
 #include "operator/secret_redaction.h"
 
 namespace sparkglm::operator_tool {
@@ -43,11 +44,7 @@ const std::map<std::string, std::string> kEnvAliases = {{"PREFIX_CACHE_DIR", "pr
 const std::pair<const char*, const char*> kReasons[] = {
     {"ep-size",
      "expert parallelism is not a separate option: the tp-size ranks split the routed experts"},
-    {"dflash*", "speculative decoding is not implemented by SparkGLM"},
-    {"draft-model", "speculative decoding is not implemented by SparkGLM"},
-    {"speculative*", "speculative decoding is not implemented by SparkGLM"},
-    {"num-speculative-tokens", "speculative decoding is not implemented by SparkGLM"},
-    {"mtp-gate", "speculative decoding (MTP drafting) is not implemented by SparkGLM"},
+    // Speculative decoding's flags: recipe_speculation.h.
     {"ssm-*", "KDA state is FP32 with one slot per sequence (max-num-seqs); nothing to choose"},
     {"oom-guard-mb", "memory is sized by gpu-memory-utilization and kv-cache-memory-bytes"},
     {"swap-space*", "SparkGLM does not swap KV blocks to host memory"},
@@ -134,6 +131,21 @@ struct Builder {
   }
 
   void flag(const std::string& written, std::string name, const std::optional<std::string>& value) {
+    // Speculative decoding: other engines' flags for it become --speculative-tokens.
+    const SpeculativeFlag speculative = speculative_flag(name, value);
+    switch (speculative.kind) {
+      case SpeculativeFlag::Kind::kSet:
+        set(registry.at("speculative-tokens"), speculative.text, written);
+        return;
+      case SpeculativeFlag::Kind::kNote:
+        draft.inferred.push_back(written + ": " + speculative.text);
+        return;
+      case SpeculativeFlag::Kind::kUnsupported:
+        draft.unsupported.push_back(written + ": " + speculative.text);
+        return;
+      case SpeculativeFlag::Kind::kOther:
+        break;
+    }
     if (auto a = kAliases.find(name); a != kAliases.end()) name = a->second;
     const OptionSpec* spec = registry.find(name);
     bool negated = false;

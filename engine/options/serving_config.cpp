@@ -96,8 +96,8 @@ void check_speculation(const ServingConfig& s) {
   if (s.ranks.world_size > 1)
     throw Error(ErrorKind::kUnsupported,
                 flag + " with " + std::to_string(s.ranks.world_size) +
-                    " ranks: not implemented yet (the ranks' steps return no hidden states "
-                    "and forward_mtp is not sharded); it runs on one rank");
+                    " ranks: not implemented yet (its calls pass through the ranks, but no "
+                    "test checks its output there yet, docs/parallel.md); it runs on one rank");
 }
 
 void fill_routes(const EffectiveConfig& c, server::RouteOptions& r) {

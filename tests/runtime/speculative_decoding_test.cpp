@@ -13,6 +13,7 @@
 #include "engine/backend/cpu/cpu_model_runner.h"
 #include "engine/core/error.h"
 #include "engine/runtime/scheduler.h"
+#include "engine/text/grammar/compiled_grammar.h"
 #include "tests/support/micro_model.h"
 
 namespace sparkglm {
@@ -249,6 +250,25 @@ TEST_F(SpeculativeDecodingTest, RequestsThatOptOutAreNotDrafted) {
   run(*r, limits_with(2), requests);
   EXPECT_EQ(scheduler->counters().speculation.drafted[0], 0u);
   EXPECT_EQ(scheduler->counters().speculation.verify_steps, 0u);
+}
+
+TEST_F(SpeculativeDecodingTest, AConstrainedRequestIsNotDraftedAndKeepsItsOutput) {
+  OutputConstraint c;
+  c.kind = OutputConstraint::Kind::kJsonSchema;
+  c.schema = nlohmann::json::parse(R"({"type":"object","properties":{"id":{"type":"integer"}},
+      "required":["id"],"additionalProperties":false})");
+  std::vector<GenerationRequest> requests = four();
+  requests[1].constraint = c;
+  requests[1].grammar = compile_output_constraint(
+      c, TokenVocabulary::for_byte_tokenizer(micro.config.vocab_size, micro.config.eos_token_ids));
+  requests[1].sampling.ignore_eos = false;
+  auto plain_runner = runner(64, 0);
+  const auto plain = run(*plain_runner, limits_with(0), requests);
+  auto r = runner(64, 3);
+  expect_same(run(*r, limits_with(2), {requests[1]}), {plain[1]}, "constrained alone");
+  EXPECT_EQ(scheduler->counters().speculation.drafted[0], 0u);
+  expect_same(run(*r, limits_with(2), requests), plain, "constrained among drafted ones");
+  EXPECT_GT(scheduler->counters().speculation.drafted[0], 0u);
 }
 
 TEST_F(SpeculativeDecodingTest, ARunnerWithoutStateRecordsIsRefusedNamingTheOption) {

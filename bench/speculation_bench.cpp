@@ -1,0 +1,205 @@
+// Speculative decoding on the CPU backend: aggregate decode tok/s and acceptance by draft position
+// for each --speculative-tokens k, on the same greedy requests, in process (no HTTP). Prompts are
+// the held-out examples of a trained tinyGLM (tokens before reply_from), request i taking example
+// i; requests end at their stop token or --max-tokens. Prints one JSON object; asserts nothing.
+//
+//   speculation_bench --model DIR --prompts DIR/heldout.json --k 0,1,2,3 --concurrency 1,4
+// with DIR = tinyglm/weights/tinyglm-micro-trained.
+//
+// Aggregate decode rate = sum(completion - 1) / (last token - first token) (QUALIFICATION.md),
+// per repetition; output_sha256 hashes every request's tokens, so equal hashes across k show that
+// speculation changed no output.
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/backend/cpu/cpu_model_runner.h"
+#include "engine/core/build_info.h"
+#include "engine/core/cli_args.h"
+#include "engine/core/error.h"
+#include "engine/core/sha256.h"
+#include "engine/model/model_loader.h"
+#include "engine/runtime/serving_engine.h"
+
+namespace sparkglm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kMaxPromptsFile = size_t(64) << 20;
+
+std::vector<std::vector<int32_t>> load_prompts(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorKind::kInvalidArgument, "--prompts " + path + ": cannot be read");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().size() > kMaxPromptsFile)
+    throw Error(ErrorKind::kInvalidArgument, "--prompts " + path + ": larger than 64 MiB");
+  const nlohmann::json j = nlohmann::json::parse(text.str());
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto& e : j.at("examples")) {
+    const auto tokens = e.at("tokens").get<std::vector<int32_t>>();
+    const size_t end = e.at("reply_from").get<size_t>();
+    if (end == 0 || end > tokens.size())
+      throw Error(ErrorKind::kInvalidArgument, "--prompts " + path + ": reply_from outside tokens");
+    prompts.emplace_back(tokens.begin(), tokens.begin() + int64_t(end));
+  }
+  if (prompts.empty()) throw Error(ErrorKind::kInvalidArgument, "--prompts " + path + ": none");
+  return prompts;
+}
+
+struct Round {
+  double rate = 0;  // aggregate decode tok/s
+  // The same from each request's second token: without the first decode step, which with
+  // speculation also runs the MTP module over the whole prompt (drafts need its cache there).
+  double steady_rate = 0;
+  int64_t completion_tokens = 0;
+  std::vector<std::vector<int32_t>> outputs;
+};
+
+Round run_round(ServingEngine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                int concurrency, int max_tokens) {
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<std::vector<Clock::time_point>> times(static_cast<size_t>(concurrency));
+  Round round;
+  round.outputs.resize(size_t(concurrency));
+  int done = 0;
+  for (int c = 0; c < concurrency; ++c) {
+    GenerationRequest r;
+    r.prompt = prompts[size_t(c) % prompts.size()];
+    r.sampling.temperature = 0.0f;
+    r.sampling.max_tokens = max_tokens;
+    r.on_event = [&, c](const RequestEvent& e) {
+      std::lock_guard<std::mutex> lock(m);
+      for (const auto& t : e.tokens) {
+        times[size_t(c)].push_back(e.time);
+        round.outputs[size_t(c)].push_back(t.id);
+      }
+      if (e.finish != FinishReason::kNone && ++done == concurrency) cv.notify_all();
+    };
+    engine.submit(std::move(r));
+  }
+  std::unique_lock<std::mutex> lock(m);
+  cv.wait(lock, [&] { return done == concurrency; });
+  auto rate = [&](size_t from) {
+    Clock::time_point first = Clock::time_point::max(), last = Clock::time_point::min();
+    int64_t tokens = 0;
+    for (const auto& t : times) {
+      if (t.size() <= from + 1) continue;
+      first = std::min(first, t[from]);
+      last = std::max(last, t.back());
+      tokens += int64_t(t.size() - from) - 1;
+    }
+    return tokens > 0 ? double(tokens) / std::chrono::duration<double>(last - first).count() : 0.0;
+  };
+  round.rate = rate(0);
+  round.steady_rate = rate(1);
+  for (const auto& t : times) round.completion_tokens += int64_t(t.size());
+  return round;
+}
+
+nlohmann::json measure(const LoadedModel& model, ThreadPool& pool,
+                       const std::vector<std::vector<int32_t>>& prompts, int k, int concurrency,
+                       int max_tokens, int reps) {
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  const int blocks = concurrency * int((longest + size_t(max_tokens)) / 16 + 2);
+  cpu::CpuRunnerOptions o;
+  o.num_blocks = blocks;
+  o.num_state_slots = concurrency;
+  o.kv_dtype = KvDtype::kBF16;
+  o.state_records = k > 0 ? k + 1 : 0;
+  cpu::CpuModelRunner runner(model.config, model.weights, o, pool);
+  SchedulerLimits limits;
+  limits.max_num_seqs = limits.max_batch_size = concurrency;
+  limits.speculative_tokens = k;
+  ServingEngine engine(runner, limits);
+  run_round(engine, prompts, concurrency, 8);  // warmup
+  const SpeculationCounters before = engine.stats().speculation;
+  std::vector<double> rates, steady;
+  std::string outputs;
+  int64_t completion_tokens = 0;
+  for (int r = 0; r < reps; ++r) {
+    const Round round = run_round(engine, prompts, concurrency, max_tokens);
+    rates.push_back(round.rate);
+    steady.push_back(round.steady_rate);
+    completion_tokens = round.completion_tokens;
+    if (r == 0)
+      for (const auto& o_tokens : round.outputs)
+        for (int32_t t : o_tokens) outputs += std::to_string(t) + ",";
+  }
+  const SpeculationCounters after = engine.stats().speculation;
+  nlohmann::json acceptance = nlohmann::json::array();
+  for (int i = 0; i < k; ++i) {
+    const double drafted = double(after.drafted[size_t(i)] - before.drafted[size_t(i)]);
+    const double accepted = double(after.accepted[size_t(i)] - before.accepted[size_t(i)]);
+    acceptance.push_back(drafted > 0 ? accepted / drafted : 0.0);
+  }
+  const double steps = double(after.verify_steps - before.verify_steps);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return {{"k", k},
+          {"concurrency", concurrency},
+          {"completion_tokens", completion_tokens},
+          {"decode_tok_s", rates},
+          {"median_decode_tok_s", median(rates)},
+          {"steady_decode_tok_s", steady},
+          {"median_steady_decode_tok_s", median(steady)},
+          {"acceptance_by_position", acceptance},
+          {"tokens_per_verify_step",
+           steps > 0 ? double(after.verify_tokens - before.verify_tokens) / steps : 1.0},
+          {"output_sha256", sha256_hex(outputs)}};
+}
+
+int run(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "--version") {
+    std::fputs(version_text("speculation_bench").c_str(), stdout);
+    return 0;
+  }
+  const CliArgs a(args, {});
+  a.allow_only({"--model", "--prompts", "--k", "--concurrency", "--max-tokens", "--reps",
+                "--threads"});
+  set_default_thread_count(int(a.integer("--threads", 0, 0, 1024)));
+  ThreadPool& pool = default_thread_pool();
+  const auto model = load_model_dir(a.required("--model"));
+  const auto prompts = load_prompts(a.required("--prompts"));
+  const std::vector<int32_t> ks = a.has("--k") ? a.int_list("--k") : std::vector<int32_t>{0, 1, 2, 3};
+  const std::vector<int32_t> cs =
+      a.has("--concurrency") ? a.int_list("--concurrency") : std::vector<int32_t>{1, 4};
+  const int max_tokens = int(a.integer("--max-tokens", 128, 2, 1 << 16));
+  const int reps = int(a.integer("--reps", 3, 1, 100));
+  nlohmann::json cells = nlohmann::json::array();
+  for (int32_t c : cs)
+    for (int32_t k : ks) {
+      if (c < 1 || c > 64 || k < 0 || k > kMaxSpeculativeTokens)
+        throw Error(ErrorKind::kInvalidArgument, "--k 0..4 and --concurrency 1..64");
+      cells.push_back(measure(*model, pool, prompts, k, c, max_tokens, reps));
+      std::cerr << cells.back().dump() << "\n";
+    }
+  std::cout << nlohmann::json{{"threads", pool.size()}, {"max_tokens", max_tokens}, {"cells", cells}}
+                   .dump(1)
+            << "\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace sparkglm
+
+int main(int argc, char** argv) {
+  try {
+    return sparkglm::run(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "speculation_bench: %s\n", e.what());
+    return 1;
+  }
+}
