@@ -167,13 +167,14 @@ int run(const std::vector<std::string>& args) {
     return 0;
   }
   const CliArgs a(args, {});
-  a.allow_only({"--model", "--prompts", "--k", "--concurrency", "--max-tokens", "--reps",
-                "--threads"});
+  a.allow_only(
+      {"--model", "--prompts", "--k", "--concurrency", "--max-tokens", "--reps", "--threads"});
   set_default_thread_count(int(a.integer("--threads", 0, 0, 1024)));
   ThreadPool& pool = default_thread_pool();
   const auto model = load_model_dir(a.required("--model"));
   const auto prompts = load_prompts(a.required("--prompts"));
-  const std::vector<int32_t> ks = a.has("--k") ? a.int_list("--k") : std::vector<int32_t>{0, 1, 2, 3};
+  const std::vector<int32_t> ks =
+      a.has("--k") ? a.int_list("--k") : std::vector<int32_t>{0, 1, 2, 3};
   const std::vector<int32_t> cs =
       a.has("--concurrency") ? a.int_list("--concurrency") : std::vector<int32_t>{1, 4};
   const int max_tokens = int(a.integer("--max-tokens", 128, 2, 1 << 16));
@@ -186,7 +187,9 @@ int run(const std::vector<std::string>& args) {
       cells.push_back(measure(*model, pool, prompts, k, c, max_tokens, reps));
       std::cerr << cells.back().dump() << "\n";
     }
-  std::cout << nlohmann::json{{"threads", pool.size()}, {"max_tokens", max_tokens}, {"cells", cells}}
+  std::cout << nlohmann::json{{"threads", pool.size()},
+                              {"max_tokens", max_tokens},
+                              {"cells", cells}}
                    .dump(1)
             << "\n";
   return 0;

@@ -67,8 +67,9 @@ SpeculativeFlag speculative_flag(const std::string& name, const std::optional<st
   if (name == "speculative-algorithm") {
     const std::string a = lower(v.value_or(""));
     if (a == "nextn" || a == "mtp" || a == "eagle")
-      return {Kind::kNote, "drafting with the model's MTP head, as SparkGLM does; the number of "
-                           "drafts comes from the steps (--speculative-tokens)"};
+      return {Kind::kNote,
+              "drafting with the model's MTP head, as SparkGLM does; the number of "
+              "drafts comes from the steps (--speculative-tokens)"};
     return {Kind::kUnsupported, "algorithm " + a + ": " + kOwnHead};
   }
   if (name == "speculative-eagle-topk") {

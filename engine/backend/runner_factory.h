@@ -30,8 +30,8 @@ struct RunnerRequest {
   int num_layers = 0;          // > 0: cut the preset's depth, keeping the layer pattern
   uint64_t seed = 0;           // dummy weights
   int block_size = 16;
-  int max_num_seqs = 4;            // KDA state slots
-  int num_snapshots = 0;           // KDA state snapshots of the prefix cache (0: no cache)
+  int max_num_seqs = 4;   // KDA state slots
+  int num_snapshots = 0;  // KDA state snapshots of the prefix cache (0: no cache)
   int state_records = 0;  // KDA state records per slot for verify slices (speculation: k + 1)
   // The prefix cache's disk tier is on: its host staging buffer (PrefixStore::staging_bytes)
   // comes out of the CPU KV pool's budget.

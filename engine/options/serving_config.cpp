@@ -89,10 +89,11 @@ void check_speculation(const ServingConfig& s) {
   const std::string flag = "--speculative-tokens " + std::to_string(k);
   if (s.runner.device == "cuda")
     throw Error(ErrorKind::kUnsupported,
-                flag + " with --device cuda: not implemented yet on cuda (the CUDA runner does "
-                       "not run verify slices: several token-by-token rows of one sequence "
-                       "with KDA state records and resume_record, every row's hidden state in "
-                       "StepResult, forward_mtp); it runs on --device cpu");
+                flag +
+                    " with --device cuda: not implemented yet on cuda (the CUDA runner does "
+                    "not run verify slices: several token-by-token rows of one sequence "
+                    "with KDA state records and resume_record, every row's hidden state in "
+                    "StepResult, forward_mtp); it runs on --device cpu");
   if (s.ranks.world_size > 1)
     throw Error(ErrorKind::kUnsupported,
                 flag + " with " + std::to_string(s.ranks.world_size) +

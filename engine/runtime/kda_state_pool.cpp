@@ -58,7 +58,8 @@ void KdaStatePool::restore(int snapshot, int slot) {
 
 size_t KdaStatePool::snapshot_bytes(const ModelConfig& config) {
   const int64_t hk = int64_t(config.kda.num_heads) * config.kda.head_dim;
-  const int64_t per_layer = hk * config.kda.head_dim + 3 * (config.kda.short_conv_kernel_size - 1) * hk;
+  const int64_t per_layer =
+      hk * config.kda.head_dim + 3 * (config.kda.short_conv_kernel_size - 1) * hk;
   return size_t(config.num_kda_layers()) * size_t(per_layer) * sizeof(float);
 }
 

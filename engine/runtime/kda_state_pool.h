@@ -46,7 +46,7 @@ class KdaStatePool {
   static size_t snapshot_bytes(const ModelConfig& config);
   void copy_snapshot_out(int snapshot, std::byte* out) const;
   void copy_snapshot_in(int snapshot, const std::byte* in);
-  int state_records() const { return num_records_; }  // rows recorded per slot
+  int state_records() const { return num_records_; }       // rows recorded per slot
   float* record_state(int slot, int row, int kda_layer) {  // [H, K, V], as state()
     return &record_state_[record_index(slot, row, kda_layer) * size_t(state_floats_)];
   }

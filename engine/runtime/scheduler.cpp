@@ -386,7 +386,9 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
                        sample, spec);
     batch.seqs.back().decode = false;  // a one-row piece of a prompt is still prefill
     add_member(s, end - start, sample,
-               !spec ? SpecRole::kNone : sample ? SpecRole::kSampleLast : SpecRole::kObserve);
+               !spec    ? SpecRole::kNone
+               : sample ? SpecRole::kSampleLast
+                        : SpecRole::kObserve);
     if (cache_) cache_->mark_slice(s, batch.seqs.back(), start, end);
     budget -= end - start;
     if (!s.answer) counters_.prompt_tokens += uint64_t(end - start);

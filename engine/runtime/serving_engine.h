@@ -41,7 +41,7 @@ struct EngineStats {
   uint64_t prefix_hits = 0, prefix_hit_tokens = 0, prefix_block_evictions = 0;
   uint64_t prefix_snapshots_saved = 0, prefix_snapshot_evictions = 0;
   int prefix_cached_blocks = 0;
-  PrefixCacheCounters prefix;  // every counter of the cache: answers, the disk tier
+  PrefixCacheCounters prefix;       // every counter of the cache: answers, the disk tier
   SpeculationCounters speculation;  // --speculative-tokens: drafts and acceptance by position
   double last_step_seconds = 0;
   double total_step_seconds = 0;

@@ -53,8 +53,7 @@ void render_speculation(std::string& out, const SpeculationCounters& s) {
   header(out, "sparkglm_spec_accepted_tokens_total", "counter",
          "Draft tokens accepted (with every draft before them), by position.");
   for (size_t i = 0; i < s.accepted.size(); ++i)
-    sample(out,
-           "sparkglm_spec_accepted_tokens_total{position=\"" + std::to_string(i + 1) + "\"}",
+    sample(out, "sparkglm_spec_accepted_tokens_total{position=\"" + std::to_string(i + 1) + "\"}",
            double(s.accepted[i]));
   metric(out, "sparkglm_spec_verify_steps_total", "counter",
          "Verify slices with at least one draft (one per sequence and engine step).",

@@ -42,9 +42,9 @@ struct GenerationFields {
   bool skip_special_tokens = true;  // control tokens (eos, role markers) leave no text
   bool return_token_ids = false;    // vLLM: prompt_token_ids and token_ids in the answer
   std::string cache_salt;           // seeds the prefix cache's keys (GenerationRequest)
-  bool disable_mtp = false;  // no speculative decoding (GenerationRequest::disable_speculation)
-  OutputConstraint constraint;      // response_format, structured_outputs, guided_*, tool_choice
-  std::string constraint_field;     // the field `constraint` came from, for errors
+  bool disable_mtp = false;      // no speculative decoding (GenerationRequest::disable_speculation)
+  OutputConstraint constraint;   // response_format, structured_outputs, guided_*, tool_choice
+  std::string constraint_field;  // the field `constraint` came from, for errors
 };
 
 struct ChatCompletionRequest {

@@ -53,8 +53,10 @@ TEST(RecipeSpeculation, VllmAndSglangDraftCountsBecomeSpeculativeTokens) {
     EXPECT_TRUE(d.unsupported.empty()) << command << ": " << d.unsupported[0];
   }
   const ProfileDraft sglang = translate_command(
-      "sglang.launch_server --model-path m --speculative-algorithm EAGLE --speculative-num-steps 2");
-  EXPECT_TRUE(has_line(sglang.inferred, "--speculative-algorithm EAGLE: drafting with the model's"));
+      "sglang.launch_server --model-path m --speculative-algorithm EAGLE --speculative-num-steps "
+      "2");
+  EXPECT_TRUE(
+      has_line(sglang.inferred, "--speculative-algorithm EAGLE: drafting with the model's"));
   EXPECT_TRUE(has_line(sglang.applied, "--speculative-num-steps 2 -> options.speculative-tokens"));
 }
 
@@ -64,11 +66,13 @@ TEST(RecipeSpeculation, OtherDraftersTreesAndLongChainsAreListedWithTheReason) {
       "--speculative-eagle-topk 4 --num-speculative-tokens 8 --dflash --mtp-gate=force "
       "--speculative-draft-model-path /d");
   EXPECT_EQ(drafts_of(d), -1);  // nothing was set
-  EXPECT_TRUE(has_line(d.unsupported, "--speculative-config {\"method\": \"ngram\", "
-                                      "\"num_speculative_tokens\": 3}: method ngram"));
+  EXPECT_TRUE(has_line(d.unsupported,
+                       "--speculative-config {\"method\": \"ngram\", "
+                       "\"num_speculative_tokens\": 3}: method ngram"));
   EXPECT_TRUE(has_line(d.unsupported, "--speculative-eagle-topk 4: SparkGLM drafts a chain"));
-  EXPECT_TRUE(has_line(d.unsupported, "--num-speculative-tokens 8: 8 draft tokens: SparkGLM "
-                                      "chains at most 4"));
+  EXPECT_TRUE(has_line(d.unsupported,
+                       "--num-speculative-tokens 8: 8 draft tokens: SparkGLM "
+                       "chains at most 4"));
   EXPECT_TRUE(has_line(d.unsupported, "--dflash: speculative decoding with a separate drafter"));
   EXPECT_TRUE(has_line(d.unsupported, "--mtp-gate=force: no MTP gate"));
   EXPECT_TRUE(has_line(d.unsupported, "--speculative-draft-model-path /d: speculative decoding"));

@@ -309,8 +309,8 @@ TEST(ParseCompletion, PromptShapes) {
 }
 
 TEST(ParseCompletion, DisableMtpTurnsSpeculationOffForTheRequest) {
-  EXPECT_TRUE(parse_completion(json{{"prompt", "x"}, {"disable_mtp", true}}, kModel)
-                  .fields.disable_mtp);
+  EXPECT_TRUE(
+      parse_completion(json{{"prompt", "x"}, {"disable_mtp", true}}, kModel).fields.disable_mtp);
   EXPECT_FALSE(parse_completion(json{{"prompt", "x"}}, kModel).fields.disable_mtp);
   EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"disable_mtp", 1}}).param(), "disable_mtp");
 }

@@ -16,13 +16,13 @@ TEST(SpeculationMetrics, AcceptanceByPositionAndVerifyStepsAreCounters) {
   e.speculation.verify_steps = 40;
   e.speculation.verify_tokens = 84;
   const std::string text = Metrics().render(e);
-  for (const char* line : {"# TYPE sparkglm_spec_draft_tokens_total counter\n",
-                           "sparkglm_spec_draft_tokens_total{position=\"3\"} 25\n",
-                           "sparkglm_spec_accepted_tokens_total{position=\"1\"} 30\n",
-                           "sparkglm_spec_accepted_tokens_total{position=\"4\"} 0\n",
-                           "sparkglm_spec_verify_steps_total 40\n",
-                           "sparkglm_spec_verify_tokens_total 84\n",
-                           "sparkglm_spec_draft_failures_total 0\n"})
+  for (const char* line :
+       {"# TYPE sparkglm_spec_draft_tokens_total counter\n",
+        "sparkglm_spec_draft_tokens_total{position=\"3\"} 25\n",
+        "sparkglm_spec_accepted_tokens_total{position=\"1\"} 30\n",
+        "sparkglm_spec_accepted_tokens_total{position=\"4\"} 0\n",
+        "sparkglm_spec_verify_steps_total 40\n", "sparkglm_spec_verify_tokens_total 84\n",
+        "sparkglm_spec_draft_failures_total 0\n"})
     EXPECT_NE(text.find(line), std::string::npos) << line;
 }
 

@@ -75,8 +75,8 @@ void short_conv_silu(float* x, int64_t ld, int n, const float* weight, int taps,
 // overwrites the rows. x: [n, ld] raw rows; history and records: [taps - 1, ld_hist].
 class ConvRecords {
  public:
-  ConvRecords(const float* x, int64_t ld, int n, int taps, int c0, int width,
-              const float* history, int64_t ld_hist)
+  ConvRecords(const float* x, int64_t ld, int n, int taps, int c0, int width, const float* history,
+              int64_t ld_hist)
       : hist_(taps - 1), width_(width), c0_(c0), combined_(size_t(hist_ + n) * size_t(width)) {
     for (int p = 0; p < hist_; ++p)
       std::copy_n(history + p * ld_hist + c0, width, &combined_[size_t(p) * size_t(width)]);
@@ -106,14 +106,16 @@ void head_forward(const ModelConfig& c, const KdaWeights& w, int kda_index,
 
   float* conv = states.conv(seq.state_slot, kda_index);  // [3 (q, k, v)][taps - 1][H*K]
   const int64_t conv_part = int64_t(taps - 1) * hk;
-  float* q = rows.q.data() + r0 * hk;  // [n, H*K]
-  float* k = rows.k.data() + r0 * hk;  // [n, H*K]
-  float* v = rows.v.data() + r0 * hk;  // [n, H*V]
+  float* q = rows.q.data() + r0 * hk;     // [n, H*K]
+  float* k = rows.k.data() + r0 * hk;     // [n, H*K]
+  float* v = rows.v.data() + r0 * hk;     // [n, H*V]
   std::vector<ConvRecords> conv_records;  // q, k, v; only for a recording (verify) slice
   if (seq.record_states)
     for (int part = 0; part < 3; ++part)
-      conv_records.emplace_back(part == 0 ? q : part == 1 ? k : v, hk, n, taps,
-                                part == 2 ? h * vd : h * kd, part == 2 ? vd : kd,
+      conv_records.emplace_back(part == 0   ? q
+                                : part == 1 ? k
+                                            : v,
+                                hk, n, taps, part == 2 ? h * vd : h * kd, part == 2 ? vd : kd,
                                 conv + part * conv_part, hk);
   short_conv_silu(q, hk, n, w.q_conv, taps, h * kd, kd, conv, hk);
   short_conv_silu(k, hk, n, w.k_conv, taps, h * kd, kd, conv + conv_part, hk);

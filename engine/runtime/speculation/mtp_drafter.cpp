@@ -14,7 +14,7 @@ void MtpDrafter::draft(std::vector<DraftJob>& jobs) {
   const int64_t d = runner_.config().hidden_size, vocab = runner_.config().vocab_size;
   // The first call: every job's computed rows, each on its committed next token.
   ForwardBatch batch;
-  std::vector<float> hidden;   // [rows, D]
+  std::vector<float> hidden;    // [rows, D]
   std::vector<size_t> wanting;  // per logit row: its job
   for (size_t j = 0; j < jobs.size(); ++j) {
     DraftJob& job = jobs[j];

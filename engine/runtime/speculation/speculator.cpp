@@ -72,8 +72,8 @@ void Speculator::commit(Sequence& s, SpecRole role, int rows, int first_logit,
   }
   SPARKGLM_ASSERT(result.hidden.size() >= size_t(first_logit + rows) * size_t(config_.hidden_size),
                   "Speculator: the runner returned no hidden states (StepResult::hidden)");
-  observed_.push_back({&s, start, observed,
-                       result.hidden.data() + int64_t(first_logit) * config_.hidden_size});
+  observed_.push_back(
+      {&s, start, observed, result.hidden.data() + int64_t(first_logit) * config_.hidden_size});
 }
 
 int Speculator::drafts_wanted(const Sequence& s) const {
@@ -115,8 +115,8 @@ void Speculator::draft(int reserve) {
     if (size_t(o.first_position + o.rows) + 1 == s.tokens.size()) {
       job.want = drafts_wanted(s);
       // Blocks for the verify rows: positions up to tokens.size() - 1 + want.
-      const size_t need = (s.tokens.size() + size_t(job.want) + size_t(block_size_) - 1) /
-                          size_t(block_size_);
+      const size_t need =
+          (s.tokens.size() + size_t(job.want) + size_t(block_size_) - 1) / size_t(block_size_);
       while (s.blocks.size() < need && blocks_.num_free() > reserve) {
         s.blocks.push_back(blocks_.allocate(1)[0]);
         ++s.spec_blocks;

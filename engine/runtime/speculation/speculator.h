@@ -46,8 +46,8 @@ namespace sparkglm {
 inline constexpr int kMaxSpeculativeTokens = 4;
 
 struct SpeculationCounters {
-  uint64_t verify_steps = 0;    // verify slices with at least one draft
-  uint64_t verify_tokens = 0;   // tokens those slices committed (accepted drafts + one)
+  uint64_t verify_steps = 0;   // verify slices with at least one draft
+  uint64_t verify_tokens = 0;  // tokens those slices committed (accepted drafts + one)
   // Per draft position i (0 = the first draft): drafts proposed there, and those accepted (every
   // draft before it accepted too). accepted[i] / drafted[i] is the acceptance of position i.
   std::array<uint64_t, kMaxSpeculativeTokens> drafted{}, accepted{};
