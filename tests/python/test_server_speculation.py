@@ -1,0 +1,103 @@
+"""Speculative decoding through sparkglm-serve's HTTP API, on the trained tinyGLM (its MTP head is
+right often enough to be accepted): with --speculative-tokens 2 greedy answers to concurrent chat
+and completion requests are the answers of a server without speculation, drafts are accepted at
+both positions (/metrics), and "disable_mtp": true requests draft nothing. --device cuda with
+--speculative-tokens is refused at start with the reason.
+
+Run: python3 test_server_speculation.py --bin-dir BUILD_DIR
+"""
+import os
+import subprocess
+import sys
+import threading
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import test_server_lifecycle as lifecycle  # noqa: E402
+from test_server_lifecycle import ServerProcess, call, post_json  # noqa: E402
+
+TRAINED = os.path.join(HERE, "..", "..", "tinyglm", "weights", "tinyglm-micro-trained")
+PROMPTS = ["What is 12 times 7?", "Name three colors.", "Write a short greeting.",
+           "Reply with the tag in the notes."]
+
+
+def ask(port, i, extra=None):
+    if i % 2:
+        body = {"prompt": PROMPTS[i], "max_tokens": 40, "temperature": 0}
+        route = "/v1/completions"
+    else:
+        body = {"messages": [{"role": "user", "content": PROMPTS[i]}], "max_tokens": 40,
+                "temperature": 0}
+        route = "/v1/chat/completions"
+    body.update(extra or {})
+    status, out = post_json(port, route, body)
+    assert status == 200, out
+    choice = out["choices"][0]
+    return choice["text"] if "text" in choice else choice["message"]["content"]
+
+
+def ask_all(port, extra=None):
+    """The four requests at once (C4)."""
+    answers = [None] * len(PROMPTS)
+
+    def one(i):
+        try:
+            answers[i] = ask(port, i, extra)
+        except Exception as e:  # the comparison then shows what went wrong
+            answers[i] = f"error: {e!r}"
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(PROMPTS))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return answers
+
+
+def spec_counters(port):
+    _, _, data = call(port, "GET", "/metrics")
+    out = {}
+    for line in data.decode().splitlines():
+        if line.startswith("sparkglm_spec_"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+class SpeculationServerTest(unittest.TestCase):
+    def serve(self, *extra):
+        return ServerProcess("--model", TRAINED, "--preset", None, *extra)
+
+    def test_greedy_answers_are_the_same_and_drafts_are_accepted(self):
+        with self.serve() as plain:
+            want = ask_all(plain.port)
+            self.assertEqual(plain.stop(), 0)
+        with self.serve("--speculative-tokens", "2") as spec:
+            got = ask_all(spec.port)
+            self.assertEqual(got, want)
+            c = spec_counters(spec.port)
+            for pos in ("1", "2"):
+                drafted = c['sparkglm_spec_draft_tokens_total{position="%s"}' % pos]
+                accepted = c['sparkglm_spec_accepted_tokens_total{position="%s"}' % pos]
+                self.assertGreater(drafted, 0, pos)
+                self.assertGreater(accepted, 0, pos)
+                self.assertLessEqual(accepted, drafted, pos)
+            self.assertGreater(c["sparkglm_spec_verify_tokens_total"],
+                               c["sparkglm_spec_verify_steps_total"])
+            # disable_mtp: the same answers, and not one more draft.
+            self.assertEqual(ask_all(spec.port, {"disable_mtp": True}), want)
+            self.assertEqual(spec_counters(spec.port), c)
+            self.assertEqual(spec.stop(), 0)
+
+    def test_cuda_is_refused_at_start_with_the_reason(self):
+        out = subprocess.run([os.path.join(lifecycle.BIN_DIR, "sparkglm-serve"), "--model", TRAINED,
+                              "--device", "cuda", "--speculative-tokens", "2"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("--speculative-tokens 2 with --device cuda: not implemented yet on cuda",
+                      out.stdout + out.stderr)
+
+
+if __name__ == "__main__":
+    lifecycle.parse_args_and_run(globals())
