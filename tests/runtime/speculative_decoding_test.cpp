@@ -222,7 +222,9 @@ TEST_F(SpeculativeDecodingTest, PreemptionChangesNoToken) {
 }
 
 TEST_F(SpeculativeDecodingTest, ATurnResumedFromThePrefixCacheIsDraftedAndChangesNothing) {
-  GenerationRequest first = greedy(150, 1, 20);
+  // Turn 1's answer passes a grid point (256), so the cache prefills it once more after turn 1
+  // (an answer: a sequence that only prefills, which speculation leaves alone).
+  GenerationRequest first = greedy(150, 1, 120);
   auto cold_runner = runner(64, 0);
   const auto cold_first = run(*cold_runner, limits_with(0), {first});
   GenerationRequest second = first;  // the next turn: turn 1, its answer and a new message
@@ -238,6 +240,7 @@ TEST_F(SpeculativeDecodingTest, ATurnResumedFromThePrefixCacheIsDraftedAndChange
   expect_same(run_on(s, {first}), cold_first, "turn 1");
   expect_same(run_on(s, {second}), cold_second, "turn 2");
   EXPECT_GT(s.counters().prefix_hit_tokens, 100u);
+  EXPECT_GT(s.counters().prefix.answer_tokens, 0u);
   EXPECT_GT(s.counters().speculation.verify_steps, 0u);
 }
 

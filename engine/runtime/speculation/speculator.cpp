@@ -22,7 +22,9 @@ Speculator::Speculator(int tokens, std::unique_ptr<Drafter> drafter, const Model
 
 bool Speculator::applies_to(const Sequence& s) const {
   const SamplingParams& p = s.request.sampling;
-  return !s.request.disable_speculation && !s.request.grammar && (p.greedy() || !p.logprobs);
+  // An answer (the prefix cache's) only prefills: no token, no sampler, nothing to draft.
+  return !s.answer && !s.request.disable_speculation && !s.request.grammar &&
+         (p.greedy() || !p.logprobs);
 }
 
 void Speculator::add_verify_slice(Sequence& s, ForwardBatch& batch) {

@@ -28,6 +28,8 @@
 // Requests it does not apply to run as without speculation: those with an output grammar
 // (per-position masks would need matcher rollback), those with disable_speculation (the API's
 // disable_mtp), and sampled requests asking for logprobs (the rejection rule draws no logprob).
+// Nor do the prefix cache's answers (prefill only): the MTP layer's entries of the blocks they
+// publish are left as they were, which only lowers the acceptance of a later hit there.
 #include <array>
 #include <cstdint>
 #include <functional>
