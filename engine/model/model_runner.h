@@ -35,7 +35,8 @@ class ModelRunner {
   // The MTP module (MODEL.md section 6). Row r of `batch` carries the next token t_{i+1} at
   // position i of its sequence; hidden[r] is h_i, the main model's head-reduced state at i
   // ([T, D]). Writes the MTP layer's own cache at position i and returns draft logits for
-  // batch.logit_rows. State slots are not touched.
+  // batch.logit_rows. State slots are not touched. Speculative decoding's drafter
+  // (runtime/speculation/mtp_drafter.h) calls it between steps, with no step queued.
   virtual void forward_mtp(const ForwardBatch& batch, const std::vector<float>& hidden,
                            ForwardOutput& out) = 0;
 
