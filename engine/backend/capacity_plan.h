@@ -33,8 +33,6 @@
 
 namespace sparkglm {
 
-inline constexpr size_t kCudaReserveBytes = size_t(768) << 20;
-
 // A device kind the plan knows: its memory and whether the host shares it.
 struct DeviceKind {
   std::string name;  // "H200", "GB10"

@@ -14,6 +14,10 @@ struct DeviceMemory {
   size_t free = 0;   // bytes free before this process allocated anything
 };
 
+// What the CUDA backend keeps free beyond its own buffers: cuBLAS workspaces and captured graphs.
+// The runner factory takes it out of the device, and `sparkglm plan` out of each planned device.
+inline constexpr size_t kCudaReserveBytes = size_t(768) << 20;
+
 struct MemoryDemand {
   size_t weights = 0, state = 0, workspace = 0, reserve = 0;
   size_t per_block = 0;  // device bytes of one KV block (all layers)

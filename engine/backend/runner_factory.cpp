@@ -105,8 +105,8 @@ ModelConfig request_config(const RunnerRequest& r) {
 
 // Memory plan: of gpu_memory_utilization x total device memory, what was already in use when we
 // started (other processes, the CUDA context), the weights, the state slots, the step workspace
-// and a reserve for cuBLAS and captured graphs come first; the KV pool gets the rest.
-constexpr size_t kDeviceReserve = size_t(768) << 20;
+// and a reserve for cuBLAS and captured graphs (kCudaReserveBytes) come first; the KV pool gets
+// the rest.
 
 BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   int devices = 0;
@@ -151,7 +151,7 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   // The prefix cache's KDA snapshots are state too: taken out of the pool's budget.
   demand.state = cuda::CudaModelRunner::state_bytes(mc, r.max_num_seqs, r.num_snapshots);
   demand.workspace = cuda::CudaModelRunner::workspace_bytes(mc, o);
-  demand.reserve = kDeviceReserve;
+  demand.reserve = kCudaReserveBytes;
   o.num_blocks = 1000;
   const size_t per_1000 = cuda::CudaModelRunner::cache_bytes(mc, o);
   o.num_blocks = 0;
