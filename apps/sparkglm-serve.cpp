@@ -151,6 +151,7 @@ int serve(const std::vector<std::string>& args) {
   server::RouteOptions& route_options = config.routes;
   route_options.model = {model_id, built.max_seq_len, mc.vocab_size};
   route_options.kv_pool_tokens = built.pool_tokens;
+  route_options.max_num_seqs = config.scheduler.max_num_seqs;
   route_options.eos_ids = mc.eos_token_ids;
   // Output constraints compile at admission against the vocabulary the scheduler masks.
   route_options.compile_constraint =

@@ -1,7 +1,7 @@
 #include "engine/server/generation_call.h"
 
-#include <algorithm>
-#include <string_view>
+#include <exception>
+#include <utility>
 
 #include "engine/core/error.h"
 #include "engine/server/api_error.h"
@@ -19,17 +19,6 @@ double seconds_between(std::chrono::steady_clock::time_point a,
   return std::chrono::duration<double>(b - a).count();
 }
 
-OutputTextOptions text_options(const GenerationSetup& s) {
-  OutputTextOptions o;
-  o.stop = s.fields.stop;
-  o.include_stop_str_in_output = s.fields.include_stop_str_in_output;
-  o.skip_special_tokens = s.fields.skip_special_tokens;
-  o.split_reasoning = s.kind == ApiKind::kChat;
-  o.starts_in_reasoning = s.thinking;
-  o.min_tokens = s.fields.sampling.min_tokens;
-  return o;
-}
-
 }  // namespace
 
 GenerationCall::GenerationCall(GenerationSetup setup, const TokenCodec& codec, Metrics* metrics,
@@ -39,36 +28,32 @@ GenerationCall::GenerationCall(GenerationSetup setup, const TokenCodec& codec, M
       metrics_(metrics),
       exchange_(std::move(exchange)),
       sse_(exchange_),
-      text_(codec_, text_options(setup_)),
-      id_(new_request_id(setup_.kind == ApiKind::kChat ? "chatcmpl" : "cmpl")),
+      id_(new_request_id(setup_.chat() ? "chatcmpl" : "cmpl")),
       created_(unix_seconds()) {
   const GenerationFields& f = setup_.fields;
-  if (f.stream && !f.sampling.logprobs && !f.return_token_ids && !f.continuous_usage_stats)
-    chunk_.emplace(setup_.kind == ApiKind::kChat, id_, created_, setup_.model_id, f.include_usage);
-  if (!setup_.tools.empty()) tool_calls_.emplace(setup_.tools, setup_.parallel_tool_calls);
+  for (int i = 0; i < f.n; ++i) choices_.emplace_back(i, setup_, codec_);
+  // The written-out chunk knows one choice, index 0.
+  if (f.stream && f.n == 1 && !f.sampling.logprobs && !f.return_token_ids &&
+      !f.continuous_usage_stats)
+    chunk_.emplace(setup_.chat(), id_, created_, setup_.model_id, f.include_usage);
 }
 
 void GenerationCall::start(GenerationEngine& engine) {
-  GenerationRequest request;
-  request.prompt = setup_.prompt;
-  request.sampling = setup_.fields.sampling;
-  request.cache_salt = setup_.fields.cache_salt;
-  request.disable_speculation = setup_.fields.disable_mtp;
-  request.constraint = setup_.fields.constraint;
-  request.grammar = setup_.grammar;
-  if (setup_.request_timeout_s > 0)
-    request.deadline =
-        setup_.arrived + std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::duration<double>(setup_.request_timeout_s));
-  // The call lives as long as the engine holds this closure.
+  // The call lives as long as the engine holds the closures.
   if (setup_.fields.stream && setup_.fields.return_token_ids)
-    prompt_ids_json_ = json(setup_.prompt).dump();
+    prompt_ids_json_ = nlohmann::json(setup_.prompt).dump();
   auto self = shared_from_this();
-  request.on_event = [self](const RequestEvent& e) { self->deliver(e); };
-  try {
-    handle_ = engine.submit(std::move(request));
-  } catch (const Error& e) {
-    throw api_error_from(e);
+  for (GenerationChoice& c : choices_) {
+    GenerationRequest request = c.request();
+    request.on_event = [self, i = size_t(c.index())](const RequestEvent& e) {
+      self->deliver(i, e);
+    };
+    try {
+      c.handle = engine.submit(std::move(request));
+    } catch (const Error& e) {
+      cancel_all();  // the choices queued before this one
+      throw api_error_from(e);
+    }
   }
   if (!setup_.fields.cache_salt.empty())
     log_line("request " + id_ + " cache_salt=" + client_text(setup_.fields.cache_salt));
@@ -79,15 +64,12 @@ void GenerationCall::start(GenerationEngine& engine) {
   sse_.begin();
   // Chat streams open with the role, as OpenAI's do; a text completion's first chunk is its first
   // text, so that a client timing the first chunk times the first token.
-  if (setup_.kind == ApiKind::kChat) {
-    json first = envelope(
-        json::array({choice({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr, nullptr)}));
-    send_chunk(std::move(first));
-  }
+  if (setup_.chat())
+    for (const GenerationChoice& c : choices_) send_chunk(envelope(json::array({c.role_choice()})));
   if (!direct()) return sse_.flush();
   // The head is out: from here on the engine thread writes. Events that came first go now, in
   // order (a drain they posted finds the inbox empty).
-  std::vector<RequestEvent> early;
+  std::vector<ChoiceEvent> early;
   {
     std::lock_guard<std::mutex> lock(inbox_mutex_);
     early.swap(inbox_);
@@ -96,20 +78,21 @@ void GenerationCall::start(GenerationEngine& engine) {
   process(early);
 }
 
-void GenerationCall::deliver(const RequestEvent& e) {
+void GenerationCall::deliver(size_t choice, const RequestEvent& e) {
   bool post = false, now = false;
   {
     std::lock_guard<std::mutex> lock(inbox_mutex_);
     now = engine_writes_;
     if (!now) {
-      inbox_.push_back(e);
+      inbox_.push_back({choice, e});
       post = !drain_scheduled_;
       drain_scheduled_ = true;
     }
   }
   if (now) {
     std::lock_guard<std::mutex> state(state_mutex_);
-    return process({&e, 1});  // no copy: the event is handled here and now
+    handle(choice, e);  // no copy: the event is handled here and now
+    return after_events();
   }
   if (post) exchange_->post([self = shared_from_this()] { self->drain(); });
 }
@@ -150,18 +133,24 @@ void GenerationCall::drain() {
   }
 }
 
-void GenerationCall::process(std::span<const RequestEvent> events) {
+void GenerationCall::process(std::span<const ChoiceEvent> events) {
   emitted_.clear();
-  for (const RequestEvent& e : events) {
-    if (!done_ && !e.tokens.empty()) emitted_.push_back(e.time);
-    try {
-      on_event(e);
-    } catch (const std::exception& ex) {
-      // A defect here must still end the request, for the client and for the engine.
-      if (handle_) handle_->cancel();
-      if (!done_) fail(ApiError::internal(ex.what()), "error");
-    }
+  for (const ChoiceEvent& e : events) handle(e.choice, e.event);
+  after_events();
+}
+
+void GenerationCall::handle(size_t choice, const RequestEvent& e) {
+  if (!done_ && !e.tokens.empty()) emitted_.push_back(e.time);
+  try {
+    on_event(choices_[choice], e);
+  } catch (const std::exception& ex) {
+    // A defect here must still end the request, for the client and for the engine.
+    cancel_all();
+    if (!done_) fail(ApiError::internal(ex.what()), "error");
   }
+}
+
+void GenerationCall::after_events() {
   if (setup_.fields.stream) {
     // Timed as the bytes are handed to the socket: a send that wakes the client can lose the core
     // inside the system call, after the bytes are on their way; that wait is not the server's.
@@ -174,6 +163,7 @@ void GenerationCall::process(std::span<const RequestEvent> events) {
   }
   if (finished_) record(finished_);  // after the send: the metrics lock is shared with /metrics
   finished_ = nullptr;
+  emitted_.clear();
 }
 
 std::vector<double> GenerationCall::emit_delays() const {
@@ -195,71 +185,28 @@ void GenerationCall::send_chunk(json chunk) {
   sse_.gathered() += event;
 }
 
-bool GenerationCall::is_stop_token(int32_t id) const {
-  const auto& stops = setup_.fields.sampling.stop_token_ids;
-  if (std::find(stops.begin(), stops.end(), id) != stops.end()) return true;
-  return !setup_.fields.sampling.ignore_eos &&
-         std::find(setup_.eos_ids.begin(), setup_.eos_ids.end(), id) != setup_.eos_ids.end();
-}
-
-void GenerationCall::on_event(const RequestEvent& e) {
-  if (done_)
-    return;  // finished by a stop string, or the client left; later events are the engine's
+void GenerationCall::on_event(GenerationChoice& c, const RequestEvent& e) {
+  if (done_ || c.ended())
+    return;  // ended by a stop string, or the client left; later events are the engine's
   if (!e.tokens.empty() && first_token_seconds_ < 0)
     first_token_seconds_ = seconds_between(setup_.arrived, std::chrono::steady_clock::now());
-  cached_tokens_ = e.cached_tokens;
-
-  ReasoningDelta delta;
-  std::vector<GeneratedToken> shown;
-  std::vector<size_t> offsets;
-  for (size_t i = 0; i < e.tokens.size(); ++i) {
-    const GeneratedToken& t = e.tokens[i];
-    const bool terminal =
-        e.finish == FinishReason::kStop && i + 1 == e.tokens.size() && is_stop_token(t.id);
-    offsets.push_back(text_bytes_);
-    ReasoningDelta d = text_.add(t.id, terminal);
-    text_bytes_ += d.content.size() + d.reasoning.size();
-    delta.reasoning += d.reasoning;
-    delta.content += d.content;
-    shown.push_back(t);
-    output_ids_.push_back(t.id);
-    if (text_.stop_string()) break;
-  }
-  const bool stopped_by_string = text_.stop_string().has_value();
-  const bool ending = stopped_by_string || e.finish != FinishReason::kNone;
-  if (ending && !stopped_by_string) {
-    ReasoningDelta rest = text_.finish();
-    delta.reasoning += rest.reasoning;
-    delta.content += rest.content;
-  }
-  json calls = json::array();
-  if (tool_calls_) {
-    delta.content = tool_calls_->feed(delta.content, calls);
-    if (ending) delta.content += tool_calls_->flush(calls);
-  }
-  emit(delta, shown, offsets);
-  if (!calls.empty()) emit_tool_calls(std::move(calls));
-
-  if (text_.stop_string()) {
-    // The stop string is the server's: the engine learns of it through cancellation.
-    if (handle_) handle_->cancel();
-    return complete("stop", *text_.stop_string());
+  if (c.index() == 0) cached_tokens_ = e.cached_tokens;
+  emit(c, c.add(e));
+  if (c.finish_reason()) {
+    if (setup_.fields.stream) send_chunk(envelope(json::array({c.final_chunk_choice()})));
+    if (++ended_choices_ == choices_.size()) complete();
+    return;
   }
   switch (e.finish) {
     case FinishReason::kNone:
-      return;
-    case FinishReason::kStop: {
-      json reason = nullptr;
-      if (!e.tokens.empty() && is_stop_token(e.tokens.back().id)) reason = e.tokens.back().id;
-      return complete("stop", reason);
-    }
+    case FinishReason::kStop:
     case FinishReason::kLength:
-      return complete("length", nullptr);
+      return;
     case FinishReason::kTimeout:
-      return fail(ApiError::request_timeout("the request ran past its deadline of " +
-                                            std::to_string(setup_.request_timeout_s) +
-                                            " s (--request-timeout) after " +
-                                            std::to_string(text_.tokens()) + " generated tokens"),
+      return fail(ApiError::request_timeout(
+                      "the request ran past its deadline of " +
+                      std::to_string(setup_.request_timeout_s) + " s (--request-timeout) after " +
+                      std::to_string(completion_tokens()) + " generated tokens"),
                   "timeout");
     case FinishReason::kCancelled:
       return fail(ApiError::shutting_down(), "abort");
@@ -270,120 +217,53 @@ void GenerationCall::on_event(const RequestEvent& e) {
   }
 }
 
-void GenerationCall::emit(const ReasoningDelta& d, const std::vector<GeneratedToken>& tokens,
-                          const std::vector<size_t>& offsets) {
-  const bool logprobs = setup_.fields.sampling.logprobs;
-  const bool chat = setup_.kind == ApiKind::kChat;
-  if (!setup_.fields.stream) {
-    reasoning_ += d.reasoning;
-    content_ += d.content;
-    if (logprobs)
-      for (size_t i = 0; i < tokens.size(); ++i) {
-        if (chat)
-          chat_logprobs_.push_back(chat_logprob(codec_, tokens[i]));
-        else
-          completion_logprobs_.add(codec_, tokens[i], offsets[i]);
-      }
-    return;
-  }
-  if (d.empty() && tokens.empty()) return;
-  if (d.empty() && !logprobs && !setup_.fields.return_token_ids) return;
-  if (chunk_ && chunk_->append_delta(sse_.gathered(), d.reasoning, d.content)) {
+void GenerationCall::emit(GenerationChoice& c, ChoiceUpdate u) {
+  if (!setup_.fields.stream) return c.keep(std::move(u));
+  if (chunk_ && !u.text.empty() &&
+      chunk_->append_delta(sse_.gathered(), u.text.reasoning, u.text.content)) {
     prompt_ids_sent_ = true;
-    return;
+  } else if (json choice = c.stream_choice(u); !choice.is_null()) {
+    send_chunk(envelope(json::array({std::move(choice)})));
   }
-  json lp = nullptr;
-  if (logprobs && !tokens.empty()) {
-    if (chat) {
-      json content = json::array();
-      for (const auto& t : tokens) content.push_back(chat_logprob(codec_, t));
-      lp = {{"content", std::move(content)}};
-    } else {
-      CompletionLogprobs c;
-      for (size_t i = 0; i < tokens.size(); ++i) c.add(codec_, tokens[i], offsets[i]);
-      lp = c.to_json();
-    }
-  }
-  json body;
-  if (chat) {
-    body = json::object();
-    if (!d.reasoning.empty()) body["reasoning"] = body["reasoning_content"] = d.reasoning;
-    if (!d.content.empty()) body["content"] = d.content;
-  } else {
-    body = d.content;
-  }
-  json c = choice(std::move(body), lp, nullptr, nullptr);
-  if (setup_.fields.return_token_ids) {
-    json ids = json::array();
-    for (const auto& t : tokens) ids.push_back(t.id);
-    c["token_ids"] = std::move(ids);
-  }
-  send_chunk(envelope(json::array({std::move(c)})));
+  if (!u.calls.empty()) send_chunk(envelope(json::array({c.calls_choice(std::move(u.calls))})));
 }
 
-void GenerationCall::emit_tool_calls(json calls) {
-  if (!setup_.fields.stream) {
-    for (json& call : calls) {
-      call.erase("index");
-      message_calls_.push_back(std::move(call));
-    }
-    return;
-  }
-  send_chunk(envelope(
-      json::array({choice({{"tool_calls", std::move(calls)}}, nullptr, nullptr, nullptr)})));
+int GenerationCall::completion_tokens() const {
+  int tokens = 0;
+  for (const GenerationChoice& c : choices_) tokens += c.tokens();
+  return tokens;
 }
 
 json GenerationCall::usage() const {
-  return usage_json(int(setup_.prompt.size()), text_.tokens(), text_.reasoning_tokens(),
-                    cached_tokens_);
+  int reasoning = 0;
+  for (const GenerationChoice& c : choices_) reasoning += c.reasoning_tokens();
+  return usage_json(int(setup_.prompt.size()), completion_tokens(), reasoning, cached_tokens_);
 }
 
-void GenerationCall::complete(const char* reason, json stop_reason) {
+void GenerationCall::complete() {
   done_ = true;
-  // A turn that ended by itself after calling tools asks for their results.
-  if (tool_calls_ && tool_calls_->calls() > 0 && std::string_view(reason) == "stop")
-    reason = "tool_calls";
-  const json usage = this->usage();
-  const bool chat = setup_.kind == ApiKind::kChat;
   if (setup_.fields.stream) {
-    send_chunk(envelope(json::array(
-        {choice(chat ? json::object() : json(""), nullptr, reason, std::move(stop_reason))})));
     if (setup_.fields.include_usage) {
       json u = envelope(json::array());
-      u["usage"] = usage;
+      u["usage"] = usage();
       sse_.send(u);
     }
     sse_.gathered() += sse_done();
     ending_ = true;  // process() sends it, then ends the stream
   } else {
-    json body;
-    json lp = nullptr;
-    if (chat) {
-      json message = {{"role", "assistant"}, {"content", content_}};
-      if (!message_calls_.empty()) {
-        message["tool_calls"] = message_calls_;
-        if (content_.empty()) message["content"] = nullptr;
-      }
-      // `reasoning` is vLLM's current name; `reasoning_content` stays for older clients.
-      if (setup_.thinking) message["reasoning"] = message["reasoning_content"] = reasoning_;
-      if (setup_.fields.sampling.logprobs) lp = {{"content", chat_logprobs_}};
-      body = message;
-    } else {
-      if (setup_.fields.sampling.logprobs) lp = completion_logprobs_.to_json();
-      body = content_;
-    }
-    json c = choice(std::move(body), lp, reason, std::move(stop_reason));
-    if (setup_.fields.return_token_ids) c["token_ids"] = output_ids_;
-    json r = envelope(json::array({std::move(c)}));
-    r["usage"] = usage;
+    json answers = json::array();
+    for (const GenerationChoice& c : choices_) answers.push_back(c.answer());
+    json r = envelope(std::move(answers));
+    r["usage"] = usage();
     if (setup_.fields.return_token_ids) r["prompt_token_ids"] = setup_.prompt;
     exchange_->respond(HttpResponse::json(200, r));
   }
-  finished_ = reason;
+  finished_ = choices_.front().finish_reason();  // the metrics count the call once, by choice 0
 }
 
 void GenerationCall::fail(const ApiError& e, const char* reason) {
   done_ = true;
+  cancel_all();  // one choice's failure ends the others
   if (setup_.fields.stream) {
     sse_.send_error(e);
     sse_.gathered() += sse_done();
@@ -394,25 +274,30 @@ void GenerationCall::fail(const ApiError& e, const char* reason) {
   finished_ = reason;
 }
 
+void GenerationCall::cancel_all() {
+  for (GenerationChoice& c : choices_)
+    if (c.handle) c.handle->cancel();
+}
+
 void GenerationCall::abandon() {
   std::lock_guard<std::mutex> state(state_mutex_);
   if (done_) return;
   done_ = true;
-  if (handle_) handle_->cancel();
+  cancel_all();
   record("abort");
 }
 
 void GenerationCall::record(const char* reason) {
   if (metrics_)
-    metrics_->record_generation(reason, int(setup_.prompt.size()), text_.tokens(),
+    metrics_->record_generation(reason, int(setup_.prompt.size()), completion_tokens(),
                                 first_token_seconds_,
                                 seconds_between(setup_.arrived, std::chrono::steady_clock::now()));
 }
 
 json GenerationCall::envelope(json choices) const {
-  const bool chat = setup_.kind == ApiKind::kChat;
-  const char* object = chat ? (setup_.fields.stream ? "chat.completion.chunk" : "chat.completion")
-                            : "text_completion";
+  const char* object = setup_.chat()
+                           ? (setup_.fields.stream ? "chat.completion.chunk" : "chat.completion")
+                           : "text_completion";
   json r = {{"id", id_},
             {"object", object},
             {"created", created_},
@@ -422,19 +307,6 @@ json GenerationCall::envelope(json choices) const {
   // stream_options.continuous_usage_stats: every chunk says the counts so far.
   if (setup_.fields.stream && setup_.fields.continuous_usage_stats) r["usage"] = usage();
   return r;
-}
-
-json GenerationCall::choice(json delta_or_text, const json& logprobs, const json& finish,
-                            const json& stop_reason) const {
-  json c = {{"index", 0}};
-  if (setup_.kind == ApiKind::kChat)
-    c[setup_.fields.stream ? "delta" : "message"] = std::move(delta_or_text);
-  else
-    c["text"] = std::move(delta_or_text);
-  c["logprobs"] = logprobs;
-  c["finish_reason"] = finish;
-  if (!finish.is_null()) c["stop_reason"] = stop_reason;
-  return c;
 }
 
 }  // namespace sparkglm::server

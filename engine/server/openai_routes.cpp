@@ -257,9 +257,14 @@ void OpenAiRoutes::generate(GenerationSetup setup, std::shared_ptr<HttpExchange>
   if (draining_.load()) throw ApiError::shutting_down();
   const ApiKind kind = setup.kind;
   GenerationFields& fields = setup.fields;
-  if (fields.n > 1)
-    throw ApiError::invalid_request(
-        "`n` > 1 is not implemented yet: this server answers one choice per request", "n");
+  // The n choices are meant to run side by side; more than the engine ever runs at once would
+  // only run one after another, so such an n is refused rather than queued against itself.
+  if (options_.max_num_seqs > 0 && fields.n > options_.max_num_seqs)
+    throw ApiError::invalid_request("`n` (" + std::to_string(fields.n) +
+                                        ") asks for more sequences than this server runs at once "
+                                        "(--max-num-seqs " +
+                                        std::to_string(options_.max_num_seqs) + ")",
+                                    "n");
   const int n = int(setup.prompt.size());
   const char* prompt_field = kind == ApiKind::kChat ? "messages" : "prompt";
   const int limit = options_.model.max_seq_len;

@@ -38,6 +38,9 @@ struct RouteOptions {
   size_t request_queue = 64;     // requests waiting for a worker at most
   double request_timeout_s = 0;  // 0 = none
   int kv_pool_tokens = 0;        // what the whole KV pool holds; bounds the default max_tokens
+  // --max-num-seqs: sequences the engine runs at once. A request's `n` choices are n sequences,
+  // and n above this is refused (0: no bound, unit tests).
+  int max_num_seqs = 0;
   std::vector<int> eos_ids;
   // --sse-flush-interval: a running stream gathers its events this long before it writes them
   // (0: each engine step's events go out at once). See GenerationSetup.

@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +26,8 @@ using nlohmann::json;
 class ScriptedEngine : public GenerationEngine {
  public:
   std::shared_ptr<RequestHandle> submit(GenerationRequest request) override {
-    if (refuse) throw Error(ErrorKind::kCapacity, "needs 9999 tokens; the pool holds 1024");
+    if (refuse || requests.size() >= refuse_from)
+      throw Error(ErrorKind::kCapacity, "needs 9999 tokens; the pool holds 1024");
     requests.push_back(std::move(request));
     handles.push_back(std::make_shared<RequestHandle>(handles.size() + 1));
     return handles.back();
@@ -37,19 +41,28 @@ class ScriptedEngine : public GenerationEngine {
   }
   // Sends one event for the latest request, as the engine thread would.
   void token(int32_t id, FinishReason finish = FinishReason::kNone, float logprob = -0.5f) {
+    token_to(requests.size() - 1, id, finish, logprob);
+  }
+  void finish(FinishReason finish, const std::string& error = "") {
+    finish_to(requests.size() - 1, finish, error);
+  }
+  // The same for the i-th request submitted (a request with `n` choices submits n).
+  void token_to(size_t i, int32_t id, FinishReason finish = FinishReason::kNone,
+                float logprob = -0.5f) {
     RequestEvent e;
     e.tokens.push_back({id, logprob, {{id, logprob}, {id + 1, logprob - 1.0f}}});
     e.finish = finish;
-    requests.back().on_event(e);
+    requests.at(i).on_event(e);
   }
-  void finish(FinishReason finish, const std::string& error = "") {
+  void finish_to(size_t i, FinishReason finish, const std::string& error = "") {
     RequestEvent e;
     e.finish = finish;
     e.error = error;
-    requests.back().on_event(e);
+    requests.at(i).on_event(e);
   }
 
   bool refuse = false;
+  size_t refuse_from = SIZE_MAX;  // refuses the submissions from this many on
   std::vector<GenerationRequest> requests;
   std::vector<std::shared_ptr<RequestHandle>> handles;
 };
@@ -129,8 +142,10 @@ class RoutesTest : public ::testing::Test {
   RoutesTest() : codec_(make_byte_codec()) { make_routes(""); }
 
   void make_routes(const std::string& api_key,
-                   std::chrono::microseconds flush_interval = std::chrono::microseconds(0)) {
+                   std::chrono::microseconds flush_interval = std::chrono::microseconds(0),
+                   int max_num_seqs = 4) {
     RouteOptions o;
+    o.max_num_seqs = max_num_seqs;
     o.stream_flush_interval = flush_interval;
     o.model = {"tinyglm-micro", 256, 320};
     o.api_key = api_key;
