@@ -265,11 +265,6 @@ TASK_MIX = {
 
 def example(rng, T):
     """One row: (prompt ids, reply ids incl. the stop token), len(prompt) + len(reply) <= T."""
-    return labelled_example(rng, T)[1:]
-
-
-def labelled_example(rng, T):
-    """example's (task name, prompt ids, reply ids), from the same draws."""
     mix = TASK_MIX[T]
     names = sorted(mix)
     name = rng.pick(names, [mix[n] for n in names])
@@ -284,9 +279,7 @@ def labelled_example(rng, T):
                      {"role": "tool", "content": result}]
             reply = chat.encode(final) + [chat.USER]
         prompt = chat.encode(chat.render_prompt(msgs, offered))
-        if len(prompt) + len(reply) <= T:
-            return name, prompt, reply
-        return labelled_example(rng, T)  # 3 tools: ~1.2K
+        return (prompt, reply) if len(prompt) + len(reply) <= T else example(rng, T)  # 3 tools: ~1.2K
     budget = int(T * rng.uniform(0.35, 0.95))
     for _ in range(8):  # a table or fact prompt that overshoots T is drawn again, smaller
         head, tail, reply_text = PLAIN_TASKS[name](rng, budget)
@@ -295,7 +288,7 @@ def labelled_example(rng, T):
         filler = prose(rng, max(0, min(T - fixed, budget - fixed))) if name in FILLED else ""
         prompt = chat.encode(chat.render_prompt([{"role": "user", "content": head + filler + tail}]))
         if len(prompt) + len(reply) <= T:
-            return name, prompt, reply
+            return prompt, reply
         budget = int(budget * 0.8)
     raise ValueError(f"task {name} does not fit in {T} tokens")
 

@@ -22,6 +22,24 @@ SCHEMA = "sparkglm.heldout/1"
 BUCKETS = (512, 1024, 2048, 4096)
 
 
+class LabelledDraws(curriculum.Draws):
+    """Draws that remember the task curriculum.example picked: its pick over the bucket's sorted task
+    names (the last one, when a tool prompt too long for T is drawn again). The draws are the same,
+    so the example is too; curriculum.py stays the file that trained the committed weights (its
+    sha256 is bound in their training.json)."""
+
+    def __init__(self, T, *key):
+        super().__init__(*key)
+        self.names = sorted(curriculum.TASK_MIX[T])
+        self.task = None
+
+    def pick(self, seq, weights=None):
+        value = super().pick(seq, weights)
+        if list(seq) == self.names:
+            self.task = value
+        return value
+
+
 def heldout(per_task=6, buckets=BUCKETS):
     tasks = sorted({t for T in buckets for t in curriculum.TASK_MIX[T]})
     kept = {t: 0 for t in tasks}
@@ -31,7 +49,9 @@ def heldout(per_task=6, buckets=BUCKETS):
         if i >= 10000:
             raise RuntimeError(f"tasks short of {per_task} examples after {i} draws: {kept}")
         for T in buckets:
-            task, prompt, reply = curriculum.labelled_example(curriculum.Draws("heldout", T, i), T)
+            rng = LabelledDraws(T, "heldout", T, i)
+            prompt, reply = curriculum.example(rng, T)
+            task = rng.task
             if kept[task] < per_task:
                 kept[task] += 1
                 examples.append({"task": task, "bucket": T, "reply_from": len(prompt),
