@@ -10,7 +10,9 @@
 # reference backend serves the same workloads at scale 0.05, which finishes in minutes on 2 cores.
 # Quality beside speed: the default run then scores the trained tinyGLM's held-out loss through the
 # engine against G2's quality_targets (`sparkglm-qualify quality`, gates/quality_gate.h), on the CPU
-# backend: the CUDA kernels do not serve tinyglm-micro's geometry yet (issue 18).
+# backend: the CUDA kernels do not serve tinyglm-micro's geometry yet (issue 18). Its bundle
+# (out/main/<id>-quality, gates/quality_bundle.h) binds the weights, held-out set, training sources
+# and scores by sha256.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x build/sparkglm-qualify ] && [ -x build/sparkglm-serve ] || { bash ci/setup.sh; bash ci/build.sh; }
@@ -39,6 +41,7 @@ if [ -n "$bundle" ] && [ -f "$bundle/qualification.json" ]; then
 fi
 if [ -n "$quality" ]; then
   echo "== quality (held-out loss of the trained tinyGLM, CPU backend)"
-  ./build/sparkglm-qualify quality --out "${bundle:-out/main}.quality.json" || status=$?
+  # A bundle of its own beside the G2 run's, verified as it is written (exit 2 if it does not).
+  ./build/sparkglm-qualify quality --out "$bundle-quality" || status=$?
 fi
 exit $status

@@ -104,6 +104,8 @@ GateDefinition load_gate(const std::string& gates_dir, const std::string& id) {
   }
   if (j.contains("engine_targets"))
     g.engine_targets = parse_engine_targets(j["engine_targets"], path + ".engine_targets");
+  if (j.contains("quality_targets"))
+    g.quality_targets = parse_quality_targets(j["quality_targets"], path + ".quality_targets");
   return g;
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gates/engine_targets.h"
+#include "gates/quality_targets.h"
 
 namespace sparkglm::gates {
 
@@ -30,8 +31,9 @@ struct GateDefinition {
   std::string needs;  // "" (runs anywhere), "gpu", or "target-hardware"
   std::vector<std::string> workloads;
   std::vector<Criterion> criteria;
-  std::optional<EngineTargets> engine_targets;  // "engine_targets" (G2): what `measure` judges
-  std::string sha256;                           // of the definition file's bytes
+  std::optional<EngineTargets> engine_targets;    // "engine_targets" (G2): what `measure` judges
+  std::optional<QualityTargets> quality_targets;  // "quality_targets" (G2): what `quality` judges
+  std::string sha256;                             // of the definition file's bytes
 };
 
 // Errors name the file and the field.

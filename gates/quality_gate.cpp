@@ -1,30 +1,25 @@
 #include "gates/quality_gate.h"
 
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
 
 #include "engine/backend/runner_factory.h"
 #include "engine/core/cli_args.h"
 #include "engine/core/error.h"
+#include "engine/core/sha256.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/model_loader.h"
 #include "engine/runtime/latent_cache.h"
+#include "gates/quality_bundle.h"
+#include "gates/verdict_rederivation.h"
+#include "receipts/bundle_verifier.h"
+#include "receipts/problem.h"
+#include "receipts/qualification_record.h"
+#include "receipts/trusted_keys.h"
 
 namespace sparkglm::gates {
 
 namespace {
-
-double number(const nlohmann::json& j, const char* key, const std::string& where) {
-  if (!j.contains(key) || !j[key].is_number())
-    throw Error(ErrorKind::kInvalidConfig, where + "." + key + ": expected a number");
-  return j[key].get<double>();
-}
-
-std::string text(const nlohmann::json& j, const char* key, const std::string& where) {
-  if (!j.contains(key) || !j[key].is_string() || j[key] == "")
-    throw Error(ErrorKind::kInvalidConfig, where + "." + key + ": expected a non-empty string");
-  return j[key];
-}
 
 CriterionResult at_most(const std::string& name, double observed, double limit) {
   return {name, observed, limit, observed <= limit, ""};  // NaN fails
@@ -32,45 +27,20 @@ CriterionResult at_most(const std::string& name, double observed, double limit) 
 
 const char* const kUsage =
     "usage: sparkglm-qualify quality [--checkpoint DIR] [--heldout FILE] [--device cpu|cuda]\n"
-    "         [--kv-cache-dtype bf16|fp8_g128|f32] [--chunk N] [--gates DIR] [--out FILE]\n"
+    "         [--kv-cache-dtype bf16|fp8_g128|f32] [--chunk N] [--gates DIR] [--out DIR]\n"
     "  the held-out loss of the trained tinyGLM through the engine, judged against G2's\n"
-    "  quality_targets (defaults: the checkpoint, held-out set and chunk named there)\n";
+    "  quality_targets (defaults: the checkpoint, held-out set and chunk named there).\n"
+    "  --out DIR writes a bundle (its id is DIR's name) binding the weights, the held-out set,\n"
+    "  the training sources and the scores by sha256; run from the repository root, which\n"
+    "  training.json's source paths are relative to\n";
 
 }  // namespace
 
-QualityTargets parse_quality_targets(const nlohmann::json& j, const std::string& where) {
-  if (!j.is_object()) throw Error(ErrorKind::kInvalidConfig, where + ": expected an object");
-  QualityTargets t;
-  t.checkpoint = text(j, "checkpoint", where);
-  t.heldout = text(j, "heldout", where);
-  t.chunk = int(number(j, "chunk", where));
-  t.max_nll_ratio = number(j, "max_nll_ratio", where);
-  t.max_task_nll_ratio = number(j, "max_task_nll_ratio", where);
-  t.max_accuracy_drop = number(j, "max_accuracy_drop", where);
-  if (t.chunk < 1 || !(t.max_nll_ratio >= 1) || !(t.max_task_nll_ratio >= 1) ||
-      !(t.max_accuracy_drop >= 0))
-    throw Error(ErrorKind::kInvalidConfig, where +
-                                               ": chunk >= 1, max_nll_ratio >= 1, "
-                                               "max_task_nll_ratio >= 1 and max_accuracy_drop >= 0 "
-                                               "expected");
-  if (!j.contains("reference") || !j["reference"].is_object())
-    throw Error(ErrorKind::kInvalidConfig, where + ".reference: expected an object");
-  const nlohmann::json& r = j["reference"];
-  t.reference_nll = number(r, "nll", where + ".reference");
-  t.reference_accuracy = number(r, "accuracy", where + ".reference");
-  if (!r.contains("tasks") || !r["tasks"].is_object() || r["tasks"].empty())
-    throw Error(ErrorKind::kInvalidConfig, where + ".reference.tasks: expected an object");
-  for (const auto& [task, v] : r["tasks"].items())
-    t.reference_task_nll[task] = number(v, "nll", where + ".reference.tasks." + task);
-  return t;
-}
-
 QualityTargets load_quality_targets(const std::string& gates_dir) {
-  const std::string path = gates_dir + "/G2.json";
-  const GateFile f = read_gate_file(path);
-  if (!f.json.contains("quality_targets"))
-    throw Error(ErrorKind::kInvalidConfig, path + ": no \"quality_targets\"");
-  return parse_quality_targets(f.json["quality_targets"], path + ".quality_targets");
+  const GateDefinition g2 = load_gate(gates_dir, "G2");
+  if (!g2.quality_targets)
+    throw Error(ErrorKind::kInvalidConfig, gates_dir + "/G2.json: no \"quality_targets\"");
+  return *g2.quality_targets;
 }
 
 GateResult judge_quality(const QualityTargets& t, const harness::HeldoutLoss& got) {
@@ -121,6 +91,14 @@ int quality_command(const std::vector<std::string>& args, std::ostream& out, std
     r.kv_dtype = kv_dtype_from_string(a.str("--kv-cache-dtype", "bf16"));
     r.max_num_seqs = 1;
     const int chunk = int(a.integer("--chunk", t.chunk, 1, 1 << 20));
+    const std::filesystem::path folder = a.str("--out", "");
+    if (a.has("--out")) {  // refused before the scoring, not after it
+      if (!receipts::is_bundle_id(folder.filename().string()))
+        throw Error(ErrorKind::kInvalidArgument,
+                    "--out: the folder's name \"" + folder.filename().string() +
+                        "\" is the bundle's id: lowercase letters, digits, '.', '_' and '-'");
+      check_trained_checkpoint(r.model_dir, ".");
+    }
     ThreadPool pool;
     BuiltRunner b = build_runner(r, pool);
     const harness::HeldoutSet set =
@@ -145,14 +123,25 @@ int quality_command(const std::vector<std::string>& args, std::ostream& out, std
                   t.reference_nll, got.accuracy);
     out << line << "quality gate: " << g.status << " (" << g.summary << ")\n";
     if (a.has("--out")) {
-      std::ofstream f(a.str("--out", ""));
-      f << nlohmann::json{{"model", b.model_id},     {"weights", b.weights_identity},
-                          {"device", r.device},      {"kv_cache_dtype", to_string(r.kv_dtype)},
-                          {"chunk", chunk},          {"heldout_generator", set.generator},
-                          {"scores", got.to_json()}, {"gate", g.to_json()}}
-               .dump(2)
-        << "\n";
-      if (!f) throw Error(ErrorKind::kIo, "--out: cannot write " + a.str("--out", ""));
+      QualityRun run;
+      run.checkpoint = r.model_dir;
+      run.heldout = a.str("--heldout", t.heldout);
+      run.device = r.device;
+      run.kv_cache_dtype = to_string(r.kv_dtype);
+      run.chunk = chunk;
+      run.model_id = b.model_id;
+      run.model_config_sha256 = sha256_hex(b.config.to_json().dump());
+      run.weights_identity = b.weights_identity;
+      run.generator = set.generator;
+      run.args = args;
+      run.scores = got;
+      run.targets = t;
+      write_quality_bundle(folder, run, ".");
+      const receipts::Problems problems = receipts::verify_bundle(
+          folder, full_verification(receipts::kTrustedKeysFolder, a.str("--gates", "gates")));
+      for (const receipts::Problem& p : problems) err << "verify: " << p.to_string() << "\n";
+      if (!problems.empty()) return 2;
+      out << "bundle " << folder.string() << " verifies\n";
     }
     return g.status == "pass" ? 0 : 1;
   } catch (const Error& e) {

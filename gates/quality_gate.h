@@ -10,8 +10,10 @@
 // is; tests/gates/quality_gate_test.cpp breaks the engine on purpose to show that it does.
 //
 // `sparkglm-qualify quality [--checkpoint DIR] [--heldout FILE] [--device cpu|cuda]
-//   [--kv-cache-dtype D] [--chunk N] [--gates DIR] [--out FILE]`
-// prints the scores beside the reference and exits 0 (pass), 1 (fail) or 2 (could not run).
+//   [--kv-cache-dtype D] [--chunk N] [--gates DIR] [--out DIR]`
+// prints the scores beside the reference and exits 0 (pass), 1 (fail) or 2 (could not run, or
+// the bundle would not verify). --out writes a quality bundle (gates/quality_bundle.h) and
+// verifies it in full; it refuses weights or training sources that training.json no longer binds.
 #include <map>
 #include <ostream>
 #include <string>
@@ -20,24 +22,11 @@
 #include <nlohmann/json.hpp>
 
 #include "gates/gate_definition.h"
+#include "gates/quality_targets.h"
 #include "harness/heldout_loss.h"
 
 namespace sparkglm::gates {
 
-struct QualityTargets {
-  std::string checkpoint;  // the trained weights (a directory sparkglm-serve --model loads)
-  std::string heldout;     // their held-out set
-  int chunk = 256;         // prefill chunk, as the server cuts prompts
-  double max_nll_ratio = 1;
-  double max_task_nll_ratio = 1;
-  double max_accuracy_drop = 0;
-  double reference_nll = 0;
-  double reference_accuracy = 0;
-  std::map<std::string, double> reference_task_nll;
-};
-
-// Errors name `where` and the field.
-QualityTargets parse_quality_targets(const nlohmann::json& j, const std::string& where);
 // G2's quality_targets from gates_dir/G2.json.
 QualityTargets load_quality_targets(const std::string& gates_dir);
 

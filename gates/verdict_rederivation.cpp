@@ -18,6 +18,7 @@
 #include "gates/engine_targets.h"
 #include "gates/gate_definition.h"
 #include "gates/operator_gate.h"
+#include "gates/quality_bundle.h"
 #include "gates/serving_gate.h"
 #include "harness/request_record.h"
 #include "receipts/bundle_file.h"
@@ -45,26 +46,6 @@ std::string text_of(const json& obj, const char* key) {
 std::string shown(const json& v) {
   const std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
   return text.size() > 120 ? text.substr(0, 117) + "..." : text;
-}
-
-// Equal, numbers up to the last bits a decimal round trip may lose.
-bool close(const json& a, const json& b) {
-  if (a.is_number() && b.is_number()) {
-    const double x = a.get<double>(), y = b.get<double>();
-    return x == y || std::fabs(x - y) <= 1e-9 * std::max(std::fabs(x), std::fabs(y));
-  }
-  if (a.type() != b.type() || a.size() != b.size()) return false;
-  if (a.is_array()) {
-    for (size_t i = 0; i < a.size(); ++i)
-      if (!close(a[i], b[i])) return false;
-    return true;
-  }
-  if (a.is_object()) {
-    for (const auto& [key, value] : a.items())
-      if (!b.contains(key) || !close(value, b[key])) return false;
-    return true;
-  }
-  return a == b;
 }
 
 bool has_artifact(const fs::path& bundle, const json& record, const std::string& path) {
@@ -116,7 +97,7 @@ void compare_gate(const json& recorded, const GateResult& derived, const std::st
       continue;
     }
     const json& r = *it->second;
-    if (r.value("pass", !c.pass) != c.pass || !close(r.value("observed", json()), c.observed))
+    if (r.value("pass", !c.pass) != c.pass || !close_json(r.value("observed", json()), c.observed))
       problems.push_back({at + ".criteria \"" + c.name + "\"",
                           "says " + std::string(r.value("pass", false) ? "pass" : "fail") +
                               " with observed " + shown(r.value("observed", json())) +
@@ -237,7 +218,7 @@ void compare_metrics(const json& record, const std::vector<MetricSeries>& series
     seen.insert(key);
     for (const char* field :
          {"unit", "direction", "n", "baseline", "candidate", "change_pct", "ci95", "p", "verdict"})
-      if (!close(m.value(field, json()), it->second[field]))
+      if (!close_json(m.value(field, json()), it->second[field]))
         problems.push_back({at + "." + field, key + " says " + shown(m.value(field, json())) +
                                                   "; requests.jsonl gives " +
                                                   shown(it->second[field])});
@@ -250,8 +231,35 @@ void compare_metrics(const json& record, const std::vector<MetricSeries>& series
 
 }  // namespace
 
+bool close_json(const json& a, const json& b) {
+  if (a.is_number() && b.is_number()) {
+    const double x = a.get<double>(), y = b.get<double>();
+    return x == y || std::fabs(x - y) <= 1e-9 * std::max(std::fabs(x), std::fabs(y));
+  }
+  if (a.type() != b.type() || a.size() != b.size()) return false;
+  if (a.is_array()) {
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!close_json(a[i], b[i])) return false;
+    return true;
+  }
+  if (a.is_object()) {
+    for (const auto& [key, value] : a.items())
+      if (!b.contains(key) || !close_json(value, b[key])) return false;
+    return true;
+  }
+  return a == b;
+}
+
 Problems rederive_verdicts(const fs::path& bundle, const json& record,
                            const receipts::VerifyOptions& options) {
+  if (is_quality_record(record)) {
+    try {
+      return rederive_quality(bundle, record, definitions_of(options.gates, "G2"));
+    } catch (const std::exception& e) {
+      return {{kManifest + "gates",
+               "G2 cannot be read to judge a quality bundle: " + std::string(e.what())}};
+    }
+  }
   Problems problems;
   const std::string gates_dir = options.gates.string();
   const bool has_requests = has_artifact(bundle, record, "requests.jsonl");

@@ -9,6 +9,8 @@
 //   G2, G3, G4  evaluate_serving_gate over requests.jsonl and the bundle's workload specs
 //               (scaled as the record says), planned again without a server; a G2 of a
 //               `measure` bundle (no requests, runner-bench files) by judge_engine_targets
+//               a quality bundle (`quality --out`, a "quality" object) by rederive_quality
+//               (gates/quality_bundle.h): its bindings, scores, metrics and gate
 //   G5          runs on target hardware with no raw record defined here: a pass cannot re-derive
 //
 // A gate marked fail, not-run or not-applicable claims nothing and is checked for consistency
@@ -30,6 +32,10 @@ namespace sparkglm::gates {
 receipts::Problems rederive_verdicts(const std::filesystem::path& bundle,
                                      const nlohmann::json& record,
                                      const receipts::VerifyOptions& options);
+
+// Equal, numbers up to the last bits a decimal round trip may lose (objects and arrays member by
+// member): how a recorded number is compared with the one derived again.
+bool close_json(const nlohmann::json& a, const nlohmann::json& b);
 
 // VerifyOptions with rederive_verdicts, the trusted keys and gate definitions of a checkout.
 receipts::VerifyOptions full_verification(

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <utility>
 
 #include "engine/core/error.h"
 #include "engine/core/strict_json.h"
@@ -85,6 +86,18 @@ nlohmann::json HeldoutLoss::to_json() const {
   return {{"nll", nll}, {"accuracy", accuracy}, {"tasks", t}};
 }
 
+HeldoutLoss HeldoutLoss::of_tasks(std::vector<TaskLoss> tasks) {
+  std::sort(tasks.begin(), tasks.end(),
+            [](const TaskLoss& a, const TaskLoss& b) { return a.task < b.task; });
+  HeldoutLoss r;
+  for (const TaskLoss& l : tasks) {
+    r.nll += l.nll / double(tasks.size());
+    r.accuracy += l.accuracy / double(tasks.size());
+  }
+  r.tasks = std::move(tasks);
+  return r;
+}
+
 HeldoutLoss score_heldout(ModelRunner& runner, const HeldoutSet& set, int chunk,
                           const SlotForChunk& slot_for) {
   SPARKGLM_ASSERT(chunk > 0, "score_heldout: chunk must be positive");
@@ -119,15 +132,13 @@ HeldoutLoss score_heldout(ModelRunner& runner, const HeldoutSet& set, int chunk,
     }
     l.exact += exact;
   }
-  HeldoutLoss r;
+  std::vector<TaskLoss> tasks;
   for (auto& [name, l] : by_task) {
     l.nll /= double(l.tokens);
     l.accuracy /= double(l.tokens);
-    r.nll += l.nll / double(by_task.size());
-    r.accuracy += l.accuracy / double(by_task.size());
-    r.tasks.push_back(l);
+    tasks.push_back(l);
   }
-  return r;
+  return HeldoutLoss::of_tasks(std::move(tasks));
 }
 
 }  // namespace sparkglm::harness

@@ -53,6 +53,10 @@ struct HeldoutLoss {
   double nll = 0;
   double accuracy = 0;
   nlohmann::json to_json() const;
+
+  // The set's loss from its tasks' (sorted by name): the means over tasks, each counting once.
+  // score_heldout and the verifier of a quality bundle both derive the means here.
+  static HeldoutLoss of_tasks(std::vector<TaskLoss> tasks);
 };
 
 // How each prefill chunk picks its state slot: normally the sequence's own slot (0). A negative
