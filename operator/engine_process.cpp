@@ -326,8 +326,9 @@ bool EngineProcess::stop(double timeout_s, bool force) const {
   const auto wait_gone = [&](double seconds) {
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000.0));
-    for (auto live = read_process_identity(engine.pid); live && same_process(*live, engine);
-         live = read_process_identity(engine.pid)) {
+    // Gone means exited, not merely uninspectable: an exiting process loses /proc/<pid>/exe
+    // before it becomes a zombie, and a caller may check the pid the moment stop returns.
+    while (!has_exited(engine)) {
       waitpid(engine.pid, nullptr, WNOHANG);  // reaps it when this process happens to be its parent
       if (std::chrono::steady_clock::now() > deadline) return false;
       std::this_thread::sleep_for(kPoll);

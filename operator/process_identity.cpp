@@ -9,8 +9,10 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -94,10 +96,14 @@ int pidfd_open_for(int pid) {
 #endif
 }
 
-}  // namespace
+// The state letter (field 3) and start time (field 22) of /proc/<pid>/stat, or nullopt when the
+// pid names no process.
+struct StatFields {
+  char state = '?';
+  uint64_t start_ticks = 0;
+};
 
-std::optional<ProcessIdentity> read_process_identity(int pid) {
-  if (pid <= 0) return std::nullopt;
+std::optional<StatFields> read_stat(int pid) {
   std::ifstream stat(proc_path(pid, "stat"));
   std::string line;
   if (!std::getline(stat, line)) return std::nullopt;
@@ -106,16 +112,27 @@ std::optional<ProcessIdentity> read_process_identity(int pid) {
   if (close == std::string::npos) return std::nullopt;
   std::istringstream fields(line.substr(close + 1));
   std::string field;
-  ProcessIdentity id;
-  id.pid = pid;
+  StatFields out;
   for (int n = 3; fields >> field; ++n) {
-    if (n == 3 && (field == "Z" || field == "X")) return std::nullopt;
+    if (n == 3) out.state = field.empty() ? '?' : field[0];
     if (n == 22) {
-      id.start_ticks = std::stoull(field);
-      break;
+      out.start_ticks = std::stoull(field);
+      return out;
     }
   }
-  if (id.start_ticks == 0) return std::nullopt;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ProcessIdentity> read_process_identity(int pid) {
+  if (pid <= 0) return std::nullopt;
+  const std::optional<StatFields> stat = read_stat(pid);
+  if (!stat || stat->state == 'Z' || stat->state == 'X' || stat->start_ticks == 0)
+    return std::nullopt;
+  ProcessIdentity id;
+  id.pid = pid;
+  id.start_ticks = stat->start_ticks;
   char target[4096];
   const ssize_t n = ::readlink(proc_path(pid, "exe").c_str(), target, sizeof target - 1);
   if (n <= 0) return std::nullopt;  // a kernel thread, or another user's process
@@ -126,6 +143,12 @@ std::optional<ProcessIdentity> read_process_identity(int pid) {
     id.exe_deleted = true;
   }
   return id;
+}
+
+bool has_exited(const ProcessIdentity& recorded) {
+  const std::optional<StatFields> stat = read_stat(recorded.pid);
+  return !stat || stat->state == 'Z' || stat->state == 'X' ||
+         stat->start_ticks != recorded.start_ticks;
 }
 
 bool same_process(const ProcessIdentity& live, const ProcessIdentity& recorded) {

@@ -25,6 +25,11 @@ std::optional<ProcessIdentity> read_process_identity(int pid);
 // path (a rebuilt binary still matches: the running one is then marked deleted).
 bool same_process(const ProcessIdentity& live, const ProcessIdentity& recorded);
 
+// Whether the recorded process has ended: its pid names no process, a zombie, or a process with
+// another start time. Reads only /proc/<pid>/stat, so a process that is exiting (its executable
+// already unreadable, not yet a zombie) still counts as running.
+bool has_exited(const ProcessIdentity& recorded);
+
 // SHA-256 of the executable the process runs, read through /proc/<pid>/exe (the running file even
 // when its path now holds another). Throws Error(kIo).
 std::string executable_sha256(int pid);
