@@ -115,8 +115,9 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   if (r.comm && r.comm->world_size() > 1)
     throw Error(ErrorKind::kUnsupported,
                 "--tp-size " + std::to_string(r.comm->world_size()) +
-                    " --device cuda: the NCCL communicator is not built yet; tensor parallelism "
-                    "runs on --device cpu (docs/parallel.md)");
+                    " --device cuda: the CUDA runner does not shard its weights yet (the NCCL "
+                    "communicator exists, the sharded runner does not); tensor parallelism runs "
+                    "on --device cpu (docs/parallel.md)");
   BuiltRunner b;
   b.config = request_config(r);
   const ModelConfig& mc = b.config;
