@@ -17,6 +17,7 @@
 #include "engine/core/npz_writer.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/precision_mode.h"
+#include "engine/runtime/latent_cache.h"
 #include "engine/runtime/offline_generator.h"
 #include "engine/text/byte_tokenizer.h"
 #include "operator/commands.h"
@@ -41,7 +42,8 @@ constexpr const char* kUsage = R"(usage: sparkglm <command> [flags]
   generate (--preset P | --model DIR)  greedy generation on the CPU backend
        [--prompt TEXT] [--max-tokens N] [--prefill-chunk N] [--threads N]
   logits (--preset P | --model DIR) --tokens a,b,c --out FILE.npz [--mtp] [--threads N]
-       logits [T, vocab] and hidden [T, D] of every position (and MTP logits [T-1, vocab])
+       [--kv-cache-dtype f32|bf16|fp8_g128]  logits [T, vocab] and hidden [T, D] of every
+       position (and MTP logits [T-1, vocab]); latents in f32 unless the server's dtype is given
   With --preset, [--seed N] [--num-layers N] shape the dummy weights; with --model they are
   refused. generate and logits take --precision-mode strict|spark (MODEL.md section 7; default
   strict). A flag a command does not use is an error.
@@ -231,19 +233,24 @@ int cmd_generate(const CliArgs& a) {
 int cmd_logits(const CliArgs& a) {
   // One forward over all the tokens: no prefill chunking, so --prefill-chunk is unknown here.
   std::set<std::string> known = kModelFlags;
-  known.insert({"--tokens", "--out", "--mtp"});
+  known.insert({"--tokens", "--out", "--mtp", "--kv-cache-dtype"});
   a.allow_only(known);
   const ModelSource source = model_source(a);
   const std::vector<int32_t> ids = a.int_list("--tokens");
   const std::string out_path = a.required("--out");
   const bool with_mtp = a.has("--mtp");
+  cpu::CpuRunnerOptions options;
+  options.kv_dtype = kv_dtype_from_string(a.str("--kv-cache-dtype", "f32"));
   ThreadPool& pool = pool_for(a);
   a.reject_unread("sparkglm logits");
   const auto model = load(source, pool);
   const int64_t t = int64_t(ids.size()), d = model->config.hidden_size,
                 v = model->config.vocab_size;
   const int block_size = 16, blocks = int(t / block_size + 2);
-  cpu::CpuModelRunner runner(model->config, model->weights, {blocks, block_size, 1}, pool);
+  options.num_blocks = blocks;
+  options.block_size = block_size;
+  options.num_state_slots = 1;
+  cpu::CpuModelRunner runner(model->config, model->weights, options, pool);
   BlockAllocator allocator(blocks);
   std::vector<int32_t> table;
   allocator.ensure_capacity(table, t, block_size);
