@@ -29,6 +29,7 @@
 #include "engine/dist/rank_group.h"
 #include "engine/dist/rank_leader.h"
 #include "engine/model/model_loader.h"
+#include "engine/model/precision_mode.h"
 #include "engine/options/effective_config.h"
 #include "engine/options/serving_config.h"
 #include "engine/runtime/latent_cache.h"
@@ -128,10 +129,12 @@ int serve(const std::vector<std::string>& args) {
   const ModelConfig& mc = built.config;
   const std::string model_id = built.model_id;
   config.scheduler.max_seq_len = built.max_seq_len;
-  // Prefix-cache keys never match across models, weights or KV precisions.
+  // Prefix-cache keys never match across models, weights, KV precisions or precision modes (spark
+  // computes other latents and KDA states from the same checkpoint).
   config.scheduler.cache_identity = PrefixCache::identity(
       model_id + "|" + sha256_hex(mc.to_json().dump()) + "|" + built.weights_identity,
-      to_string(config.runner.kv_dtype));
+      std::string(to_string(config.runner.kv_dtype)) + "|" +
+          precision_mode_name(config.runner.precision_mode));
   // The model half of the run identity (ARCHITECTURE.md), one JSON line that a harness can read.
   log_line("model identity: " + nlohmann::json{{"model_id", model_id},
                                                {"config_sha256", sha256_hex(mc.to_json().dump())},

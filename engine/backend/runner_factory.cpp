@@ -44,6 +44,14 @@ void pool_line(BuiltRunner& b, int num_blocks, int block_size, KvDtype dtype, in
       std::to_string(std::min<int64_t>(b.pool_tokens, max_seq_len)) + " tokens");
 }
 
+std::string precision_line(PrecisionMode mode) {
+  return std::string("precision mode ") + precision_mode_name(mode) +
+         (mode == PrecisionMode::kSpark
+              ? ": KDA and shared-expert weights converted to NVFP4 (round to nearest even), "
+                "routed-expert activations rounded through NVFP4 row by row"
+              : ": the checkpoint's weight formats");
+}
+
 BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
   if (r.profile_steps)
     throw Error(ErrorKind::kUnsupported,
@@ -51,6 +59,10 @@ BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
   BuiltRunner b;
   b.host_model = r.model_dir.empty() ? load_model_preset(r.preset, r.num_layers, r.seed, pool)
                                      : load_model_dir(r.model_dir);
+  // Before CpuModelRunner shards the model: every rank slices the same converted matrices (a rank
+  // converting only its slice would quantize with another global scale).
+  apply_precision_mode(b.host_model->config, r.precision_mode, b.host_model->weights);
+  b.log_lines.push_back(precision_line(r.precision_mode));
   b.config = b.host_model->config;
   b.model_id = model_name(r, b.host_model.get());
   b.weights_identity = b.host_model->weights.identity;
@@ -172,6 +184,7 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
     b.model_id = host->name;
   }
   b.weights_identity = dw->identity();
+  b.log_lines.push_back(precision_line(r.precision_mode));
   b.runner = std::make_unique<cuda::CudaModelRunner>(mc, std::move(dw), o);
   b.kv_bytes = cuda::CudaModelRunner::cache_bytes(mc, o) - demand.state;
   b.log_lines.push_back(
@@ -201,6 +214,13 @@ namespace {
 BuiltRunner build_for_device(const RunnerRequest& request, ThreadPool& pool) {
   if (request.device == "cpu") return build_cpu(request, pool);
   if (request.device == "cuda") {
+    if (request.precision_mode != PrecisionMode::kStrict)
+      throw Error(ErrorKind::kUnsupported,
+                  std::string("--precision-mode ") + precision_mode_name(request.precision_mode) +
+                      " with --device cuda: not implemented yet on cuda (the CUDA backend has no "
+                      "NVFP4 kernels: it can neither hold KDA and shared-expert weights in NVFP4 "
+                      "nor round routed-expert activations through it); spark runs on --device "
+                      "cpu (docs/checkpoint.md)");
 #if SPARKGLM_HAVE_CUDA
     return build_cuda(request, pool);
 #else

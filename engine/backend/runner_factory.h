@@ -3,11 +3,13 @@
 // checkpoint directory), the backend, and its caches sized from a memory budget. sparkglm-serve
 // and the benchmarks build their runner here, so both measure the same engine.
 //
-// cpu:  weights on the host; the KV pool is kv_cache_bytes (or min(1 GiB, max_num_seqs full
-//       sequences)).
-// cuda: weights on the device (a preset's dummy weights are generated there, never on the host);
-//       the KV pool is kv_cache_bytes, or what gpu_memory_utilization of the device's memory leaves
-//       after weights, state slots and workspaces.
+// cpu:  weights on the host, converted by the precision mode (engine/model/precision_mode.h) before
+//       the ranks shard them, so every rank's shard is a slice of one converted model; the KV pool
+//       is kv_cache_bytes (or min(1 GiB, max_num_seqs full sequences)).
+// cuda: strict only (no NVFP4 kernels yet: spark is refused before anything loads); weights on
+//       the device (a preset's dummy weights are generated there, never on the host); the KV pool
+//       is kv_cache_bytes, or what gpu_memory_utilization of the device's memory leaves after
+//       weights, state slots and workspaces.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -19,6 +21,7 @@
 #include "engine/model/config.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/model_runner.h"
+#include "engine/model/precision_mode.h"
 #include "engine/runtime/latent_cache.h"
 
 namespace sparkglm {
@@ -29,6 +32,7 @@ struct RunnerRequest {
   std::string model_dir;       // a checkpoint directory (wins when set)
   int num_layers = 0;          // > 0: cut the preset's depth, keeping the layer pattern
   uint64_t seed = 0;           // dummy weights
+  PrecisionMode precision_mode = PrecisionMode::kStrict;  // MODEL.md section 7
   int block_size = 16;
   int max_num_seqs = 4;   // KDA state slots
   int num_snapshots = 0;  // KDA state snapshots of the prefix cache (0: no cache)
@@ -67,8 +71,9 @@ struct BuiltRunner {
 };
 
 // Throws Error(kInvalidArgument) when the budget holds no block, Error(kUnsupported) for a device
-// this build lacks or a model the backend cannot serve, Error(kCapacity) naming every part of the
-// memory plan when the device cannot hold the weights, state and workspace.
+// this build lacks, a precision mode the device has no kernels for or a model the backend cannot
+// serve, Error(kCapacity) naming every part of the memory plan when the device cannot hold the
+// weights, state and workspace.
 BuiltRunner build_runner(const RunnerRequest& request, ThreadPool& pool);
 
 // True when this binary was built with the CUDA backend.

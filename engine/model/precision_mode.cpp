@@ -93,6 +93,10 @@ PrecisionMode precision_mode_from_name(std::string_view name) {
               "precision mode '" + std::string(name) + "': expected strict or spark");
 }
 
+const char* precision_mode_name(PrecisionMode mode) {
+  return mode == PrecisionMode::kSpark ? "spark" : "strict";
+}
+
 void apply_precision_mode(const ModelConfig& config, PrecisionMode mode, ModelWeights& weights) {
   if (mode == PrecisionMode::kSpark) apply_spark(config, weights);
 }

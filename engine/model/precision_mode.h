@@ -27,6 +27,9 @@ enum class PrecisionMode { kStrict, kSpark };
 // "strict" | "spark"; anything else is an Error(kInvalidArgument) naming both.
 PrecisionMode precision_mode_from_name(std::string_view name);
 
+// "strict" | "spark": the option's value, as logs and identities spell it.
+const char* precision_mode_name(PrecisionMode mode);
+
 // Applies `mode` to `weights` (bound for `config`), keeping converted matrices in weights.owned.
 // A projection spark cannot convert (columns not a multiple of 16) is an Error(kUnsupported) naming
 // the tensor; an input_scale that is not a positive finite F32 scalar is an

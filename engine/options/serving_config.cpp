@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "engine/core/error.h"
+#include "engine/model/precision_mode.h"
 #include "engine/options/api_key_source.h"
 #include "engine/server/request_limits.h"
 
@@ -28,6 +29,7 @@ void fill_runner(const EffectiveConfig& c, RunnerRequest& r) {
   r.model_dir = c.str("model");
   r.num_layers = as_int(c.integer("num-layers"));
   r.seed = uint64_t(c.integer("seed"));
+  r.precision_mode = precision_mode_from_name(c.str("precision-mode"));
   r.block_size = as_int(c.integer("block-size"));
   r.max_num_seqs = as_int(c.integer("max-num-seqs"));
   r.max_seq_len = int(std::min<int64_t>(c.integer("max-seq-len"), INT_MAX / 2));

@@ -9,6 +9,7 @@
 
 #include "engine/backend/runner_factory.h"
 #include "engine/model/config.h"
+#include "engine/model/precision_mode.h"
 #include "engine/options/option_registry.h"
 #include "engine/runtime/scheduler.h"
 #include "tinyglm/dummy_weights.h"
@@ -74,12 +75,6 @@ OptionSpec grouped(OptionSpec s, std::string group) {
   return s;
 }
 
-// An option the engine does not implement yet: its built-in value is the only one accepted.
-OptionSpec unimplemented(OptionSpec s, std::string why) {
-  s.not_implemented = std::move(why);
-  return s;
-}
-
 std::vector<OptionSpec> serving_table() {
   using P = ProfileSection;
   constexpr int64_t kMiB = int64_t(1) << 20;
@@ -97,11 +92,11 @@ std::vector<OptionSpec> serving_table() {
               "cut a preset to this many layers, a multiple of 4 (0 = the preset's depth)"),
       integer("seed", int64_t(kDefaultDummySeed), 0, INT64_MAX, P::kOptions,
               "seed of a preset's dummy weights"),
-      unimplemented(
-          choice("precision-mode", "strict", {"strict", "spark"}, P::kTopLevel,
-                 "strict keeps checkpoint weight formats; spark allows the qualified conversions "
-                 "(profile field `precision_mode`)"),
-          "no weight conversion exists: weights keep their checkpoint formats"),
+      choice("precision-mode", precision_mode_name(runner.precision_mode), {"strict", "spark"},
+             P::kTopLevel,
+             "strict keeps checkpoint weight formats; spark converts KDA and shared-expert "
+             "weights to NVFP4 and rounds routed-expert activations through NVFP4 (MODEL.md "
+             "section 7; --device cpu only) (profile field `precision_mode`)"),
       // Capacity and memory.
       integer("max-seq-len", 0, 0, kMaxContext, P::kLimits,
               "longest request, prompt plus output, in tokens (0 = the model's context window)"),

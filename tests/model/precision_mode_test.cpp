@@ -116,6 +116,8 @@ TEST(PrecisionMode, StrictChangesNothingAndBadNamesOrScalesAreRefused) {
   }
   EXPECT_EQ(precision_mode_from_name("spark"), PrecisionMode::kSpark);
   EXPECT_THROW(precision_mode_from_name("fast"), Error);
+  for (PrecisionMode mode : {PrecisionMode::kStrict, PrecisionMode::kSpark})
+    EXPECT_EQ(precision_mode_from_name(precision_mode_name(mode)), mode);
 }
 
 }  // namespace

@@ -213,21 +213,14 @@ class LifecycleTest(unittest.TestCase):
         self.assertNotEqual(out.returncode, 0)
         self.assertIn("max-conections", out.stderr)
 
-    def test_options_not_implemented_are_refused_at_start(self):
-        # Registered and documented, but nothing implements them: the server says so and does
-        # not start, instead of echoing the value and ignoring it.
-        serve = os.path.join(BIN_DIR, "sparkglm-serve")
-        for flag, shown in (("--precision-mode=spark", "--precision-mode=spark"),):
-            out = subprocess.run([serve, "--preset", "tinyglm-micro", flag],
-                                 capture_output=True, text=True, timeout=30)
-            self.assertEqual(out.returncode, 2, out.stderr)
-            self.assertIn(shown + ": not implemented yet", out.stderr)
-            self.assertNotIn("listening on", out.stderr)
-        help_text = subprocess.run([serve, "--help"], capture_output=True, text=True,
-                                   timeout=30).stdout
-        line = next(l for l in help_text.splitlines() if "--precision-mode" in l)
-        self.assertIn("NOT IMPLEMENTED YET", line)
-        for implemented in ("--enable-prefix-caching", "--prefix-cache-gb", "--tp-size"):
+    def test_help_marks_no_implemented_option_not_implemented(self):
+        # --precision-mode was the last option refused as not implemented (issue 15; the refusal
+        # itself: tests/options/serving_config_test.cpp). Spark serving and its refusal on cuda:
+        # test_server_precision_mode.py.
+        help_text = subprocess.run([os.path.join(BIN_DIR, "sparkglm-serve"), "--help"],
+                                   capture_output=True, text=True, timeout=30).stdout
+        for implemented in ("--precision-mode", "--enable-prefix-caching", "--prefix-cache-gb",
+                            "--tp-size"):
             line = next(l for l in help_text.splitlines() if implemented in l)
             self.assertNotIn("NOT IMPLEMENTED YET", line)
 
