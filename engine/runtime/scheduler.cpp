@@ -401,9 +401,7 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     // they are until this step is collected.
     sampling.mask_words = masked[0]->mask_words();
     sampling.fill_masks = [masked, words = size_t(sampling.mask_words)](uint32_t* dst) {
-      for (size_t i = 0; i < masked.size(); ++i)
-        if (!masked[i]->fill_mask(dst + i * words))  // inside the reasoning: every token
-          std::fill(dst + i * words, dst + (i + 1) * words, ~0u);
+      for (size_t i = 0; i < masked.size(); ++i) masked[i]->fill_mask(dst + i * words);
     };
   }
   return q;
@@ -499,7 +497,8 @@ void Scheduler::collect_oldest() {
         const uint32_t* allowed = nullptr;
         if (s.matcher) {
           mask.resize(size_t(s.matcher->mask_words()));
-          if (s.matcher->fill_mask(mask.data())) allowed = mask.data();
+          s.matcher->fill_mask(mask.data());
+          allowed = mask.data();
         }
         t = s.sampler->sample(result.logits.data() + int64_t(row) * vocab, vocab, c.eos_token_ids,
                               allowed);

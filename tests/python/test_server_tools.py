@@ -84,6 +84,37 @@ class ToolsTest(unittest.TestCase):
                 self.assertEqual(set(args), {"a", "b"})
                 self.assertTrue(all(isinstance(v, int) for v in args.values()), args)
 
+    def test_forced_tool_call_with_thinking_on_never_ends_without_a_call(self):
+        # tool-eval-bench 3.0.0's tool_choice="required" probe (its exact request) got a 200 with
+        # finish_reason "stop" and no call: the dummy model drew eos inside its reasoning, before
+        # the grammar began. eos now waits for the constrained value: a forced call either comes
+        # back as a call or runs out of tokens.
+        probe_tool = {"type": "function", "function": {
+            "name": "probe_ping", "description": "Acknowledge the probe. Call this with any value.",
+            "parameters": {"type": "object", "properties": {"value": {"type": "string"}},
+                           "required": ["value"], "additionalProperties": False}}}
+        probe = [{"role": "user", "content": "Reply with the single word OK. Do not call any tools."}]
+        r = CLIENT.chat.completions.create(model=MODEL, messages=probe, tools=[probe_tool],
+                                           tool_choice="required", temperature=0.0,
+                                           max_tokens=256)
+        self.assertIn(r.choices[0].finish_reason, ("tool_calls", "length"), r.choices[0])
+        add = {"type": "function", "function": {
+            "name": "add", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}},
+                                          "required": ["a"]}}}
+        finishes = []
+        for seed in range(4):
+            r = CLIENT.chat.completions.create(model=MODEL, messages=MESSAGES, tools=[add],
+                                               tool_choice="required", temperature=1.0, seed=seed,
+                                               max_tokens=600)
+            c = r.choices[0]
+            finishes.append(c.finish_reason)
+            self.assertIn(c.finish_reason, ("tool_calls", "length"), c)
+            if c.finish_reason == "tool_calls":
+                self.assertEqual(c.message.tool_calls[0].function.name, "add")
+                self.assertIsInstance(json.loads(c.message.tool_calls[0].function.arguments)["a"],
+                                      int)
+        self.assertIn("tool_calls", finishes, "no reasoning closed: the loop checked no call")
+
     def test_structured_output_fields_are_applied_or_refused(self):
         schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
         for extra in ({"response_format": {"type": "json_schema", "json_schema":

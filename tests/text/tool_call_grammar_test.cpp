@@ -33,7 +33,7 @@ std::string walk(const std::shared_ptr<const CompiledGrammar>& g, uint32_t seed)
   std::vector<uint32_t> mask(size_t(g->mask_words()));
   std::vector<int32_t> ids;
   for (int step = 0; step < 5000; ++step) {
-    EXPECT_TRUE(m.fill_mask(mask.data()));
+    m.fill_mask(mask.data());
     std::vector<int32_t> allowed;
     for (int32_t id = 0; id < g->vocab_size(); ++id) {
       const bool on = mask[size_t(id) >> 5] >> (id & 31) & 1;

@@ -82,11 +82,15 @@ bool GrammarMatcher::is_complete() const {
   return false;
 }
 
-bool GrammarMatcher::fill_mask(uint32_t* bits) const {
-  if (state_.reasoning) return false;
+void GrammarMatcher::fill_mask(uint32_t* bits) const {
   const int32_t words = grammar_->mask_words();
-  std::fill(bits, bits + words, 0u);
   const TokenVocabulary& v = grammar_->vocabulary();
+  if (state_.reasoning) {
+    std::fill(bits, bits + words, ~0u);
+    for (int32_t e : v.eos_ids()) bits[e >> 5] &= ~(1u << (e & 31));
+    return;
+  }
+  std::fill(bits, bits + words, 0u);
   if (!state_.terminated) {
     const grammar::ByteAutomaton& a = grammar_->automaton();
     for (const grammar::Stack& s : state_.stacks) {
@@ -104,7 +108,6 @@ bool GrammarMatcher::fill_mask(uint32_t* bits) const {
   }
   if (is_complete() || state_.terminated)
     for (int32_t e : v.eos_ids()) bits[e >> 5] |= 1u << (e & 31);
-  return true;
 }
 
 }  // namespace sparkglm

@@ -3,9 +3,11 @@
 // accepted so far. fill_mask() gives the tokens allowed next, accept_token() advances by one,
 // rollback() undoes the last accepted tokens (for speculative decoding's rejected drafts).
 //
-// With the grammar's after_reasoning, every token is allowed until end_reasoning_id ("</think>")
-// has been accepted; the grammar starts after it. eos is allowed exactly when the value is
-// complete; once an eos is accepted the matcher is terminated and accepts nothing more.
+// With the grammar's after_reasoning, every token but eos is allowed until end_reasoning_id
+// ("</think>") has been accepted; the grammar starts after it. eos is allowed exactly when the
+// value is complete, so a constrained answer cannot end inside its reasoning, before its value (a
+// forced tool call that never came was a 200 without one); once an eos is accepted the matcher is
+// terminated and accepts nothing more.
 //
 // Cost per token: fill_mask copies one cached FrameMask per live stack (vocab / 32 words) and walks
 // the trie only below its pop points; accept_token advances the stacks by the token's bytes.
@@ -33,9 +35,8 @@ class GrammarMatcher {
   void rollback(int tokens);
   int rollback_depth() const { return int(history_.size()); }
 
-  // Writes the allowed-token bitset [mask_words()] (bit id % 32 of word id / 32); returns false
-  // when every token is allowed (inside the reasoning), and then writes nothing.
-  bool fill_mask(uint32_t* bits) const;
+  // Writes the allowed-token bitset [mask_words()] (bit id % 32 of word id / 32).
+  void fill_mask(uint32_t* bits) const;
   // The value is complete: eos may come now.
   bool is_complete() const;
   bool is_terminated() const { return state_.terminated; }
