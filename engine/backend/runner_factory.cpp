@@ -187,6 +187,13 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   b.log_lines.push_back(precision_line(r.precision_mode));
   b.runner = std::make_unique<cuda::CudaModelRunner>(mc, std::move(dw), o);
   b.kv_bytes = cuda::CudaModelRunner::cache_bytes(mc, o) - demand.state;
+  if (r.prefix_disk_tier)  // host memory, not the device's: the KV pool above is unchanged
+    b.log_lines.push_back(
+        "prefix cache disk tier: " +
+        std::to_string(PrefixStore::staging_bytes(b.runner->host_block_bytes(),
+                                                  b.runner->host_snapshot_bytes()) >>
+                       10) +
+        " KiB of host staging (host memory; the device's KV pool is unchanged)");
   b.log_lines.push_back(
       std::string("CUDA device: ") + prop.name + ", " + gib_text(total_bytes) + "; " + plan.parts +
       (r.model_dir.empty() ? " (dummy weights made on the device)" : " (uploaded)") +

@@ -75,12 +75,6 @@ void check_disk_tier(const ServingConfig& s) {
   if (!s.scheduler.prefix_caching)
     throw Error(ErrorKind::kInvalidArgument,
                 "--prefix-cache-dir " + dir + ": the disk tier needs --enable-prefix-caching");
-  if (s.runner.device == "cuda")
-    throw Error(ErrorKind::kUnsupported,
-                "--prefix-cache-dir " + dir +
-                    " with --device cuda: the CUDA runner cannot copy latent blocks and KDA "
-                    "snapshots to the host yet (ModelRunner::copy_block_to_host and the rest), "
-                    "which the disk tier needs; it runs on --device cpu");
 }
 
 // Speculation runs where its verify step does (docs/speculative-decoding.md says what the CUDA

@@ -127,7 +127,7 @@ std::vector<OptionSpec> serving_table() {
       integer("prefix-cache-gb", 0, 0, 1 << 20, P::kOptions,
               "size of the prefix cache's disk tier in GiB: blocks and KDA snapshots evicted "
               "from memory are written there and read back when their prefix returns (0 = "
-              "none; needs --prefix-cache-dir and --enable-prefix-caching; --device cpu only)"),
+              "none; needs --prefix-cache-dir and --enable-prefix-caching)"),
       text("prefix-cache-dir", "", P::kServerArgs,
            "directory of the prefix cache's disk tier (a disk, not a tmpfs, with "
            "--prefix-cache-gb free; its one file is unlinked at once)"),

@@ -47,13 +47,10 @@ TEST(DiskTierOptions, SettingsThatCannotWorkTogetherAreRefused) {
             "invalid argument: --prefix-cache-dir /d needs --prefix-cache-gb N (N > 0 GiB)");
   EXPECT_EQ(error_of({"--prefix-cache-dir=/d", "--prefix-cache-gb=2"}),
             "invalid argument: --prefix-cache-dir /d: the disk tier needs --enable-prefix-caching");
-  const std::string cuda = error_of(
-      {"--device=cuda", "--enable-prefix-caching", "--prefix-cache-dir=/d", "--prefix-cache-gb=2"});
-  EXPECT_EQ(cuda.rfind("unsupported: --prefix-cache-dir /d with --device cuda: the CUDA runner "
-                       "cannot copy latent blocks and KDA snapshots to the host yet",
-                       0),
-            0u)
-      << cuda;
+  // Both backends copy blocks and snapshots to the host: CUDA is accepted like the CPU.
+  EXPECT_EQ(error_of({"--device=cuda", "--enable-prefix-caching", "--prefix-cache-dir=/d",
+                      "--prefix-cache-gb=2"}),
+            "");
 }
 
 }  // namespace

@@ -71,12 +71,30 @@ class CudaModelRunner : public ModelRunner {
   void submit(const ForwardBatch& batch, const StepSampling& sampling) override;
   void collect(StepResult& result) override;
   bool draws_sampled() const override { return true; }
+  // Host copies for the prefix cache's disk tier (cuda_host_copies.cu).
+  size_t host_block_bytes() const override;
+  size_t host_snapshot_bytes() const override;
+  void copy_block_to_host(int32_t block, std::byte* host) override;
+  void copy_block_from_host(int32_t block, const std::byte* host) override;
+  void copy_snapshot_to_host(int snapshot, std::byte* host) override;
+  void copy_snapshot_from_host(int snapshot, const std::byte* host) override;
 
   const CudaRunnerOptions& options() const { return options_; }
   int graphs_captured() const { return int(graphs_.size()); }
   uint64_t graph_replays() const { return graph_replays_; }
 
  private:
+  // A contiguous range of device memory that one host copy moves.
+  struct DeviceRun {
+    void* device;
+    size_t bytes;
+  };
+  // The device runs of a block or a snapshot, in the order of their host layout; throws
+  // Error(kInvalidArgument) for an index outside the pool.
+  std::vector<DeviceRun> block_runs(int32_t block) const;
+  std::vector<DeviceRun> snapshot_runs(int snapshot) const;
+  // Copies `runs` to (or from) consecutive bytes of `host` on stream_, then waits for the stream.
+  void copy_runs(const std::vector<DeviceRun>& runs, std::byte* host, bool to_host);
   RunnerShape shape() const;
   // Runs the loaded step up to the head reduction (h in ws_.y): a decode graph or eager launches;
   // `batch`'s snapshot restores before it and its saves after it, on stream_.
