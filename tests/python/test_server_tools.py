@@ -115,6 +115,37 @@ class ToolsTest(unittest.TestCase):
                                       int)
         self.assertIn("tool_calls", finishes, "no reasoning closed: the loop checked no call")
 
+    def test_tool_eval_bench_request_shapes_are_served(self):
+        # What tool-eval-bench 3.0.0 sends (docs/api.md has the run): a streamed turn with tools,
+        # tool_choice auto, parallel_tool_calls and include_usage; the history it builds after a
+        # call (assistant content "" with reasoning_content and tool_calls, a tool result with
+        # its name); a streamed strict json_schema turn without tools.
+        history = MESSAGES + [
+            {"role": "assistant", "content": "", "reasoning_content": "need the weather",
+             "tool_calls": [{"id": "call_1", "type": "function", "function": {
+                 "name": "get_weather", "arguments": json.dumps({"city": "Berlin"})}}]},
+            {"role": "tool", "tool_call_id": "call_1", "name": "get_weather",
+             "content": json.dumps({"temp_c": 21})}]
+        for messages in (MESSAGES, history):
+            chunks = list(CLIENT.chat.completions.create(
+                model=MODEL, messages=messages, tools=TOOLS, tool_choice="auto",
+                parallel_tool_calls=True, temperature=0.0, max_tokens=8, stream=True,
+                stream_options={"include_usage": True}))
+            self.assertEqual(chunks[-1].usage.completion_tokens, 8)
+        schema = {"type": "json_schema", "json_schema": {"name": "review", "strict": True, "schema": {
+            "type": "object", "additionalProperties": False, "required": ["rating", "genre"],
+            "properties": {"rating": {"type": "number", "minimum": 0, "maximum": 10},
+                           "genre": {"type": "string", "enum": ["drama", "sci-fi"]}}}}}
+        chunks = list(CLIENT.chat.completions.create(
+            model=MODEL, messages=MESSAGES, response_format=schema, temperature=0.0,
+            max_tokens=256, stream=True, stream_options={"include_usage": True},
+            extra_body={"chat_template_kwargs": {"enable_thinking": False}}))
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        self.assertEqual(chunks[-2].choices[0].finish_reason, "stop", text)
+        value = json.loads(text)
+        self.assertIn(value["genre"], ("drama", "sci-fi"))
+        self.assertTrue(0 <= value["rating"] <= 10, value)
+
     def test_structured_output_fields_are_applied_or_refused(self):
         schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
         for extra in ({"response_format": {"type": "json_schema", "json_schema":
