@@ -93,7 +93,7 @@ class ErrorShapeTest(unittest.TestCase):
 
     def test_out_of_range_values_name_the_field(self):
         for field, value in [("temperature", 3.0), ("top_p", 0), ("max_tokens", 0),
-                             ("top_logprobs", 50), ("n", 2)]:
+                             ("top_logprobs", 50), ("n", 17)]:
             body = dict(CHAT)
             body[field] = value
             err, _ = self.expect_error(400, json.dumps(body).encode(), mentions=(field,))
