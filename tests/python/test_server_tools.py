@@ -93,13 +93,15 @@ class ToolsTest(unittest.TestCase):
             "name": "probe_ping", "description": "Acknowledge the probe. Call this with any value.",
             "parameters": {"type": "object", "properties": {"value": {"type": "string"}},
                            "required": ["value"], "additionalProperties": False}}}
-        probe = [{"role": "user", "content": "Reply with the single word OK. Do not call any tools."}]
+        probe = [{"role": "user",
+                  "content": "Reply with the single word OK. Do not call any tools."}]
         r = CLIENT.chat.completions.create(model=MODEL, messages=probe, tools=[probe_tool],
                                            tool_choice="required", temperature=0.0,
                                            max_tokens=256)
         self.assertIn(r.choices[0].finish_reason, ("tool_calls", "length"), r.choices[0])
         add = {"type": "function", "function": {
-            "name": "add", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}},
+            "name": "add", "parameters": {"type": "object",
+                                          "properties": {"a": {"type": "integer"}},
                                           "required": ["a"]}}}
         finishes = []
         for seed in range(4):
@@ -132,10 +134,11 @@ class ToolsTest(unittest.TestCase):
                 parallel_tool_calls=True, temperature=0.0, max_tokens=8, stream=True,
                 stream_options={"include_usage": True}))
             self.assertEqual(chunks[-1].usage.completion_tokens, 8)
-        schema = {"type": "json_schema", "json_schema": {"name": "review", "strict": True, "schema": {
-            "type": "object", "additionalProperties": False, "required": ["rating", "genre"],
-            "properties": {"rating": {"type": "number", "minimum": 0, "maximum": 10},
-                           "genre": {"type": "string", "enum": ["drama", "sci-fi"]}}}}}
+        schema = {"type": "json_schema", "json_schema": {
+            "name": "review", "strict": True, "schema": {
+                "type": "object", "additionalProperties": False, "required": ["rating", "genre"],
+                "properties": {"rating": {"type": "number", "minimum": 0, "maximum": 10},
+                               "genre": {"type": "string", "enum": ["drama", "sci-fi"]}}}}}
         chunks = list(CLIENT.chat.completions.create(
             model=MODEL, messages=MESSAGES, response_format=schema, temperature=0.0,
             max_tokens=256, stream=True, stream_options={"include_usage": True},
