@@ -42,7 +42,6 @@
 #include "engine/server/shutdown_deadline.h"
 #include "engine/server/token_codec.h"
 #include "engine/text/grammar/compiled_grammar.h"
-#include "tinyglm/dummy_tokenizer.h"
 
 namespace sparkglm {
 namespace {
@@ -56,15 +55,6 @@ constexpr std::chrono::milliseconds kFaultHold{2000};
 
 std::chrono::milliseconds millis(double seconds) {
   return std::chrono::milliseconds(int64_t(seconds * 1000.0));
-}
-
-// A preset whose vocabulary is not the byte one (glm-5.3-flash) gets the byte-level BPE vocabulary
-// `sparkglm tinyglm make` writes beside its checkpoint, so every id it samples decodes to text.
-std::unique_ptr<server::TokenCodec> codec_for(const RunnerRequest& r, const ModelConfig& m) {
-  if (!r.model_dir.empty()) return server::codec_for_model_dir(r.model_dir, m.vocab_size);
-  if (m.vocab_size == server::make_byte_codec()->vocab_size()) return server::make_byte_codec();
-  return server::make_bpe_codec_from_json(dummy_tokenizer_json(m),
-                                          "the generated tokenizer of preset " + r.preset);
 }
 
 // A rank other than 0: replays rank 0's calls until it says stop. A signal ends the process (rank
@@ -145,7 +135,7 @@ int serve(const std::vector<std::string>& args) {
            std::to_string(pool.size()) + " CPU threads");
   for (const std::string& line : built.log_lines) log_line(line);
 
-  const auto codec = codec_for(config.runner, mc);
+  const auto codec = server::codec_for_model(config.runner.model_dir, config.runner.preset, mc);
   auto engine = std::make_unique<ServingEngine>(runner, config.scheduler);
   if (const std::string disk = engine->disk_tier_summary(); !disk.empty())
     log_line("prefix cache disk tier: " + disk);

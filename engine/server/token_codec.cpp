@@ -12,6 +12,7 @@
 #include "engine/core/strict_json.h"
 #include "engine/text/bpe_tokenizer.h"
 #include "engine/text/byte_tokenizer.h"
+#include "tinyglm/dummy_tokenizer.h"
 
 namespace sparkglm::server {
 
@@ -148,6 +149,14 @@ TokenVocabulary grammar_vocabulary(const TokenCodec& codec, int64_t vocab_size,
   }
   return TokenVocabulary(int32_t(vocab_size), std::move(bytes), std::move(eos_ids), end_reasoning,
                          tags);
+}
+
+std::unique_ptr<TokenCodec> codec_for_model(const std::string& model_dir, const std::string& preset,
+                                            const ModelConfig& config) {
+  if (!model_dir.empty()) return codec_for_model_dir(model_dir, config.vocab_size);
+  if (config.vocab_size == make_byte_codec()->vocab_size()) return make_byte_codec();
+  return make_bpe_codec_from_json(dummy_tokenizer_json(config),
+                                  "the generated tokenizer of preset " + preset);
 }
 
 }  // namespace sparkglm::server

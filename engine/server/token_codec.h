@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/model/config.h"
 #include "engine/text/grammar/token_vocabulary.h"
 
 namespace sparkglm::server {
@@ -43,6 +44,13 @@ std::unique_ptr<TokenCodec> make_bpe_codec_from_json(const std::string& tokenize
 // For a checkpoint directory: its tokenizer.json (the byte vocabulary's own file gives the byte
 // codec), or the byte codec when there is none and the model's vocabulary is the byte one.
 std::unique_ptr<TokenCodec> codec_for_model_dir(const std::string& dir, int64_t vocab_size);
+
+// The codec of what a runner serves: a checkpoint directory's (codec_for_model_dir), else the
+// preset's: the byte codec when the vocabulary is the byte one, else the byte-level BPE vocabulary
+// `sparkglm tinyglm make` writes beside such a preset's checkpoint (dummy_tokenizer_json), so that
+// every id it samples decodes to text.
+std::unique_ptr<TokenCodec> codec_for_model(const std::string& model_dir, const std::string& preset,
+                                            const ModelConfig& config);
 
 // The vocabulary as the output grammar sees it: each id's bytes, none for control tokens and for
 // the reasoning and tool tags (a constrained value never contains them), "</think>" as the end of
