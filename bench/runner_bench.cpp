@@ -4,11 +4,13 @@
 // measured (cuda) or estimated (cpu) peak (engine/model/step_footprint.h). Writes one JSON file
 // ("sparkglm.runner_bench/1") that `sparkglm-qualify measure` turns into a bundle; asserts nothing.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -19,7 +21,11 @@
 #include "engine/core/cli_args.h"
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
+#include "engine/core/strict_json.h"
 #include "engine/model/step_footprint.h"
+#include "engine/server/token_codec.h"
+#include "engine/text/grammar/compiled_grammar.h"
+#include "engine/text/output_constraint.h"
 
 namespace sparkglm {
 namespace {
@@ -78,7 +84,8 @@ int run(const std::vector<std::string>& args) {
   a.allow_only({"--device", "--preset", "--num-layers", "--seed", "--block-size",
                 "--kv-cache-dtype", "--gpu-memory-utilization", "--cells", "--prompt",
                 "--decode-steps", "--warmup-steps", "--runs", "--max-prefill-tokens",
-                "--max-seconds", "--threads", "--out", "--profile-steps", "--temperature"});
+                "--max-seconds", "--threads", "--out", "--profile-steps", "--temperature",
+                "--schema"});
   const std::string out_path = a.required("--out");
   set_default_thread_count(int(a.integer("--threads", 0, 0, 1024)));
   ThreadPool& pool = default_thread_pool();
@@ -95,6 +102,11 @@ int run(const std::vector<std::string>& args) {
   std::stringstream names(
       a.str("--cells", "decode_c1,decode_c4,decode_c8,prefill_8k,prefill_32k,prefill_64k"));
   for (std::string n; std::getline(names, n, ',');) cells.push_back(bench::parse_cell(n));
+  const std::string schema_path = a.str("--schema", "");
+  for (const CellSpec& c : cells)
+    if (c.constrained && schema_path.empty())
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--cells " + c.name + ": a _schema cell needs --schema FILE (a JSON Schema)");
 
   RunnerRequest r;
   r.device = a.str("--device", "cpu");
@@ -124,8 +136,8 @@ int run(const std::vector<std::string>& args) {
                 "--gpu-memory-utilization: expected a number in (0, 1], got \"" + util + "\"");
   int64_t longest = 1;
   for (const CellSpec& c : cells) {
-    r.max_num_seqs = std::max(r.max_num_seqs, c.decode ? c.rows : 1);
-    longest = std::max<int64_t>(longest, bench::blocks_needed(c, s, 1) / (c.decode ? c.rows : 1));
+    r.max_num_seqs = std::max(r.max_num_seqs, bench::sequences(c));
+    longest = std::max<int64_t>(longest, bench::blocks_needed(c, s, 1) / bench::sequences(c));
   }
   r.max_seq_len = int(longest);
   r.max_tokens_per_step = std::max(s.max_prefill_tokens, r.max_num_seqs);
@@ -137,6 +149,19 @@ int run(const std::vector<std::string>& args) {
   BuiltRunner built = build_runner(r, pool);
   for (const std::string& line : built.log_lines) std::fprintf(stderr, "%s\n", line.c_str());
   BlockAllocator blocks(built.runner->cache_geometry().num_blocks);
+  if (!schema_path.empty()) {
+    // Compiled as the server compiles a request's json_schema, against the model's vocabulary.
+    OutputConstraint constraint;
+    constraint.kind = OutputConstraint::Kind::kJsonSchema;
+    constraint.schema =
+        parse_json_file(schema_path, ErrorKind::kInvalidArgument, json_limits::kWorkload);
+    const auto codec = server::codec_for_model(r.model_dir, r.preset, built.config);
+    const std::vector<int32_t> eos(built.config.eos_token_ids.begin(),
+                                   built.config.eos_token_ids.end());
+    s.grammar = compile_output_constraint(
+        constraint, server::grammar_vocabulary(*codec, built.config.vocab_size, eos));
+    s.schema_sha256 = sha256_hex(constraint.schema.dump());
+  }
 
   json results = json::array();
   for (const CellSpec& c : cells) {
@@ -170,11 +195,12 @@ int run(const std::vector<std::string>& args) {
         {"runs", s.runs},
         {"max_prefill_tokens", s.max_prefill_tokens},
         {"max_seconds", s.max_seconds},
-        {"temperature", s.temperature}}},
+        {"temperature", s.temperature},
+        {"schema", schema_path}}},
       {"method",
        "decode: median of per-step forward wall times (steady clock) after warmups, tok/s = rows "
        "/ median; prefill: cold sequence timed end to end, tok/s = tokens / median; floors in "
-       "engine/model/step_footprint.h"},
+       "engine/model/step_footprint.h; _schema cells: constrained_cell.h"},
       {"cells", results},
       {"binary_sha256", self_sha256()},
       {"commit", b.commit},

@@ -56,6 +56,20 @@ struct Fields {
       if (!s[i].is_number() || !(s[i].get<double>() > 0))
         bad(at + ".samples_ms[" + std::to_string(i) + "]", "a positive number", s[i]);
   }
+  // A _schema cell (bench/runner/constrained_cell.h): its rows, the masks' time of every timed
+  // step (>= 0), the unconstrained steps' timings and the grammar's bytes.
+  void masks(const json& cell, const std::string& at) const {
+    positive(cell, at + ".rows");
+    positive(cell, at + ".grammar_bytes");
+    const json& m = get(cell, at + ".mask_samples_us");
+    const size_t runs = get(cell, at + ".samples_ms").size();
+    if (!m.is_array() || m.size() != runs)
+      bad(at + ".mask_samples_us", "an array of `runs` (" + std::to_string(runs) + ") numbers", m);
+    for (size_t i = 0; i < m.size(); ++i)
+      if (!m[i].is_number() || !(m[i].get<double>() >= 0))
+        bad(at + ".mask_samples_us[" + std::to_string(i) + "]", "a number >= 0", m[i]);
+    timings(get(cell, at + ".unconstrained"), at + ".unconstrained");
+  }
   // cells: a non-empty array of objects with a `cell` name, each skipped or measured.
   void cells(const json& doc,
              const std::function<void(const json&, const std::string&)>& measured) const {
@@ -112,6 +126,7 @@ void check_runner_bench(const json& bench, const std::string& file) {
     f.timings(c, at);
     f.positive(c, at + ".floor_ms");
     f.positive(c, at + ".fraction_of_floor");
+    if (c.contains("mask_samples_us")) f.masks(c, at);
   });
 }
 

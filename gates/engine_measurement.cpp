@@ -167,6 +167,34 @@ std::string utc_now() {
   return buf;
 }
 
+// A _schema cell's mask cost (bench/runner/constrained_cell.h), per timed step: the masks' time
+// per token and their share of the step; the same rows' unconstrained tok/s; the grammar's bytes.
+void add_mask_metrics(const json& c, const std::string& workload, const std::string& cell,
+                      json& out) {
+  const double rows = c["rows"].get<double>();
+  std::vector<double> per_token, share;
+  for (size_t i = 0; i < c["samples_ms"].size(); ++i) {
+    const double us = c["mask_samples_us"][i].get<double>();
+    per_token.push_back(us / rows);
+    share.push_back(us / 1e3 / c["samples_ms"][i].get<double>());
+  }
+  out.push_back(
+      metric_to_json({"mask_us_per_token", "us", workload, cell, false, {}, per_token}, 5.0));
+  out.push_back(
+      metric_to_json({"mask_fraction_of_step", "fraction", workload, cell, false, {}, share}, 5.0));
+  out.push_back(metric_to_json({"unconstrained_tokens_per_s",
+                                "tok/s",
+                                workload,
+                                cell,
+                                true,
+                                {},
+                                tok_s_samples(c["unconstrained"])},
+                               5.0));
+  out.push_back(metric_to_json(
+      {"grammar_bytes", "bytes", workload, cell, false, {}, {c["grammar_bytes"].get<double>()}},
+      5.0));
+}
+
 // Per measured cell: tok/s and fraction of floor; where the peer ran the same cell, its tok/s and
 // the ratio SparkGLM / peer of the medians. All single-arm ("measured"): the peer is no build of
 // this engine, so it cannot be the record's baseline identity.
@@ -190,6 +218,7 @@ json cell_metrics(const std::vector<json>& benches, const json& peer) {
            {},
            fraction},
           5.0));
+      if (c.contains("mask_samples_us")) add_mask_metrics(c, workload, cell, out);
       if (peer.is_null() || peer["preset"] != b["preset"]) continue;
       for (const char* mode : {"eager", "compile"}) {
         const json* p = find_cell(peer, cell, mode);

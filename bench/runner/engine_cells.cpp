@@ -5,6 +5,8 @@
 #include <new>
 #include <regex>
 
+#include "bench/runner/cell_support.h"
+#include "bench/runner/constrained_cell.h"
 #include "engine/core/error.h"
 #include "engine/runtime/offline_generator.h"
 #include "engine/runtime/sampler.h"
@@ -13,48 +15,7 @@ namespace sparkglm::bench {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using nlohmann::json;
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Text-like token ids, different per sequence so that rows route to different experts.
-std::vector<int32_t> prompt_of(int64_t n, int seq, int vocab) {
-  const int64_t range = std::min(vocab - 32, 224);
-  std::vector<int32_t> p(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) p[size_t(i)] = int32_t(32 + (i * 7919 + seq * 104729) % range);
-  return p;
-}
-
-json skipped(const std::string& why) {
-  return {{"skipped", why}};
-}
-
-// Returns a table's blocks to the allocator on every path out of a cell.
-struct Tables {
-  BlockAllocator& blocks;
-  std::vector<std::vector<int32_t>> tables;
-  Tables(BlockAllocator& b, int n) : blocks(b), tables(size_t(n)) {}
-  ~Tables() {
-    for (auto& t : tables) blocks.release_all(t);
-  }
-};
-
-json step_stats(const std::vector<double>& ms, int rows) {
-  const double med = median(ms);
-  return {{"tokens_per_s", rows * 1e3 / med},
-          {"median_ms", med},
-          {"runs", ms.size()},
-          {"samples_ms", ms}};
-}
 
 // Seeded sampling at s.temperature on the decode cell's sequences, from position `pos`: `steps`
 // timed steps (after s.warmup_steps) drawn on the host from each step's logits, then as many
@@ -135,18 +96,9 @@ json run_decode(ModelRunner& runner, BlockAllocator& blocks, const CellSpec& cel
   const auto start = Clock::now();
   ForwardOutput out;
   const int64_t context = decode_context(cell, s);
-  for (int q = 0; q < rows; ++q) {  // prefill, one sequence at a time, untimed
-    const auto prompt = prompt_of(context, q, vocab);
-    for (int64_t at = 0; at < context; at += s.max_prefill_tokens) {
-      const int64_t end = std::min<int64_t>(context, at + s.max_prefill_tokens);
-      blocks.ensure_capacity(t.tables[size_t(q)], end, bs);
-      ForwardBatch b;
-      b.add_sequence({prompt.begin() + at, prompt.begin() + end}, int32_t(at), q,
-                     t.tables[size_t(q)], end == context);
-      runner.forward(b, out);
-    }
-    next[size_t(q)] = argmax_token(out.logits.data(), vocab);
-  }
+  const auto prompt_ends = prefill_rows(runner, t, context, s.max_prefill_tokens);
+  for (int q = 0; q < rows; ++q)
+    next[size_t(q)] = argmax_token(prompt_ends[size_t(q)].data(), vocab);
   std::vector<double> samples;
   std::string note;
   int64_t pos = context;
@@ -282,7 +234,7 @@ int64_t decode_context(const CellSpec& cell, const CellSettings& s) {
 }
 
 CellSpec parse_cell(const std::string& name) {
-  static const std::regex decode("decode_c([1-9][0-9]{0,3})(_at_([1-9][0-9]{0,6})(k?))?"),
+  static const std::regex decode("decode_c([1-9][0-9]{0,3})(_at_([1-9][0-9]{0,6})(k?))?(_schema)?"),
       prefill("prefill_([1-9][0-9]{0,6})(k?)");
   std::smatch m;
   CellSpec c;
@@ -291,26 +243,32 @@ CellSpec parse_cell(const std::string& name) {
     c.decode = true;
     c.rows = std::stoi(m[1]);
     if (m[2].matched) c.context = std::stoll(m[3]) * (m[4].length() ? 1024 : 1);
+    c.constrained = m[5].matched;
   } else if (std::regex_match(name, m, prefill)) {
     c.tokens = std::stoll(m[1]) * (m[2].length() ? 1024 : 1);
   } else {
     throw Error(ErrorKind::kInvalidArgument,
-                "--cells: expected decode_cN[_at_N[k]] or prefill_N[k] (decode_c1, "
-                "decode_c4_at_128k, prefill_8k, prefill_256), "
+                "--cells: expected decode_cN[_at_N[k]][_schema] or prefill_N[k] (decode_c1, "
+                "decode_c4_at_128k, decode_c8_schema, prefill_8k, prefill_256), "
                 "got \"" +
                     name + "\"");
   }
   return c;
 }
 
+int sequences(const CellSpec& cell) {
+  return !cell.decode ? 1 : cell.constrained ? 2 * cell.rows : cell.rows;
+}
+
 int64_t blocks_needed(const CellSpec& cell, const CellSettings& s, int block_size) {
   // Decode runs its steps twice (synchronous, then pipelined with one step more in flight), and
   // twice more when it also samples (host-drawn, then runner-drawn and pipelined).
-  const int passes = s.temperature > 0.0f ? 4 : 2;
+  // A _schema cell runs its steps once on each of its 2C sequences.
+  const int passes = cell.constrained ? 1 : s.temperature > 0.0f ? 4 : 2;
   const int64_t len = cell.decode
                           ? decode_context(cell, s) + passes * (s.warmup_steps + s.decode_steps) + 3
                           : cell.tokens;
-  return (cell.decode ? cell.rows : 1) * ((len + block_size - 1) / block_size);
+  return sequences(cell) * ((len + block_size - 1) / block_size);
 }
 
 json run_cell(ModelRunner& runner, BlockAllocator& blocks, const CellSpec& cell,
@@ -321,10 +279,11 @@ json run_cell(ModelRunner& runner, BlockAllocator& blocks, const CellSpec& cell,
     return skipped("pool too small: needs " + std::to_string(need) + " blocks of " +
                    std::to_string(g.block_size) + " tokens, the runner has " +
                    std::to_string(g.num_blocks));
-  if (cell.decode && cell.rows > g.num_state_slots)
-    return skipped("needs " + std::to_string(cell.rows) + " state slots, the runner has " +
+  if (cell.decode && sequences(cell) > g.num_state_slots)
+    return skipped("needs " + std::to_string(sequences(cell)) + " state slots, the runner has " +
                    std::to_string(g.num_state_slots));
   try {
+    if (cell.constrained) return run_constrained_decode(runner, blocks, cell, s);
     return cell.decode ? run_decode(runner, blocks, cell, s) : run_prefill(runner, blocks, cell, s);
   } catch (const std::bad_alloc&) {
     return skipped("out of host memory");

@@ -195,6 +195,49 @@ TEST(EngineMeasurement, MalformedInputNamesTheFieldAndExitsNonZero) {
   }
 }
 
+// A _schema cell (bench/runner/constrained_cell.h): 2 rows, masks of 20/30/10 us per step.
+json schema_cell() {
+  json c = cell("decode_c2_schema", 200, 10, 0.5);
+  c["rows"] = 2;
+  c["mask_samples_us"] = {20.0, 30.0, 10.0};
+  c["unconstrained"] = {
+      {"tokens_per_s", 250.0}, {"median_ms", 8.0}, {"runs", 3}, {"samples_ms", {8.0, 8.0, 8.0}}};
+  c["grammar_bytes"] = 65536;
+  return c;
+}
+
+TEST(EngineMeasurement, ASchemaCellGivesItsMaskCostAndAMalformedOneIsRefused) {
+  TempDir t;
+  json b = bench();
+  b["cells"].push_back(schema_cell());
+  MeasureRequest r;
+  r.runner_bench = {t.write("bench.json", b)};
+  r.title = "masks";
+  r.id = "m3";
+  r.out = t.path / "m3";
+  r.gates = kGates;
+  const json record = write_engine_measurement(r);
+  EXPECT_TRUE(receipts::verify_bundle(r.out).empty());
+  std::map<std::string, double> medians;
+  for (const json& m : record["metrics"])
+    if (m["case"] == "decode_c2_schema") medians[m["name"]] = m["candidate"]["median"];
+  EXPECT_DOUBLE_EQ(medians["mask_us_per_token"], 10.0);       // median 20 us over 2 rows
+  EXPECT_DOUBLE_EQ(medians["mask_fraction_of_step"], 0.002);  // 20 us of a 10 ms step
+  EXPECT_DOUBLE_EQ(medians["unconstrained_tokens_per_s"], 250.0);
+  EXPECT_DOUBLE_EQ(medians["grammar_bytes"], 65536.0);
+
+  b["cells"][3]["mask_samples_us"] = {20.0, 30.0};
+  try {
+    check_runner_bench(b, "bench.json");
+    ADD_FAILURE() << "two mask samples for three steps were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cells[3].mask_samples_us: expected an array of `runs` "
+                                         "(3) numbers"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(EngineMeasurement, CommandWritesAFailingMeasurementWithExitOne) {
   TempDir t;
   json b = bench();
