@@ -17,7 +17,8 @@ int num_groups(int dim) {
   return (dim + kGroup - 1) / kGroup;
 }
 
-void quantize(KvDtype t, const float* v, int dim, std::byte* out) {
+// scale_doubled: the negative control's fp8_g128 scale, one exponent too high.
+void quantize(KvDtype t, const float* v, int dim, std::byte* out, bool scale_doubled) {
   switch (t) {
     case KvDtype::kF32:
       std::memcpy(out, v, size_t(dim) * sizeof(float));
@@ -38,7 +39,8 @@ void quantize(KvDtype t, const float* v, int dim, std::byte* out) {
         const float scale = amax / 448.0f;
         const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
         for (int i = lo; i < hi; ++i) out[i] = std::byte(f32_to_e4m3(v[i] * inv));
-        std::memcpy(scales + 4 * g, &scale, 4);
+        const float stored = scale_doubled ? 2.0f * scale : scale;
+        std::memcpy(scales + 4 * g, &stored, 4);
       }
       return;
     }
@@ -117,13 +119,15 @@ int LatentCache::blocks_for_budget(const ModelConfig& config, int block_size, Kv
       std::min<size_t>(budget_bytes / bytes_per_block(config, block_size, dtype), INT32_MAX));
 }
 
-LatentCache::LatentCache(const ModelConfig& config, int num_blocks, int block_size, KvDtype dtype)
+LatentCache::LatentCache(const ModelConfig& config, int num_blocks, int block_size, KvDtype dtype,
+                         EngineFault fault)
     : num_blocks_(num_blocks),
       block_size_(block_size),
       num_layers_(config.num_mla_layers() + (config.mtp_layer() >= 0 ? 1 : 0)),
       latent_dim_(config.kv_lora_rank),
       index_dim_(config.index_head_dim),
       dtype_(dtype),
+      fp8_scale_doubled_(fault == EngineFault::kFp8ScaleOffByOneExponent),
       latent_bytes_(kv_vector_bytes(dtype, config.kv_lora_rank)),
       key_bytes_(kv_vector_bytes(dtype, config.index_head_dim)) {
   if (num_blocks <= 0 || block_size <= 0)
@@ -137,7 +141,8 @@ LatentCache::LatentCache(const ModelConfig& config, int num_blocks, int block_si
 
 void LatentCache::store_latent(int layer, const std::vector<int32_t>& table, int64_t pos,
                                const float* v) {
-  quantize(dtype_, v, latent_dim_, &latent_[row(layer, table, pos) * latent_bytes_]);
+  quantize(dtype_, v, latent_dim_, &latent_[row(layer, table, pos) * latent_bytes_],
+           fp8_scale_doubled_);
 }
 void LatentCache::load_latent(int layer, const std::vector<int32_t>& table, int64_t pos,
                               float* out) const {
@@ -145,7 +150,8 @@ void LatentCache::load_latent(int layer, const std::vector<int32_t>& table, int6
 }
 void LatentCache::store_index_key(int layer, const std::vector<int32_t>& table, int64_t pos,
                                   const float* v) {
-  quantize(dtype_, v, index_dim_, &index_key_[row(layer, table, pos) * key_bytes_]);
+  quantize(dtype_, v, index_dim_, &index_key_[row(layer, table, pos) * key_bytes_],
+           fp8_scale_doubled_);
 }
 void LatentCache::load_index_key(int layer, const std::vector<int32_t>& table, int64_t pos,
                                  float* out) const {

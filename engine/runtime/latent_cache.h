@@ -6,12 +6,15 @@
 // Latents and indexer keys are stored in the pool's dtype: f32 (the reference), bf16, or fp8_g128
 // (E4M3 with one FP32 scale of amax/448 per group of 128 values, round to nearest even); values go
 // in through store_* and come out through load_*. Gates stay FP32 (one scalar per token).
+// EngineFault::kFp8ScaleOffByOneExponent (a negative control, engine_fault.h) stores each fp8_g128
+// scale doubled; every other fault is no concern of the cache's.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "engine/model/config.h"
+#include "engine/model/engine_fault.h"
 
 namespace sparkglm {
 
@@ -25,7 +28,7 @@ size_t kv_vector_bytes(KvDtype dtype, int dim);
 class LatentCache {
  public:
   LatentCache(const ModelConfig& config, int num_blocks, int block_size,
-              KvDtype dtype = KvDtype::kF32);
+              KvDtype dtype = KvDtype::kF32, EngineFault fault = EngineFault::kNone);
 
   // Blocks that fit in `budget_bytes` for this config, block size and dtype.
   static int blocks_for_budget(const ModelConfig& config, int block_size, KvDtype dtype,
@@ -64,6 +67,7 @@ class LatentCache {
   }
   int num_blocks_, block_size_, num_layers_, latent_dim_, index_dim_;
   KvDtype dtype_;
+  bool fp8_scale_doubled_;           // the negative control
   size_t latent_bytes_, key_bytes_;  // per token
   std::vector<std::byte> latent_, index_key_;
   std::vector<float> index_gate_;

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/engine_fault.h"
+
 namespace sparkglm {
 namespace {
 
@@ -65,6 +67,24 @@ TEST(DsaIndexer, EqualScoresPickLowerPools) {
             tokens_of({0, 1}, {}));
   EXPECT_EQ(select_attended(std::vector<float>{1, 0.0f, -0.0f, -1, -1}, 19, 4, 2),
             tokens_of({0, 1}, {}));
+}
+
+// The negative control of engine/model/engine_fault.h: equal scores pick the higher pool first,
+// while distinct scores select as before.
+TEST(DsaIndexer, TheTieFlippedControlPicksHigherPoolsOnEqualScores) {
+  constexpr EngineFault kFlip = EngineFault::kIndexerTieFlipped;
+  EXPECT_EQ(select_attended(std::vector<float>{1, 3, 3, 2, 3, 3}, 23, 4, 3, kFlip),
+            tokens_of({2, 4, 5}, {}));
+  EXPECT_EQ(select_attended(std::vector<float>{5, 5, 5, 5, 5}, 21, 4, 2, kFlip),
+            tokens_of({3, 4}, {20, 21}));
+  EXPECT_EQ(select_attended(std::vector<float>{0, 7, 0, 7, 0, 0}, 23, 4, 3, kFlip),
+            tokens_of({1, 3, 5}, {}));
+  const std::vector<float> distinct = {0.5f, 3, -1, 2, 7, 0};
+  EXPECT_EQ(select_attended(distinct, 23, 4, 3, kFlip), select_attended(distinct, 23, 4, 3));
+  // Other faults leave the selection alone.
+  EXPECT_EQ(
+      select_attended(std::vector<float>{5, 5, 5, 5, 5}, 21, 4, 2, EngineFault::kMoeClampDropped),
+      tokens_of({0, 1}, {20, 21}));
 }
 
 TEST(DsaIndexer, NanScoresAreNeverSelected) {

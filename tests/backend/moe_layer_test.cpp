@@ -12,6 +12,8 @@
 #include <random>
 
 #include <vector>
+
+#include "engine/model/engine_fault.h"
 #include "tests/support/test_linear.h"
 
 namespace sparkglm::cpu {
@@ -139,10 +141,10 @@ struct Result {
 };
 
 Result run_and_compare(const ModelConfig& c, const TestMoe& m, const std::vector<float>& x,
-                       int64_t T, ThreadPool& pool) {
+                       int64_t T, ThreadPool& pool, EngineFault fault = EngineFault::kNone) {
   const int64_t D = c.hidden_size;
   std::vector<float> y(size_t(T * D));
-  moe_forward(c, m.w, x.data(), T, y.data(), pool);
+  moe_forward(c, m.w, x.data(), T, y.data(), pool, 0, -1, fault);
   Result r{0.0, 0.0, 1e30, -1e30, {}};
   double err = 0.0, err_nc = 0.0, mx = 0.0;
   for (int64_t t = 0; t < T; ++t) {
@@ -240,6 +242,22 @@ TEST(MoeLayer, ClampIsActiveAndRequired) {
   std::printf("  against the unclamped reference: rel err %.3g\n", r.unclamped_rel);
   EXPECT_GT(r.max_gate, 10.0);
   EXPECT_GT(r.unclamped_rel, 100 * kTol);  // without the clamp this test would fail
+}
+
+// The negative control of engine/model/engine_fault.h: the same experts as above run unclamped, so
+// the output matches the unclamped reference and misses the clamped one.
+TEST(MoeLayer, TheClampDroppedControlRunsTheExpertsUnclamped) {
+  std::mt19937 rng(25);
+  ThreadPool pool(2);
+  const ModelConfig c = micro(8, 2);
+  const TestMoe m(c, DType::kBF16, 1.2f, rng);
+  const Result r =
+      run_and_compare(c, m, random_rows(8, 256, 1.0f, rng), 8, pool, EngineFault::kMoeClampDropped);
+  std::printf("clamp dropped: rel err %.3g against the clamped reference, %.3g unclamped\n", r.rel,
+              r.unclamped_rel);
+  EXPECT_GT(r.max_gate, 10.0);
+  EXPECT_LT(r.unclamped_rel, kTol);
+  EXPECT_GT(r.rel, 100 * kTol);
 }
 
 TEST(MoeLayer, TokenOutputIsBatchInvariant) {

@@ -4,8 +4,10 @@
 
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "engine/core/error.h"
+#include "engine/model/engine_fault.h"
 
 namespace sparkglm {
 namespace {
@@ -73,6 +75,33 @@ TEST(LatentCache, Fp8GroupScaleIsAmaxOver448AndAllZerosStayZero) {
   cache.load_latent(0, {0}, 1, out.data());
   EXPECT_EQ(out[3], -896.0f);
   EXPECT_EQ(out[4], 1.0f);
+}
+
+// The negative control of engine/model/engine_fault.h: fp8_g128 scales stored one exponent too
+// high, so latents and indexer keys read back exactly doubled; f32 and bf16 ignore it.
+TEST(LatentCache, TheFp8ScaleControlReadsEveryFp8ValueBackDoubled) {
+  const ModelConfig c = preset_config("tinyglm");  // latent 512 = 4 groups of 128
+  std::mt19937 rng(5);
+  const std::vector<float> v = random_vector(c.kv_lora_rank, rng, 1.0f);
+  const std::vector<float> k = random_vector(c.index_head_dim, rng, 3.0f);
+  for (KvDtype t : {KvDtype::kF32, KvDtype::kBF16, KvDtype::kFp8G128}) {
+    LatentCache intact(c, 1, 16, t);
+    LatentCache broken(c, 1, 16, t, EngineFault::kFp8ScaleOffByOneExponent);
+    std::vector<float> vi(v.size()), vb(v.size()), ki(k.size()), kb(k.size());
+    for (LatentCache* cache : {&intact, &broken}) {
+      cache->store_latent(0, {0}, 5, v.data());
+      cache->store_index_key(0, {0}, 5, k.data());
+    }
+    intact.load_latent(0, {0}, 5, vi.data());
+    broken.load_latent(0, {0}, 5, vb.data());
+    intact.load_index_key(0, {0}, 5, ki.data());
+    broken.load_index_key(0, {0}, 5, kb.data());
+    const float factor = t == KvDtype::kFp8G128 ? 2.0f : 1.0f;
+    for (size_t i = 0; i < v.size(); ++i)
+      ASSERT_EQ(vb[i], factor * vi[i]) << to_string(t) << " " << i;
+    for (size_t i = 0; i < k.size(); ++i)
+      ASSERT_EQ(kb[i], factor * ki[i]) << to_string(t) << " " << i;
+  }
 }
 
 TEST(LatentCache, UnknownDtypeNameIsRejected) {

@@ -32,7 +32,7 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
       local_(shard_ ? shard_->local : config_),
       weights_(shard_ ? shard_->weights : weights),
       pool_(pool),
-      cache_(config, options.num_blocks, options.block_size, options.kv_dtype),
+      cache_(config, options.num_blocks, options.block_size, options.kv_dtype, options.fault),
       states_(local_, options.num_state_slots, options.num_snapshots, options.state_records) {
   if (shard_)
     steps_ = std::make_unique<dist::RankSteps>(
@@ -68,7 +68,7 @@ void CpuModelRunner::attention(int layer, const LayerWeights& w, const ForwardBa
   if (w.kind == LayerKind::kLinearAttention) {
     kda_layer_forward(local_, w.kda, index, batch, states_, x, out, pool_, options_.kda_path);
   } else {
-    mla_layer_forward(local_, w.mla, index, batch, cache_, x, out, pool_);
+    mla_layer_forward(local_, w.mla, index, batch, cache_, x, out, pool_, options_.fault);
   }
   all_reduce(out, batch.num_rows() * config_.hidden_size);
 }
@@ -78,7 +78,7 @@ void CpuModelRunner::ffn(const LayerWeights& w, const float* x, int64_t rows, fl
     swiglu_forward(w.mlp, x, rows, out, pool_, /*clamp_limit=*/0.0f);
   } else {
     moe_forward(config_, w.moe, x, rows, out, pool_, shard_ ? shard_->expert_begin : 0,
-                shard_ ? shard_->expert_end : -1);
+                shard_ ? shard_->expert_end : -1, options_.fault);
   }
   all_reduce(out, rows * config_.hidden_size);
 }
@@ -197,7 +197,7 @@ void CpuModelRunner::forward_mtp(const ForwardBatch& batch, const std::vector<fl
   const int cache_layer = config_.kind_index(config_.mtp_layer());
   residual(m.layer.input_norm, [&] {
     mla_layer_forward(local_, m.layer.mla, cache_layer, batch, cache_, normed.data(),
-                      block_out.data(), pool_);
+                      block_out.data(), pool_, options_.fault);
     all_reduce(block_out.data(), t * d);
   });
   residual(m.layer.post_attn_norm, [&] { ffn(m.layer, normed.data(), t, block_out.data()); });

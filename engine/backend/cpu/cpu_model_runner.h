@@ -9,6 +9,7 @@
 #include "engine/core/thread_pool.h"
 #include "engine/dist/communicator.h"
 #include "engine/dist/rank_steps.h"
+#include "engine/model/engine_fault.h"
 #include "engine/model/model_runner.h"
 #include "engine/model/weights.h"
 #include "engine/runtime/kda_state_pool.h"
@@ -27,6 +28,8 @@ struct CpuRunnerOptions {
   // Tensor and expert parallelism (weight_shard.h, docs/parallel.md): this rank's communicator,
   // null for one rank. Every rank runs the same calls; the runner all-reduces each block's output.
   dist::Communicator* comm = nullptr;
+  // A negative control built in on purpose (engine_fault.h): only tests set one.
+  EngineFault fault = EngineFault::kNone;
 };
 
 class CpuModelRunner : public ModelRunner {

@@ -19,7 +19,7 @@ constexpr int kStackPool = 16;
 }  // namespace
 
 std::vector<int32_t> select_attended(std::span<const float> pool_scores, int64_t t, int kpool,
-                                     int topk_pools) {
+                                     int topk_pools, EngineFault fault) {
   SPARKGLM_ASSERT(t >= 0 && kpool > 0 && topk_pools >= 0, "select_attended: bad arguments");
   const int64_t num_pools = (t + 1) / kpool;  // complete pools
   std::vector<int32_t> attended;
@@ -42,8 +42,17 @@ std::vector<int32_t> select_attended(std::span<const float> pool_scores, int64_t
     const float sa = pool_scores[size_t(a)], sb = pool_scores[size_t(b)];
     return sa > sb || (sa == sb && a < b);
   };
+  auto better_tie_flipped = [&](int32_t a, int32_t b) {  // the negative control's order
+    const float sa = pool_scores[size_t(a)], sb = pool_scores[size_t(b)];
+    return sa > sb || (sa == sb && a > b);
+  };
   if (int64_t(pools.size()) > topk_pools) {
-    std::nth_element(pools.begin(), pools.begin() + topk_pools, pools.end(), better);
+    const auto kth = pools.begin() + topk_pools;
+    if (fault == EngineFault::kIndexerTieFlipped) {
+      std::nth_element(pools.begin(), kth, pools.end(), better_tie_flipped);
+    } else {
+      std::nth_element(pools.begin(), kth, pools.end(), better);
+    }
     pools.resize(size_t(topk_pools));
   }
   std::sort(pools.begin(), pools.end());  // attended positions ascend

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/core/thread_pool.h"
+#include "engine/model/engine_fault.h"
 #include "engine/runtime/latent_cache.h"
 
 namespace sparkglm::cpu {
@@ -18,8 +19,9 @@ namespace sparkglm::cpu {
 // floor((t+1)/kpool) complete pools: all of 0..t when P <= topk_pools; otherwise the kpool tokens
 // of each of the top topk_pools pools by score (equal scores: lower pool first; NaN never selected)
 // plus the tail kpool*P..t. pool_scores: [P] (at least P values; only the first P are read).
+// EngineFault::kIndexerTieFlipped (a negative control, engine_fault.h) picks the higher pool first.
 std::vector<int32_t> select_attended(std::span<const float> pool_scores, int64_t t, int kpool,
-                                     int topk_pools);
+                                     int topk_pools, EngineFault fault = EngineFault::kNone);
 
 // The pooled key of one complete pool: K = sum_j a_j k_j over its kpool tokens in position order,
 // a = softmax_j(gate_j + ape[j mod kpool]). Pool tokens start at a multiple of kpool, so token i

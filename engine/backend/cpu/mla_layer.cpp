@@ -185,7 +185,7 @@ std::vector<std::vector<int32_t>> select_sparse_rows(const MlaShape& s, const Ml
                                                      const ForwardBatch& batch, int64_t r0,
                                                      int64_t m, const float* x, const float* c_q,
                                                      const std::vector<std::vector<float>>& pooled,
-                                                     ThreadPool& pool) {
+                                                     ThreadPool& pool, EngineFault fault) {
   std::vector<std::vector<int32_t>> attended(static_cast<size_t>(m));
   std::vector<int64_t> sparse;  // chunk-local rows that need the indexer
   for (int64_t i = 0; i < m; ++i)
@@ -213,7 +213,8 @@ std::vector<std::vector<int32_t>> select_sparse_rows(const MlaShape& s, const Ml
       const std::vector<float> scores = index_pool_scores(
           &q_index[size_t(k * qi_width)], &head_weights[size_t(k * s.index_heads)],
           int(s.index_heads), s.index_dim, keys.data(), s.pools_seen(t), pool);
-      attended[size_t(sparse[size_t(k)])] = select_attended(scores, t, s.kpool, s.topk_pools);
+      attended[size_t(sparse[size_t(k)])] =
+          select_attended(scores, t, s.kpool, s.topk_pools, fault);
     }
   });
   return attended;
@@ -223,7 +224,8 @@ std::vector<std::vector<int32_t>> select_sparse_rows(const MlaShape& s, const Ml
 void attend_chunk(const ModelConfig& c, const MlaShape& s, const MlaWeights& w, int layer,
                   const ForwardBatch& batch, LatentCache& cache, int64_t r0, int64_t m,
                   const float* x, const std::vector<std::vector<float>>& pooled,
-                  std::span<const int32_t> all_positions, float* out, ThreadPool& pool) {
+                  std::span<const int32_t> all_positions, float* out, ThreadPool& pool,
+                  EngineFault fault) {
   std::vector<float> c_q(size_t(m * s.q_lora));  // [m, q_lora]
   linear(x + r0 * s.d, m, w.q_a, c_q.data(), pool);
   for (int64_t i = 0; i < m; ++i) {
@@ -236,7 +238,7 @@ void attend_chunk(const ModelConfig& c, const MlaShape& s, const MlaWeights& w, 
   absorb_queries(s, w.kv_b, q.data(), m, q_tilde.data(), pool);
 
   const std::vector<std::vector<int32_t>> sparse_sets =
-      select_sparse_rows(s, w, batch, r0, m, x, c_q.data(), pooled, pool);
+      select_sparse_rows(s, w, batch, r0, m, x, c_q.data(), pooled, pool, fault);
 
   // Work items are (row, head) pairs so that a single decode row still spreads over threads.
   const float scale = c.mla_softmax_scale();
@@ -270,7 +272,7 @@ void attend_chunk(const ModelConfig& c, const MlaShape& s, const MlaWeights& w, 
 
 void mla_layer_forward(const ModelConfig& c, const MlaWeights& w, int cache_layer,
                        const ForwardBatch& batch, LatentCache& cache, const float* x, float* out,
-                       ThreadPool& pool) {
+                       ThreadPool& pool, EngineFault fault) {
   const MlaShape s(c);
   check_shapes(s, w, cache);
   const int64_t rows = batch.num_rows();
@@ -298,7 +300,7 @@ void mla_layer_forward(const ModelConfig& c, const MlaWeights& w, int cache_laye
 
   for (int64_t r0 = 0; r0 < rows; r0 += kRowChunk)
     attend_chunk(c, s, w, cache_layer, batch, cache, r0, std::min(kRowChunk, rows - r0), x, pooled,
-                 all_positions, out, pool);
+                 all_positions, out, pool, fault);
 }
 
 }  // namespace sparkglm::cpu

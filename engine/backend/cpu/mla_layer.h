@@ -18,6 +18,7 @@
 // bit for bit and a sequence's rows do not depend on the other sequences of the batch.
 #include "engine/core/thread_pool.h"
 #include "engine/model/config.h"
+#include "engine/model/engine_fault.h"
 #include "engine/model/forward_batch.h"
 #include "engine/model/weights.h"
 #include "engine/runtime/latent_cache.h"
@@ -28,9 +29,10 @@ namespace sparkglm::cpu {
 // First writes every row's c_kv = RMSNorm(W_kva x; kv_a_layernorm), indexer key
 // k^I = LayerNorm(W_ik x; k_norm w,b, eps 1e-6) and pooling gate (W_igate x) into cache layer
 // `cache_layer` at its position (via its sequence's block table), then for each row attends over
-// the selected cached tokens j <= t of its own sequence.
+// the selected cached tokens j <= t of its own sequence. `fault` reaches select_attended (a
+// negative control, engine_fault.h).
 void mla_layer_forward(const ModelConfig& c, const MlaWeights& w, int cache_layer,
                        const ForwardBatch& batch, LatentCache& cache, const float* x, float* out,
-                       ThreadPool& pool);
+                       ThreadPool& pool, EngineFault fault = EngineFault::kNone);
 
 }  // namespace sparkglm::cpu

@@ -17,9 +17,9 @@ namespace {
 // Chunking cannot change a token's result, since no arithmetic mixes tokens.
 constexpr int64_t kChunk = 256;
 
-// One pass over Tc <= kChunk tokens.
+// One pass over Tc <= kChunk tokens; experts are SwiGLUs clamped at clamp_limit (none when <= 0).
 void moe_chunk(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t Tc, float* out,
-               ThreadPool& pool, int e0, int e1) {
+               ThreadPool& pool, int e0, int e1, float clamp_limit) {
   const int64_t D = c.hidden_size;
   const int E = c.n_routed_experts;
   const int k = c.num_experts_per_tok;
@@ -65,14 +65,14 @@ void moe_chunk(const ModelConfig& c, const MoeWeights& w, const float* x, int64_
     const int64_t off = start[size_t(e)] * D;
     const Fp4ActivationScales* fp4 =
         w.fp4_activations.empty() ? nullptr : &w.fp4_activations[size_t(e)];  // spark mode
-    swiglu_forward(w.experts[size_t(e)], xg.data() + off, n, yg.data() + off, pool, c.swiglu_limit,
+    swiglu_forward(w.experts[size_t(e)], xg.data() + off, n, yg.data() + off, pool, clamp_limit,
                    fp4);
   }
 
   std::vector<float> ys;  // [Tc, D] shared expert output
   if (w.shared) {
     ys.resize(size_t(Tc * D));
-    swiglu_forward(*w.shared, x, Tc, ys.data(), pool, c.swiglu_limit);
+    swiglu_forward(*w.shared, x, Tc, ys.data(), pool, clamp_limit);
   }
 
   // Fixed per-token order: ranks 0..k-1, then the shared expert.
@@ -98,13 +98,14 @@ void moe_chunk(const ModelConfig& c, const MoeWeights& w, const float* x, int64_
 }  // namespace
 
 void moe_forward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, float* out,
-                 ThreadPool& pool, int expert_begin, int expert_end) {
+                 ThreadPool& pool, int expert_begin, int expert_end, EngineFault fault) {
   assert(int(w.experts.size()) == c.n_routed_experts);
   assert(w.router != nullptr);
+  const float clamp_limit = fault == EngineFault::kMoeClampDropped ? 0.0f : c.swiglu_limit;
   for (int64_t t0 = 0; t0 < T; t0 += kChunk) {
     const int64_t Tc = std::min(kChunk, T - t0);
     moe_chunk(c, w, x + t0 * c.hidden_size, Tc, out + t0 * c.hidden_size, pool, expert_begin,
-              expert_end < 0 ? c.n_routed_experts : expert_end);
+              expert_end < 0 ? c.n_routed_experts : expert_end, clamp_limit);
   }
 }
 

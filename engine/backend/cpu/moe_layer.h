@@ -4,6 +4,7 @@
 
 #include "engine/core/thread_pool.h"
 #include "engine/model/config.h"
+#include "engine/model/engine_fault.h"
 #include "engine/model/weights.h"
 
 namespace sparkglm::cpu {
@@ -18,8 +19,10 @@ namespace sparkglm::cpu {
 // in rank order, then the shared expert, so a token's output is bitwise independent of the other
 // tokens and of the pool size. With expert parallelism only the routed experts in [expert_begin,
 // expert_end) run here (the others' terms are left out of the sum; their ranks add them in the
-// all-reduce); end -1 = all.
+// all-reduce); end -1 = all. EngineFault::kMoeClampDropped (a negative control, engine_fault.h)
+// runs every expert unclamped.
 void moe_forward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, float* out,
-                 ThreadPool& pool, int expert_begin = 0, int expert_end = -1);
+                 ThreadPool& pool, int expert_begin = 0, int expert_end = -1,
+                 EngineFault fault = EngineFault::kNone);
 
 }  // namespace sparkglm::cpu
