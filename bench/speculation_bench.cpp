@@ -2,8 +2,11 @@
 // for each --speculative-tokens k, on the same greedy requests, in process (no HTTP). Prompts are
 // the held-out examples of a trained tinyGLM (tokens before reply_from), request i taking example
 // i; requests end at their stop token or --max-tokens. Prints one JSON object; asserts nothing.
+// --rollback records|recompute picks how rejected drafts are rolled back
+// (speculative_rollback.h); each cell reports the KDA state records that needs.
 //
 //   speculation_bench --model DIR --prompts DIR/heldout.json --k 0,1,2,3 --concurrency 1,4
+//       [--rollback records|recompute]
 // with DIR = tinyglm/weights/tinyglm-micro-trained.
 //
 // Aggregate decode rate = sum(completion - 1) / (last token - first token) (QUALIFICATION.md),
@@ -26,7 +29,9 @@
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
 #include "engine/model/model_loader.h"
+#include "engine/runtime/kda_state_pool.h"
 #include "engine/runtime/serving_engine.h"
+#include "engine/runtime/speculation/speculative_rollback.h"
 
 namespace sparkglm {
 namespace {
@@ -107,8 +112,8 @@ Round run_round(ServingEngine& engine, const std::vector<std::vector<int32_t>>& 
 }
 
 nlohmann::json measure(const LoadedModel& model, ThreadPool& pool,
-                       const std::vector<std::vector<int32_t>>& prompts, int k, int concurrency,
-                       int max_tokens, int reps) {
+                       const std::vector<std::vector<int32_t>>& prompts, int k,
+                       SpeculativeRollback rollback, int concurrency, int max_tokens, int reps) {
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
   const int blocks = concurrency * int((longest + size_t(max_tokens)) / 16 + 2);
@@ -116,11 +121,12 @@ nlohmann::json measure(const LoadedModel& model, ThreadPool& pool,
   o.num_blocks = blocks;
   o.num_state_slots = concurrency;
   o.kv_dtype = KvDtype::kBF16;
-  o.state_records = k > 0 ? k + 1 : 0;
+  o.state_records = speculative_state_records(k, rollback);
   cpu::CpuModelRunner runner(model.config, model.weights, o, pool);
   SchedulerLimits limits;
   limits.max_num_seqs = limits.max_batch_size = concurrency;
   limits.speculative_tokens = k;
+  limits.speculative_rollback = rollback;
   ServingEngine engine(runner, limits);
   run_round(engine, prompts, concurrency, 8);  // warmup
   const SpeculationCounters before = engine.stats().speculation;
@@ -148,8 +154,13 @@ nlohmann::json measure(const LoadedModel& model, ThreadPool& pool,
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
+  // The rollback's memory: its KDA state records (each one slot's state and conv history).
+  const size_t record_bytes = KdaStatePool::snapshot_bytes(model.config);
   return {{"k", k},
+          {"rollback", speculative_rollback_name(rollback)},
           {"concurrency", concurrency},
+          {"state_records_per_sequence", o.state_records},
+          {"state_record_bytes", size_t(concurrency) * size_t(o.state_records) * record_bytes},
           {"completion_tokens", completion_tokens},
           {"decode_tok_s", rates},
           {"median_decode_tok_s", median(rates)},
@@ -167,8 +178,8 @@ int run(const std::vector<std::string>& args) {
     return 0;
   }
   const CliArgs a(args, {});
-  a.allow_only(
-      {"--model", "--prompts", "--k", "--concurrency", "--max-tokens", "--reps", "--threads"});
+  a.allow_only({"--model", "--prompts", "--k", "--concurrency", "--max-tokens", "--reps",
+                "--threads", "--rollback"});
   set_default_thread_count(int(a.integer("--threads", 0, 0, 1024)));
   ThreadPool& pool = default_thread_pool();
   const auto model = load_model_dir(a.required("--model"));
@@ -179,16 +190,19 @@ int run(const std::vector<std::string>& args) {
       a.has("--concurrency") ? a.int_list("--concurrency") : std::vector<int32_t>{1, 4};
   const int max_tokens = int(a.integer("--max-tokens", 128, 2, 1 << 16));
   const int reps = int(a.integer("--reps", 3, 1, 100));
+  const SpeculativeRollback rollback =
+      speculative_rollback_from_name(a.str("--rollback", "records"), "--rollback");
   nlohmann::json cells = nlohmann::json::array();
   for (int32_t c : cs)
     for (int32_t k : ks) {
       if (c < 1 || c > 64 || k < 0 || k > kMaxSpeculativeTokens)
         throw Error(ErrorKind::kInvalidArgument, "--k 0..4 and --concurrency 1..64");
-      cells.push_back(measure(*model, pool, prompts, k, c, max_tokens, reps));
+      cells.push_back(measure(*model, pool, prompts, k, rollback, c, max_tokens, reps));
       std::cerr << cells.back().dump() << "\n";
     }
   std::cout << nlohmann::json{{"threads", pool.size()},
                               {"max_tokens", max_tokens},
+                              {"rollback", speculative_rollback_name(rollback)},
                               {"cells", cells}}
                    .dump(1)
             << "\n";

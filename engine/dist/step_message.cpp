@@ -11,7 +11,7 @@ namespace sparkglm::dist {
 namespace {
 
 // A new SequenceSlice or RowDraw field must be sent too: add it below, then update the size.
-static_assert(sizeof(SequenceSlice) == 64, "SequenceSlice changed: encode its new field here");
+static_assert(sizeof(SequenceSlice) == 72, "SequenceSlice changed: encode its new field here");
 static_assert(sizeof(RowDraw) == 32, "RowDraw changed: check that it is still sent whole");
 
 class Writer {
@@ -83,6 +83,7 @@ void put_batch(Writer& w, const ForwardBatch& b) {
     w.put(s.restore_snapshot);
     w.put(s.save_snapshot);
     w.put(uint8_t(s.record_states));
+    w.put(s.record_before_row);
     w.put(s.resume_record);
   }
 }
@@ -108,6 +109,7 @@ ForwardBatch get_batch(Reader& r) {
     s.restore_snapshot = r.get<int32_t>();
     s.save_snapshot = r.get<int32_t>();
     s.record_states = r.get<uint8_t>() != 0;
+    s.record_before_row = r.get<int32_t>();
     s.resume_record = r.get<int32_t>();
   }
   return b;

@@ -42,8 +42,16 @@ void ForwardBatch::validate(const ModelConfig& config, int block_size, int num_b
     if (s.first_row != expected_first || s.num_rows <= 0)
       fail(who + ": rows must be contiguous, non-empty and in sequence order");
     expected_first += s.num_rows;
-    if (s.decode && s.num_rows != 1 && !s.record_states)
+    const bool keeps_one = s.record_before_row >= 0;
+    if (s.decode && s.num_rows != 1 && !s.record_states && !keeps_one)
       fail(who + ": a decode slice has exactly one row unless it records its states (verify)");
+    if (s.record_before_row < -1 || s.record_before_row >= s.num_rows)
+      fail(who + ": records the state before row " + std::to_string(s.record_before_row) + " of " +
+           std::to_string(s.num_rows));
+    if (keeps_one && (s.record_states || !s.decode))
+      fail(who + ": the state before one row is kept in decode slices that record nothing else");
+    if (keeps_one && state_records < 1)
+      fail(who + ": records the state before a row; the runner keeps no state records");
     if (s.record_states && s.num_rows > state_records)
       fail(who + ": records the KDA state of " + std::to_string(s.num_rows) +
            " rows; the runner keeps " + std::to_string(state_records) + " per slot");

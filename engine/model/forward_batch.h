@@ -34,7 +34,12 @@ struct SequenceSlice {
   // CacheGeometry::state_records rows). resume_record >= 0: before the rows run, the slot's state
   // becomes its record after row resume_record of the last recording step (the last accepted
   // row), rolling back the rejected ones. -1: none.
+  // record_before_row >= 0 (rollback by recompute, speculative_rollback.h) instead keeps one
+  // record: the state and conv history just before that row runs (after the rows before it,
+  // replayed ones), in record 0, which a later slice resumes from (resume_record 0) to run the
+  // accepted rows again. A decode slice of several rows records one way or the other.
   bool record_states = false;
+  int32_t record_before_row = -1;
   int32_t resume_record = -1;
 };
 

@@ -7,6 +7,7 @@
 #include "engine/core/error.h"
 #include "engine/model/precision_mode.h"
 #include "engine/options/api_key_source.h"
+#include "engine/runtime/speculation/speculative_rollback.h"
 #include "engine/server/request_limits.h"
 
 namespace sparkglm {
@@ -41,8 +42,9 @@ void fill_runner(const EffectiveConfig& c, RunnerRequest& r) {
   r.inject_device_fault_after_steps = c.integer("inject-device-fault-after-steps");
   const int64_t snapshots = c.integer("prefix-cache-snapshots");
   r.num_snapshots = c.boolean("enable-prefix-caching") ? as_int(snapshots) : 0;
-  const int64_t drafts = c.integer("speculative-tokens");
-  r.state_records = drafts > 0 ? as_int(drafts) + 1 : 0;  // a verify slice: k + 1 rows
+  r.state_records =
+      speculative_state_records(as_int(c.integer("speculative-tokens")),
+                                speculative_rollback_from_name(c.str("speculative-rollback")));
   r.prefix_disk_tier = c.integer("prefix-cache-gb") > 0;
 }
 
@@ -56,6 +58,7 @@ void fill_scheduler(const EffectiveConfig& c, SchedulerLimits& s) {
   s.prefix_caching = c.boolean("enable-prefix-caching");
   s.snapshot_every_chunks = as_int(c.integer("prefix-snapshot-every"));
   s.speculative_tokens = as_int(c.integer("speculative-tokens"));
+  s.speculative_rollback = speculative_rollback_from_name(c.str("speculative-rollback"));
   s.prefix_cache_dir = c.str("prefix-cache-dir");
   s.prefix_cache_bytes = uint64_t(c.integer("prefix-cache-gb")) << 30;
 }

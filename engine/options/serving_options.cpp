@@ -12,6 +12,7 @@
 #include "engine/model/precision_mode.h"
 #include "engine/options/option_registry.h"
 #include "engine/runtime/scheduler.h"
+#include "engine/runtime/speculation/speculative_rollback.h"
 #include "tinyglm/dummy_weights.h"
 
 namespace sparkglm {
@@ -137,6 +138,12 @@ std::vector<OptionSpec> serving_table() {
               "forward (0 = off; greedy output is unchanged and sampled output keeps its "
               "distribution; requests with an output grammar or disable_mtp are not drafted "
               "for; --device cpu only for now)"),
+      choice("speculative-rollback", speculative_rollback_name(limits.speculative_rollback),
+             {"records", "recompute"}, P::kOptions,
+             "how a verify step's rejected drafts are rolled back, both exactly: records keeps "
+             "the KDA state after each of the k + 1 rows (k + 1 states per sequence), recompute "
+             "keeps the state before them (1 per sequence) and runs the accepted rows again in "
+             "the next step"),
       flag("enforce-eager", !runner.cuda_graphs, P::kOptions,
            "launch every CUDA kernel of a decode step eagerly instead of replaying a captured "
            "CUDA graph"),

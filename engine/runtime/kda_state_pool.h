@@ -12,6 +12,8 @@
 // slot, the forward of a recording slice keeps the state and history after each of its rows
 // (record_state / record_conv), and rewind() later copies the record of the last accepted row
 // back into the slot: exact rollback without recomputing. A step's records replace the last ones.
+// Rollback by recompute keeps one record, the state before a verify slice's first new row, and
+// rewinds to it before the accepted rows run again.
 #include <cstddef>
 #include <cstdint>
 #include <vector>

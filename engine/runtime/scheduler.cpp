@@ -29,8 +29,8 @@ Scheduler::Scheduler(ModelRunner& runner, const SchedulerLimits& limits,
   if (limits_.speculative_tokens > 0) {
     if (!drafter) drafter = std::make_unique<MtpDrafter>(runner_);
     spec_ = std::make_unique<Speculator>(
-        limits_.speculative_tokens, std::move(drafter), runner_.config(), blocks_,
-        geometry_.block_size, limits_.max_seq_len,
+        limits_.speculative_tokens, limits_.speculative_rollback, std::move(drafter),
+        runner_.config(), blocks_, geometry_.block_size, limits_.max_seq_len,
         [this](Sequence& s, const SampledToken& t) { emit_token(s, t); });
   }
 }
@@ -343,8 +343,7 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     Sequence& s = *running_[(decode_cursor_ + i) % n];
     if (s.prefilling()) continue;
     if (spec_ && spec_->applies_to(s)) {
-      spec_->add_verify_slice(s, batch);
-      add_member(s, batch.seqs.back().num_rows, true, SpecRole::kVerify);
+      add_member(s, spec_->add_verify_slice(s, batch), true, SpecRole::kVerify);
       ++decode_rows;
       continue;
     }

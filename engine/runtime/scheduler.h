@@ -60,6 +60,7 @@
 #include "engine/runtime/generation_request.h"
 #include "engine/runtime/prefix_cache.h"
 #include "engine/runtime/sequence.h"
+#include "engine/runtime/speculation/speculative_rollback.h"
 #include "engine/runtime/speculation/speculator.h"
 
 namespace sparkglm {
@@ -84,8 +85,12 @@ struct SchedulerLimits {
   uint64_t prefix_cache_bytes = 0;
   // --speculative-tokens: drafts verified per sequence and step (0: off; at most
   // kMaxSpeculativeTokens). Needs a model with an MTP module (or a drafter given to the
-  // Scheduler) and a runner that records k + 1 rows of KDA state (CacheGeometry::state_records).
+  // Scheduler) and a runner with the KDA state records its rollback needs
+  // (speculative_state_records: k + 1 rows per slot for records, 1 for recompute;
+  // CacheGeometry::state_records).
   int speculative_tokens = 0;
+  // --speculative-rollback (speculative_rollback.h).
+  SpeculativeRollback speculative_rollback = SpeculativeRollback::kRecords;
   // Error(kInvalidArgument) naming the option of a bad user limit; a bad engine constant
   // (prefill_align, reserve_output_tokens) is a defect and asserts.
   void validate(const CacheGeometry& g) const;

@@ -3,6 +3,7 @@
 
 #include "engine/core/error.h"
 #include "engine/runtime/scheduler.h"
+#include "engine/runtime/speculation/speculative_rollback.h"
 
 namespace sparkglm {
 
@@ -27,11 +28,13 @@ void SchedulerLimits::validate(const CacheGeometry& g) const {
   if (speculative_tokens < 0 || speculative_tokens > kMaxSpeculativeTokens)
     bad_limit("speculative-tokens", "0.." + std::to_string(kMaxSpeculativeTokens),
               speculative_tokens);
-  if (speculative_tokens > 0 && g.state_records < speculative_tokens + 1)
+  const int records = speculative_state_records(speculative_tokens, speculative_rollback);
+  if (g.state_records < records)
     bad_limit("speculative-tokens",
-              "at most " + std::to_string(g.state_records - 1) +
-                  " (this runner records the KDA state of " + std::to_string(g.state_records) +
-                  " rows per slot; a verify step needs k + 1)",
+              std::string("a runner with ") + std::to_string(records) +
+                  " KDA state records per slot (--speculative-rollback " +
+                  speculative_rollback_name(speculative_rollback) + "; this runner keeps " +
+                  std::to_string(g.state_records) + ")",
               speculative_tokens);
 }
 

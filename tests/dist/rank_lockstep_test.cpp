@@ -96,6 +96,7 @@ TEST(RankLockstep, TheStepMessageRoundTripsAndRefusesMalformedBytes) {
   m.batch.add_sequence({5, 6, 7}, 4, 1, {3, 9});
   m.batch.seqs[0].restore_snapshot = 2;
   m.batch.seqs[0].record_states = true;
+  m.batch.seqs[0].record_before_row = 2;  // each its own field (the runner refuses both)
   m.batch.seqs[0].resume_record = 1;
   m.sampling.picked = {1};
   m.sampling.draws = {RowDraw{0.0f, 1.0f, 0.0f, 0, 42, 3}};
@@ -109,6 +110,7 @@ TEST(RankLockstep, TheStepMessageRoundTripsAndRefusesMalformedBytes) {
   EXPECT_EQ(back.batch.seqs[0].block_table, m.batch.seqs[0].block_table);
   EXPECT_EQ(back.batch.seqs[0].restore_snapshot, 2);
   EXPECT_TRUE(back.batch.seqs[0].record_states);
+  EXPECT_EQ(back.batch.seqs[0].record_before_row, 2);
   EXPECT_EQ(back.batch.seqs[0].resume_record, 1);
   EXPECT_EQ(back.sampling.draws[0].seed, 42u);
   EXPECT_EQ(back.sampling.token_from, m.sampling.token_from);

@@ -1,6 +1,7 @@
 // --speculative-tokens fills the scheduler's drafts and the runner's KDA state records (k + 1
-// rows per slot), and is refused at start, naming the flag, where the verify step does not run
-// yet: --device cuda and several ranks.
+// rows per slot, or 1 with --speculative-rollback recompute, which the effective config echoes),
+// and is refused at start, naming the flag, where the verify step does not run yet: --device
+// cuda and several ranks.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "engine/core/error.h"
 #include "engine/options/serving_config.h"
+#include "engine/runtime/speculation/speculative_rollback.h"
 
 namespace sparkglm {
 namespace {
@@ -36,6 +38,27 @@ TEST(SpeculationOptions, OffByDefaultAndKPlusOneStateRecordsWhenOn) {
   const ServingConfig on = fill({"--speculative-tokens", "3"});
   EXPECT_EQ(on.scheduler.speculative_tokens, 3);
   EXPECT_EQ(on.runner.state_records, 4);
+}
+
+TEST(SpeculationOptions, RollbackByRecomputeNeedsOneStateRecordAndIsEchoed) {
+  const OptionRegistry& registry = serving_options();
+  EXPECT_EQ(fill({"--speculative-tokens", "3"}).scheduler.speculative_rollback,
+            SpeculativeRollback::kRecords);  // the default
+  const std::vector<std::string> args = {"--speculative-tokens", "3", "--speculative-rollback",
+                                         "recompute"};
+  const EffectiveConfig effective =
+      EffectiveConfig::resolve(registry, nullptr, parse_command_line(args, registry));
+  EXPECT_EQ(effective.to_json().at("speculative-rollback"), "recompute");
+  const ServingConfig on = fill_serving_config(effective);
+  EXPECT_EQ(on.scheduler.speculative_rollback, SpeculativeRollback::kRecompute);
+  EXPECT_EQ(on.runner.state_records, 1);
+  EXPECT_EQ(fill({"--speculative-rollback", "recompute"}).runner.state_records, 0);  // k = 0
+  try {
+    fill({"--speculative-tokens", "1", "--speculative-rollback", "replay"});
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("speculative-rollback"), std::string::npos) << e.what();
+  }
 }
 
 TEST(SpeculationOptions, CudaAndSeveralRanksAreRefusedAtStartNamingTheFlag) {

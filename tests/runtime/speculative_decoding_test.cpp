@@ -3,8 +3,9 @@
 // logprob (bitwise: a verify row computes what a decode row computes), at C1 and C4, whether the
 // drafts are mostly wrong (the dummy model's MTP head) or mostly right (an oracle drafter that
 // knows the answer and errs where told), through split prefill, stop tokens, max_tokens,
-// preemption and the prefix cache; rollback returns every block, and requests that opt out are
-// not drafted for.
+// preemption and the prefix cache, with either rollback (state records or recompute; a rollback
+// that never restores the state fails the same checks); rollback returns every block, and
+// requests that opt out are not drafted for.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -73,6 +74,11 @@ class SpeculativeDecodingTest : public ::testing::Test {
   ThreadPool pool{2};
   const LoadedModel& micro = testing::micro_model();
 
+  // A runner with the KDA state records k drafts need under `rollback`.
+  std::unique_ptr<cpu::CpuModelRunner> runner_for(int blocks, int k, SpeculativeRollback rollback,
+                                                  int snapshots = 0) {
+    return runner(blocks, speculative_state_records(k, rollback), snapshots);
+  }
   std::unique_ptr<cpu::CpuModelRunner> runner(int blocks, int records, int snapshots = 0) {
     cpu::CpuRunnerOptions o;
     o.num_blocks = blocks;
@@ -108,10 +114,12 @@ class SpeculativeDecodingTest : public ::testing::Test {
     EXPECT_TRUE(s.idle());
     return out;
   }
-  static SchedulerLimits limits_with(int k) {
+  static SchedulerLimits limits_with(int k,
+                                     SpeculativeRollback rollback = SpeculativeRollback::kRecords) {
     SchedulerLimits l;
     l.max_prefill_tokens = 64;  // prompts longer than a chunk prefill in pieces
     l.speculative_tokens = k;
+    l.speculative_rollback = rollback;
     return l;
   }
   static void expect_same(const std::vector<Outcome>& a, const std::vector<Outcome>& b,
@@ -142,34 +150,77 @@ class SpeculativeDecodingTest : public ::testing::Test {
   std::unique_ptr<Scheduler> scheduler;
 };
 
-TEST_F(SpeculativeDecodingTest, GreedyWithMtpDraftsEqualsGreedyWithoutAtC1AndC4) {
+// The tests that check output, once per rollback.
+class SpeculativeRollbackTest : public SpeculativeDecodingTest,
+                                public ::testing::WithParamInterface<SpeculativeRollback> {
+ protected:
+  SpeculativeRollback rollback() const { return GetParam(); }
+  std::unique_ptr<cpu::CpuModelRunner> runner_k(int blocks, int k, int snapshots = 0) {
+    return runner_for(blocks, k, rollback(), snapshots);
+  }
+  SchedulerLimits limits_k(int k) const { return limits_with(k, rollback()); }
+};
+
+INSTANTIATE_TEST_SUITE_P(Rollback, SpeculativeRollbackTest,
+                         ::testing::Values(SpeculativeRollback::kRecords,
+                                           SpeculativeRollback::kRecompute),
+                         [](const ::testing::TestParamInfo<SpeculativeRollback>& i) {
+                           return std::string(speculative_rollback_name(i.param));
+                         });
+
+// Forwards to a runner but drops every slice's resume_record: a rollback that never restores
+// the KDA state, which the output checks must catch.
+class NoRestoreRunner : public ModelRunner {
+ public:
+  explicit NoRestoreRunner(ModelRunner& inner) : inner_(inner) {}
+  const ModelConfig& config() const override { return inner_.config(); }
+  CacheGeometry cache_geometry() const override { return inner_.cache_geometry(); }
+  void forward(const ForwardBatch& batch, ForwardOutput& out) override {
+    ForwardBatch broken = batch;
+    for (SequenceSlice& s : broken.seqs) {
+      restores_dropped += s.resume_record >= 0;
+      s.resume_record = -1;
+    }
+    inner_.forward(broken, out);
+  }
+  void forward_mtp(const ForwardBatch& batch, const std::vector<float>& hidden,
+                   ForwardOutput& out) override {
+    inner_.forward_mtp(batch, hidden, out);
+  }
+  int restores_dropped = 0;
+
+ private:
+  ModelRunner& inner_;
+};
+
+TEST_P(SpeculativeRollbackTest, GreedyWithMtpDraftsEqualsGreedyWithoutAtC1AndC4) {
   const auto requests = four();
   auto plain_runner = runner(64, 0);
   const auto plain = run(*plain_runner, limits_with(0), requests);
   for (int k = 1; k <= kMaxSpeculativeTokens; ++k) {
-    auto r = runner(64, k + 1);
-    expect_same(run(*r, limits_with(k), requests), plain, "C4, k=" + std::to_string(k));
+    auto r = runner_k(64, k);
+    expect_same(run(*r, limits_k(k), requests), plain, "C4, k=" + std::to_string(k));
     const SpeculationCounters c = scheduler->counters().speculation;
     EXPECT_GT(c.verify_steps, 0u) << "k=" << k;
     EXPECT_GT(c.drafted[size_t(k - 1)], 0u) << "k=" << k;  // every draft position was used
     EXPECT_EQ(scheduler->blocks().num_free(), 64) << "k=" << k;
     for (size_t i = 0; i < requests.size(); ++i) {
-      auto alone = runner(64, k + 1);
-      expect_same(run(*alone, limits_with(k), {requests[i]}), {plain[i]},
+      auto alone = runner_k(64, k);
+      expect_same(run(*alone, limits_k(k), {requests[i]}), {plain[i]},
                   "C1, k=" + std::to_string(k));
     }
   }
 }
 
-TEST_F(SpeculativeDecodingTest, MostlyRightDraftsAreAcceptedAndChangeNothing) {
+TEST_P(SpeculativeRollbackTest, MostlyRightDraftsAreAcceptedAndChangeNothing) {
   const auto requests = four();
   auto plain_runner = runner(64, 0);
   const auto plain = run(*plain_runner, limits_with(0), requests);
   const int vocab = micro.config.vocab_size;
   for (int k : {1, 3, 4}) {
-    auto r = runner(64, k + 1);
+    auto r = runner_k(64, k);
     auto oracle = std::make_unique<OracleDrafter>(answers(requests, plain), 7, vocab);
-    expect_same(run(*r, limits_with(k), requests, std::move(oracle)), plain,
+    expect_same(run(*r, limits_k(k), requests, std::move(oracle)), plain,
                 "oracle, k=" + std::to_string(k));
     const SpeculationCounters c = scheduler->counters().speculation;
     uint64_t drafted = 0, accepted = 0;
@@ -185,7 +236,38 @@ TEST_F(SpeculativeDecodingTest, MostlyRightDraftsAreAcceptedAndChangeNothing) {
   }
 }
 
-TEST_F(SpeculativeDecodingTest, AStopTokenOrMaxTokensInsideAcceptedDraftsEndsTheRequestThere) {
+TEST_P(SpeculativeRollbackTest, EveryDraftRejectedChangesNothing) {
+  // Rejections in a row: each verify slice rolls back the one before it.
+  const auto requests = four();
+  auto plain_runner = runner(64, 0);
+  const auto plain = run(*plain_runner, limits_with(0), requests);
+  auto r = runner_k(64, 2);
+  auto wrong =
+      std::make_unique<OracleDrafter>(answers(requests, plain), 1, micro.config.vocab_size);
+  expect_same(run(*r, limits_k(2), requests, std::move(wrong)), plain, "every draft wrong");
+  EXPECT_EQ(scheduler->counters().speculation.accepted[0], 0u);
+  EXPECT_GT(scheduler->counters().speculation.drafted[0], 20u);
+  EXPECT_EQ(scheduler->blocks().num_free(), 64);
+}
+
+TEST_P(SpeculativeRollbackTest, ARollbackThatNeverRestoresTheStateChangesTheOutput) {
+  // The negative control of the checks above: the same run with every restore dropped.
+  const auto requests = four();
+  auto plain_runner = runner(64, 0);
+  const auto plain = run(*plain_runner, limits_with(0), requests);
+  auto inner = runner_k(64, 3);
+  NoRestoreRunner broken(*inner);
+  auto oracle =
+      std::make_unique<OracleDrafter>(answers(requests, plain), 3, micro.config.vocab_size);
+  const auto out = run(broken, limits_k(3), requests, std::move(oracle));
+  EXPECT_GT(broken.restores_dropped, 0);
+  size_t differ = 0;
+  for (size_t i = 0; i < out.size(); ++i)
+    differ += out[i].tokens != plain[i].tokens || out[i].logprobs != plain[i].logprobs;
+  EXPECT_GT(differ, 0u) << "the output checks cannot tell a rollback that never restores";
+}
+
+TEST_P(SpeculativeRollbackTest, AStopTokenOrMaxTokensInsideAcceptedDraftsEndsTheRequestThere) {
   const auto requests = four();
   auto plain_runner = runner(64, 0);
   const auto plain = run(*plain_runner, limits_with(0), requests);
@@ -196,13 +278,13 @@ TEST_F(SpeculativeDecodingTest, AStopTokenOrMaxTokensInsideAcceptedDraftsEndsThe
   const auto expected = run(*plain_again, limits_with(0), ending);
   ASSERT_EQ(expected[0].finish, FinishReason::kStop);
   ASSERT_EQ(expected[1].tokens.size(), 7u);
-  auto r = runner(64, 5);
+  auto r = runner_k(64, 4);
   auto oracle = std::make_unique<OracleDrafter>(answers(requests, plain), 1000, 320);
-  expect_same(run(*r, limits_with(4), ending, std::move(oracle)), expected, "ending");
+  expect_same(run(*r, limits_k(4), ending, std::move(oracle)), expected, "ending");
   EXPECT_EQ(scheduler->blocks().num_free(), 64);
 }
 
-TEST_F(SpeculativeDecodingTest, PreemptionChangesNoToken) {
+TEST_P(SpeculativeRollbackTest, PreemptionChangesNoToken) {
   std::vector<GenerationRequest> requests;
   for (int i = 0; i < 5; ++i) requests.push_back(greedy(40, i, 60));
   SchedulerLimits tight = limits_with(0);
@@ -211,7 +293,8 @@ TEST_F(SpeculativeDecodingTest, PreemptionChangesNoToken) {
   const auto plain = run(*plain_runner, tight, requests);
   EXPECT_GT(scheduler->counters().preemptions, 0u);
   tight.speculative_tokens = 3;
-  auto r = runner(12, 4);
+  tight.speculative_rollback = rollback();
+  auto r = runner_k(12, 3);
   const auto spec = run(*r, tight, requests);
   EXPECT_GT(scheduler->counters().preemptions, 0u);
   EXPECT_EQ(scheduler->blocks().num_free(), 12);
@@ -221,7 +304,7 @@ TEST_F(SpeculativeDecodingTest, PreemptionChangesNoToken) {
   for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(spec[i].tokens, plain[i].tokens) << i;
 }
 
-TEST_F(SpeculativeDecodingTest, ATurnResumedFromThePrefixCacheIsDraftedAndChangesNothing) {
+TEST_P(SpeculativeRollbackTest, ATurnResumedFromThePrefixCacheIsDraftedAndChangesNothing) {
   // Turn 1's answer passes a grid point (256), so the cache prefills it once more after turn 1
   // (an answer: a sequence that only prefills, which speculation leaves alone).
   GenerationRequest first = greedy(150, 1, 120);
@@ -233,9 +316,9 @@ TEST_F(SpeculativeDecodingTest, ATurnResumedFromThePrefixCacheIsDraftedAndChange
   for (int32_t t : prompt_of(30, 9)) second.prompt.push_back(t);
   const auto cold_second = run(*cold_runner, limits_with(0), {second});
 
-  SchedulerLimits cached = limits_with(3);
+  SchedulerLimits cached = limits_k(3);
   cached.prefix_caching = true;
-  auto warm_runner = runner(64, 4, 8);
+  auto warm_runner = runner_k(64, 3, 8);
   Scheduler s(*warm_runner, cached);
   expect_same(run_on(s, {first}), cold_first, "turn 1");
   expect_same(run_on(s, {second}), cold_second, "turn 2");
@@ -282,41 +365,6 @@ TEST_F(SpeculativeDecodingTest, ARunnerWithoutStateRecordsIsRefusedNamingTheOpti
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--speculative-tokens"), std::string::npos) << e.what();
   }
-}
-
-// The runner's side: a verify slice that records, then a slice that resumes from a row's record,
-// computes what plain decode rows of the accepted tokens compute, bit for bit.
-TEST_F(SpeculativeDecodingTest, AResumedRecordIsTheStateOfTheAcceptedRows) {
-  auto a = runner(16, 0), b = runner(16, 4);
-  const std::vector<int32_t> prompt = prompt_of(21, 7), rest = {5, 9, 77, 130};
-  const std::vector<int32_t> table = {0, 1, 2};
-  auto prefill = [&](ModelRunner& r) {
-    ForwardBatch batch;
-    batch.add_sequence(prompt, 0, 0, table);
-    batch.seqs.back().decode = false;
-    ForwardOutput out;
-    r.forward(batch, out);
-  };
-  prefill(*a);
-  prefill(*b);
-  ForwardOutput out_a, out_b;
-  for (int i = 0; i < 3; ++i) {  // a: decode rows 5, 9, then 200 (where b's draft 77 was wrong)
-    ForwardBatch step;
-    step.add_sequence({i < 2 ? rest[size_t(i)] : 200}, int32_t(prompt.size()) + i, 0, table);
-    out_a = ForwardOutput{};
-    a->forward(step, out_a);
-  }
-  ForwardBatch verify;  // b: 5, 9, 77, 130 verified at once; 5 and 9 accepted
-  verify.add_sequence(rest, int32_t(prompt.size()), 0, table, true, true);
-  verify.seqs.back().decode = true;
-  verify.seqs.back().record_states = true;
-  b->forward(verify, out_b);
-  ForwardBatch resumed;
-  resumed.add_sequence({200}, int32_t(prompt.size()) + 2, 0, table);
-  resumed.seqs.back().resume_record = 1;
-  out_b = ForwardOutput{};
-  b->forward(resumed, out_b);
-  EXPECT_EQ(out_a.logits, out_b.logits);
 }
 
 }  // namespace

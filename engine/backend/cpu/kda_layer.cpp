@@ -72,7 +72,8 @@ void short_conv_silu(float* x, int64_t ld, int n, const float* weight, int taps,
 
 // A verify slice's records (KdaStatePool state records) of one head's conv history: the history
 // after row r is inputs r + 1 .. r + taps - 1 of [history ; raw rows], taken before the convolution
-// overwrites the rows. x: [n, ld] raw rows; history and records: [taps - 1, ld_hist].
+// overwrites the rows (r = -1: the history before row 0). x: [n, ld] raw rows; history and
+// records: [taps - 1, ld_hist].
 class ConvRecords {
  public:
   ConvRecords(const float* x, int64_t ld, int n, int taps, int c0, int width, const float* history,
@@ -110,7 +111,7 @@ void head_forward(const ModelConfig& c, const KdaWeights& w, int kda_index,
   float* k = rows.k.data() + r0 * hk;     // [n, H*K]
   float* v = rows.v.data() + r0 * hk;     // [n, H*V]
   std::vector<ConvRecords> conv_records;  // q, k, v; only for a recording (verify) slice
-  if (seq.record_states)
+  if (seq.record_states || seq.record_before_row >= 0)
     for (int part = 0; part < 3; ++part)
       conv_records.emplace_back(part == 0   ? q
                                 : part == 1 ? k
@@ -120,10 +121,14 @@ void head_forward(const ModelConfig& c, const KdaWeights& w, int kda_index,
   short_conv_silu(q, hk, n, w.q_conv, taps, h * kd, kd, conv, hk);
   short_conv_silu(k, hk, n, w.k_conv, taps, h * kd, kd, conv + conv_part, hk);
   short_conv_silu(v, hk, n, w.v_conv, taps, h * vd, vd, conv + 2 * conv_part, hk);
-  for (int r = 0; r < int(conv_records.size() ? n : 0); ++r)
+  for (int r = 0; r < int(seq.record_states ? n : 0); ++r)
     for (int part = 0; part < 3; ++part)
       conv_records[size_t(part)].write(
           r, states.record_conv(seq.state_slot, r, kda_index) + part * conv_part, hk);
+  for (int part = 0; part < 3 && seq.record_before_row >= 0; ++part)
+    conv_records[size_t(part)].write(
+        seq.record_before_row - 1,
+        states.record_conv(seq.state_slot, 0, kda_index) + part * conv_part, hk);
 
   const float sqrt_k = std::sqrt(float(kd));
   for (int r = 0; r < n; ++r) {
@@ -173,6 +178,21 @@ void head_forward(const ModelConfig& c, const KdaWeights& w, int kda_index,
       one.o += run.stride;
       one.beta += run.beta_stride;
     }
+  } else if (seq.record_before_row >= 0) {
+    // Rows before it, the state into record 0, then the rest: still one token-by-token run.
+    KdaHeadRun part = run;
+    part.n = seq.record_before_row;
+    if (part.n > 0) kda_recurrent_run(part, state);
+    std::copy_n(state, int64_t(kd) * vd,
+                states.record_state(seq.state_slot, 0, kda_index) + int64_t(h) * kd * vd);
+    part.q += part.n * run.stride;
+    part.k += part.n * run.stride;
+    part.v += part.n * run.stride;
+    part.g += part.n * run.stride;
+    part.o += part.n * run.stride;
+    part.beta += part.n * run.beta_stride;
+    part.n = n - part.n;
+    kda_recurrent_run(part, state);
   } else if (path == KdaPath::kRecurrent || seq.decode) {
     kda_recurrent_run(run, state);
   } else {

@@ -7,9 +7,11 @@
 
 namespace sparkglm {
 
-Speculator::Speculator(int tokens, std::unique_ptr<Drafter> drafter, const ModelConfig& config,
-                       BlockAllocator& blocks, int block_size, int max_seq_len, Emit emit)
+Speculator::Speculator(int tokens, SpeculativeRollback rollback, std::unique_ptr<Drafter> drafter,
+                       const ModelConfig& config, BlockAllocator& blocks, int block_size,
+                       int max_seq_len, Emit emit)
     : tokens_(tokens),
+      rollback_(rollback),
       drafter_(std::move(drafter)),
       config_(config),
       blocks_(blocks),
@@ -27,15 +29,24 @@ bool Speculator::applies_to(const Sequence& s) const {
          (p.greedy() || !p.logprobs);
 }
 
-void Speculator::add_verify_slice(Sequence& s, ForwardBatch& batch) {
-  std::vector<int32_t> rows{s.tokens.back()};
+int Speculator::add_verify_slice(Sequence& s, ForwardBatch& batch) {
+  SPARKGLM_ASSERT(size_t(s.computed) + 1 == s.tokens.size(),
+                  "Speculator: a verify slice starts at the sequence's last token");
+  const bool recompute = rollback_ == SpeculativeRollback::kRecompute;
+  // Rolling back by recompute: the rows of the last verify slice that were accepted run again.
+  const int replay = recompute && s.rewind_row >= 0 ? s.rewind_row + 1 : 0;
+  const int start = s.computed - replay;
+  std::vector<int32_t> rows(s.tokens.begin() + start, s.tokens.end());
   rows.insert(rows.end(), s.drafts.begin(), s.drafts.end());
-  batch.add_sequence(rows, s.computed, s.slot, s.blocks, true, /*all_logits=*/true);
+  batch.add_sequence(rows, start, s.slot, s.blocks, /*want_logits=*/false);
   SequenceSlice& slice = batch.seqs.back();
+  for (int i = replay; i < slice.num_rows; ++i) batch.logit_rows.push_back(slice.first_row + i);
   slice.decode = true;  // token by token: each row is what a decode row there computes
-  slice.record_states = true;
-  slice.resume_record = s.rewind_row;
+  slice.record_states = !recompute;
+  slice.record_before_row = recompute ? replay : -1;  // the state before its own rows
+  slice.resume_record = recompute ? (replay > 0 ? 0 : -1) : s.rewind_row;
   s.rewind_row = -1;
+  return slice.num_rows - replay;
 }
 
 void Speculator::commit(Sequence& s, SpecRole role, int rows, int first_logit,

@@ -5,16 +5,21 @@
 // Per step, for every running sequence it applies to (applies_to):
 //  - build: its decode slice is a verify slice: its last token, then its drafts d1..dj (j <= k),
 //    j + 1 rows computed token by token (each row the bits a one-row decode slice would give:
-//    batch invariance), every row's logits and hidden state returned, and the KDA state after each
-//    row recorded (SequenceSlice::record_states). Its prefill chunks return every row's hidden
+//    batch invariance), every row's logits and hidden state returned, and the KDA state kept for
+//    rollback (speculative_rollback.h: after each row, SequenceSlice::record_states, or before
+//    its last token's row, record_before_row). Its prefill chunks return every row's hidden
 //    state, for the drafter.
 //  - collect (commit): the rows are checked in order by the verify rule (draft_check.h); the
 //    first rejected draft ends the slice and its row's token is the correction; after an accepted
 //    slice the last row adds one more token. Tokens are emitted one at a time, so stop tokens,
 //    max_tokens and max_seq_len end the sequence exactly where they would without speculation.
 //  - rollback: `computed` moves back to the last accepted row + 1; the next slice resumes the KDA
-//    state and conv history from that row's record (SequenceSlice::resume_record); blocks taken
-//    for draft positions past the new end are released. Latents and indexer keys of rejected rows
+//    state and conv history from that row's record (SequenceSlice::resume_record), or, rolling
+//    back by recompute, from the state kept before the last verify slice's own rows, and then
+//    runs its accepted rows again ahead of its own rows (replayed rows, no logits: their latents
+//    and indexer keys are rewritten with the bits they already hold; the state before its own
+//    rows is kept again, so replays never pile up); blocks taken for draft positions past the
+//    new end are released. Latents and indexer keys of rejected rows
 //    stay behind the end of blocks this sequence alone holds (decode blocks are never published
 //    to the prefix cache): no attention reads past a sequence's end, and the next rows overwrite
 //    them.
@@ -42,6 +47,7 @@
 #include "engine/runtime/block_allocator.h"
 #include "engine/runtime/sequence.h"
 #include "engine/runtime/speculation/drafter.h"
+#include "engine/runtime/speculation/speculative_rollback.h"
 
 namespace sparkglm {
 
@@ -68,13 +74,15 @@ class Speculator {
  public:
   using Emit = std::function<void(Sequence&, const SampledToken&)>;
   // tokens: k in 1..kMaxSpeculativeTokens. emit: the scheduler's emit_token.
-  Speculator(int tokens, std::unique_ptr<Drafter> drafter, const ModelConfig& config,
-             BlockAllocator& blocks, int block_size, int max_seq_len, Emit emit);
+  Speculator(int tokens, SpeculativeRollback rollback, std::unique_ptr<Drafter> drafter,
+             const ModelConfig& config, BlockAllocator& blocks, int block_size, int max_seq_len,
+             Emit emit);
 
   int tokens() const { return tokens_; }
   bool applies_to(const Sequence& s) const;
-  // Adds the verify slice of `s` (its last token, then its drafts) to `batch`.
-  void add_verify_slice(Sequence& s, ForwardBatch& batch);
+  // Adds the verify slice of `s` (any replayed rows, its last token, then its drafts) to `batch`;
+  // returns its rows past s.computed (those with logits, that the commit checks).
+  int add_verify_slice(Sequence& s, ForwardBatch& batch);
   // A collected member: its `rows` rows start at logit row `first_logit` of `result`.
   void commit(Sequence& s, SpecRole role, int rows, int first_logit, const StepResult& result);
   // After every member of a step is committed: drafts for the sequences still running, leaving
@@ -93,6 +101,7 @@ class Speculator {
   void trim_blocks(Sequence& s);
 
   int tokens_;
+  SpeculativeRollback rollback_;
   std::unique_ptr<Drafter> drafter_;
   const ModelConfig& config_;
   BlockAllocator& blocks_;
