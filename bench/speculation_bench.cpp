@@ -169,6 +169,8 @@ nlohmann::json measure(const LoadedModel& model, ThreadPool& pool,
           {"acceptance_by_position", acceptance},
           {"tokens_per_verify_step",
            steps > 0 ? double(after.verify_tokens - before.verify_tokens) / steps : 1.0},
+          {"replayed_rows_per_verify_step",
+           steps > 0 ? double(after.replayed_rows - before.replayed_rows) / steps : 0.0},
           {"output_sha256", sha256_hex(outputs)}};
 }
 

@@ -64,6 +64,9 @@ void render_speculation(std::string& out, const SpeculationCounters& s) {
   metric(out, "sparkglm_spec_draft_failures_total", "counter",
          "Drafter calls that failed (their sequences went on without drafts).",
          double(s.draft_failures));
+  metric(out, "sparkglm_spec_replayed_rows_total", "counter",
+         "Rows run again to roll back rejected drafts (--speculative-rollback recompute).",
+         double(s.replayed_rows));
 }
 
 }  // namespace

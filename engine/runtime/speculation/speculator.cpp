@@ -46,6 +46,7 @@ int Speculator::add_verify_slice(Sequence& s, ForwardBatch& batch) {
   slice.record_before_row = recompute ? replay : -1;  // the state before its own rows
   slice.resume_record = recompute ? (replay > 0 ? 0 : -1) : s.rewind_row;
   s.rewind_row = -1;
+  counters_.replayed_rows += uint64_t(replay);
   return slice.num_rows - replay;
 }
 

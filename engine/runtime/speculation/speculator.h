@@ -60,6 +60,7 @@ struct SpeculationCounters {
   // draft before it accepted too). accepted[i] / drafted[i] is the acceptance of position i.
   std::array<uint64_t, kMaxSpeculativeTokens> drafted{}, accepted{};
   uint64_t draft_failures = 0;  // drafter calls that threw (those sequences went on undrafted)
+  uint64_t replayed_rows = 0;   // rows run again by rollback by recompute (speculative_rollback.h)
 };
 
 // A member's part in speculation, per queued step.
