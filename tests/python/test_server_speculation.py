@@ -1,6 +1,7 @@
 """Speculative decoding through sparkglm-serve's HTTP API, on the trained tinyGLM (its MTP head is
 right often enough to be accepted): with --speculative-tokens 2 greedy answers to concurrent chat
-and completion requests are the answers of a server without speculation, drafts are accepted at
+and completion requests are the answers of a server without speculation, with either
+--speculative-rollback (records, recompute: only recompute replays rows), drafts are accepted at
 both positions (/metrics), and "disable_mtp": true requests draft nothing. --device cuda with
 --speculative-tokens is refused at start with the reason.
 
@@ -73,10 +74,20 @@ class SpeculationServerTest(unittest.TestCase):
         with self.serve() as plain:
             want = ask_all(plain.port)
             self.assertEqual(plain.stop(), 0)
-        with self.serve("--speculative-tokens", "2") as spec:
+        for rollback in ("records", "recompute"):
+            with self.subTest(rollback=rollback):
+                self.check_speculation(want, rollback)
+
+    def check_speculation(self, want, rollback):
+        with self.serve("--speculative-tokens", "2", "--speculative-rollback", rollback) as spec:
             got = ask_all(spec.port)
             self.assertEqual(got, want)
             c = spec_counters(spec.port)
+            replayed = c["sparkglm_spec_replayed_rows_total"]
+            if rollback == "recompute":
+                self.assertGreater(replayed, 0)
+            else:
+                self.assertEqual(replayed, 0)
             for pos in ("1", "2"):
                 drafted = c['sparkglm_spec_draft_tokens_total{position="%s"}' % pos]
                 accepted = c['sparkglm_spec_accepted_tokens_total{position="%s"}' % pos]
