@@ -5,8 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <string>
+#include <thread>
 
 #include "engine/core/sha256.h"
 #include "harness/server_api.h"
@@ -250,12 +254,23 @@ TEST(SseClient, FirstTokenTimeAgreesWithTheServersOwnTtftAtC1) {
             {"ignore_eos", true},
             {"temperature", 0}};
   s.timeout_s = 60;
+  // The server records a request's metrics just after its last event goes out, so a scrape sent
+  // the moment the client has [DONE] can still precede them: wait until `requests` are counted.
+  const auto ttft_sum_after = [&](int requests) {
+    std::map<std::string, double> m;
+    for (int i = 0; i < 500; ++i) {
+      m = scrape_metrics(server->base_url());
+      if (m.at("sparkglm_time_to_first_token_seconds_count") >= requests) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(m.at("sparkglm_time_to_first_token_seconds_count"), requests);
+    return m.at("sparkglm_time_to_first_token_seconds_sum");
+  };
   stream_request(server->base_url(), s, "", Clock::now());  // warm the server's first-call paths
-  const char* kSum = "sparkglm_time_to_first_token_seconds_sum";
   for (int attempt = 0; attempt < 3; ++attempt) {
-    const double before = scrape_metrics(server->base_url()).at(kSum);
+    const double before = ttft_sum_after(attempt + 1);
     const RequestRecord r = stream_request(server->base_url(), s, "", Clock::now());
-    const double served = scrape_metrics(server->base_url()).at(kSum) - before;
+    const double served = ttft_sum_after(attempt + 2) - before;
     ASSERT_TRUE(r.ok) << r.error;
     const double client = *r.first_output_s - r.start_s;
     EXPECT_GE(client, served - 1e-4) << "the client saw the token before the server made it?";
