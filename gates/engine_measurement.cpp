@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "engine/core/error.h"
+#include "engine/core/utc_time.h"
 #include "gates/case_metrics.h"
 #include "gates/engine_inputs.h"
 #include "harness/run_environment.h"
@@ -157,15 +158,6 @@ GateResult judge_engine_targets(const std::vector<json>& benches, const json& pe
 }
 
 namespace {
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // A _schema cell's mask cost (bench/runner/constrained_cell.h), per timed step: the masks' time
 // per token and their share of the step; the same rows' unconstrained tok/s; the grammar's bytes.
@@ -324,7 +316,7 @@ json write_engine_measurement(const MeasureRequest& r) {
       {"schema", "sparkglm.qualification/1"},
       {"id", r.id},
       {"title", r.title},
-      {"created_at", utc_now()},
+      {"created_at", utc_now_iso8601()},
       {"state", "measurement"},
       {"level", "G2"},
       {"target",

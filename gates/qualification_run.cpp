@@ -12,6 +12,7 @@
 #include "engine/core/build_info.h"
 #include "engine/core/error.h"
 #include "engine/core/strict_json.h"
+#include "engine/core/utc_time.h"
 #include "gates/case_metrics.h"
 #include "gates/change_class_policy.h"
 #include "gates/device_share.h"
@@ -42,15 +43,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 std::vector<harness::CaseLoad> case_loads(const workloads::WorkloadPlan& plan) {
   std::vector<harness::CaseLoad> out;
@@ -428,7 +420,7 @@ int run_qualification(const RunRequest& req, std::ostream& out, std::ostream& er
   json record = {{"schema", "sparkglm.qualification/1"},
                  {"id", id},
                  {"title", req.title.empty() ? req.gate + " qualification" : req.title},
-                 {"created_at", utc_now()},
+                 {"created_at", utc_now_iso8601()},
                  {"state", req.state},
                  {"level", req.gate},
                  {"target", req.target.empty() ? default_target(req) : req.target},

@@ -15,6 +15,7 @@
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
 #include "engine/core/strict_json.h"
+#include "engine/core/utc_time.h"
 #include "gates/case_metrics.h"
 #include "gates/quality_gate.h"
 #include "gates/verdict_rederivation.h"
@@ -89,15 +90,6 @@ json read_json(const fs::path& path) {
 // The weights identity the engine states for a checkpoint of one shard (Checkpoint::identity).
 std::string loaded_identity(const std::string& shard, const std::string& sha256) {
   return "sha256:" + shard + "=" + sha256;
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 // training.json's bindings; errors name the file.
@@ -370,7 +362,7 @@ json write_quality_bundle(const fs::path& out, const QualityRun& run, const fs::
       {"id", id},
       {"title", "held-out loss of " + run.model_id + " (" + ck.weights_identity +
                     ") through the engine (" + settings + ")"},
-      {"created_at", utc_now()},
+      {"created_at", utc_now_iso8601()},
       {"state", "measurement"},
       {"level", "G2"},
       {"target", "the trained weights' held-out loss through the engine (" + settings +

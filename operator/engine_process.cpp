@@ -19,6 +19,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/strict_json.h"
+#include "engine/core/utc_time.h"
 #include "operator/http_get.h"
 #include "operator/recipe_fetch.h"
 #include "operator/secret_redaction.h"

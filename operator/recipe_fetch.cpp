@@ -9,6 +9,7 @@
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
 #include "engine/core/strict_json.h"
+#include "engine/core/utc_time.h"
 
 namespace sparkglm::operator_tool {
 
@@ -34,15 +35,6 @@ std::string read_local(const std::string& path, size_t max_bytes) {
 }
 
 }  // namespace
-
-std::string utc_now_iso8601() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
 
 std::string quote_start(const std::string& bytes, size_t max) {
   std::string out;

@@ -22,7 +22,6 @@ struct FetchedRecipe {
 // naming the content type and quoting its start.
 FetchedRecipe fetch_recipe(const std::string& url_or_path, const HttpLimits& limits);
 
-std::string utc_now_iso8601();
 // At most `max` characters of `bytes`, control bytes escaped: for quoting what came back.
 std::string quote_start(const std::string& bytes, size_t max = 80);
 

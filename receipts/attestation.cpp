@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "engine/core/error.h"
+#include "engine/core/utc_time.h"
 #include "receipts/bundle_file.h"
 #include "receipts/bundle_verifier.h"
 #include "receipts/qualification_record.h"
@@ -49,15 +50,6 @@ std::string raw_public_key(EVP_PKEY* key) {
           size == kPublicKeyBytes,
       "OpenSSL could not export an Ed25519 public key");
   return raw;
-}
-
-std::string utc_now() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
 }
 
 }  // namespace
@@ -161,7 +153,7 @@ Problems sign_bundle(const fs::path& bundle, const fs::path& private_pem, const 
   attestation.erase("signature");
   attestation["status"] = "maintainer-reviewed";
   attestation["by"] = by;
-  attestation["date"] = utc_now();
+  attestation["date"] = utc_now_iso8601();
   attestation["signature"] = sign_record(record, private_pem);
   Problems problems = verify_bundle_record(bundle, record, options);
   if (problems.empty()) write_file_atomically(manifest, record_file_text(record));
