@@ -1,7 +1,11 @@
 #include "gates/static_gate.h"
 
 #include <fstream>
+#include <istream>
+#include <regex>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "engine/core/error.h"
 #include "engine/options/profile.h"
@@ -60,22 +64,44 @@ receipts::Problems profile_problems(const StaticGateInputs& in) {
   return problems;
 }
 
-// ctest leaves Testing/Temporary/LastTestsFailed.log only when a test failed, and LastTest.log
-// after every run.
-CriterionResult ctest_criterion(const Criterion& c, const fs::path& dir) {
-  const fs::path tmp = dir / "Testing" / "Temporary";
-  if (!fs::exists(tmp / "LastTest.log"))
-    return {c.name, "no ctest run found", "every test passed", false,
-            "no " + (tmp / "LastTest.log").string()};
-  std::ifstream failed(tmp / "LastTestsFailed.log");
-  std::string line, names;
-  int64_t count = 0;
-  while (std::getline(failed, line)) {
-    if (line.empty()) continue;
-    ++count;
-    if (count <= 5) names += (names.empty() ? "" : ", ") + line;
+// The tests of the last ctest run that did not pass, read from Testing/Temporary/LastTest.log,
+// which ctest writes anew at every run: one section per test, opened by "N/M Testing: NAME" and
+// holding "Test Failed." for a failure or a timeout, or `Command: ""` for a test that could not
+// start (its section still says "Test Passed."). A skipped test says "Test Pass Reason:". What a
+// test printed (between "Output:" and "<end of output>") is skipped.
+// LastTestsFailed.log is not read: ctest leaves it in place after a later run that passed.
+std::vector<std::string> failed_in_last_run(std::istream& log) {
+  static const std::regex opens(R"(^\d+/\d+ Testing: (.+)$)");
+  std::vector<std::string> failed;
+  std::string line, test;
+  bool marked = false, output = false;  // output: inside a test's own output, which is not read
+  std::smatch m;
+  while (std::getline(log, line)) {
+    if (output) {
+      output = line != "<end of output>";
+    } else if (line == "Output:") {
+      output = true;
+    } else if (std::regex_match(line, m, opens)) {
+      test = m[1];
+      marked = false;
+    } else if (!test.empty() && !marked && (line == "Test Failed." || line == "Command: \"\"")) {
+      failed.push_back(test);
+      marked = true;
+    }
   }
-  return {c.name, count, 0, count == 0, names.empty() ? "" : "failed: " + names};
+  return failed;
+}
+
+CriterionResult ctest_criterion(const Criterion& c, const fs::path& dir) {
+  const fs::path log = dir / "Testing" / "Temporary" / "LastTest.log";
+  std::ifstream in(log);
+  if (!in) return {c.name, "no ctest run found", "every test passed", false, "no " + log.string()};
+  const std::vector<std::string> failed = failed_in_last_run(in);
+  std::string names;
+  for (size_t i = 0; i < failed.size() && i < 5; ++i)
+    names += (names.empty() ? "" : ", ") + failed[i];
+  return {c.name, int64_t(failed.size()), 0, failed.empty(),
+          names.empty() ? "" : "failed: " + names};
 }
 
 }  // namespace
