@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,7 +57,7 @@ def ask_all(port, extra=None):
     return answers
 
 
-def spec_counters(port):
+def scrape_spec_counters(port):
     _, _, data = call(port, "GET", "/metrics")
     out = {}
     for line in data.decode().splitlines():
@@ -64,6 +65,19 @@ def spec_counters(port):
             name, value = line.rsplit(" ", 1)
             out[name] = float(value)
     return out
+
+
+def spec_counters(port):
+    """The counters once they have settled: the engine counts a verify step just after emitting
+    its tokens, so a scrape sent the moment the last answer arrived can miss that step."""
+    last = scrape_spec_counters(port)
+    for _ in range(50):
+        time.sleep(0.1)
+        now = scrape_spec_counters(port)
+        if now == last:
+            return now
+        last = now
+    return last
 
 
 class SpeculationServerTest(unittest.TestCase):
