@@ -4,7 +4,8 @@ fiction), and /metrics has sparkglm_sse_emit_delay_seconds, the server-side dela
 sampling to its event's write, with one observation per streamed token.
 
 The load is two busy-loop processes (the CI machine has two cores). Thresholds leave room for a
-shared machine: the bursts this guards against put 2.5 events or more in a read on average.
+shared machine: the bursts this guards against put 2.5 events or more in a read on average, in
+every round; one round of three within the bound passes (the client's own reads can be delayed).
 
 Run: python3 test_server_sse_delivery.py --bin-dir BUILD_DIR
 """
@@ -89,25 +90,38 @@ class SseDeliveryTest(unittest.TestCase):
             h.wait()
 
     def check_delivery(self, streams):
+        # The reads are the client's, and the client shares the loaded cores: a scheduler slice
+        # it misses lets a few events pile up once. A server that bursts does it every time, so
+        # up to three attempts are made and one within the bound passes.
+        seen = []
         with ServerProcess() as srv:
-            before, count_before = histogram(srv.port)
-            self.assertIsNotNone(count_before, "no " + HISTOGRAM + " in /metrics")
-            per_stream = stream_concurrently(srv.port, streams)
-            # One observation per token of every stream (the last one travels with the finish,
-            # and is recorded a moment after [DONE] went out).
-            deadline = time.time() + 5
-            after, count_after = histogram(srv.port)
-            while count_after - count_before < streams * TOKENS and time.time() < deadline:
-                time.sleep(0.02)
-                after, count_after = histogram(srv.port)
-            self.assertEqual(count_after - count_before, streams * TOKENS)
-            events = sum(sum(r) for r in per_stream)
-            reads = sum(len([n for n in r if n]) for r in per_stream)
-            mean = events / reads
-            print(f"C{streams}: {events} events in {reads} reads ({mean:.2f} a read, at most "
-                  f"{max(max(r) for r in per_stream)}); server p99 within "
-                  f"{p99_bound(before, after)[0]} s", file=sys.stderr)
-            self.assertLessEqual(mean, MAX_MEAN_EVENTS_PER_READ, per_stream)
+            for _ in range(3):
+                mean, per_stream = self.measure(srv.port, streams)
+                seen.append(per_stream)
+                if mean <= MAX_MEAN_EVENTS_PER_READ:
+                    return
+        self.fail(f"more than {MAX_MEAN_EVENTS_PER_READ} events a read in three attempts: {seen}")
+
+    def measure(self, port, streams):
+        """One round of `streams` streams: the mean events per read, and the reads per stream."""
+        before, count_before = histogram(port)
+        self.assertIsNotNone(count_before, "no " + HISTOGRAM + " in /metrics")
+        per_stream = stream_concurrently(port, streams)
+        # One observation per token of every stream (the last one travels with the finish, and
+        # is recorded a moment after [DONE] went out).
+        deadline = time.time() + 5
+        after, count_after = histogram(port)
+        while count_after - count_before < streams * TOKENS and time.time() < deadline:
+            time.sleep(0.02)
+            after, count_after = histogram(port)
+        self.assertEqual(count_after - count_before, streams * TOKENS)
+        events = sum(sum(r) for r in per_stream)
+        reads = sum(len([n for n in r if n]) for r in per_stream)
+        mean = events / reads
+        print(f"C{streams}: {events} events in {reads} reads ({mean:.2f} a read, at most "
+              f"{max(max(r) for r in per_stream)}); server p99 within "
+              f"{p99_bound(before, after)[0]} s", file=sys.stderr)
+        return mean, per_stream
 
     def test_one_stream_under_load_arrives_about_one_event_per_read(self):
         self.check_delivery(1)
