@@ -115,6 +115,7 @@ void ServingEngine::loop() {
         {
           std::lock_guard<std::mutex> lock(mutex_);
           fatal_ = e.what();
+          stats_.fatal = fatal_;  // /health says why before any request hears of the fault
         }
         end_all(FinishReason::kDeviceFault, e.what());
         faulted_.notify_all();
