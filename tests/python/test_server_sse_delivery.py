@@ -3,13 +3,16 @@ reach the client about one per socket read (not in bursts that make client-side 
 fiction), and /metrics has sparkglm_sse_emit_delay_seconds, the server-side delay from a token's
 sampling to its event's write, with one observation per streamed token.
 
-The load is two busy-loop processes (the CI machine has two cores). Thresholds leave room for a
-shared machine: the bursts this guards against put 2.5 events or more in a read on average, in
-every round; one round of three within the bound passes (the client's own reads can be delayed).
+The load is two busy-loop processes (the CI machine has two cores). The judge is the median read:
+a server that gathers events writes two or more in most of its writes, so most reads hold two or
+more. The client shares the loaded cores, and a scheduler slice it misses (a few ms, many tokens
+of tinyGLM-micro) makes one read of ten or more now and then: a mean would count that against the
+server, the median does not. One round of three within the bound passes.
 
 Run: python3 test_server_sse_delivery.py --bin-dir BUILD_DIR
 """
 import re
+import statistics
 import selectors
 import subprocess
 import sys
@@ -19,7 +22,7 @@ import unittest
 from test_server_lifecycle import ServerProcess, call, open_stream, parse_args_and_run
 
 TOKENS = 64
-MAX_MEAN_EVENTS_PER_READ = 2.0
+MAX_MEDIAN_EVENTS_PER_READ = 1
 HISTOGRAM = "sparkglm_sse_emit_delay_seconds"
 
 
@@ -96,14 +99,15 @@ class SseDeliveryTest(unittest.TestCase):
         seen = []
         with ServerProcess() as srv:
             for _ in range(3):
-                mean, per_stream = self.measure(srv.port, streams)
+                median, per_stream = self.measure(srv.port, streams)
                 seen.append(per_stream)
-                if mean <= MAX_MEAN_EVENTS_PER_READ:
+                if median <= MAX_MEDIAN_EVENTS_PER_READ:
                     return
-        self.fail(f"more than {MAX_MEAN_EVENTS_PER_READ} events a read in three attempts: {seen}")
+        self.fail(f"the median read held more than {MAX_MEDIAN_EVENTS_PER_READ} events in three "
+                  f"rounds: {seen}")
 
     def measure(self, port, streams):
-        """One round of `streams` streams: the mean events per read, and the reads per stream."""
+        """One round of `streams` streams: the median events per read, and the reads per stream."""
         before, count_before = histogram(port)
         self.assertIsNotNone(count_before, "no " + HISTOGRAM + " in /metrics")
         per_stream = stream_concurrently(port, streams)
@@ -117,11 +121,11 @@ class SseDeliveryTest(unittest.TestCase):
         self.assertEqual(count_after - count_before, streams * TOKENS)
         events = sum(sum(r) for r in per_stream)
         reads = sum(len([n for n in r if n]) for r in per_stream)
-        mean = events / reads
-        print(f"C{streams}: {events} events in {reads} reads ({mean:.2f} a read, at most "
-              f"{max(max(r) for r in per_stream)}); server p99 within "
+        median = statistics.median(n for r in per_stream for n in r if n)
+        print(f"C{streams}: {events} events in {reads} reads ({events / reads:.2f} a read, median "
+              f"{median}, at most {max(max(r) for r in per_stream)}); server p99 within "
               f"{p99_bound(before, after)[0]} s", file=sys.stderr)
-        return mean, per_stream
+        return median, per_stream
 
     def test_one_stream_under_load_arrives_about_one_event_per_read(self):
         self.check_delivery(1)
