@@ -4,8 +4,6 @@
 // walk pays the per-frame cache misses, the second runs warm), accept us per token, the grammar's
 // bytes (nodes + mask cache), the vocabulary trie's bytes and the process's peak RSS. It asserts
 // nothing. Usage: grammar_bench [--vocab 154880] [--tokens 3000]
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/peak_rss.h"
 #include "engine/text/grammar/compiled_grammar.h"
 #include "engine/text/grammar/grammar_matcher.h"
 
@@ -130,12 +129,6 @@ std::string stats(std::vector<double> x) {
   return buf;
 }
 
-long peak_rss_kib() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -178,7 +171,7 @@ int main(int argc, char** argv) {
           vname.c_str(), sname.c_str(), compile_ms, warm.tokens, warm.complete ? "true" : "false",
           stats(cold.mask_us).c_str(), stats(warm.mask_us).c_str(), stats(next.mask_us).c_str(),
           stats(warm.accept_us).c_str(), g->memory_bytes(), cache.entries,
-          (unsigned long long)cache.clears, peak_rss_kib());
+          (unsigned long long)cache.clears, long(bench::peak_rss_bytes() / 1024));
       std::fflush(stdout);
     }
   return 0;

@@ -1,12 +1,11 @@
 #include "bench/runner/constrained_cell.h"
 
-#include <sys/resource.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "bench/peak_rss.h"
 #include "bench/runner/cell_support.h"
 #include "engine/core/error.h"
 #include "engine/model/step_sampling.h"
@@ -15,17 +14,7 @@
 
 namespace sparkglm::bench {
 
-namespace {
-
 using nlohmann::json;
-
-int64_t peak_rss_bytes() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return int64_t(u.ru_maxrss) * 1024;  // Linux reports KiB
-}
-
-}  // namespace
 
 json run_constrained_decode(ModelRunner& runner, BlockAllocator& blocks, const CellSpec& cell,
                             const CellSettings& s) {

@@ -9,6 +9,7 @@
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
 #include "engine/options/effective_config.h"
+#include "tests/options/unimplemented_option.h"
 
 namespace sparkglm {
 namespace {
@@ -140,17 +141,9 @@ TEST(OptionRegistry, TableProblemsNameTheOption) {
 }
 
 TEST(OptionRegistry, UsageMarksWhatIsNotImplemented) {
-  // Every serving option is implemented today (precision-mode was the last, issue 15): the table
-  // plus one that is not.
+  // The table plus one option marked not implemented (unimplemented_option.h).
   std::vector<OptionSpec> table = serving_options().specs();
-  OptionSpec extra;
-  extra.name = "weight-layout";
-  extra.type = OptionType::kEnum;
-  extra.default_value = extra.builtin = std::string("rows");
-  extra.allowed = {"rows", "tiles"};
-  extra.help = "how projections are laid out in memory";
-  extra.not_implemented = "no kernel reads tiles";
-  table.push_back(extra);
+  table.push_back(testing::unimplemented_option());
   const std::string usage = OptionRegistry(table).usage();
   auto line_of = [&](const std::string& flag) {
     const size_t at = usage.find("  --" + flag);

@@ -10,6 +10,7 @@
 
 #include "engine/core/error.h"
 #include "engine/model/precision_mode.h"
+#include "tests/options/unimplemented_option.h"
 
 namespace sparkglm {
 namespace {
@@ -74,18 +75,9 @@ std::string other_value(const OptionSpec& s) {
 }
 
 TEST(ServingConfig, NotImplementedOptionsAreRefusedAtStartAwayFromTheirDefault) {
-  // Every serving option is implemented today (precision-mode spark was the last, issue 15; the
-  // rank options issue 13 found doing nothing since issue 21), so the walk runs over the table
-  // plus one option marked not implemented: the refusal must still work for the next one.
+  // The table plus one option marked not implemented (unimplemented_option.h).
   std::vector<OptionSpec> table = serving_options().specs();
-  OptionSpec extra;
-  extra.name = "weight-layout";
-  extra.type = OptionType::kEnum;
-  extra.default_value = extra.builtin = std::string("rows");
-  extra.allowed = {"rows", "tiles"};
-  extra.help = "how projections are laid out in memory";
-  extra.not_implemented = "no kernel reads tiles";
-  table.push_back(extra);
+  table.push_back(testing::unimplemented_option());
   const OptionRegistry registry(table);
   int refused = 0;
   for (const OptionSpec& s : registry.specs()) {
