@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -57,25 +58,25 @@ std::string shown(const json& v) {
 }
 
 // A member of `j` of the wanted type, or Error naming `where`.key.
-const json& member(const json& j, const std::string& where, const char* key, json::value_t type,
+const json& member(const json& j, std::string_view where, const char* key, json::value_t type,
                    const char* expected) {
-  const std::string at = where.empty() ? key : where + "." + key;
+  const std::string at = where.empty() ? key : std::string(where) + "." + key;
   if (!j.is_object() || !j.contains(key)) throw refused(at + ": missing");
   const json& v = j[key];
   const bool ok = type == json::value_t::number_float ? v.is_number() : v.type() == type;
   if (!ok) throw refused(at + ": expected " + expected + ", got " + shown(v));
   return v;
 }
-const std::string& text(const json& j, const std::string& where, const char* key) {
+const std::string& text(const json& j, std::string_view where, const char* key) {
   return member(j, where, key, json::value_t::string, "a string").get_ref<const std::string&>();
 }
-const json& object(const json& j, const std::string& where, const char* key) {
+const json& object(const json& j, std::string_view where, const char* key) {
   return member(j, where, key, json::value_t::object, "an object");
 }
-double number(const json& j, const std::string& where, const char* key) {
+double number(const json& j, std::string_view where, const char* key) {
   return member(j, where, key, json::value_t::number_float, "a number").get<double>();
 }
-int64_t count(const json& j, const std::string& where, const char* key) {
+int64_t count(const json& j, std::string_view where, const char* key) {
   const json& v = member(j, where, key, json::value_t::number_float, "a number");
   if (!v.is_number_integer() || v.get<int64_t>() < 0)
     throw refused(where + "." + key + ": expected a non-negative integer, got " + shown(v));
