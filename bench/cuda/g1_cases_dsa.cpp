@@ -129,7 +129,7 @@ void run_select(Harness& h) {
   const int32_t* pp = ptr<int32_t>(d_pos);
   int32_t *op = ptr<int32_t>(d_out), *cp = ptr<int32_t>(d_counts);
   c.launch = [=](cudaStream_t s) {
-    cuda::dsa_select(sp, stride, pp, rows, topk, op, out_stride, cp, s);
+    cuda::dsa_select(sp, stride, pp, rows, stride, topk, op, out_stride, cp, nullptr, s);
   };
   CaseOutput pos{"attended", op, rows * out_stride, true, 0, ref_pos, checked};
   pos.only_checked_written = true;

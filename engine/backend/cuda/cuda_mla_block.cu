@@ -167,15 +167,20 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
                       ws_.scores + int64_t(r) * shp.max_pools, stream_);
     };
     int64_t score_stride = shp.max_pools;
+    int max_pools = 0;  // the longest row's pools: how many blocks dsa_select gives each row
     if (decode) {
-      for (int i = 0; i < sparse_rows; ++i) score(s0 + i, (pos[size_t(s0 + i)] + 1) / kpool, i, 1);
+      for (int i = 0; i < sparse_rows; ++i) {
+        const int pools = (pos[size_t(s0 + i)] + 1) / kpool;
+        score(s0 + i, pools, i, 1);
+        max_pools = std::max(max_pools, pools);
+      }
     } else {
-      const int pools = (pos[size_t(row0 + rows - 1)] + 1) / kpool;
-      score(seq_index, pools, 0, sparse_rows);
-      score_stride = pools;
+      max_pools = (pos[size_t(row0 + rows - 1)] + 1) / kpool;
+      score(seq_index, max_pools, 0, sparse_rows);
+      score_stride = max_pools;
     }
-    dsa_select(ws_.scores, score_stride, step_->positions_device() + s0, sparse_rows, topk,
-               ws_.lists, shp.attend_max, ws_.counts, stream_);
+    dsa_select(ws_.scores, score_stride, step_->positions_device() + s0, sparse_rows, max_pools,
+               topk, ws_.lists, shp.attend_max, ws_.counts, ws_.select_ws, stream_);
     MlaDecodeArgs a;
     a.rows = sparse_rows;
     a.heads = H;

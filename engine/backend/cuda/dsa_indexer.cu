@@ -12,8 +12,6 @@ namespace {
 
 constexpr int kPoolTile = 32;  // pools per score block
 constexpr int kMaxHeads = 64;
-constexpr int kSelectThreads = 1024;
-constexpr int kSelectCachedPools = 16384;  // rows whose keys select_kernel keeps in shared memory
 
 // Thread c of the pool's d_i: sum_i a_i keys[i][c], a = softmax_i(gates[i] + ape[i]), i increasing.
 // keys: the pool's kIndexKpool consecutive keys; gates: their gates.
@@ -211,142 +209,6 @@ __global__ void __launch_bounds__(kTileThreads)
   }
 }
 
-struct SelectParams {
-  const float* scores;
-  int64_t score_stride;
-  const int32_t* positions;
-  int32_t* out;
-  int64_t out_stride;
-  int32_t* counts;
-  int topk;
-};
-
-// A score's key in an unsigned order that is the float order: larger score, larger key. NaN is 0
-// (below every number: never chosen); -0 and +0 share a key, as they compare equal.
-__device__ __forceinline__ uint32_t order_key(float f) {
-  if (isnan(f)) return 0u;
-  const uint32_t u = f == 0.0f ? 0u : __float_as_uint(f);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-// Exclusive prefix count, in pool order, of flag(i) over pools [0, pools): each thread a
-// contiguous run of pools [*b, *e); returns the count before the run and the block total.
-template <typename Flag>
-__device__ int run_prefix(int pools, Flag flag, int* b, int* e, int* total, int* warp_total) {
-  const int per = (pools + blockDim.x - 1) / blockDim.x;
-  *b = min(pools, int(threadIdx.x) * per);
-  *e = min(pools, *b + per);
-  int local = 0;
-  for (int i = *b; i < *e; ++i) local += flag(i);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int incl = local;
-#pragma unroll
-  for (int m = 1; m < 32; m <<= 1) {
-    const int v = __shfl_up_sync(0xffffffffu, incl, m);
-    if (lane >= m) incl += v;
-  }
-  __syncthreads();  // warp_total may still be read by a previous call
-  if (lane == 31) warp_total[warp] = incl;
-  __syncthreads();
-  int before = incl - local;
-  for (int w = 0; w < warp; ++w) before += warp_total[w];
-  int all = 0;
-  for (int w = 0; w < int(blockDim.x) / 32; ++w) all += warp_total[w];
-  *total = all;
-  return before;
-}
-
-// Grid: rows; 1024 threads. The chosen pools are the topk best under (score desc, pool asc) among
-// the non-NaN ones: a 4-pass radix select over the order keys finds the topk-th largest key T and
-// how many pools holding exactly T are still needed; every pool above T is chosen, and of those at
-// T the lowest-numbered ones (the tie rule). Chosen pools are written in pool order by a
-// block-wide prefix count, and the tail follows. A row of at most kSelectCachedPools pools keeps
-// its keys in shared memory; a longer one (up to kIndexMaxPools) reads its scores again in each
-// pass. Both compute the same keys, so the choice never depends on the path.
-__global__ void __launch_bounds__(kSelectThreads)
-    select_kernel(const __grid_constant__ SelectParams p) {
-  extern __shared__ uint32_t cached_keys[];  // [kSelectCachedPools]
-  __shared__ int warp_total[kSelectThreads / 32];
-  __shared__ uint32_t hist[256];
-  __shared__ uint32_t prefix;
-  __shared__ int remaining, valid;
-  const int64_t row = blockIdx.x;
-  const int t = p.positions[row];
-  const int pools = (t + 1) / kIndexKpool;
-  int32_t* out = p.out + row * p.out_stride;
-  if (pools <= p.topk) {  // dense: every token 0..t
-    for (int j = threadIdx.x; j <= t; j += blockDim.x) out[j] = j;
-    if (threadIdx.x == 0) p.counts[row] = t + 1;
-    return;
-  }
-  const float* scores = p.scores + row * p.score_stride;
-  const bool cached = pools <= kSelectCachedPools;
-  const auto key_at = [&](int i) { return cached ? cached_keys[i] : order_key(scores[i]); };
-  if (threadIdx.x == 0) valid = 0;
-  __syncthreads();
-  int mine = 0;
-  for (int i = threadIdx.x; i < pools; i += blockDim.x) {
-    const uint32_t k = order_key(scores[i]);
-    if (cached) cached_keys[i] = k;
-    mine += k != 0u;
-  }
-  atomicAdd(&valid, mine);
-  if (threadIdx.x == 0) prefix = 0u, remaining = p.topk;
-  __syncthreads();
-  const bool all_valid = valid <= p.topk;  // then every non-NaN pool is chosen
-  uint32_t mask = 0u;
-  for (int shift = 24; shift >= 0 && !all_valid; shift -= 8) {
-    for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0u;
-    __syncthreads();
-    for (int i = threadIdx.x; i < pools; i += blockDim.x) {
-      const uint32_t k = key_at(i);
-      if (k != 0u && (k & mask) == prefix) atomicAdd(&hist[(k >> shift) & 255u], 1u);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      int above = 0;
-      for (int b = 255; b >= 0; --b) {
-        if (above + int(hist[b]) >= remaining) {
-          prefix |= uint32_t(b) << shift;
-          remaining -= above;
-          break;
-        }
-        above += int(hist[b]);
-      }
-    }
-    mask |= 255u << shift;
-    __syncthreads();
-  }
-  const uint32_t T = prefix;
-  // Each thread walks its own run of pools in order; the pools at T before the run come from a
-  // prefix count, so `chooser` (called on the run's pools in order) knows each one's tie rank.
-  int b = 0, e = 0, ties = 0;
-  const int ties_before =
-      all_valid ? 0
-                : run_prefix(
-                      pools, [&](int i) { return int(key_at(i) == T); }, &b, &e, &ties, warp_total);
-  const auto chooser = [&, tie_rank = ties_before](int i) mutable {
-    const uint32_t k = key_at(i);
-    if (all_valid) return int(k != 0u);
-    const bool at_t = k == T;
-    const bool chosen = k > T || (at_t && tie_rank < remaining);
-    tie_rank += at_t;
-    return int(chosen);
-  };
-  int total = 0;
-  int before = run_prefix(pools, chooser, &b, &e, &total, warp_total);
-  auto pick = chooser;  // a fresh copy: the run's tie ranks from the start again
-  for (int i = b; i < e; ++i)
-    if (pick(i)) {
-      for (int k = 0; k < kIndexKpool; ++k) out[before * kIndexKpool + k] = i * kIndexKpool + k;
-      ++before;
-    }
-  const int tail0 = pools * kIndexKpool;
-  for (int j = tail0 + threadIdx.x; j <= t; j += blockDim.x)
-    out[total * kIndexKpool + j - tail0] = j;
-  if (threadIdx.x == 0) p.counts[row] = total * kIndexKpool + (t + 1 - tail0);
-}
-
 }  // namespace
 
 void dsa_pool_keys(const float* keys, const float* gates, const float* ape, int64_t pools,
@@ -386,22 +248,6 @@ void dsa_pool_scores(const float* q, const float* w, int64_t rows, int heads,
     const dim3 grid(unsigned((pools + kPoolTile - 1) / kPoolTile), unsigned(rows));
     score_kernel<<<grid, 256, 0, stream>>>(params);
   }
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
-}
-
-void dsa_select(const float* scores, int64_t score_stride, const int32_t* positions, int64_t rows,
-                int topk_pools, int32_t* out, int64_t out_stride, int32_t* counts,
-                cudaStream_t stream) {
-  if (rows <= 0) return;
-  constexpr size_t kSmem = size_t(kSelectCachedPools) * sizeof(uint32_t);
-  static bool configured = false;
-  if (!configured) {
-    SPARKGLM_CUDA_CHECK(cudaFuncSetAttribute(
-        select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
-    configured = true;
-  }
-  select_kernel<<<unsigned(rows), kSelectThreads, kSmem, stream>>>(
-      SelectParams{scores, score_stride, positions, out, out_stride, counts, topk_pools});
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -4,6 +4,7 @@
 // never chosen, then the tail; every token when a query sees at most topk pools).
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace sparkglm::cuda {
@@ -42,9 +43,17 @@ void dsa_pool_scores(const float* q, const float* w, int64_t rows, int heads,
 
 // The attended positions of query r at position positions[r] (ascending) and their count.
 // scores: [rows, score_stride]; out: [rows, out_stride] with out_stride >= topk_pools * 4 + 3 and
-// >= the dense count t + 1 for dense rows; counts: [rows].
+// >= the dense count t + 1 for dense rows; counts: [rows]. max_pools: no row has more pools than
+// this ((positions[r] + 1) / 4 <= max_pools <= score_stride): it sizes the grid of the multi-block
+// path for rows longer than one block keeps in shared memory (dsa_select.cu). workspace:
+// dsa_select_workspace_bytes(rows, max_pools) bytes of device memory (none needed, and nullptr
+// allowed, when that is 0). No host sync, no allocation: the launches can be captured.
 void dsa_select(const float* scores, int64_t score_stride, const int32_t* positions, int64_t rows,
-                int topk_pools, int32_t* out, int64_t out_stride, int32_t* counts,
-                cudaStream_t stream);
+                int64_t max_pools, int topk_pools, int32_t* out, int64_t out_stride,
+                int32_t* counts, void* workspace, cudaStream_t stream);
+
+// Device bytes dsa_select needs for `rows` rows of at most `max_pools` pools each: the per-row
+// radix state and per-chunk counts of the multi-block path, 0 while no row can be that long.
+size_t dsa_select_workspace_bytes(int64_t rows, int64_t max_pools);
 
 }  // namespace sparkglm::cuda

@@ -56,6 +56,7 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
   w.scores = c.take<float>(C * std::max(1, s.max_pools));
   w.lists = c.take<int32_t>(C * s.attend_max);
   w.counts = c.take<int32_t>(C);
+  w.select_ws = c.take<char>(int64_t(dsa_select_workspace_bytes(C, s.max_pools)));
   // Attention scratch: the larger of a chunk of dense prefill rows (their causal lengths end at
   // most at attend_max), a chunk of sparse rows, and a decode batch.
   w.attn_ws_bytes =

@@ -55,6 +55,7 @@ struct Workspace {
   uint16_t *cq_bf16, *mo_bf16;
   uint16_t *mq_bf16, *o_bar_bf16;  // BF16 operands of the tensor-core W_kb / W_vb products
   int32_t *lists, *counts;
+  void* select_ws;  // dsa_select's workspace for a pass of rows (dsa_select_workspace_bytes)
   size_t attn_ws_bytes;
   // MoE and dense MLP
   float *router_logits, *expert_weights, *moe_y, *moe_shared_gu, *moe_shared_y, *gu;
