@@ -197,6 +197,7 @@ void PrefixCache::mark_slice(Sequence& s, SequenceSlice& slice, int start, int e
   if (!points.empty() && points.front() == end) {
     points.erase(points.begin());
     const uint64_t key = s.block_keys[size_t(end / bs - 1)];
+    supersede_ancestors(s, end / bs - 1);
     const auto have = snapshot_by_key_.find(key);
     if (have != snapshot_by_key_.end()) {
       snapshots_[size_t(have->second)].used = ++clock_;
@@ -251,7 +252,19 @@ void PrefixCache::forget_block(int32_t b) {
   }
 }
 
+void PrefixCache::supersede_ancestors(const Sequence& s, int block_index) {
+  for (int i = 0; i < block_index; ++i) {
+    const auto it = snapshot_by_key_.find(s.block_keys[size_t(i)]);
+    if (it != snapshot_by_key_.end()) snapshots_[size_t(it->second)].superseded = true;
+  }
+}
+
 int PrefixCache::reserve_snapshot(uint64_t key) {
+  // The victim: a free slot, else the least recently used superseded snapshot, else the least
+  // recently used one.
+  const auto better = [](const Snapshot& a, const Snapshot& b) {
+    return a.superseded != b.superseded ? a.superseded : a.used < b.used;
+  };
   int best = -1;
   for (int i = 0; i < int(snapshots_.size()); ++i) {
     const Snapshot& sn = snapshots_[size_t(i)];
@@ -260,7 +273,7 @@ int PrefixCache::reserve_snapshot(uint64_t key) {
       best = i;
       break;
     }
-    if (best < 0 || sn.used < snapshots_[size_t(best)].used) best = i;
+    if (best < 0 || better(sn, snapshots_[size_t(best)])) best = i;
   }
   if (best < 0) return -1;
   Snapshot& sn = snapshots_[size_t(best)];
@@ -273,6 +286,7 @@ int PrefixCache::reserve_snapshot(uint64_t key) {
   }
   sn.key = key;
   sn.valid = true;
+  sn.superseded = false;
   sn.used = ++clock_;
   snapshot_by_key_[key] = best;
   return best;

@@ -18,8 +18,11 @@
 // (--prefix-snapshot-every, off by default), and branch points (a prompt matching cached blocks
 // beyond its hit: the next conversation diverging there finds a snapshot; Marconi, arXiv
 // 2411.19379). A save ends the prefill slice at its position; the runner copies the slot after
-// that step's rows. Snapshots are evicted least recently used (used = saved or hit); one pinned
-// by an admitted sequence that has not restored it yet is never evicted.
+// that step's rows. Eviction takes first the snapshots that a later one supersedes (saved further
+// along the same token path: a turn's prompt end once its answer or the next turn has one), then
+// the rest, each least recently used first (used = saved or hit): so an idle conversation keeps
+// its last snapshot while another runs many turns. One pinned by an admitted sequence that has
+// not restored it yet is never evicted.
 //
 // The hit of a waiting sequence is the longest prefix, at most prefill_end - 1 tokens (one token
 // is always computed, for its logits), whose blocks are all cached and which has a snapshot at
@@ -149,12 +152,17 @@ class PrefixCache {
   struct Snapshot {
     uint64_t key = 0;
     bool valid = false;
+    // A later snapshot was saved further along the same token path (a conversation's next turn or
+    // its answer): a request that extends the path resumes there, so this one is evicted first.
+    bool superseded = false;
     int pins = 0;
     uint64_t used = 0;  // clock_ when saved or last hit
   };
   uint64_t seed(const std::string& salt) const;
   void forget_block(int32_t block);    // the allocator's evict hook
   int reserve_snapshot(uint64_t key);  // a slot for a new snapshot, or -1 (all pinned)
+  // Marks the snapshots at s's block keys before block_index superseded.
+  void supersede_ancestors(const Sequence& s, int block_index);
   void publish(const Sequence& s, int block_index);
   // The disk tier (prefix_cache_disk.cpp).
   void spill_block(int32_t block, uint64_t key);

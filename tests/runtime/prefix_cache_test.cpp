@@ -252,6 +252,30 @@ TEST_F(PrefixCacheTest, SnapshotsAreBoundedAndLeastRecentlyUsedGoesFirst) {
   EXPECT_EQ(run(s, {request(c, true)})[0].cached_tokens, 64);
 }
 
+TEST_F(PrefixCacheTest, AnIdleConversationKeepsItsSnapshotWhileAnotherRunsManyTurns) {
+  // Four snapshot slots. Conversation A has one turn (prompt end 64, answer 128) and idles while
+  // conversation B runs six turns of 128 tokens each (a 64-token answer and 64 new tokens), each
+  // saving a snapshot at its prompt's end and one at its answer's: twelve. B's earlier ones are
+  // superseded by its later ones and go first, so A's answer snapshot survives and A's next turn
+  // hits through it, equal to its cold prefill. (Least recently used alone evicts A's: a hit of 0.)
+  auto r = runner(512, 4);
+  Scheduler s(*r, limits(true));
+  const auto next_turn = [&](const std::vector<int32_t>& prompt, int max_tokens, int fresh,
+                             int seed) {
+    const Outcome o = run(s, {request(prompt, true, "", max_tokens)})[0];
+    std::vector<int32_t> answer;
+    for (const auto& t : o.tokens) answer.push_back(t.id);
+    return concat(concat(prompt, answer), tokens_of(fresh, seed));
+  };
+  const auto a2 = next_turn(tokens_of(100, 61), 60, 30, 62);
+  auto b = tokens_of(100, 63);
+  for (int turn = 0; turn < 6; ++turn) b = next_turn(b, 64, 64, 64 + turn);
+  EXPECT_GE(s.counters().snapshot_evictions, 10u);
+  const Outcome resumed = run(s, {request(a2, true)})[0];
+  EXPECT_EQ(resumed.cached_tokens, 128) << "A's answer snapshot (160 tokens: grid point 128)";
+  expect_bitwise(cold(request(a2, true)), resumed, "A's second turn");
+}
+
 TEST_F(PrefixCacheTest, PreemptionAndCancellationUnderSharingLoseNoBlockAndNoRequest) {
   // Six requests on two shared prefixes in a pool too small for all of them to grow: the newest
   // are preempted (their shared blocks go back to the cache, their pinned snapshots unpinned) and
