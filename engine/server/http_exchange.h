@@ -1,7 +1,8 @@
 #pragma once
 // What a route sees of HTTP: a parsed request, and the exchange that answers it, either once
-// (respond) or as a chunked stream (begin_stream, write..., end_stream). Beast stays inside
-// http_server.cpp so that routes and their tests compile without it.
+// (respond) or as a chunked stream (begin_stream, write..., end_stream). Beast stays inside the
+// server and its connections (http_server.cpp, http_connection.cpp, connection*.{h,cpp}) so that
+// routes and their tests compile without it.
 #include <chrono>
 #include <functional>
 #include <memory>
