@@ -75,7 +75,8 @@ BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
                       LatentCache::bytes_per_block(mc, r.block_size, r.kv_dtype) *
                           size_t(int64_t(r.max_num_seqs) * (b.max_seq_len / r.block_size + 1)));
   if (r.prefix_disk_tier) {
-    // The disk tier moves blocks and snapshots through a host buffer: host memory, like the pool.
+    // The disk tier moves blocks and snapshots through host staging buffers: host memory, like the
+    // pool.
     const size_t staging =
         PrefixStore::staging_bytes(LatentCache::bytes_per_block(mc, r.block_size, r.kv_dtype),
                                    KdaStatePool::snapshot_bytes(mc));

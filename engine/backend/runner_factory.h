@@ -37,8 +37,8 @@ struct RunnerRequest {
   int max_num_seqs = 4;   // KDA state slots
   int num_snapshots = 0;  // KDA state snapshots of the prefix cache (0: no cache)
   int state_records = 0;  // KDA state records per slot for verify slices (speculation: k + 1)
-  // The prefix cache's disk tier is on: its host staging buffer (PrefixStore::staging_bytes)
-  // comes out of the CPU KV pool's budget.
+  // The prefix cache's disk tier is on: its host staging buffers (PrefixStore::staging_bytes, all
+  // of them) come out of the CPU KV pool's budget.
   bool prefix_disk_tier = false;
   int max_seq_len = 0;             // 0: the model's max_position_embeddings
   int max_tokens_per_step = 8192;  // rows of one forward: sizes the device workspaces

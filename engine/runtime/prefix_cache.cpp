@@ -84,6 +84,7 @@ PrefixCache::Hit PrefixCache::find(Sequence& s) {
     parent = s.block_keys[size_t(i)];
   }
   ++counters_.lookups;
+  if (store_) counters_.disk_errors += uint64_t(store_->reap());  // failed writes: not matched
   Hit hit;
   std::vector<int32_t> matched;
   // A stored snapshot needs a slot to come back into.

@@ -56,13 +56,14 @@
 // snapshot keyed at that block). A failed step drops every key and snapshot (clear()).
 //
 // Disk tier (PrefixCacheOptions::disk_bytes > 0; engine/runtime/prefix_store.h): an evicted
-// block, and an evicted snapshot, is first copied to the host through the runner and written to
-// the store (a spill); find() matches stored blocks and snapshots as it matches resident ones,
-// and take() reads them back into fresh blocks and a snapshot slot (a restore). The runner's
-// copies run in step order (ModelRunner::copy_block_to_host), so a spill reads what every earlier
-// step wrote and a restore lands before the step that reads it. A restored record holds the bytes
-// a cold prefill wrote, so a restore computes what a resident hit computes: bit for bit a cold
-// prefill. A read that fails makes the hit a miss (the sequence prefills from 0).
+// block, and an evicted snapshot, is first copied to the host through the runner and handed to the
+// store, whose writer thread writes it to the file (a spill); find() matches stored blocks and
+// snapshots as it matches resident ones, and take() reads them back into fresh blocks and a
+// snapshot slot (a restore). The runner's copies run in step order
+// (ModelRunner::copy_block_to_host), so a spill reads what every earlier step wrote and a restore
+// lands before the step that reads it. A restored record holds the bytes a cold prefill wrote, so a
+// restore computes what a resident hit computes: bit for bit a cold prefill. A read that fails
+// makes the hit a miss (the sequence prefills from 0).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -92,9 +93,12 @@ struct PrefixCacheCounters {
   uint64_t snapshots_saved = 0, snapshot_evictions = 0;
   uint64_t published_blocks = 0;
   uint64_t answers = 0, answer_tokens = 0;  // answer sequences taken, the tokens they prefill
-  // The disk tier: records written and read back, their bytes and the seconds spent (the
-  // runner's host copy and the file I/O); spills and restores that failed (an I/O error, or a
-  // stored record pushed out by the spills that made room for its own restore).
+  // The disk tier: records spilled (queued for the store's writer thread) and read back, and their
+  // bytes; the engine thread's seconds: a spill's wait for a free staging buffer and the runner's
+  // host copy (not the file write, which runs on the writer thread), a restore's reads and host
+  // copies. Disk errors: writes and reads that failed (a failed write drops its record, so a
+  // later hit on it is a miss) and restores that lost a record (pushed out by the spills that
+  // made room for its own restore).
   uint64_t spilled_blocks = 0, spilled_snapshots = 0, spill_bytes = 0;
   uint64_t restored_blocks = 0, restored_snapshots = 0, restore_bytes = 0;
   double spill_seconds = 0, restore_seconds = 0;

@@ -15,35 +15,34 @@ double seconds_since(Clock::time_point start) {
 }
 }  // namespace
 
+// spill_seconds is the engine thread's time: waiting for a free staging buffer and the runner's
+// host copy. The file write runs on the store's writer thread; one that fails is a disk error when
+// reap() applies it.
 void PrefixCache::spill_block(int32_t block, uint64_t key) {
   const auto start = Clock::now();
-  runner_.copy_block_to_host(block, store_->staging());
-  if (store_->put_block(key, {parent_of_[size_t(block)], tokens_of_[size_t(block)]})) {
-    ++counters_.spilled_blocks;
-    counters_.spill_bytes += runner_.host_block_bytes();
-  } else {
-    ++counters_.disk_errors;
-  }
+  runner_.copy_block_to_host(block, store_->spill_buffer());
+  store_->put_block(key, {parent_of_[size_t(block)], tokens_of_[size_t(block)]});
+  ++counters_.spilled_blocks;
+  counters_.spill_bytes += runner_.host_block_bytes();
   counters_.spill_seconds += seconds_since(start);
+  counters_.disk_errors += uint64_t(store_->reap());
 }
 
 void PrefixCache::spill_snapshot(int snapshot, uint64_t key) {
   const auto start = Clock::now();
-  runner_.copy_snapshot_to_host(snapshot, store_->staging());
-  if (store_->put_snapshot(key)) {
-    ++counters_.spilled_snapshots;
-    counters_.spill_bytes += runner_.host_snapshot_bytes();
-  } else {
-    ++counters_.disk_errors;
-  }
+  runner_.copy_snapshot_to_host(snapshot, store_->spill_buffer());
+  store_->put_snapshot(key);
+  ++counters_.spilled_snapshots;
+  counters_.spill_bytes += runner_.host_snapshot_bytes();
   counters_.spill_seconds += seconds_since(start);
+  counters_.disk_errors += uint64_t(store_->reap());
 }
 
 bool PrefixCache::restore(Sequence& s, Hit& hit) {
   const int bs = options_.block_size;
   std::vector<size_t> stored;
-  // Every allocation (and the snapshot slot) first: making room may spill through the staging
-  // buffer, which the reads below fill.
+  // Every allocation (and the snapshot slot) first: making room may spill through a staging
+  // buffer, which a read below may have returned.
   for (size_t i = 0; i < s.blocks.size(); ++i)
     if (s.blocks[i] < 0) {
       s.blocks[i] = blocks_.allocate(1)[0];
@@ -66,12 +65,13 @@ bool PrefixCache::restore(Sequence& s, Hit& hit) {
       break;
     }
     const PrefixStore::BlockRecord record = *stored_record;  // a failed read drops it
-    if (!store_->read_block(key)) {
+    const std::byte* bytes = store_->read_block(key);
+    if (!bytes) {
       ok = false;
       break;
     }
     const int32_t b = s.blocks[i];
-    runner_.copy_block_from_host(b, store_->staging());
+    runner_.copy_block_from_host(b, bytes);
     by_key_[key] = b;
     key_of_[size_t(b)] = key;
     parent_of_[size_t(b)] = record.parent;
@@ -82,9 +82,10 @@ bool PrefixCache::restore(Sequence& s, Hit& hit) {
     counters_.restore_bytes += runner_.host_block_bytes();
   }
   if (ok && hit.snapshot_on_disk) {
-    ok = store_->has_snapshot(snapshot_key) && store_->read_snapshot(snapshot_key);
+    const std::byte* bytes = store_->read_snapshot(snapshot_key);
+    ok = bytes != nullptr;
     if (ok) {
-      runner_.copy_snapshot_from_host(hit.snapshot, store_->staging());
+      runner_.copy_snapshot_from_host(hit.snapshot, bytes);
       ++counters_.restored_snapshots;
       counters_.restore_bytes += runner_.host_snapshot_bytes();
     }
@@ -94,6 +95,7 @@ bool PrefixCache::restore(Sequence& s, Hit& hit) {
     snapshot_by_key_.erase(snapshot_key);
   }
   counters_.restore_seconds += seconds_since(start);
+  counters_.disk_errors += uint64_t(store_->reap());
   return ok;
 }
 

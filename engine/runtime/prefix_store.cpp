@@ -59,16 +59,6 @@ int open_unlinked(const std::string& dir) {
   return fd;
 }
 
-bool write_all(int fd, const std::byte* data, size_t n, uint64_t offset) {
-  while (n > 0) {
-    const ssize_t w = ::pwrite(fd, data, n, off_t(offset));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    data += w, n -= size_t(w), offset += uint64_t(w);
-  }
-  return true;
-}
-
 bool read_all(int fd, std::byte* data, size_t n, uint64_t offset) {
   while (n > 0) {
     const ssize_t r = ::pread(fd, data, n, off_t(offset));
@@ -82,7 +72,7 @@ bool read_all(int fd, std::byte* data, size_t n, uint64_t offset) {
 }  // namespace
 
 size_t PrefixStore::staging_bytes(size_t block_bytes, size_t snapshot_bytes) {
-  return std::max(block_bytes, snapshot_bytes);
+  return size_t(kStagingBuffers) * std::max(block_bytes, snapshot_bytes);
 }
 
 PrefixStore::PrefixStore(const PrefixStoreOptions& o) : dir_(o.dir) {
@@ -118,16 +108,20 @@ PrefixStore::PrefixStore(const PrefixStoreOptions& o) : dir_(o.dir) {
   for (int i = int(block_slots) - 1; i >= 0; --i) blocks_.free_slots.push_back(i);
   for (int i = int(std::min<uint64_t>(snapshot_slots, INT32_MAX)) - 1; i >= 0; --i)
     snapshots_.free_slots.push_back(i);
-  staging_.resize(staging_bytes(o.block_bytes, o.snapshot_bytes));
+  queued_.resize(size_t(kStagingBuffers));
+  writer_ = std::make_unique<PrefixStoreWriter>(fd_, std::max(o.block_bytes, o.snapshot_bytes),
+                                                kStagingBuffers, o.write_gate);
   summary_ = dir_ + ": " + gib(o.capacity_bytes) +
              " in one unlinked file: " + std::to_string(block_slots) + " block slots of " +
              std::to_string(o.block_bytes) + " bytes, " +
              std::to_string(snapshots_.free_slots.size()) + " snapshot slots of " +
              std::to_string(o.snapshot_bytes) + " bytes; host staging " +
-             std::to_string(staging_.size()) + " bytes";
+             std::to_string(staging_bytes(o.block_bytes, o.snapshot_bytes)) + " bytes (" +
+             std::to_string(kStagingBuffers) + " buffers, written on a writer thread)";
 }
 
 PrefixStore::~PrefixStore() {
+  writer_.reset();  // its thread writes to fd_
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -136,61 +130,97 @@ const PrefixStore::BlockRecord* PrefixStore::block(uint64_t key) const {
   return it == block_records_.end() ? nullptr : &it->second;
 }
 
-bool PrefixStore::put_block(uint64_t key, const BlockRecord& record) {
-  if (!put(blocks_, key)) {
-    block_records_.erase(key);
-    return false;
-  }
+std::byte* PrefixStore::spill_buffer() {
+  return writer_->data(take_buffer());
+}
+
+void PrefixStore::put_block(uint64_t key, const BlockRecord& record) {
+  put(blocks_, key);
   block_records_[key] = record;
-  return true;
 }
 
-bool PrefixStore::put_snapshot(uint64_t key) {
-  return put(snapshots_, key);
+void PrefixStore::put_snapshot(uint64_t key) {
+  put(snapshots_, key);
 }
 
-bool PrefixStore::read_block(uint64_t key) {
-  if (read(blocks_, key)) return true;
-  block_records_.erase(key);
-  return false;
+const std::byte* PrefixStore::read_block(uint64_t key) {
+  const std::byte* bytes = read(blocks_, key);
+  if (!bytes) block_records_.erase(key);
+  return bytes;
 }
 
-bool PrefixStore::read_snapshot(uint64_t key) {
+const std::byte* PrefixStore::read_snapshot(uint64_t key) {
   return read(snapshots_, key);
 }
 
-bool PrefixStore::put(Shelf& shelf, uint64_t key) {
+int PrefixStore::reap() {
+  apply_failures();
+  const int n = failed_writes_;
+  failed_writes_ = 0;
+  return n;
+}
+
+int PrefixStore::take_buffer() {
+  if (engine_buffer_ < 0) engine_buffer_ = writer_->acquire();
+  apply_failures();  // first: queued_ names the failed write until the buffer is filled again
+  queued_[size_t(engine_buffer_)] = {};
+  return engine_buffer_;
+}
+
+void PrefixStore::apply_failures() {
+  for (const uint64_t ticket : writer_->failures()) {
+    ++failed_writes_;
+    for (const Queued& q : queued_) {
+      if (q.ticket != ticket) continue;
+      const auto it = q.shelf->index.find(q.key);
+      if (it == q.shelf->index.end() || it->second.ticket != ticket) break;  // put again, or gone
+      if (q.shelf == &blocks_) block_records_.erase(q.key);
+      drop(*q.shelf, q.key);
+      break;
+    }
+  }
+}
+
+void PrefixStore::put(Shelf& shelf, uint64_t key) {
+  SPARKGLM_ASSERT(engine_buffer_ >= 0, "prefix store: a put without spill_buffer()");
   auto it = shelf.index.find(key);
   if (it == shelf.index.end()) {
     if (shelf.free_slots.empty()) {  // the least recently used record makes room
       const uint64_t oldest = shelf.order.front();
       if (&shelf == &blocks_) block_records_.erase(oldest);
-      shelf.free_slots.push_back(shelf.index.at(oldest).slot);
-      shelf.index.erase(oldest);
-      shelf.order.pop_front();
+      drop(shelf, oldest);
     }
     shelf.order.push_back(key);
     it = shelf.index
-             .emplace(key, Shelf::Entry{shelf.free_slots.back(), std::prev(shelf.order.end())})
+             .emplace(key, Shelf::Entry{shelf.free_slots.back(), std::prev(shelf.order.end()), 0})
              .first;
     shelf.free_slots.pop_back();
   } else {
     shelf.order.splice(shelf.order.end(), shelf.order, it->second.at);
   }
+  // A slot whose earlier write is still queued is written again behind it: the writer keeps order.
+  it->second.ticket = ++tickets_;
   const uint64_t offset = shelf.offset + uint64_t(it->second.slot) * shelf.slot_bytes;
-  if (write_all(fd_, staging_.data(), shelf.slot_bytes, offset)) return true;
-  drop(shelf, key);
-  return false;
+  writer_->submit(engine_buffer_, offset, shelf.slot_bytes, tickets_);
+  queued_[size_t(engine_buffer_)] = {tickets_, &shelf, key};
+  engine_buffer_ = -1;
 }
 
-bool PrefixStore::read(Shelf& shelf, uint64_t key) {
-  const auto it = shelf.index.find(key);
-  SPARKGLM_ASSERT(it != shelf.index.end(), "prefix store: reading a record it does not hold");
+const std::byte* PrefixStore::read(Shelf& shelf, uint64_t key) {
+  apply_failures();
+  auto it = shelf.index.find(key);
+  if (it == shelf.index.end()) return nullptr;
   shelf.order.splice(shelf.order.end(), shelf.order, it->second.at);
+  for (size_t b = 0; b < queued_.size(); ++b)
+    if (queued_[b].ticket == it->second.ticket) return writer_->data(int(b));
+  // Its write is done, and it succeeded: a buffer is taken again only after its write, and a
+  // failure is applied before that.
+  const int b = take_buffer();
+  it = shelf.index.find(key);  // still there: take_buffer() dropped only failed writes' records
   const uint64_t offset = shelf.offset + uint64_t(it->second.slot) * shelf.slot_bytes;
-  if (read_all(fd_, staging_.data(), shelf.slot_bytes, offset)) return true;
+  if (read_all(fd_, writer_->data(b), shelf.slot_bytes, offset)) return writer_->data(b);
   drop(shelf, key);
-  return false;
+  return nullptr;
 }
 
 void PrefixStore::clear() {

@@ -210,13 +210,17 @@ std::string Metrics::render(const EngineStats& e) const {
          "conversation's next turn.",
          double(p.answer_tokens));
   metric(out, "sparkglm_prefix_cache_spilled_blocks_total", "counter",
-         "Evicted KV blocks written to the disk tier.", double(p.spilled_blocks));
+         "Evicted KV blocks spilled to the disk tier (queued for its writer thread).",
+         double(p.spilled_blocks));
   metric(out, "sparkglm_prefix_cache_spilled_snapshots_total", "counter",
-         "Evicted KDA snapshots written to the disk tier.", double(p.spilled_snapshots));
+         "Evicted KDA snapshots spilled to the disk tier (queued for its writer thread).",
+         double(p.spilled_snapshots));
   metric(out, "sparkglm_prefix_cache_spill_bytes_total", "counter",
-         "Bytes written to the disk tier.", double(p.spill_bytes));
+         "Bytes spilled to the disk tier.", double(p.spill_bytes));
   metric(out, "sparkglm_prefix_cache_spill_seconds_total", "counter",
-         "Time spent spilling (host copy and write), on the engine thread.", p.spill_seconds);
+         "Engine-thread time spent spilling: waiting for a free staging buffer and the host "
+         "copy (the file write runs on the disk tier's writer thread).",
+         p.spill_seconds);
   metric(out, "sparkglm_prefix_cache_restored_blocks_total", "counter",
          "KV blocks read back from the disk tier for a hit.", double(p.restored_blocks));
   metric(out, "sparkglm_prefix_cache_restored_snapshots_total", "counter",
