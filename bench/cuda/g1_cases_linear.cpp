@@ -1,14 +1,22 @@
 // G1 rows for the BF16 projections: gemv_bf16 for decode rows, cuBLASLt for prefill chunks, with
 // cuBLASLt timed beside each shape as the peer. Reference: cpu::linear on the same BF16 values.
+// And the decode GEMV over the checkpoint's quantized formats (quantized_gemv: NVFP4, MXFP8,
+// FP8 block), each at glm-5.3-flash projections stored in that format, with the BF16 GEMV and
+// cuBLASLt on the dequantized weights rounded to BF16 as peers.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "bench/cuda/g1_harness.h"
 #include "engine/backend/cpu/linear.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/dummy_weights.h"
+#include "engine/backend/cuda/quantized_linear.h"
 #include "engine/core/dtype.h"
+#include "engine/model/tensor_source.h"
+#include "engine/model/weight_formats.h"
+#include "engine/model/weight_quantizer.h"
 
 namespace sparkglm::g1 {
 
@@ -105,6 +113,155 @@ void run_shape(Harness& h, const ProjectionShape& s, const std::vector<int>& row
   }
 }
 
+struct QuantizedShape {
+  const char* name;
+  cuda::QuantFormat format;
+  int64_t n, k;  // W: [n, k]
+};
+
+// W quantized by the CPU quantizer and its dequantize_linear FP32 values (the reference's W).
+struct HostQuantized {
+  std::vector<uint8_t> data, scale;
+  std::vector<float> scale_inv, dense;
+  float global_scale = 1.0f;
+};
+
+template <typename T>
+void put(OwnedTensors& src, const std::string& name, DType dtype, std::vector<int64_t> shape,
+         const std::vector<T>& values) {
+  std::memcpy(src.add(name, dtype, std::move(shape)), values.data(), values.size() * sizeof(T));
+}
+
+// Rows [lo, hi) of W quantized and dequantized, written at their place in `q`. MXFP8 scales are
+// per row and FP8-block scales per 128 rows, so slabs of a multiple of 128 rows quantize exactly
+// as the whole tensor does; NVFP4's global scale spans the tensor, so it goes in one slab.
+void quantize_slab(const QuantizedShape& s, const std::vector<float>& w, int64_t lo, int64_t hi,
+                   HostQuantized& q) {
+  const int64_t rows = hi - lo, k = s.k;
+  const float* src_w = w.data() + lo * k;
+  OwnedTensors src("g1");
+  const std::string name = std::string(s.name) + ".weight";
+  auto place = [](const auto& from, auto& to, int64_t at) {
+    std::copy(from.begin(), from.end(), to.begin() + at);
+  };
+  if (s.format == cuda::QuantFormat::kNvfp4) {
+    Nvfp4Weight t = quantize_nvfp4(src_w, rows, k, name);
+    put(src, name, DType::kU8, {rows, k / 2}, t.packed);
+    put(src, std::string(s.name) + ".weight_scale", DType::kF8E4M3, {rows, k / 16}, t.scale);
+    put(src, std::string(s.name) + ".weight_scale_2", DType::kF32, {},
+        std::vector<float>{t.scale_2});
+    place(t.packed, q.data, lo * k / 2);
+    place(t.scale, q.scale, lo * k / 16);
+    q.global_scale = t.scale_2;
+  } else if (s.format == cuda::QuantFormat::kMxfp8) {
+    Mxfp8Weight t = quantize_mxfp8(src_w, rows, k, name);
+    put(src, name, DType::kF8E4M3, {rows, k}, t.values);
+    put(src, std::string(s.name) + ".weight_scale", DType::kF8E8M0, {rows, k / 32}, t.scale);
+    place(t.values, q.data, lo * k);
+    place(t.scale, q.scale, lo * k / 32);
+  } else {
+    BlockFp8Weight t = quantize_block_fp8(src_w, rows, k, name);
+    const int64_t sc = (k + 127) / 128;
+    put(src, name, DType::kF8E4M3, {rows, k}, t.values);
+    put(src, std::string(s.name) + ".weight_scale_inv", DType::kF32, {(rows + 127) / 128, sc},
+        t.scale_inv);
+    place(t.values, q.data, lo * k);
+    place(t.scale_inv, q.scale_inv, lo / 128 * sc);
+  }
+  place(dequantize_linear(src, name, rows, k), q.dense, lo * k);
+}
+
+HostQuantized quantize_for_g1(Harness& h, const QuantizedShape& s) {
+  // Variance 1/k, as the BF16 rows' weights.
+  const auto w = host_uniform(std::string("quantized.") + s.name, s.n * s.k, 0.0f,
+                              std::sqrt(3.0f / float(s.k)));
+  HostQuantized q;
+  const size_t values = size_t(s.n * s.k);
+  q.dense.resize(values);
+  if (s.format == cuda::QuantFormat::kNvfp4) {
+    q.data.resize(values / 2);
+    q.scale.resize(values / 16);
+    quantize_slab(s, w, 0, s.n, q);
+    return q;
+  }
+  q.data.resize(values);
+  if (s.format == cuda::QuantFormat::kMxfp8) {
+    q.scale.resize(values / 32);
+  } else {
+    q.scale_inv.resize(size_t((s.n + 127) / 128 * ((s.k + 127) / 128)));
+  }
+  h.pool().parallel_for(s.n, 1024, [&](int64_t lo, int64_t hi) { quantize_slab(s, w, lo, hi, q); });
+  return q;
+}
+
+void run_quantized_shape(Harness& h, const QuantizedShape& s) {
+  const std::vector<int> row_counts(std::begin(kDecodeRows), std::end(kDecodeRows));
+  const int64_t max_m = *std::max_element(row_counts.begin(), row_counts.end());
+  const HostQuantized q = quantize_for_g1(h, s);
+  auto data = upload(q.data);
+  auto scale = q.scale.empty() ? nullptr : upload(q.scale);
+  auto scale_inv = q.scale_inv.empty() ? nullptr : upload(q.scale_inv);
+  auto w_bf16 = upload(to_bf16(q.dense));  // the peers' weights
+  auto x = device_alloc(size_t(max_m * s.k * 2));
+  auto y = device_alloc(size_t(max_m * s.n * 4));
+  cuda::fill_dummy_bf16(ptr<uint16_t>(x), max_m * s.k, 0xa11ce000u + uint64_t(s.k), 0.0f, 1.0f,
+                        h.stream());
+  SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(h.stream()));
+  std::vector<uint16_t> x_host(size_t(max_m * s.k));
+  x->copy_to_host(x_host.data(), x_host.size() * 2);
+  const std::vector<float> xs = from_bf16(x_host);
+
+  cuda::QuantizedWeight qw;
+  qw.format = s.format;
+  qw.rows = s.n;
+  qw.cols = s.k;
+  qw.data = ptr<uint8_t>(data);
+  if (scale) qw.scale = ptr<uint8_t>(scale);
+  if (scale_inv) qw.scale_inv = ptr<float>(scale_inv);
+  qw.global_scale = q.global_scale;
+  const Linear lin{DType::kF32, s.n, s.k, q.dense.data()};
+  std::vector<float> reference(size_t(max_m * s.n));
+  cpu::linear(xs.data(), max_m, lin, reference.data(), h.pool());
+
+  const std::string format = cuda::quant_format_name(s.format);
+  for (int m : row_counts) {
+    OperatorCase c;
+    c.op = std::string("linear.") + s.name;
+    c.shape = "x[" + std::to_string(m) + "," + std::to_string(s.k) + "] W[" + std::to_string(s.n) +
+              "," + std::to_string(s.k) + "] " + format + " -> f32";
+    c.rows = m;
+    c.decode = true;
+    // Both sides multiply the same BF16 x by the same FP32 weights (the device dequantizes to
+    // dequantize_linear's bits) and accumulate in FP32 in different orders: as the BF16 rows,
+    // 1e-9 leaves room for the order and rejects any wrong scale or missing term.
+    c.tolerance = 1e-9;
+    c.bytes = qw.bytes() + double(m * s.k * 2 + m * s.n * 4);
+    c.flops = 2.0 * double(m) * double(s.n) * double(s.k);
+    c.flops_on_tensor_cores = false;  // FP32 FMA on CUDA cores
+    c.note = "quantized_gemv (" + format +
+             " dequantized in registers, FP32 FMA on CUDA cores; one warp per output, a fixed "
+             "order over k): first version, a weight stream of coalesced 8- or 16-byte lane "
+             "loads with the rows of the step sharing each load; from ~4-8 rows it is bound by "
+             "the FP32 rate, not HBM. Peers: the BF16 GEMV and cuBLASLt on the dequantized "
+             "weights rounded to BF16 (twice or more the bytes)";
+    const uint16_t* xp = ptr<uint16_t>(x);
+    float* yp = ptr<float>(y);
+    c.launch = [xp, m, qw, yp](cudaStream_t st) { cuda::quantized_gemv(xp, m, qw, yp, st); };
+    CaseOutput out{"y", yp, int64_t(m) * s.n, false, s.n, {}, {}};
+    out.reference.assign(reference.begin(), reference.begin() + int64_t(m) * s.n);
+    c.outputs.push_back(std::move(out));
+    c.keep = {data, scale, scale_inv, x, y};
+    h.run(c);
+    cuda::Gemm& g = h.gemm();
+    const uint16_t* wp = ptr<uint16_t>(w_bf16);
+    h.add_peer("gemv_bf16", c.op, c.shape,
+               [&g, xp, wp, yp, m, s](cudaStream_t st) { g.decode(xp, m, wp, s.n, s.k, yp, st); });
+    h.add_peer("cublas_bf16", c.op, c.shape, [&g, xp, wp, yp, m, s](cudaStream_t st) {
+      g.cublaslt(xp, m, wp, s.n, s.k, yp, st);
+    });
+  }
+}
+
 }  // namespace
 
 void run_linear_cases(Harness& h) {
@@ -130,6 +287,21 @@ void run_linear_cases(Harness& h) {
       {"mla_o", d, mla_v},
   };
   for (const auto& s : prefill_shapes) run_shape(h, s, prefill, false);
+  // Decode rows over the checkpoint's formats (MODEL.md section 7): routed experts in NVFP4, KDA
+  // projections, the dense MLP and the LM head in MXFP8, MLA projections and shared experts in
+  // FP8 with 128 x 128 block scales.
+  const int64_t mla_qk = int64_t(m.num_attention_heads) * (m.qk_nope_head_dim + m.qk_rope_head_dim);
+  const QuantizedShape quantized_shapes[] = {
+      {"nvfp4.expert_up", cuda::QuantFormat::kNvfp4, m.moe_intermediate_size, d},
+      {"nvfp4.expert_down", cuda::QuantFormat::kNvfp4, d, m.moe_intermediate_size},
+      {"mxfp8.kda_qkv", cuda::QuantFormat::kMxfp8, kda_hk, d},
+      {"mxfp8.dense_down", cuda::QuantFormat::kMxfp8, d, m.intermediate_size},
+      {"mxfp8.lm_head", cuda::QuantFormat::kMxfp8, m.vocab_size, d},
+      {"fp8_block.mla_q_a", cuda::QuantFormat::kFp8Block, m.q_lora_rank, d},
+      {"fp8_block.mla_q_b", cuda::QuantFormat::kFp8Block, mla_qk, m.q_lora_rank},
+      {"fp8_block.mla_o", cuda::QuantFormat::kFp8Block, d, mla_v},
+  };
+  for (const auto& s : quantized_shapes) run_quantized_shape(h, s);
 }
 
 }  // namespace sparkglm::g1
