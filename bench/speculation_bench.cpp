@@ -20,6 +20,7 @@
 #include <iostream>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -77,6 +78,7 @@ Round run_round(ServingEngine& engine, const std::vector<std::vector<int32_t>>& 
   Round round;
   round.outputs.resize(size_t(concurrency));
   int done = 0;
+  const uint64_t finished_before = engine.stats().requests_finished;
   for (int c = 0; c < concurrency; ++c) {
     GenerationRequest r;
     r.prompt = prompts[size_t(c) % prompts.size()];
@@ -92,8 +94,16 @@ Round run_round(ServingEngine& engine, const std::vector<std::vector<int32_t>>& 
     };
     engine.submit(std::move(r));
   }
-  std::unique_lock<std::mutex> lock(m);
-  cv.wait(lock, [&] { return done == concurrency; });
+  {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return done == concurrency; });
+  }
+  // A request's last event reaches us inside the engine step that ends it, before that step's
+  // speculation counters are published: wait for the stats that count every request of the round,
+  // so the counters read after this round (and the next round's baseline) hold all its steps.
+  while (engine.stats().requests_finished < finished_before + uint64_t(concurrency))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::lock_guard<std::mutex> lock(m);
   auto rate = [&](size_t from) {
     Clock::time_point first = Clock::time_point::max(), last = Clock::time_point::min();
     int64_t tokens = 0;
