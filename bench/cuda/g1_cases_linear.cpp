@@ -287,6 +287,12 @@ void run_linear_cases(Harness& h) {
       {"mla_o", d, mla_v},
   };
   for (const auto& s : prefill_shapes) run_shape(h, s, prefill, false);
+}
+
+void run_quantized_linear_cases(Harness& h) {
+  const ModelConfig& m = h.model();
+  const int64_t d = m.hidden_size, kda_hk = int64_t(m.kda.num_heads) * m.kda.head_dim;
+  const int64_t mla_v = int64_t(m.num_attention_heads) * m.v_head_dim;
   // Decode rows over the checkpoint's formats (MODEL.md section 7): routed experts in NVFP4, KDA
   // projections, the dense MLP and the LM head in MXFP8, MLA projections and shared experts in
   // FP8 with 128 x 128 block scales.
