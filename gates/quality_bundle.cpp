@@ -79,7 +79,8 @@ double number(const json& j, std::string_view where, const char* key) {
 int64_t count(const json& j, std::string_view where, const char* key) {
   const json& v = member(j, where, key, json::value_t::number_float, "a number");
   if (!v.is_number_integer() || v.get<int64_t>() < 0)
-    throw refused(std::string(where) + "." + key + ": expected a non-negative integer, got " + shown(v));
+    throw refused(std::string(where) + "." + key + ": expected a non-negative integer, got " +
+                  shown(v));
   return v.get<int64_t>();
 }
 
