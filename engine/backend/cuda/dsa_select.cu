@@ -65,31 +65,40 @@ __device__ __forceinline__ bool wide_row(int pools, int topk) {
   return pools > topk && pools > kSelectCachedPools;
 }
 
+// Inclusive prefix sum over a block of kThreads threads in thread order; *total: the sum.
+// warp_sums: kThreads / 32 ints of shared memory.
+template <int kThreads>
+__device__ int block_scan(int v, int* warp_sums, int* total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int incl = v;
+#pragma unroll
+  for (int m = 1; m < 32; m <<= 1) {
+    const int u = __shfl_up_sync(0xffffffffu, incl, m);
+    if (lane >= m) incl += u;
+  }
+  __syncthreads();  // warp_sums may still be read by a previous call
+  if (lane == 31) warp_sums[warp] = incl;
+  __syncthreads();
+  int all = 0;
+#pragma unroll
+  for (int w = 0; w < kThreads / 32; ++w) {
+    if (w < warp) incl += warp_sums[w];
+    all += warp_sums[w];
+  }
+  *total = all;
+  return incl;
+}
+
 // Exclusive prefix count, in pool order, of flag(i) over pools [0, pools): each thread a
 // contiguous run of pools [*b, *e); returns the count before the run and the block total.
 template <typename Flag>
 __device__ int run_prefix(int pools, Flag flag, int* b, int* e, int* total, int* warp_total) {
-  const int per = (pools + blockDim.x - 1) / blockDim.x;
+  const int per = (pools + kSelectThreads - 1) / kSelectThreads;
   *b = min(pools, int(threadIdx.x) * per);
   *e = min(pools, *b + per);
   int local = 0;
   for (int i = *b; i < *e; ++i) local += flag(i);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int incl = local;
-#pragma unroll
-  for (int m = 1; m < 32; m <<= 1) {
-    const int v = __shfl_up_sync(0xffffffffu, incl, m);
-    if (lane >= m) incl += v;
-  }
-  __syncthreads();  // warp_total may still be read by a previous call
-  if (lane == 31) warp_total[warp] = incl;
-  __syncthreads();
-  int before = incl - local;
-  for (int w = 0; w < warp; ++w) before += warp_total[w];
-  int all = 0;
-  for (int w = 0; w < int(blockDim.x) / 32; ++w) all += warp_total[w];
-  *total = all;
-  return before;
+  return block_scan<kSelectThreads>(local, warp_total, total) - local;
 }
 
 // Grid: rows; 1024 threads. Dense rows, and sparse rows of at most kSelectCachedPools pools
@@ -212,28 +221,6 @@ __device__ __forceinline__ WideChunk wide_chunk(const SelectParams& p) {
   return c;
 }
 
-// Inclusive prefix sum over the block's kWideThreads threads in thread order; *total: the sum.
-__device__ int block_scan(int v, int* warp_sums, int* total) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int incl = v;
-#pragma unroll
-  for (int m = 1; m < 32; m <<= 1) {
-    const int u = __shfl_up_sync(0xffffffffu, incl, m);
-    if (lane >= m) incl += u;
-  }
-  __syncthreads();  // warp_sums may still be read by a previous call
-  if (lane == 31) warp_sums[warp] = incl;
-  __syncthreads();
-  int all = 0;
-#pragma unroll
-  for (int w = 0; w < kWideThreads / 32; ++w) {
-    if (w < warp) incl += warp_sums[w];
-    all += warp_sums[w];
-  }
-  *total = all;
-  return incl;
-}
-
 // Grid: (chunks, rows); kWideThreads threads. Radix pass `pass` (byte 3 - pass of the key): the
 // chunk's histogram into the row's; the row's last block to arrive picks the byte of T.
 __global__ void __launch_bounds__(kWideThreads)
@@ -268,7 +255,7 @@ __global__ void __launch_bounds__(kWideThreads)
   if (hist[threadIdx.x] != 0u) atomicAdd(&st.hist[pass][threadIdx.x], hist[threadIdx.x]);
   if (pass == 0) {
     int chunk_valid = 0;
-    block_scan(valid, warp_sums, &chunk_valid);
+    block_scan<kWideThreads>(valid, warp_sums, &chunk_valid);
     if (threadIdx.x == 0) atomicAdd(&st.valid, chunk_valid);
   }
   // The last block sees every block's adds: each made them visible before counting itself in.
@@ -288,7 +275,7 @@ __global__ void __launch_bounds__(kWideThreads)
   const int bin = 255 - int(threadIdx.x);
   const int h = int(__ldcg(&st.hist[pass][bin]));
   int all = 0;
-  const int incl = block_scan(h, warp_sums, &all);
+  const int incl = block_scan<kWideThreads>(h, warp_sums, &all);
   const int above = incl - h;
   if (above < remaining && incl >= remaining) {
     st.prefix = prefix | uint32_t(bin) << shift;
@@ -311,8 +298,8 @@ __global__ void __launch_bounds__(kWideThreads)
     at += k == T;
   }
   int up_total = 0, at_total = 0;
-  block_scan(up, warp_sums, &up_total);
-  block_scan(at, warp_sums, &at_total);
+  block_scan<kWideThreads>(up, warp_sums, &up_total);
+  block_scan<kWideThreads>(at, warp_sums, &at_total);
   if (threadIdx.x == 0) {
     p.above[int64_t(blockIdx.y) * kWideChunks + blockIdx.x] = up_total;
     p.ties[int64_t(blockIdx.y) * kWideChunks + blockIdx.x] = at_total;
@@ -337,8 +324,8 @@ __global__ void __launch_bounds__(kWideThreads)
     up_all += u;
     at_all += a;
   }
-  block_scan(up_before, warp_sums, &up_before);
-  block_scan(at_before, warp_sums, &at_before);
+  block_scan<kWideThreads>(up_before, warp_sums, &up_before);
+  block_scan<kWideThreads>(at_before, warp_sums, &at_before);
   const float* scores = p.s.scores + row * p.s.score_stride;
   int32_t* out = p.s.out + row * p.s.out_stride;
   // Per tile, one scan of (at T) << 16 | (above T): a tile has at most 256 of each.
@@ -348,7 +335,7 @@ __global__ void __launch_bounds__(kWideThreads)
     const bool up = i < c.end && k > T, at = i < c.end && k == T;
     const int v = (int(at) << 16) | int(up);
     int tile = 0;
-    const int excl = block_scan(v, warp_sums, &tile) - v;
+    const int excl = block_scan<kWideThreads>(v, warp_sums, &tile) - v;
     const int ties_before = at_before + (excl >> 16);
     if (up || (at && ties_before < remaining)) {
       const int slot = up_before + (excl & 0xffff) + min(ties_before, remaining);
@@ -358,8 +345,8 @@ __global__ void __launch_bounds__(kWideThreads)
     at_before += tile >> 16;
   }
   if (blockIdx.x != 0) return;
-  block_scan(up_all, warp_sums, &up_all);
-  block_scan(at_all, warp_sums, &at_all);
+  block_scan<kWideThreads>(up_all, warp_sums, &up_all);
+  block_scan<kWideThreads>(at_all, warp_sums, &at_all);
   const int total = up_all + min(at_all, remaining);
   const int tail0 = c.pools * kIndexKpool;
   for (int j = tail0 + int(threadIdx.x); j <= c.t; j += kWideThreads)
