@@ -14,13 +14,30 @@
 
 namespace sparkglm {
 
+// How a projection's elements are stored. The CPU binder turns every quantized checkpoint format
+// into dense FP32 (kDense, dtype kF32); only the CUDA backend's DeviceWeights keeps the formats of
+// MODEL.md section 7 as the checkpoint stores them, for kernels that dequantize in registers.
+enum class LinearFormat : uint8_t {
+  kDense,     // data: dtype (kBF16 or kF32) [rows, cols]
+  kNvfp4,     // data: U8 [rows, cols/2], two E2M1 per byte, low nibble = even column;
+              // scale: E4M3 [rows, cols/16]; global_scale: weight_scale_2
+  kMxfp8,     // data: E4M3 [rows, cols]; scale: E8M0 [rows, cols/32]
+  kFp8Block,  // data: E4M3 [rows, cols]; scale_inv: FP32 [ceil(rows/128), ceil(cols/128)]
+};
+
 // A projection stored as PyTorch stores nn.Linear: row-major [rows = out, cols = in].
-// y = W x. dtype is kBF16 or kF32.
+// y = W x. Dense: dtype is kBF16 or kF32. Quantized (device weights only): dtype is kF8E4M3 or
+// kU8 and the scale fields of `format` are set.
 struct Linear {
   DType dtype = DType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
   const void* data = nullptr;
+  LinearFormat format = LinearFormat::kDense;
+  const uint8_t* scale = nullptr;    // NVFP4 E4M3 or MXFP8 E8M0 block scales
+  const float* scale_inv = nullptr;  // FP8 block scales
+  float global_scale = 1.0f;         // NVFP4 weight_scale_2
+  bool quantized() const { return format != LinearFormat::kDense; }
   const uint16_t* bf16() const { return static_cast<const uint16_t*>(data); }
   const float* f32() const { return static_cast<const float*>(data); }
   float at(int64_t r, int64_t c) const {  // for tests and references, not hot loops
