@@ -1,6 +1,7 @@
-// G1 rows for the DSA indexer: pooled keys, pool scores (decode rows over an 8192-token context),
-// and the attended-set selection across the dense/sparse edge, tails of 0-3 tokens, tied scores
-// and NaN scores. Reference: cpu::pooled_index_key, cpu::index_pool_scores, cpu::select_attended.
+// G1 rows for the DSA indexer: pooled keys, pool scores (decode rows over an 8192-token context,
+// and one or four over 1,048,576 tokens), and the attended-set selection across the dense/sparse
+// edge, tails of 0-3 tokens, tied scores and NaN scores. Reference: cpu::pooled_index_key,
+// cpu::index_pool_scores, cpu::select_attended.
 #include <algorithm>
 #include <cmath>
 #include <span>
@@ -46,9 +47,9 @@ void run_pool_keys(Harness& h, int64_t context) {
   h.run(c);
 }
 
-void run_scores(Harness& h, int64_t rows, bool decode) {
+void run_scores(Harness& h, int64_t rows, bool decode, int64_t context = 8192) {
   const int heads = h.model().index_n_heads;
-  const int64_t pools = 8192 / kPool;  // an 8192-token context
+  const int64_t pools = context / kPool;
   const auto pooled = host_uniform("dsa.pooled", pools * kDi, 0.0f, 1.0f);
   const auto q = host_uniform("dsa.q", rows * heads * kDi, 0.0f, 1.0f);
   const auto w = host_uniform("dsa.w", rows * heads, 0.0f, 1.0f);
@@ -145,6 +146,9 @@ void run_dsa_cases(Harness& h) {
   for (int64_t context : {2048, 8192, 32768}) run_pool_keys(h, context);
   for (int r : kDecodeRows) run_scores(h, r, true);
   run_scores(h, 512, false);
+  // A decode row at a 1,048,576-token context: 262,144 pools, what one MLA layer scores per query
+  // at the longest context (the part of a 1M decode step that grows with the context).
+  for (int r : {1, 4}) run_scores(h, r, true, int64_t(1) << 20);
   run_select(h);
 }
 
