@@ -237,13 +237,13 @@ void run_quantized_shape(Harness& h, const QuantizedShape& s) {
     c.tolerance = 1e-9;
     c.bytes = qw.bytes() + double(m * s.k * 2 + m * s.n * 4);
     c.flops = 2.0 * double(m) * double(s.n) * double(s.k);
-    c.flops_on_tensor_cores = false;  // FP32 FMA on CUDA cores
+    c.flops_on_tensor_cores = true;  // BF16 mma.sync, FP32 accumulate
     c.note = "quantized_gemv (" + format +
-             " dequantized in registers, FP32 FMA on CUDA cores; one warp per output, a fixed "
-             "order over k): first version, a weight stream of coalesced 8- or 16-byte lane "
-             "loads with the rows of the step sharing each load; from ~4-8 rows it is bound by "
-             "the FP32 rate, not HBM. Peers: the BF16 GEMV and cuBLASLt on the dequantized "
-             "weights rounded to BF16 (twice or more the bytes)";
+             " dequantized exactly to BF16 MMA fragments in registers, scales the fragments "
+             "cannot carry applied in FP32 to each group's MMA sum; 16 W rows a block, k split "
+             "over up to 16 warps by the weight's shape, 8 groups of loads in flight a warp, a "
+             "fixed order over k): HBM-bound up to 32 rows. Peers: the BF16 GEMV and cuBLASLt "
+             "on the dequantized weights rounded to BF16 (twice or more the bytes)";
     const uint16_t* xp = ptr<uint16_t>(x);
     float* yp = ptr<float>(y);
     c.launch = [xp, m, qw, yp](cudaStream_t st) { cuda::quantized_gemv(xp, m, qw, yp, st); };

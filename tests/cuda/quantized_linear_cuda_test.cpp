@@ -5,11 +5,13 @@
 //     weights out exactly);
 //   - y is within the FP32 summation bound of the exact (double) product of the same BF16 x and
 //     dequantized W;
-//   - a row's output bits do not depend on the rows beside it (1, 3, 8 rows and a row alone
-//     against the same rows among 32).
-// Shapes: one production shape per format (glm-5.3-flash) and odd ones (few rows, cols a multiple
-// of the format's block, FP8-block rows not a multiple of 128, one FP8-block shape with a partial
-// 128-column block).
+//   - a row's output bits do not depend on the rows beside it (1, 3, 8, 12, 20 rows and a row
+//     alone against the same rows among 32);
+//   - every E4M3 code (values and NVFP4 block scales) and every E2M1 nibble dequantizes exactly,
+//     and MXFP8 scale codes near 0 and 254 give the CPU's bits (the kernel applies them in FP32).
+// Shapes: one production shape per format (glm-5.3-flash) and odd ones (1 or 4 rows as the
+// runner's gates, rows not a multiple of 16, cols from 272 to 16384, cols a multiple of 16 but
+// not of 32, FP8-block rows not a multiple of 128 and a partial 128-column block).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -55,6 +57,13 @@ const Shape kShapes[] = {
     {QuantFormat::kFp8Block, 1536, 4096},  // MLA q_a_proj
     {QuantFormat::kFp8Block, 200, 384},    // rows not a multiple of 128
     {QuantFormat::kFp8Block, 131, 272},    // a partial 128 x 128 block in both directions
+    {QuantFormat::kMxfp8, 1, 4096},        // one output row (a pooling gate)
+    {QuantFormat::kMxfp8, 4, 16384},       // 4 rows, a long k split over 8 warps
+    {QuantFormat::kNvfp4, 1, 2048},
+    {QuantFormat::kNvfp4, 4, 16384},
+    {QuantFormat::kNvfp4, 24, 512},  // rows 16 + 8
+    {QuantFormat::kFp8Block, 1, 512},
+    {QuantFormat::kFp8Block, 20, 7168},  // 56 column blocks over 8 warps
 };
 
 template <typename T>
@@ -137,6 +146,37 @@ std::unique_ptr<Weight> make_weight(const Shape& s) {
   return w;
 }
 
+// A weight given by its stored bytes (codes chosen by the test), with its CPU dequantization.
+std::unique_ptr<Weight> raw_weight(const Shape& s, std::vector<uint8_t> data,
+                                   std::vector<uint8_t> scale, std::vector<float> scale_inv,
+                                   float global_scale) {
+  auto w = std::make_unique<Weight>();
+  w->shape = s;
+  OwnedTensors src("quantized_linear_cuda_test");
+  const std::string name = "x.weight";
+  if (s.format == QuantFormat::kNvfp4) {
+    put(src, name, DType::kU8, {s.rows, s.cols / 2}, data);
+    put(src, "x.weight_scale", DType::kF8E4M3, {s.rows, s.cols / 16}, scale);
+    put(src, "x.weight_scale_2", DType::kF32, {}, std::vector<float>{global_scale});
+  } else if (s.format == QuantFormat::kMxfp8) {
+    put(src, name, DType::kF8E4M3, {s.rows, s.cols}, data);
+    put(src, "x.weight_scale", DType::kF8E8M0, {s.rows, s.cols / 32}, scale);
+  } else {
+    put(src, name, DType::kF8E4M3, {s.rows, s.cols}, data);
+    put(src, "x.weight_scale_inv", DType::kF32, {(s.rows + 127) / 128, (s.cols + 127) / 128},
+        scale_inv);
+  }
+  w->dense = dequantize_linear(src, name, s.rows, s.cols);
+  w->data = std::move(data);
+  w->scale = std::move(scale);
+  w->scale_inv = std::move(scale_inv);
+  w->global_scale = global_scale;
+  w->d_data = to_device(w->data);
+  if (!w->scale.empty()) w->d_scale = to_device(w->scale);
+  if (!w->scale_inv.empty()) w->d_scale_inv = to_device(w->scale_inv);
+  return w;
+}
+
 // BF16 activations of order one, -0 among them.
 std::vector<uint16_t> activations(int64_t m, int64_t k) {
   const auto f = uniform(0xa11ce + uint64_t(k), size_t(m * k), 0.0f, 1.0f);
@@ -154,34 +194,88 @@ std::vector<float> run(const Weight& w, const cuda::DeviceBuffer& x, int64_t m) 
   return to_host<float>(y, size_t(m * w.shape.rows));
 }
 
+// 32 one-hot rows a call: y[i][o] = w[o][c_i] exactly (the other terms are signed zeros). Up to
+// 512 columns: every column; wider: 64 columns spread over k (every warp's range) whose
+// positions in a 32-column group take all 32 values (every lane and fragment slot).
+void expect_one_hot_exact(const Weight* w) {
+  const Shape& s = w->shape;
+  std::vector<int64_t> cols;
+  if (s.cols <= 512) {
+    for (int64_t c = 0; c < s.cols; ++c) cols.push_back(c);
+  } else {
+    for (int64_t i = 0; i < 64; ++i) cols.push_back((i * (s.cols / 64) + (i * 7) % 32) % s.cols);
+  }
+  for (size_t base = 0; base < cols.size(); base += 32) {
+    const int64_t m = int64_t(std::min<size_t>(32, cols.size() - base));
+    std::vector<uint16_t> x(size_t(m * s.cols), 0);
+    for (int64_t i = 0; i < m; ++i) x[size_t(i * s.cols + cols[base + size_t(i)])] = 0x3f80u;
+    const auto dx = to_device(x);
+    const auto y = run(*w, dx, m);
+    size_t bad = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t o = 0; o < s.rows; ++o) {
+        const float want = w->dense[size_t(o * s.cols + cols[base + size_t(i)])];
+        bad += !(y[size_t(i * s.rows + o)] == want);  // +0 and -0 both read back as a zero
+      }
+    EXPECT_EQ(bad, 0u) << describe(s) << " columns from " << cols[base];
+  }
+}
+
 TEST(CudaQuantizedGemv, UsesEveryWeightWithTheCpuDequantizedBits) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  for (const Shape& s : kShapes) {
-    const auto w = make_weight(s);
-    // 32 one-hot rows a call: y[i][o] = w[o][c_i] exactly (the other terms are signed zeros).
-    // Odd shapes: every column; production shapes: 64 columns covering every lane and position
-    // of a chunk.
-    std::vector<int64_t> cols;
-    if (s.cols <= 512) {
-      for (int64_t c = 0; c < s.cols; ++c) cols.push_back(c);
-    } else {
-      for (int64_t i = 0; i < 64; ++i) cols.push_back((i * 16 + i % 16 + (i / 32) * 613) % s.cols);
-    }
-    for (size_t base = 0; base < cols.size(); base += 32) {
-      const int64_t m = int64_t(std::min<size_t>(32, cols.size() - base));
-      std::vector<uint16_t> x(size_t(m * s.cols), 0);
-      for (int64_t i = 0; i < m; ++i) x[size_t(i * s.cols + cols[base + size_t(i)])] = 0x3f80u;
-      const auto dx = to_device(x);
-      const auto y = run(*w, dx, m);
-      size_t bad = 0;
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t o = 0; o < s.rows; ++o) {
-          const float want = w->dense[size_t(o * s.cols + cols[base + size_t(i)])];
-          bad += !(y[size_t(i * s.rows + o)] == want);  // +0 and -0 both read back as a zero
-        }
-      EXPECT_EQ(bad, 0u) << describe(s) << " columns from " << cols[base];
-    }
+  for (const Shape& s : kShapes) expect_one_hot_exact(make_weight(s).get());
+}
+
+// Every stored code through the kernel's converters: each E4M3 value code (subnormals, both
+// signs; the NaN codes 0x7f / 0xff excepted: the kernel does not special-case them) and, for
+// NVFP4, every E2M1 nibble under every non-NaN E4M3 block scale.
+TEST(CudaQuantizedGemv, DequantizesEveryCodeExactly) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  auto no_nan = [](uint32_t code) { return (code & 0x7fu) == 0x7fu ? uint8_t(0) : uint8_t(code); };
+  {
+    const Shape s{QuantFormat::kFp8Block, 16, 256};
+    std::vector<uint8_t> data(size_t(s.rows * s.cols));
+    for (size_t i = 0; i < data.size(); ++i) data[i] = no_nan(uint32_t(i * 37 + i / 256));
+    expect_one_hot_exact(raw_weight(s, data, {}, {0.75f, -3.0f}, 1.0f).get());
   }
+  {
+    const Shape s{QuantFormat::kMxfp8, 16, 256};
+    std::vector<uint8_t> data(size_t(s.rows * s.cols));
+    for (size_t i = 0; i < data.size(); ++i) data[i] = no_nan(uint32_t(i * 37 + i / 256));
+    std::vector<uint8_t> scale(size_t(s.rows * s.cols / 32));
+    for (size_t i = 0; i < scale.size(); ++i) scale[i] = uint8_t(100 + i % 40);
+    expect_one_hot_exact(raw_weight(s, data, scale, {}, 1.0f).get());
+  }
+  {
+    // 16 rows x 16 blocks: block (r, b) takes scale code 16 r + b; its 16 nibbles are 0 .. 15
+    // rotated by the row.
+    const Shape s{QuantFormat::kNvfp4, 16, 256};
+    std::vector<uint8_t> data(size_t(s.rows * s.cols / 2)), scale(size_t(s.rows * s.cols / 16));
+    for (int64_t r = 0; r < s.rows; ++r)
+      for (int64_t c = 0; c < s.cols; c += 2) {
+        const uint32_t lo = uint32_t(c + r) % 16, hi = uint32_t(c + 1 + r) % 16;
+        data[size_t((r * s.cols + c) / 2)] = uint8_t(lo | (hi << 4));
+      }
+    for (size_t i = 0; i < scale.size(); ++i) scale[i] = no_nan(uint32_t(i));
+    expect_one_hot_exact(raw_weight(s, data, scale, {}, 0.3f).get());
+  }
+}
+
+// MXFP8 scales at the ends of E8M0's range: 2^-127 (an FP32 subnormal) and 2^-126 .. 2^-125
+// scale E4M3 values into FP32 subnormals, 2^126 .. 2^127 overflow the largest ones to infinity;
+// the CPU rounds each product once, and so does the kernel's FP32 FMA of the group sum.
+TEST(CudaQuantizedGemv, Mxfp8ExtremeScalesMatchTheCpu) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const Shape s{QuantFormat::kMxfp8, 20, 512};
+  std::vector<uint8_t> data(size_t(s.rows * s.cols));
+  for (size_t i = 0; i < data.size(); ++i) {
+    const uint32_t code = uint32_t(i * 53 + 11) & 0xffu;
+    data[i] = (code & 0x7fu) == 0x7fu ? uint8_t(0x7e) : uint8_t(code);
+  }
+  const uint8_t codes[] = {0, 1, 2, 3, 10, 127, 200, 252, 253, 254};
+  std::vector<uint8_t> scale(size_t(s.rows * s.cols / 32));
+  for (size_t i = 0; i < scale.size(); ++i) scale[i] = codes[i % sizeof(codes)];
+  expect_one_hot_exact(raw_weight(s, data, scale, {}, 1.0f).get());
 }
 
 TEST(CudaQuantizedGemv, EqualsTheExactProductWithinTheFp32SummationBound) {
@@ -192,13 +286,16 @@ TEST(CudaQuantizedGemv, EqualsTheExactProductWithinTheFp32SummationBound) {
     const auto dx = to_device(x);
     std::vector<float> xf(x.size());
     for (size_t i = 0; i < x.size(); ++i) xf[i] = bf16_to_f32(x[i]);
-    // Each output is one FP32 chain per lane (16 FMAs for each of its ceil(cols / 512) chunks,
-    // exact products, one rounding each) and 5 additions of the lane sums: no term passes through
-    // more than L = 16 ceil(cols / 512) + 5 roundings, so |y - exact| <= gamma_L sum |x w| with
-    // gamma_L = L u / (1 - L u), u = 2^-24 (Higham, Accuracy and Stability, 4.2). The exact value
-    // is the double sum (its own error, ~1e-16 relative, is far inside the bound). A wrong scale,
-    // nibble or column breaks it by orders of magnitude.
-    const double L = double(16 * ((s.cols + 511) / 512) + 5), u = std::ldexp(1.0, -24);
+    // Each output is a chain of MMAs (exact products; the tensor core may align its addends to
+    // the largest and truncate: counted as two roundings of 2^-23 a step) over at most
+    // ceil(cols / 16) steps, at most ceil(cols / 32) scale FMAs, up to 7 additions of the warp
+    // sums and one global-scale product: no term passes through more than
+    // L = 3 ceil(cols / 16) + 20 roundings of relative size u = 2^-23, so
+    // |y - exact| <= gamma_L sum |x w| with gamma_L = L u / (1 - L u) (Higham, Accuracy and
+    // Stability, 4.2). The exact value is the double sum (its own error, ~1e-16 relative, is far
+    // inside the bound). A wrong scale or column breaks it by orders of magnitude; the one-hot
+    // test checks every weight's bits.
+    const double L = double(3 * ((s.cols + 15) / 16) + 20), u = std::ldexp(1.0, -23);
     const double gamma = L * u / (1 - L * u);
     for (int64_t m : {1, 3, 8, 32}) {
       const auto y = run(*w, dx, m);
@@ -230,7 +327,7 @@ TEST(CudaQuantizedGemv, ARowsBitsDoNotDependOnTheRowsBesideIt) {
     const auto x = activations(32, s.cols);
     const auto dx = to_device(x);
     const auto wide = run(*w, dx, 32);
-    for (int64_t m : {1, 3, 8}) {
+    for (int64_t m : {1, 3, 8, 12, 20}) {  // 1, 2 and 3 tiles of 8 B columns against 4
       const auto y = run(*w, dx, m);
       EXPECT_EQ(std::memcmp(y.data(), wide.data(), y.size() * 4), 0)
           << describe(s) << ": the first " << m << " rows differ from the same rows among 32";

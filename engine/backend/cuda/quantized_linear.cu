@@ -10,16 +10,20 @@ namespace sparkglm::cuda {
 
 namespace {
 
-// Warps per block: 4, so that a small weight (a routed expert's 2048 rows: 128 blocks) still
-// spreads over the H200's 132 SMs.
-constexpr int kWarps = 4;
-constexpr int kChunk = 16;  // values of a W row per lane step (one NVFP4 scale block)
+constexpr int kTileRows = 16;  // W rows per block: the A operand of mma.m16n8k16
+constexpr int kGroup = 32;     // k per group: two MMAs, one MXFP8 scale
+// Warps per block, each a contiguous range of k: 8, so that two blocks (up to 128 registers a
+// thread) share an SM and one's loads are in flight while the other finishes.
+constexpr int kMaxSplit = 8;
+// A grid of more warps than this (tiles x splits) runs 4 warps a block: long k ranges a warp.
+constexpr int64_t kTargetWarps = 8192;
 
 struct GemvArgs {
   const uint16_t* x;  // [m, cols] BF16
   int64_t m;
   QuantizedWeight w;
   float* y;  // [m, rows]
+  int splits;
 };
 
 // 8 bytes of the weight stream, not kept in L1 (each byte is read once).
@@ -43,139 +47,253 @@ __device__ __forceinline__ float e2m1_to_f32_dev(uint32_t nibble) {
   return __uint_as_float(mag | ((nibble & 8u) << 28));
 }
 
-// One lane's raw chunk of one W row: 16 values and what scales them.
+// BF16 pair (low half = f0) of two FP32 values that BF16 holds exactly (the top 16 bits).
+__device__ __forceinline__ uint32_t pack_exact_bf16(float f0, float f1) {
+  return __byte_perm(__float_as_uint(f0), __float_as_uint(f1), 0x7632);
+}
+
+// E4M3 bytes 0 and 2 (pair02) or 1 and 3 (pair13) of u as a BF16 pair (low half = the lower
+// byte), exactly. Moving an E4M3 code's 7 magnitude bits to BF16 bits 4..10 gives the value times
+// 2^-120 (BF16 subnormals carry E4M3's subnormals); one BF16x2 FMA by 2^120 (+ -0) rescales it
+// exactly. The NaN codes 0x7f / 0xff are not special-cased: they read as +-480 (no quantizer
+// emits them).
+__device__ __forceinline__ uint32_t bf16x2_times_2p120(uint32_t v) {
+  uint32_t d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(v), "r"(0x7b807b80u), "r"(0x80008000u));
+  return d;
+}
+__device__ __forceinline__ uint32_t e4m3_pair02(uint32_t u) {
+  return bf16x2_times_2p120(((u << 4) & 0x07f007f0u) | ((u << 8) & 0x80008000u));
+}
+__device__ __forceinline__ uint32_t e4m3_pair13(uint32_t u) {
+  return bf16x2_times_2p120(((u >> 4) & 0x07f007f0u) | (u & 0x80008000u));
+}
+
+// One lane's share of one group (32 k) of its two W rows g and g + 8: k 8t .. 8t + 7 of each.
 template <QuantFormat F>
-struct RawChunk {
-  uint4 v;  // 16 E4M3
-  float s;  // the chunk's scale, already FP32 (E8M0 or scale_inv)
+struct RawGroup {
+  uint2 v[2];       // 8-bit formats: 8 E4M3 a row
+  float s[2] = {};  // MXFP8: the rows' scales 2^(e - 127)
 };
 template <>
-struct RawChunk<QuantFormat::kNvfp4> {
-  uint2 v;     // 16 E2M1
-  uint32_t s;  // the E4M3 block scale code
+struct RawGroup<QuantFormat::kNvfp4> {
+  uint32_t v[2];  // 8 E2M1 a row (low nibble = the lower column)
+  uint32_t s[2];  // the rows' E4M3 block scale codes
 };
 
+// Group `gi` of rows r0 (= g) and r1 (= g + 8); lanes whose 8 columns lie past cols read zeros.
 template <QuantFormat F>
-__device__ __forceinline__ RawChunk<F> load_chunk(const QuantizedWeight& w, int64_t o, int64_t c) {
-  RawChunk<F> r;
-  if constexpr (F == QuantFormat::kNvfp4) {
-    r.v = load_stream8(w.data + o * (w.cols / 2) + c * (kChunk / 2));
-    r.s = __ldg(w.scale + o * (w.cols / 16) + c);
-  } else {
-    r.v = load_stream(w.data + o * w.cols + c * kChunk);
-    if constexpr (F == QuantFormat::kMxfp8) {
-      r.s = e8m0_to_f32_dev(__ldg(w.scale + o * (w.cols / 32) + c / 2));
+__device__ __forceinline__ RawGroup<F> load_group(const QuantizedWeight& w, int64_t r0, int64_t r1,
+                                                  int64_t gi, int t) {
+  RawGroup<F> r;
+  const int64_t c = gi * kGroup + 8 * t;  // the lane's first column
+  const bool in = c < w.cols;             // cols is a multiple of 16: all 8 or none
+  const int64_t rows[2] = {r0, r1};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if constexpr (F == QuantFormat::kNvfp4) {
+      r.v[h] =
+          in ? __ldg(reinterpret_cast<const unsigned int*>(w.data + rows[h] * (w.cols / 2) + c / 2))
+             : 0u;
+      r.s[h] = in ? __ldg(w.scale + rows[h] * (w.cols / 16) + c / 16) : 0u;
     } else {
-      const int64_t scale_cols = (w.cols + 127) / 128;
-      r.s = __ldg(w.scale_inv + (o / 128) * scale_cols + c / (128 / kChunk));
+      r.v[h] = in ? load_stream8(w.data + rows[h] * w.cols + c) : make_uint2(0, 0);
+      if constexpr (F == QuantFormat::kMxfp8)
+        r.s[h] = e8m0_to_f32_dev(__ldg(w.scale + rows[h] * (w.cols / 32) + gi));
     }
   }
   return r;
 }
 
-// The chunk's 16 weights, each with dequantize_linear's FP32 bits (weight_formats.cpp): the
-// products are rounded exactly where the CPU rounds them (--fmad=false keeps them unfused).
+// The group's A fragments for its two MMAs: a[q][0..3] for the MMA over the lane's columns
+// 8t + 4q .. 8t + 4q + 3 (quantized_linear.h gives the slot order).
 template <QuantFormat F>
-__device__ __forceinline__ void dequantize(const RawChunk<F>& r, float g, float* f) {
+__device__ __forceinline__ void a_fragments(const RawGroup<F>& r, uint32_t (&a)[2][4]) {
   if constexpr (F == QuantFormat::kNvfp4) {
-    const float block = e4m3_to_f32(uint8_t(r.s));
-    const uint32_t u[2] = {r.v.x, r.v.y};
 #pragma unroll
-    for (int e = 0; e < kChunk; ++e) {
-      const uint32_t nibble = (u[e / 8] >> (4 * (e % 8))) & 0xfu;  // low nibble = even column
-      f[e] = __fmul_rn(__fmul_rn(e2m1_to_f32_dev(nibble), block), g);
+    for (int h = 0; h < 2; ++h) {
+      const float s = e4m3_to_f32(uint8_t(r.s[h]));
+      float f[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) f[e] = __fmul_rn(e2m1_to_f32_dev(r.v[h] >> (4 * e)), s);
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        a[q][h] = pack_exact_bf16(f[4 * q], f[4 * q + 1]);          // slots 2t, 2t + 1
+        a[q][h + 2] = pack_exact_bf16(f[4 * q + 2], f[4 * q + 3]);  // slots 2t + 8, 2t + 9
+      }
     }
   } else {
-    const uint32_t u[4] = {r.v.x, r.v.y, r.v.z, r.v.w};
 #pragma unroll
-    for (int e = 0; e < kChunk; ++e)
-      f[e] = __fmul_rn(e4m3_to_f32(uint8_t(u[e / 4] >> (8 * (e % 4)))), r.s);
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t u[2] = {r.v[h].x, r.v[h].y};
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        a[q][h] = e4m3_pair02(u[q]);      // columns 4q, 4q + 2 at slots 2t, 2t + 1
+        a[q][h + 2] = e4m3_pair13(u[q]);  // columns 4q + 1, 4q + 3 at slots 2t + 8, 2t + 9
+      }
+    }
   }
 }
 
-// Grid: ceil(rows / (kWarps * kR)) blocks of kWarps warps; warp w of block b takes W rows
-// (b * kWarps + w) * kR .. + kR - 1 against all m <= kMt x rows (quantized_linear.h).
-template <QuantFormat F, int kMt, int kR>
-__global__ void __launch_bounds__(kWarps * 32)
-    quantized_gemv_kernel(const __grid_constant__ GemvArgs a) {
-  const int lane = threadIdx.x & 31;
-  const int64_t o0 = (int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * kR;
-  const int64_t n = a.w.rows;
-  if (o0 >= n) return;
-  const int have = int(n - o0 < kR ? n - o0 : kR);
-  const int mt = int(a.m);
-  const int64_t chunks = a.w.cols / kChunk;
+// The B fragments of x row `xr` (or zeros past m or cols) for the group's two MMAs, in the same
+// column order as a_fragments.
+template <QuantFormat F>
+__device__ __forceinline__ void b_fragments(const GemvArgs& p, int64_t xr, int64_t gi, int t,
+                                            uint32_t (&b)[2][2]) {
+  const int64_t c = gi * kGroup + 8 * t;
+  uint4 xv = make_uint4(0, 0, 0, 0);
+  if (xr < p.m && c < p.w.cols) xv = __ldg(reinterpret_cast<const uint4*>(p.x + xr * p.w.cols + c));
+  if constexpr (F == QuantFormat::kNvfp4) {
+    b[0][0] = xv.x;
+    b[0][1] = xv.y;
+    b[1][0] = xv.z;
+    b[1][1] = xv.w;
+  } else {
+    b[0][0] = __byte_perm(xv.x, xv.y, 0x5410);  // columns 0, 2
+    b[0][1] = __byte_perm(xv.x, xv.y, 0x7632);  // columns 1, 3
+    b[1][0] = __byte_perm(xv.z, xv.w, 0x5410);
+    b[1][1] = __byte_perm(xv.z, xv.w, 0x7632);
+  }
+}
 
-  float acc[kR][kMt];
-#pragma unroll
-  for (int r = 0; r < kR; ++r)
-#pragma unroll
-    for (int i = 0; i < kMt; ++i) acc[r][i] = 0.0f;
+// Grid: ceil(rows / 16) blocks of `splits` warps. Block b takes W rows 16b .. 16b + 15 (the MMA's
+// A rows; lane (g, t) loads rows g and g + 8) against x rows 0 .. 8 kTiles - 1 (B columns, zeros
+// past m). Warp w takes the groups of k [w U / S, (w + 1) U / S) in units U of kUnit groups, in
+// increasing order; the warps' sums are added in warp order by warp 0.
+template <QuantFormat F, int kTiles>
+__global__ void __launch_bounds__(kMaxSplit * 32, 2)
+    quantized_gemv_kernel(const __grid_constant__ GemvArgs p) {
+  extern __shared__ float partial[];  // [splits - 1][kTiles][32][4]
+  // Groups per scale unit (a warp's range is whole units) and groups loaded ahead of their use.
+  constexpr int kUnit = F == QuantFormat::kFp8Block ? 4 : 1;
+  constexpr int kStage = 8;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const QuantizedWeight& w = p.w;
+  const int64_t o0 = int64_t(blockIdx.x) * kTileRows;
+  // Rows past the weight's end repeat its last row; their sums are not stored.
+  const int64_t r0 = min(o0 + g, w.rows - 1), r1 = min(o0 + g + 8, w.rows - 1);
+  const int64_t groups = (w.cols + kGroup - 1) / kGroup;
+  const int64_t units = (groups + kUnit - 1) / kUnit;
+  const int64_t g_begin = warp * units / p.splits * kUnit;
+  const int64_t g_end = min((warp + 1) * units / p.splits * kUnit, groups);
+  const int64_t scale_cols = (w.cols + 127) / 128;  // FP8 block: scale_inv's row length
 
-#pragma unroll 2
-  for (int64_t c = lane; c < chunks; c += 32) {
-    RawChunk<F> raw[kR];
+  float acc[kTiles][4];
 #pragma unroll
-    for (int r = 0; r < kR; ++r) {
-      // A missing W row (rows not a multiple of kR) repeats the last one; its sums are not stored.
-      raw[r] = load_chunk<F>(a.w, o0 + (r < have ? r : have - 1), c);
+  for (int j = 0; j < kTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  float part[kTiles][4];  // the current scale unit's sums (8-bit formats)
+
+  for (int64_t gb = g_begin; gb < g_end; gb += kStage) {
+    // Every load of the stage is issued before any is used: a decode GEMV is a weight stream,
+    // and only bytes in flight hide the memory latency.
+    RawGroup<F> raw[kStage];
+    float unit_scale[kStage / kUnit];
+#pragma unroll
+    for (int u = 0; u < kStage; ++u) {
+      if (gb + u < g_end) raw[u] = load_group<F>(w, r0, r1, gb + u, t);
     }
-    float wf[kR][kChunk];
+    if constexpr (F == QuantFormat::kFp8Block) {
 #pragma unroll
-    for (int r = 0; r < kR; ++r) dequantize<F>(raw[r], a.w.global_scale, wf[r]);
+      for (int u = 0; u < kStage / kUnit; ++u) {
+        const int64_t gi = gb + u * kUnit;
+        unit_scale[u] =
+            gi < g_end ? __ldg(w.scale_inv + (o0 / 128) * scale_cols + gi / kUnit) : 0.0f;
+      }
+    }
 #pragma unroll
-    for (int i = 0; i < kMt; ++i) {
-      if (i >= mt) break;
-      const uint4* xp = reinterpret_cast<const uint4*>(a.x + int64_t(i) * a.w.cols + c * kChunk);
-      const uint4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
-      const uint32_t u[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-      float xf[kChunk];
+    for (int u = 0; u < kStage; ++u) {
+      const int64_t gi = gb + u;
+      if (gi >= g_end) break;  // uniform across the warp
+      uint32_t a[2][4];
+      a_fragments<F>(raw[u], a);
+      if constexpr (F != QuantFormat::kNvfp4) {
+        if (u % kUnit == 0) {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        xf[2 * e] = __uint_as_float(u[e] << 16);
-        xf[2 * e + 1] = __uint_as_float(u[e] & 0xffff0000u);
+          for (int j = 0; j < kTiles; ++j) part[j][0] = part[j][1] = part[j][2] = part[j][3] = 0.0f;
+        }
       }
 #pragma unroll
-      for (int r = 0; r < kR; ++r)
+      for (int j = 0; j < kTiles; ++j) {
+        uint32_t b[2][2];
+        b_fragments<F>(p, int64_t(j) * 8 + g, gi, t, b);
+        float* c = F == QuantFormat::kNvfp4 ? acc[j] : part[j];
 #pragma unroll
-        for (int e = 0; e < kChunk; ++e) acc[r][i] = fmaf(wf[r][e], xf[e], acc[r][i]);
+        for (int q = 0; q < 2; ++q)
+          mma_bf16(c, a[q][0], a[q][1], a[q][2], a[q][3], b[q][0], b[q][1]);
+      }
+      if constexpr (F == QuantFormat::kMxfp8) {
+        // Each group's sums times its rows' scales: c0, c1 belong to row g, c2, c3 to row g + 8.
+#pragma unroll
+        for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            acc[j][e] = __fmaf_rn(part[j][e], raw[u].s[e >> 1], acc[j][e]);
+      } else if constexpr (F == QuantFormat::kFp8Block) {
+        if (u % kUnit == kUnit - 1 || gi == g_end - 1) {  // the unit's last group
+#pragma unroll
+          for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              acc[j][e] = __fmaf_rn(part[j][e], unit_scale[u / kUnit], acc[j][e]);
+        }
+      }
     }
   }
+
+  if (warp > 0) {
 #pragma unroll
-  for (int r = 0; r < kR; ++r)
+    for (int j = 0; j < kTiles; ++j)
 #pragma unroll
-    for (int i = 0; i < kMt; ++i) {
-      if (i >= mt) break;  // uniform across the warp, so every lane still joins the shuffles
-      const float s = warp_sum(acc[r][i]);
-      if (lane == (r * kMt + i) % 32 && r < have) a.y[int64_t(i) * n + o0 + r] = s;
+      for (int e = 0; e < 4; ++e)
+        partial[((warp - 1) * kTiles + j) * 128 + lane * 4 + e] = acc[j][e];
+  }
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float v = acc[j][e];
+      for (int s = 1; s < p.splits; ++s)
+        v = __fadd_rn(v, partial[((s - 1) * kTiles + j) * 128 + lane * 4 + e]);
+      if constexpr (F == QuantFormat::kNvfp4) v = __fmul_rn(v, w.global_scale);
+      const int64_t o = o0 + g + (e >= 2 ? 8 : 0);
+      const int64_t xr = int64_t(j) * 8 + 2 * t + (e & 1);
+      if (o < w.rows && xr < p.m) p.y[xr * w.rows + o] = v;
     }
 }
 
-template <QuantFormat F, int kMt>
+// Warps per block (k split): from the weight's shape alone, never from m.
+int split_for(const QuantizedWeight& w) {
+  const int64_t tiles = (w.rows + kTileRows - 1) / kTileRows;
+  const int64_t unit_cols = w.format == QuantFormat::kFp8Block ? 128 : kGroup;
+  const int64_t units = (w.cols + unit_cols - 1) / unit_cols;
+  int splits = kMaxSplit;
+  while (splits > 4 && tiles * splits > kTargetWarps) splits /= 2;
+  while (splits > 1 && splits > units) splits /= 2;
+  return splits;
+}
+
+template <QuantFormat F, int kTiles>
 void launch(const GemvArgs& a, cudaStream_t stream) {
-  // Fewer W rows per warp for wide batches keeps the accumulators (kR * kMt) in registers.
-  constexpr int kR = kMt <= 8 ? 4 : 2;
-  const int64_t per_block = int64_t(kWarps) * kR;
-  const unsigned blocks = unsigned((a.w.rows + per_block - 1) / per_block);
-  quantized_gemv_kernel<F, kMt, kR><<<blocks, kWarps * 32, 0, stream>>>(a);
+  const unsigned blocks = unsigned((a.w.rows + kTileRows - 1) / kTileRows);
+  const size_t smem = size_t(a.splits - 1) * kTiles * 128 * sizeof(float);
+  quantized_gemv_kernel<F, kTiles><<<blocks, unsigned(a.splits) * 32, smem, stream>>>(a);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
 template <QuantFormat F>
 void launch_rows(const GemvArgs& a, cudaStream_t stream) {
-  // The template width only bounds the loops over x rows; every output's arithmetic is the same.
-  if (a.m == 1) {
+  // The tile count only pads B with zero columns; every column's MMA sequence is the same.
+  if (a.m <= 8) {
     launch<F, 1>(a, stream);
-  } else if (a.m == 2) {
-    launch<F, 2>(a, stream);
-  } else if (a.m <= 4) {
-    launch<F, 4>(a, stream);
-  } else if (a.m <= 8) {
-    launch<F, 8>(a, stream);
   } else if (a.m <= 16) {
-    launch<F, 16>(a, stream);
+    launch<F, 2>(a, stream);
+  } else if (a.m <= 24) {
+    launch<F, 3>(a, stream);
   } else {
-    launch<F, 32>(a, stream);
+    launch<F, 4>(a, stream);
   }
 }
 
@@ -212,7 +330,7 @@ double QuantizedWeight::bytes() const {
 
 const char* quantized_weight_problem(const QuantizedWeight& w) {
   if (w.rows <= 0 || w.cols <= 0) return "rows and cols must be positive";
-  if (w.cols % kChunk != 0) return "cols must be a multiple of 16";
+  if (w.cols % 16 != 0) return "cols must be a multiple of 16";
   if (!w.data) return "no data";
   switch (w.format) {
     case QuantFormat::kNvfp4:
@@ -246,7 +364,7 @@ void quantized_gemv(const uint16_t* x, int64_t m, const QuantizedWeight& w, floa
                     "), x 16-byte aligned and y");
   }
   if (m == 0) return;
-  const GemvArgs a{x, m, w, y};
+  const GemvArgs a{x, m, w, y, split_for(w)};
   switch (w.format) {
     case QuantFormat::kNvfp4:
       launch_rows<QuantFormat::kNvfp4>(a, stream);

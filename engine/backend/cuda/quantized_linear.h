@@ -3,8 +3,8 @@
 // dequantized in registers: the weight bytes stream from HBM once per call for all rows, and no
 // BF16 copy of W exists anywhere.
 //
-// Formats (model/weight_formats.h gives the stored layouts; each weight value is computed in FP32
-// exactly as dequantize_linear computes it, so it has the CPU's bits):
+// Formats (model/weight_formats.h gives the stored layouts; dequantize_linear's FP32 value of
+// each weight, the CPU reference, is):
 //   NVFP4      w = (e2m1 * e4m3(scale[o][c/16])) * global_scale   (the first product is exact)
 //   MXFP8      w = e4m3 * 2^(scale[o][c/32] - 127)
 //   FP8 block  w = e4m3 * scale_inv[o/128][c/128]
@@ -14,19 +14,42 @@
 //   FP8 block  1 + 4/(128*128) (FP32 scale per 128x128)   = 1.000244 B
 // (BF16: 2 B per weight.)
 //
-// Numerical contract (batch invariance, docs/cuda-operators.md): x is BF16 (the activation dtype
-// gemv_bf16 takes), widened exactly to FP32; y is FP32. Every output y[r][o] is computed by one
-// warp: the row's k values are cut into 16-value chunks, lane l (of 32) takes chunks l, l+32,
-// l+64, ... in increasing order and accumulates each chunk's values in increasing column with one
-// FMA each, from +0; the 32 lane sums are then added by the fixed xor butterfly of warp_sum. The
-// order depends on k alone: never on m, on the rows beside r, or on n, so a row's bits are the
-// same whether it runs alone or among 32 (tested bitwise).
+// Kernel: tensor cores (mma.m16n8k16, BF16 operands, FP32 accumulate), as gemv_bf16. A block
+// takes 16 W rows (the A operand) against all m x rows (B columns, ceil(m / 8) tiles of 8, zero
+// columns past m); its S <= 8 warps split k into contiguous ranges. W is dequantized in registers
+// to BF16 fragments EXACTLY, and the scales BF16 cannot carry are applied in FP32 outside the MMA:
+//   NVFP4      A = e2m1 * e4m3 block scale (at most 6 significant bits, 2^-10 .. 2688: exact in
+//              BF16); the FP32 global scale multiplies the finished sum once.
+//   MXFP8      A = the E4M3 value (exact in BF16); each 32-column group's MMA sum (from zero) is
+//              multiplied by its row's 2^(e - 127) with one FP32 FMA into the running sum. No
+//              scale is folded into BF16, so E8M0 codes near 0 or 254 are as exact as on the CPU.
+//   FP8 block  A = the E4M3 value; each 128-column block's MMA sum (from zero) times its FP32
+//              scale_inv, one FMA into the running sum.
+// So a one-hot x row reads back dequantize_linear's FP32 bits (one exact product, one rounding
+// where the CPU rounds). E4M3 NaN codes (0x7f, 0xff; no quantizer emits them) read as +-480.
 //
-// Work split: a warp holds R W rows (4 for up to 8 x rows, 2 beyond) and all m x rows, so every
-// weight chunk it loads feeds every row of the step, and each x chunk it loads feeds R W rows. The
-// arithmetic is FP32 FMA on CUDA cores: 2 m FLOPs per weight, so from about 4 rows (NVFP4) or 8
-// (8-bit formats) the kernel is bound by the FP32 rate rather than HBM on an H200. Not yet run on
-// a GPU; the G1 rows (bench/cuda/g1_cases_linear.cpp) will say where it stands.
+// Numerical contract (batch invariance, docs/cuda-operators.md): x is BF16 (the activation dtype
+// gemv_bf16 takes); y is FP32. k is cut into 32-column groups; warp w of S takes the groups of
+// units [w U / S, (w + 1) U / S) (U units of 1 group, 4 for FP8 block; S from rows and cols
+// alone: quantized_linear.cu's split_for) in increasing order, each group as two MMAs over the
+// lane quads' columns 8t .. 8t + 3 and 8t + 4 .. 8t + 7; warp 0 adds the S warp sums in warp
+// order. The MMA of one output column never reads another column, and the order depends on the
+// weight's shape alone: never on m or the rows beside a row, so a row's bits are the same alone
+// or among 32 (tested bitwise). Error: each term passes through at most cols / 16 MMA steps (the
+// tensor core adds exact products; it may align and truncate, 2^-23 relative), cols / 32 FMAs,
+// S - 1 <= 7 additions and one global-scale product (tests state the bound).
+//
+// Roofline (H200: ~4.2-4.8 TB/s, 132 SMs, ~18 B/clock/SM of HBM): an SM must consume ~32
+// NVFP4 or ~18 8-bit weights a clock. Dequantizing costs ~1.5 integer/BF16x2 instructions per
+// 8-bit weight (shift-mask an E4M3 pair into BF16 bits, one BF16x2 FMA) and ~3 FP32 per NVFP4
+// weight; one MMA consumes 256 weights for up to 8 rows, and the scale FMAs cost 4 per 256
+// weights a tile: ~20-35 % of the issue rate at the 8-bit floor, so the kernel stays bound by
+// HBM up to 32 rows (x tiles multiply MMAs and x loads, not weight bytes). Latency: each warp
+// issues 8 groups of loads (4 KB a warp for 8-bit) before using any; with 16-20 resident warps
+// (two blocks of 8, or five of 4) an SM keeps ~48-64 KB in flight, above the ~36 KB that ~1 us
+// of latency at 18 B/clock needs.
+// Expect ~75-85 % of the floor on the large shapes; small ones (routed experts, ~1-5 us) are
+// bound by launch and one load latency.
 //
 // No allocation, no host synchronisation: safe to capture in a CUDA graph.
 #include <cuda_runtime.h>
