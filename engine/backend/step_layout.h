@@ -7,6 +7,14 @@
 // as one batch and each prefill chunk as one sequence. Host-only code, so the layout is tested
 // without a GPU.
 //
+// Every decode row is a sequence of its own in the layout (a StepSequence of one row with its own
+// copy of the block table), so each kernel computes it as a one-row decode slice. A verify slice
+// (speculative decoding: a decode slice of n rows) becomes n such rows; row i of its slice is in
+// wave i. Decode rows are ordered by wave within each class (dense, then sparse), and the KDA
+// recurrence runs the groups of decode_groups() in order: wave 0's dense rows, wave 0's sparse
+// rows, wave 1's dense rows, ... so each slot sees its rows in position order and a group never
+// holds one slot twice.
+//
 // Packed words (int32): header {rows, seqs, logit rows, table words}; per row {token, page row,
 // position} in step order; the logit rows (step rows, in the batch's order); the sequences' state
 // slots; their table offsets [seqs + 1]; their block tables back to back.
@@ -28,11 +36,23 @@ struct StepSequence {
   int slot = 0;         // KDA state slot
   int index = 0;        // in step order: its block table is tables + index * table_stride
   bool decode = false;  // a decode row (one row), else a prompt piece of any length
+  int wave = 0;         // a decode row: its row index within its batch slice
+  // KDA state records of a decode row (SequenceSlice::record_states / record_before_row): after
+  // it runs, the slot's state goes into record `record_after` (-1: none); with record_before,
+  // the state just before it runs goes into record 0.
+  int record_after = -1;
+  bool record_before = false;
+};
+
+// Decode rows [first_row, first_row + rows) whose KDA recurrence runs as one batch.
+struct StepGroup {
+  int first_row = 0;
+  int rows = 0;
 };
 
 struct StepCapacity {
   int max_rows = 0;
-  int max_seqs = 0;
+  int max_seqs = 0;      // StepSequences: prompt pieces plus decode rows
   int table_stride = 0;  // blocks per sequence: ceil(max_seq_len / block_size)
 };
 
@@ -51,6 +71,11 @@ class StepLayout {
   int decode_rows() const { return decode_rows_; }              // decode rows, first
   int dense_decode_rows() const { return dense_decode_rows_; }  // of those, the first attend all
   int max_decode_length() const { return max_decode_length_; }  // longest dense decode row + 1
+  // The decode rows' KDA groups in run order (one group [0, decode_rows) when no slice has more
+  // than one decode row).
+  const std::vector<StepGroup>& decode_groups() const { return decode_groups_; }
+  // A decode slice of several rows, or KDA state records or resumes: the step is speculative.
+  bool speculative() const { return speculative_; }
   const std::vector<StepSequence>& seqs() const { return seqs_; }
   const std::vector<int32_t>& positions() const { return positions_; }  // step order
   // Step-order row of each of batch.logit_rows, in the batch's order.
@@ -63,7 +88,9 @@ class StepLayout {
   StepCapacity capacity_;
   int block_size_, topk_pools_, kpool_;
   int rows_ = 0, decode_rows_ = 0, dense_decode_rows_ = 0, max_decode_length_ = 0;
+  bool speculative_ = false;
   std::vector<StepSequence> seqs_;
+  std::vector<StepGroup> decode_groups_;
   std::vector<int32_t> positions_, logit_rows_, batch_rows_;
 };
 
