@@ -1,6 +1,7 @@
 // The KDA attention block of the CUDA runner (MODEL.md section 3; cpu::kda_layer_forward): the
 // projections over every row, then the recurrence per group of rows (all decode rows as one batch
-// of one-row sequences, each prefill chunk as one sequence), then the gated output and W_o.
+// of one-row sequences, or a verify step's decode rows wave by wave; each prefill chunk as one
+// sequence), then the gated output and W_o.
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_model_runner.h"
 #include "engine/backend/cuda/kda.h"
@@ -77,7 +78,13 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
     }
   };
   profile_.mark("kda.recur", stream_);
-  if (step_->decode_rows() > 0) run_group(0, step_->decode_rows(), 1, 0, 0, true);
+  // Decode rows: one batch, or in a verify step group by group (step_layout.h: each slot once per
+  // group, its rows in order), keeping the KDA state records the slices ask for.
+  for (const StepGroup& g : step_->layout().decode_groups()) {
+    record_kda_states(kda_index, g, /*before=*/true);
+    run_group(g.first_row, g.rows, 1, g.first_row, 0, true);
+    record_kda_states(kda_index, g, /*before=*/false);
+  }
   for (const StepSequence& s : step_->seqs())
     if (!s.decode) run_group(s.first_row, 1, s.rows, s.index, s.start, false);
 

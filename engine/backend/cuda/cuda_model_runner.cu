@@ -61,14 +61,14 @@ RunnerShape CudaModelRunner::shape() const {
 size_t CudaModelRunner::cache_bytes(const ModelConfig& config, const CudaRunnerOptions& o) {
   Carve count(nullptr);
   Caches::carve(count, config, o.num_blocks, o.block_size, o.kv_dtype, o.num_state_slots,
-                o.num_snapshots);
+                o.num_snapshots, o.state_records);
   return count.used();
 }
 
 size_t CudaModelRunner::state_bytes(const ModelConfig& config, int num_state_slots,
-                                    int num_snapshots) {
+                                    int num_snapshots, int state_records) {
   Carve with(nullptr), without(nullptr);
-  Caches::carve(with, config, 0, 16, KvDtype::kBF16, num_state_slots, num_snapshots);
+  Caches::carve(with, config, 0, 16, KvDtype::kBF16, num_state_slots, num_snapshots, state_records);
   Caches::carve(without, config, 0, 16, KvDtype::kBF16, 0);
   return with.used() - without.used();
 }
@@ -100,10 +100,18 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
                     ": the CUDA backend keeps each block's pooled indexer keys in the block, so "
                     "the block size must be a multiple of " +
                     std::to_string(kIndexKpool));
+  if (options_.state_records < 0 || options_.decode_slice_rows < 1)
+    throw Error(ErrorKind::kInvalidArgument,
+                "CUDA runner: state_records " + std::to_string(options_.state_records) +
+                    " and decode_slice_rows " + std::to_string(options_.decode_slice_rows) +
+                    " (expected >= 0 and >= 1)");
   SPARKGLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   const RunnerShape s = shape();
+  // Every decode row is a sequence of the step's layout (step_layout.h): a slot's verify slice
+  // takes up to decode_slice_rows of them.
   step_ = std::make_unique<StepInputs>(
-      StepCapacity{options_.max_rows, options_.num_state_slots, s.table_stride},
+      StepCapacity{options_.max_rows, options_.num_state_slots * options_.decode_slice_rows,
+                   s.table_stride},
       options_.block_size, config_.index_topk_pools(), config_.index_kpool);
 
   ws_buffer_ = DeviceBuffer(workspace_bytes(config_, options_));
@@ -112,7 +120,7 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
   cache_buffer_ = DeviceBuffer(cache_bytes(config_, options_));
   Carve cc(cache_buffer_.data());
   caches_ = Caches::carve(cc, config_, options_.num_blocks, options_.block_size, options_.kv_dtype,
-                          options_.num_state_slots, options_.num_snapshots);
+                          options_.num_state_slots, options_.num_snapshots, options_.state_records);
   SPARKGLM_CUDA_CHECK(cudaMemset(cache_buffer_.data(), 0, cache_buffer_.bytes()));
   SPARKGLM_CUDA_CHECK(cudaMallocHost(
       &pinned_logits_, sizeof(float) * size_t(kLogitChunk) * size_t(config_.vocab_size)));
@@ -297,8 +305,9 @@ void CudaModelRunner::head_to_host(const float* h, const float* norm, ForwardOut
 }
 
 bool CudaModelRunner::decode_graphable() const {
-  return options_.graphs && step_->decode_rows() == step_->rows() &&
-         step_->dense_decode_rows() == step_->rows() && step_->rows() <= kDecodeMaxRows;
+  return options_.graphs && !step_->layout().speculative() &&
+         step_->decode_rows() == step_->rows() && step_->dense_decode_rows() == step_->rows() &&
+         step_->rows() <= kDecodeMaxRows;
 }
 
 // A decode step's launches depend only on its row count and the attention's split grid (sized
@@ -340,7 +349,7 @@ void CudaModelRunner::capture_or_replay(int bucket) {
 void CudaModelRunner::forward(const ForwardBatch& batch, ForwardOutput& out) {
   SPARKGLM_ASSERT(queued_.empty(), "CudaModelRunner::forward with pipelined steps queued");
   batch.validate(config_, options_.block_size, options_.num_blocks, options_.num_state_slots,
-                 options_.num_snapshots);
+                 options_.num_snapshots, options_.state_records);
   if (batch.num_rows() == 0) {
     out.logits.clear();
     out.hidden.clear();
@@ -354,6 +363,7 @@ void CudaModelRunner::forward(const ForwardBatch& batch, ForwardOutput& out) {
 void CudaModelRunner::run_step(const ForwardBatch& batch) {
   reset_fresh_slots();
   copy_snapshots(batch, /*restore=*/true);
+  resume_records(batch);
   const int attend_max = shape().attend_max;
   if (decode_graphable()) {
     int bucket = kMlaSplitTokens;

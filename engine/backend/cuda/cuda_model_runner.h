@@ -8,6 +8,11 @@
 // bucket), and replayed: the launches of a step cost one graph launch instead of ~20 per layer.
 // Prefill chunks and sparse-indexer rows run eagerly (their launch shapes depend on the data).
 //
+// Speculative decoding (docs/speculative-decoding.md): a verify slice (a decode slice of several
+// rows) runs each row as a one-row decode row (step_layout.h: a sequence of its own; the KDA
+// recurrence wave by wave), recording the KDA state after each row (or before one) in the state
+// records, and a later slice resumes from a record. Such steps run eagerly, not in graphs.
+//
 // Pipelined steps (submit/collect, cuda_step_pipeline.cu) return before the device has run them:
 // greedy tokens are picked on the device and only their ids come back; a later step's rows read
 // those picks where they are.
@@ -38,6 +43,10 @@ struct CudaRunnerOptions {
   int block_size = 16;      // tokens per block
   int num_state_slots = 4;  // KDA state slots (sequences in flight)
   int num_snapshots = 0;    // KDA state snapshots beside the slots (the prefix cache's)
+  // Speculative decoding: KDA state records per slot (CacheGeometry::state_records) and the most
+  // rows of one decode slice (1; k + 1 for a verify slice, 2k + 1 with rollback by recompute).
+  int state_records = 0;
+  int decode_slice_rows = 1;
   int max_rows = 8192 + 4;  // rows of one forward step (prefill budget + decode rows)
   int max_seq_len = 32768;  // sizes the block tables and the indexer's per-sequence buffers
   KvDtype kv_dtype = KvDtype::kBF16;  // bf16 or fp8_g128 latent records
@@ -57,13 +66,14 @@ class CudaModelRunner : public ModelRunner {
   // Device bytes of the caches and of the workspace for these options: the memory plan of
   // runner_factory sizes the KV pool with them before constructing anything.
   static size_t cache_bytes(const ModelConfig& config, const CudaRunnerOptions& options);
-  static size_t state_bytes(const ModelConfig& config, int num_state_slots, int num_snapshots = 0);
+  static size_t state_bytes(const ModelConfig& config, int num_state_slots, int num_snapshots = 0,
+                            int state_records = 0);
   static size_t workspace_bytes(const ModelConfig& config, const CudaRunnerOptions& options);
 
   const ModelConfig& config() const override { return config_; }
   CacheGeometry cache_geometry() const override {
     return {options_.num_blocks, options_.block_size, options_.num_state_slots,
-            options_.num_snapshots};
+            options_.num_snapshots, options_.state_records};
   }
   void forward(const ForwardBatch& batch, ForwardOutput& out) override;
   void forward_mtp(const ForwardBatch& batch, const std::vector<float>& hidden,
@@ -103,6 +113,14 @@ class CudaModelRunner : public ModelRunner {
   // Copies whole KDA slots: snapshot -> slot for every restore_snapshot of `batch` (restore), or
   // slot -> snapshot for every save_snapshot.
   void copy_snapshots(const ForwardBatch& batch, bool restore);
+  // Speculative decoding (cuda_speculation.cu). Copies each slice's KDA state record
+  // `resume_record` into its slot, every KDA layer (before the step's rows, after the restores).
+  void resume_records(const ForwardBatch& batch);
+  // One KDA layer's state records of decode group `g`: before it runs (`before`: rows with
+  // record_before, into record 0) or after (rows with record_after >= 0).
+  void record_kda_states(int kda_index, const StepGroup& g, bool before);
+  // The loaded step's logit rows of h [T, D] (the head-reduced state) to the host.
+  void hidden_to_host(const float* h, std::vector<float>& hidden);
   // The loaded step from the embedding to the head reduction (h in ws_.y), on stream_.
   void run_layers();
   // Blocks read ws_.normed / ws_.normed_bf16 (the block's pre-norm output) and write `out`.
@@ -152,6 +170,7 @@ class CudaModelRunner : public ModelRunner {
     int parity = 0;
     int64_t logit_rows = 0;
     std::vector<float> logits;  // filled at submission when a row is not picked here
+    std::vector<float> hidden;  // [logit_rows, D], filled with `logits` (the drafter's input)
   };
   std::deque<QueuedStep> queued_;
   int next_parity_ = 0;

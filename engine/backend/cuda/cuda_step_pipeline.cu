@@ -20,7 +20,7 @@ namespace sparkglm::cuda {
 void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& sampling) {
   SPARKGLM_ASSERT(queued_.size() < 2, "CudaModelRunner::submit: two steps are already queued");
   batch.validate(config_, options_.block_size, options_.num_blocks, options_.num_state_slots,
-                 options_.num_snapshots);
+                 options_.num_snapshots, options_.state_records);
   const int64_t rows = batch.num_rows(), n = int64_t(batch.logit_rows.size());
   SPARKGLM_ASSERT(sampling.token_from.empty() || int64_t(sampling.token_from.size()) == rows,
                   "StepSampling::token_from must have one entry per row");
@@ -69,6 +69,9 @@ void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& samp
       SPARKGLM_CUDA_CHECK(cudaEventRecord(draws_copied_, stream_));
     }
     head_picks(q.parity, host_logits ? &q.logits : nullptr, draws);
+    // Rows whose logits come back (a speculative member's rows among them) bring their
+    // head-reduced states too: the drafter reads them from StepResult::hidden.
+    if (host_logits) hidden_to_host(ws_.y, q.hidden);
   }
   next_parity_ ^= 1;
   queued_.push_back(std::move(q));
@@ -82,6 +85,7 @@ void CudaModelRunner::collect(StepResult& result) {
   SPARKGLM_CUDA_CHECK(cudaEventSynchronize(picks_copied_[q.parity]));  // the step has run
   result.tokens.assign(picks, picks + q.logit_rows);
   result.logits = std::move(q.logits);
+  result.hidden = std::move(q.hidden);
 }
 
 void CudaModelRunner::head_picks(int parity, std::vector<float>* logits, bool draws) {

@@ -89,7 +89,7 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
 }
 
 Caches Caches::carve(Carve& c, const ModelConfig& m, int num_blocks, int block_size, KvDtype dtype,
-                     int slots, int snapshots) {
+                     int slots, int snapshots, int records) {
   const int64_t layers = m.num_mla_layers() + (m.mtp_layer() >= 0 ? 1 : 0);
   const int64_t kda = m.num_kda_layers();
   const int64_t H = m.kda.num_heads, K = m.kda.head_dim;
@@ -105,6 +105,10 @@ Caches Caches::carve(Carve& c, const ModelConfig& m, int num_blocks, int block_s
   x.kda_conv = c.take<float>(kda * slots * 3 * (m.kda.short_conv_kernel_size - 1) * H * K);
   x.snapshot_state = c.take<float>(kda * snapshots * H * K * K);
   x.snapshot_conv = c.take<float>(kda * snapshots * 3 * (m.kda.short_conv_kernel_size - 1) * H * K);
+  x.records = records;
+  x.record_state = c.take<float>(kda * slots * records * H * K * K);
+  x.record_conv =
+      c.take<float>(kda * slots * records * 3 * (m.kda.short_conv_kernel_size - 1) * H * K);
   return x;
 }
 

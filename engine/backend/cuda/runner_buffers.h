@@ -84,11 +84,17 @@ struct Caches {
   // The prefix cache's KDA snapshots: whole-slot copies (SequenceSlice::save_snapshot).
   float* snapshot_state;  // [snapshots][kda layers][H * K * V]
   float* snapshot_conv;   // [snapshots][kda layers][3][taps - 1][H * K]
-  int64_t tokens;         // blocks * block_size
+  // Speculative decoding's KDA state records (CacheGeometry::state_records per slot): the state
+  // and conv history after a verify slice's rows (SequenceSlice::record_states), or before one of
+  // them (record_before_row, in record 0).
+  float* record_state;  // [kda layers][slots][records][H * K * V]
+  float* record_conv;   // [kda layers][slots][records][3][taps - 1][H * K]
+  int records;          // per slot
+  int64_t tokens;       // blocks * block_size
   int64_t record_bytes;
 
   static Caches carve(Carve& c, const ModelConfig& m, int num_blocks, int block_size, KvDtype dtype,
-                      int slots, int snapshots = 0);
+                      int slots, int snapshots = 0, int records = 0);
   uint8_t* latent_layer(int layer) const { return latents + layer * tokens * record_bytes; }
   float* pooled_layer(int layer, int64_t index_dim) const {
     return pooled_keys + layer * (tokens / kIndexKpool) * index_dim;
