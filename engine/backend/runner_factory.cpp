@@ -155,6 +155,8 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   o.block_size = r.block_size;
   o.num_state_slots = r.max_num_seqs;
   o.num_snapshots = r.num_snapshots;
+  o.state_records = r.state_records;
+  o.decode_slice_rows = r.decode_slice_rows;
   o.max_rows = r.max_tokens_per_step;
   o.max_seq_len = b.max_seq_len;
   o.kv_dtype = r.kv_dtype;
@@ -163,7 +165,8 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   MemoryDemand demand;
   demand.weights = cuda::DeviceWeights::arena_bytes(mc);
   // The prefix cache's KDA snapshots are state too: taken out of the pool's budget.
-  demand.state = cuda::CudaModelRunner::state_bytes(mc, r.max_num_seqs, r.num_snapshots);
+  demand.state =
+      cuda::CudaModelRunner::state_bytes(mc, r.max_num_seqs, r.num_snapshots, r.state_records);
   demand.workspace = cuda::CudaModelRunner::workspace_bytes(mc, o);
   demand.reserve = kCudaReserveBytes;
   o.num_blocks = 1000;

@@ -34,9 +34,10 @@ struct RunnerRequest {
   uint64_t seed = 0;           // dummy weights
   PrecisionMode precision_mode = PrecisionMode::kStrict;  // MODEL.md section 7
   int block_size = 16;
-  int max_num_seqs = 4;   // KDA state slots
-  int num_snapshots = 0;  // KDA state snapshots of the prefix cache (0: no cache)
-  int state_records = 0;  // KDA state records per slot for verify slices (speculation: k + 1)
+  int max_num_seqs = 4;       // KDA state slots
+  int num_snapshots = 0;      // KDA state snapshots of the prefix cache (0: no cache)
+  int state_records = 0;      // KDA state records per slot for verify slices (speculation: k + 1)
+  int decode_slice_rows = 1;  // rows of one decode slice (speculative_slice_rows)
   // The prefix cache's disk tier is on: its host staging buffers (PrefixStore::staging_bytes, all
   // of them) come out of the CPU KV pool's budget.
   bool prefix_disk_tier = false;

@@ -80,19 +80,12 @@ void check_disk_tier(const ServingConfig& s) {
                 "--prefix-cache-dir " + dir + ": the disk tier needs --enable-prefix-caching");
 }
 
-// Speculation runs where its verify step does (docs/speculative-decoding.md says what the CUDA
-// runner and the ranks still lack).
+// Speculation runs where its verify step does (docs/speculative-decoding.md says what the ranks
+// still lack).
 void check_speculation(const ServingConfig& s) {
   const int k = s.scheduler.speculative_tokens;
   if (k == 0) return;
   const std::string flag = "--speculative-tokens " + std::to_string(k);
-  if (s.runner.device == "cuda")
-    throw Error(ErrorKind::kUnsupported,
-                flag +
-                    " with --device cuda: not implemented yet on cuda (the CUDA runner does "
-                    "not run verify slices: several token-by-token rows of one sequence "
-                    "with KDA state records and resume_record, every row's hidden state in "
-                    "StepResult, forward_mtp); it runs on --device cpu");
   if (s.ranks.world_size > 1)
     throw Error(ErrorKind::kUnsupported,
                 flag + " with " + std::to_string(s.ranks.world_size) +
@@ -151,8 +144,12 @@ ServingConfig fill_serving_config(const EffectiveConfig& config) {
   fill_runner(config, s.runner);
   fill_scheduler(config, s.scheduler);
   check_disk_tier(s);
-  // The device workspaces hold a step: a full prefill chunk and a decode row per sequence.
-  s.runner.max_tokens_per_step = s.scheduler.max_prefill_tokens + s.scheduler.max_batch_size;
+  // The device workspaces hold a step: a full prefill chunk and a decode slice per sequence (one
+  // row, or a verify slice's: speculative_slice_rows).
+  s.runner.decode_slice_rows =
+      speculative_slice_rows(s.scheduler.speculative_tokens, s.scheduler.speculative_rollback);
+  s.runner.max_tokens_per_step =
+      s.scheduler.max_prefill_tokens + s.scheduler.max_batch_size * s.runner.decode_slice_rows;
   fill_routes(config, s.routes);
   fill_http(config, s.http);
   fill_ranks(config, s.ranks);

@@ -1,7 +1,8 @@
 // --speculative-tokens fills the scheduler's drafts and the runner's KDA state records (k + 1
-// rows per slot, or 1 with --speculative-rollback recompute, which the effective config echoes),
-// and is refused at start, naming the flag, where the verify step does not run yet: --device
-// cuda and several ranks.
+// rows per slot, or 1 with --speculative-rollback recompute, which the effective config echoes)
+// and sizes the runner's step for verify slices (k + 1 rows per sequence, 2k + 1 with recompute);
+// it runs with --device cuda and is refused at start, naming the flag, where the verify step does
+// not run yet: several ranks.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -61,11 +62,24 @@ TEST(SpeculationOptions, RollbackByRecomputeNeedsOneStateRecordAndIsEchoed) {
   }
 }
 
-TEST(SpeculationOptions, CudaAndSeveralRanksAreRefusedAtStartNamingTheFlag) {
-  const std::string cuda = refusal({"--speculative-tokens", "2", "--device", "cuda"});
-  EXPECT_NE(cuda.find("--speculative-tokens 2 with --device cuda: not implemented yet on cuda"),
-            std::string::npos)
-      << cuda;
+TEST(SpeculationOptions, VerifySlicesSizeTheStepAndCudaIsAccepted) {
+  const ServingConfig plain = fill({"--max-prefill-tokens", "256", "--max-batch-size", "4"});
+  EXPECT_EQ(plain.runner.decode_slice_rows, 1);
+  EXPECT_EQ(plain.runner.max_tokens_per_step, 256 + 4);
+  const ServingConfig cuda = fill({"--speculative-tokens", "2", "--device", "cuda",
+                                   "--max-prefill-tokens", "256", "--max-batch-size", "4"});
+  EXPECT_EQ(cuda.runner.device, "cuda");
+  EXPECT_EQ(cuda.runner.state_records, 3);
+  EXPECT_EQ(cuda.runner.decode_slice_rows, 3);
+  EXPECT_EQ(cuda.runner.max_tokens_per_step, 256 + 4 * 3);
+  const ServingConfig recompute =
+      fill({"--speculative-tokens", "3", "--speculative-rollback", "recompute",
+            "--max-prefill-tokens", "256", "--max-batch-size", "4"});
+  EXPECT_EQ(recompute.runner.decode_slice_rows, 7);
+  EXPECT_EQ(recompute.runner.max_tokens_per_step, 256 + 4 * 7);
+}
+
+TEST(SpeculationOptions, SeveralRanksAreRefusedAtStartNamingTheFlag) {
   const std::string ranks = refusal({"--speculative-tokens", "1", "--tp-size", "2"});
   EXPECT_NE(ranks.find("--speculative-tokens 1 with 2 ranks: not implemented yet"),
             std::string::npos)

@@ -21,4 +21,9 @@ int speculative_state_records(int k, SpeculativeRollback r) {
   return r == SpeculativeRollback::kRecords ? k + 1 : 1;
 }
 
+int speculative_slice_rows(int k, SpeculativeRollback r) {
+  if (k <= 0) return 1;
+  return r == SpeculativeRollback::kRecords ? k + 1 : 2 * k + 1;
+}
+
 }  // namespace sparkglm

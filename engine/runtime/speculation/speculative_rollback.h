@@ -21,5 +21,8 @@ SpeculativeRollback speculative_rollback_from_name(
     const std::string& name, const std::string& flag = "--speculative-rollback");
 // KDA state records per slot that k drafts need (0 when k is 0).
 int speculative_state_records(int k, SpeculativeRollback r);
+// Rows of one sequence's decode slice with k drafts: 1 without speculation, k + 1 (records),
+// 2k + 1 (recompute: up to k accepted rows run again ahead of the k + 1 new ones).
+int speculative_slice_rows(int k, SpeculativeRollback r);
 
 }  // namespace sparkglm
