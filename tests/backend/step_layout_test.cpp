@@ -136,13 +136,14 @@ TEST(StepLayout, VerifySlicesBecomeOneRowDecodeRowsWaveByWave) {
   }
   // Every decode row carries its own copy of its sequence's block table.
   EXPECT_EQ(packed[1], 8);
-  const int32_t* slot_words = packed.data() + kStepHeaderWords + 10 * kStepRowWords + 6;
+  const int32_t* slot_words = packed.data() + kStepHeaderWords + 10 * kStepRowWords + 8;
   EXPECT_EQ(std::vector<int32_t>(slot_words, slot_words + 8),
             (std::vector<int32_t>(slots.begin(), slots.end())));
   const int32_t* offsets = slot_words + 8;
   EXPECT_EQ(offsets[8], 129 * 4 + 1 + 2 * 2 + 1);
-  // The logit rows follow their rows: A's four (batch rows 0..3) are step rows 0, 3, 5, 6.
-  EXPECT_EQ(l.logit_rows(), (std::vector<int32_t>{0, 3, 5, 6, 2, 4}));
+  // The logit rows follow their rows: A's four (batch rows 0..3) are step rows 0, 3, 5, 6, then
+  // B's, C's two and D's last.
+  EXPECT_EQ(l.logit_rows(), (std::vector<int32_t>{0, 3, 5, 6, 1, 2, 4, 9}));
 }
 
 TEST(StepLayout, APlainDecodeStepKeepsOneKdaGroupAndARecomputeSliceRecordsBeforeItsRow) {
