@@ -1,7 +1,8 @@
 // sparkglm-runner-bench: decode tok/s at C rows and cold prefill tok/s at L tokens, straight
 // through a ModelRunner built by build_runner (the same engine sparkglm-serve runs), each beside
-// its floor: bytes a decode step must read over measured bandwidth, FLOPs of a prefill over
-// measured (cuda) or estimated (cpu) peak (engine/model/step_footprint.h). Writes one JSON file
+// its floor (verify_cC_wW cells: a speculative verify step beside a decode step instead): bytes a
+// decode step must read over measured bandwidth, FLOPs of a prefill over measured (cuda) or
+// estimated (cpu) peak (engine/model/step_footprint.h). Writes one JSON file
 // ("sparkglm.runner_bench/1") that `sparkglm-qualify measure` turns into a bundle; asserts nothing.
 #include <algorithm>
 #include <cstdint>
@@ -140,7 +141,12 @@ int run(const std::vector<std::string>& args) {
     longest = std::max<int64_t>(longest, bench::blocks_needed(c, s, 1) / bench::sequences(c));
   }
   r.max_seq_len = int(longest);
-  r.max_tokens_per_step = std::max(s.max_prefill_tokens, r.max_num_seqs);
+  // Verify cells: W state records per slot and decode slices of W rows (the widest cell's).
+  for (const CellSpec& c : cells) {
+    r.state_records = std::max(r.state_records, c.width);
+    r.decode_slice_rows = std::max(r.decode_slice_rows, c.width);
+  }
+  r.max_tokens_per_step = std::max(s.max_prefill_tokens, r.max_num_seqs * r.decode_slice_rows);
 
   // Ceilings before the runner: on cuda the probe needs memory the caches will take.
   const bench::Ceilings ceilings = bench::measure_ceilings(r.device, pool);
@@ -166,7 +172,8 @@ int run(const std::vector<std::string>& args) {
   json results = json::array();
   for (const CellSpec& c : cells) {
     json j = bench::run_cell(*built.runner, blocks, c, s);
-    if (!j.contains("skipped")) add_floor(j, c, built.config, r.kv_dtype, ceilings);
+    // A verify cell is measured against its decode steps, not a floor.
+    if (!j.contains("skipped") && c.width == 0) add_floor(j, c, built.config, r.kv_dtype, ceilings);
     json row = {{"cell", c.name}};
     row.update(j);
     std::fprintf(stderr, "%s\n", row.dump().substr(0, 400).c_str());

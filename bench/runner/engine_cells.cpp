@@ -7,6 +7,7 @@
 
 #include "bench/runner/cell_support.h"
 #include "bench/runner/constrained_cell.h"
+#include "bench/runner/verify_cell.h"
 #include "engine/core/error.h"
 #include "engine/runtime/offline_generator.h"
 #include "engine/runtime/sampler.h"
@@ -235,7 +236,8 @@ int64_t decode_context(const CellSpec& cell, const CellSettings& s) {
 
 CellSpec parse_cell(const std::string& name) {
   static const std::regex decode("decode_c([1-9][0-9]{0,3})(_at_([1-9][0-9]{0,6})(k?))?(_schema)?"),
-      prefill("prefill_([1-9][0-9]{0,6})(k?)");
+      prefill("prefill_([1-9][0-9]{0,6})(k?)"),
+      verify("verify_c([1-9][0-9]{0,3})_w([2-9])(_at_([1-9][0-9]{0,6})(k?))?");
   std::smatch m;
   CellSpec c;
   c.name = name;
@@ -244,12 +246,18 @@ CellSpec parse_cell(const std::string& name) {
     c.rows = std::stoi(m[1]);
     if (m[2].matched) c.context = std::stoll(m[3]) * (m[4].length() ? 1024 : 1);
     c.constrained = m[5].matched;
+  } else if (std::regex_match(name, m, verify)) {
+    c.decode = true;
+    c.rows = std::stoi(m[1]);
+    c.width = std::stoi(m[2]);
+    if (m[3].matched) c.context = std::stoll(m[4]) * (m[5].length() ? 1024 : 1);
   } else if (std::regex_match(name, m, prefill)) {
     c.tokens = std::stoll(m[1]) * (m[2].length() ? 1024 : 1);
   } else {
     throw Error(ErrorKind::kInvalidArgument,
-                "--cells: expected decode_cN[_at_N[k]][_schema] or prefill_N[k] (decode_c1, "
-                "decode_c4_at_128k, decode_c8_schema, prefill_8k, prefill_256), "
+                "--cells: expected decode_cN[_at_N[k]][_schema], verify_cN_wW[_at_N[k]] or "
+                "prefill_N[k] (decode_c1, decode_c4_at_128k, decode_c8_schema, verify_c1_w3, "
+                "prefill_8k, prefill_256), "
                 "got \"" +
                     name + "\"");
   }
@@ -264,7 +272,11 @@ int64_t blocks_needed(const CellSpec& cell, const CellSettings& s, int block_siz
   // Decode runs its steps twice (synchronous, then pipelined with one step more in flight), and
   // twice more when it also samples (host-drawn, then runner-drawn and pipelined).
   // A _schema cell runs its steps once on each of its 2C sequences.
-  const int passes = cell.constrained ? 1 : s.temperature > 0.0f ? 4 : 2;
+  // A verify cell's step pair advances 1 + W positions.
+  const int passes = cell.width > 0         ? 1 + cell.width
+                     : cell.constrained     ? 1
+                     : s.temperature > 0.0f ? 4
+                                            : 2;
   const int64_t len = cell.decode
                           ? decode_context(cell, s) + passes * (s.warmup_steps + s.decode_steps) + 3
                           : cell.tokens;
@@ -284,6 +296,7 @@ json run_cell(ModelRunner& runner, BlockAllocator& blocks, const CellSpec& cell,
                    std::to_string(g.num_state_slots));
   try {
     if (cell.constrained) return run_constrained_decode(runner, blocks, cell, s);
+    if (cell.width > 0) return run_verify(runner, blocks, cell, s);
     return cell.decode ? run_decode(runner, blocks, cell, s) : run_prefill(runner, blocks, cell, s);
   } catch (const std::bad_alloc&) {
     return skipped("out of host memory");

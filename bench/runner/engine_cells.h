@@ -12,6 +12,8 @@
 //                CellSettings::grammar (constrained_cell.h): each step's token masks filled on
 //                the host and applied by the runner, the time inside the masks reported beside
 //                the step's, and C unconstrained sequences' steps alternating with them.
+//   verify_cC_wW (and verify_cC_wW_at_Nk) C sequences' verify steps of W rows each against their
+//                decode steps (verify_cell.h).
 //   prefill_L    (prefill_Nk: N * 1024 tokens) one fresh sequence of L tokens, cold (new slot,
 //                new blocks), in chunks of max_prefill_tokens, timed end to end; `runs` times.
 // forward returns host logits, so it is synchronous and a steady-clock interval covers the work.
@@ -34,9 +36,11 @@ struct CellSpec {
   int64_t tokens = 0;        // prefill: prompt length
   int64_t context = 0;       // decode: prompt length, when the name gives one (else --prompt)
   bool constrained = false;  // decode: "_schema", under CellSettings::grammar
+  int width = 0;             // verify_cC_wW: rows of each sequence's verify slice (2..9); 0 else
 };
 
-// "decode_c4", "decode_c1_at_128k", "decode_c8_schema", "prefill_8k", "prefill_256";
+// "decode_c4", "decode_c1_at_128k", "decode_c8_schema", "verify_c1_w3", "prefill_8k",
+// "prefill_256";
 // Error(kInvalidArgument) naming the cell otherwise.
 CellSpec parse_cell(const std::string& name);
 
