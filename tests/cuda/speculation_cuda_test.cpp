@@ -166,9 +166,9 @@ std::vector<std::byte> saved_state(cuda::CudaModelRunner& r) {
   return bytes;
 }
 
-class CudaRollback : public ::testing::TestWithParam<SpeculativeRollback> {};
+class CudaSpeculationRollback : public ::testing::TestWithParam<SpeculativeRollback> {};
 
-INSTANTIATE_TEST_SUITE_P(Rollback, CudaRollback,
+INSTANTIATE_TEST_SUITE_P(Rollback, CudaSpeculationRollback,
                          ::testing::Values(SpeculativeRollback::kRecords,
                                            SpeculativeRollback::kRecompute),
                          [](const ::testing::TestParamInfo<SpeculativeRollback>& i) {
@@ -176,7 +176,7 @@ INSTANTIATE_TEST_SUITE_P(Rollback, CudaRollback,
                          });
 
 // A verify slice of 4 rows [t0..t3] at P; rows 0..r accepted, then token x at P + r + 1.
-TEST_P(CudaRollback, AfterARejectedDraftTheStateIsTheNonSpeculativeRunsBitForBit) {
+TEST_P(CudaSpeculationRollback, AfterARejectedDraftTheStateIsTheNonSpeculativeRunsBitForBit) {
   if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
   const bool records = GetParam() == SpeculativeRollback::kRecords;
   const auto runner = spec_runner(/*snapshots=*/1);
@@ -358,7 +358,7 @@ std::vector<Outcome> generate(ModelRunner& runner, int k, SpeculativeRollback ro
   return out;
 }
 
-TEST_P(CudaRollback, GreedyWithDraftsEqualsGreedyWithoutAtC1AndC4) {
+TEST_P(CudaSpeculationRollback, GreedyWithDraftsEqualsGreedyWithoutAtC1AndC4) {
   if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
   const auto runner = spec_runner();
   cuda::CudaModelRunner& r = *runner;
