@@ -29,6 +29,11 @@ size_t StepLayout::build(const ForwardBatch& batch, int32_t* packed) {
                     "exceeds the runner's workspace (" + std::to_string(capacity_.max_rows) +
                     " rows, " + std::to_string(capacity_.max_seqs) + " sequences)");
   for (const SequenceSlice& s : batch.seqs)
+    if (s.record_states && !s.decode)
+      throw Error(ErrorKind::kUnsupported,
+                  "CUDA forward: KDA state records of a prompt piece (record_states on a slice "
+                  "that is not decode): the CUDA runner records the rows of verify slices only");
+  for (const SequenceSlice& s : batch.seqs)
     if (int(s.block_table.size()) > capacity_.table_stride)
       throw Error(ErrorKind::kInvalidArgument,
                   "CUDA forward: a block table of " + std::to_string(s.block_table.size()) +

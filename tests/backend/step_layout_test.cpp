@@ -173,6 +173,11 @@ TEST(StepLayout, APlainDecodeStepKeepsOneKdaGroupAndARecomputeSliceRecordsBefore
     EXPECT_EQ(r.seqs()[size_t(i)].record_after, -1) << i;
   }
   EXPECT_EQ(r.decode_groups().size(), 3u);
+  // A prompt piece that records its states is refused, not silently left unrecorded.
+  ForwardBatch recording_prompt;
+  recording_prompt.add_sequence({1, 2, 3}, 0, 0, blocks(0, 1), false);
+  recording_prompt.seqs.back().record_states = true;
+  EXPECT_THROW(r.build(recording_prompt, words.data()), Error);
   // Beyond the sequences the step's layout holds: three decode rows need three.
   StepLayout small = layout(64, 2);
   std::vector<int32_t> few(small.max_packed_words());
