@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -28,6 +29,7 @@
 #include "engine/runtime/scheduler.h"
 #include "engine/runtime/speculation/drafter.h"
 #include "engine/runtime/speculation/speculative_rollback.h"
+#include "engine/runtime/speculation/speculator.h"
 #include "tests/cuda/cuda_test_support.h"
 #include "tinyglm/dummy_weights.h"
 
