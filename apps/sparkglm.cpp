@@ -21,6 +21,7 @@
 #include "engine/runtime/offline_generator.h"
 #include "engine/text/byte_tokenizer.h"
 #include "operator/commands.h"
+#include "tinyglm/checkpoint_quantizer.h"
 #include "tinyglm/checkpoint_writer.h"
 #include "tinyglm/dummy_tokenizer.h"
 #include "tinyglm/dummy_weights.h"
@@ -35,6 +36,8 @@ constexpr const char* kUsage = R"(usage: sparkglm <command> [flags]
        [--weight-format bf16|fp4-local] [--seed N] [--num-layers N] [--shard-mb N] [--force]
   tinyglm tokenizer --preset P --out FILE
        write only the tokenizer.json `tinyglm make` puts beside the checkpoint
+  checkpoint quantize --model DIR --out DIR [--weight-format fp4-local] [--shard-mb N] [--force]
+       the fp4-local copy of a checkpoint whose projections are BF16 (MODEL.md section 7)
   plan [--gpu h200|gb10 --gpus N]      the memory plan of a preset on N devices (without --gpu:
        1, 2, 4 H200 and 2, 4 GB10) [--preset P] [--weight-format fp4-local|bf16]
        [--num-layers N] [--max-num-seqs N] [--max-prefill-tokens N] [--kv-cache-dtype D]
@@ -114,6 +117,21 @@ int cmd_tinyglm_make(const CliArgs& a) {
   const int shards = write_dummy_checkpoint(config, out, options, pool);
   std::printf("wrote %s: %d shard(s), weights %s, %s\n", out.c_str(), shards,
               dummy_identity(options.seed).c_str(), checkpoint_format_name(options.format));
+  return 0;
+}
+
+int cmd_checkpoint_quantize(const CliArgs& a) {
+  a.allow_only({"--model", "--out", "--weight-format", "--shard-mb", "--force", "--threads"});
+  ThreadPool& pool = pool_for(a);
+  CheckpointWriteOptions options;
+  options.max_shard_bytes = a.integer("--shard-mb", 2048, 1, 1 << 20) << 20;
+  options.overwrite = a.has("--force");
+  options.format = checkpoint_format_from_name(a.str("--weight-format", "fp4-local"));
+  const std::string model = a.required("--model"), out = a.required("--out");
+  a.reject_unread("sparkglm checkpoint quantize");
+  const QuantizedCheckpoint q = quantize_checkpoint(model, out, options, pool);
+  std::printf("wrote %s: %d shard(s), weights %s\n", out.c_str(), q.shards,
+              q.weights_identity.c_str());
   return 0;
 }
 
@@ -299,6 +317,11 @@ int run(const std::vector<std::string>& args) {
                   "expected `sparkglm tinyglm make ...` or `sparkglm tinyglm tokenizer ...`");
     const CliArgs rest_flags({args.begin() + 2, args.end()}, switches);
     return args[1] == "make" ? cmd_tinyglm_make(rest_flags) : cmd_tinyglm_tokenizer(rest_flags);
+  }
+  if (cmd == "checkpoint") {
+    if (args.size() < 2 || args[1] != "quantize")
+      throw Error(ErrorKind::kInvalidArgument, "expected `sparkglm checkpoint quantize ...`");
+    return cmd_checkpoint_quantize(CliArgs({args.begin() + 2, args.end()}, switches));
   }
   const CliArgs flags({args.begin() + 1, args.end()}, switches);
   if (cmd == "plan") return cmd_plan(flags);

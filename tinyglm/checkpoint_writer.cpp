@@ -11,7 +11,6 @@
 #include "engine/text/byte_tokenizer.h"
 #include "tinyglm/dummy_tokenizer.h"
 #include "tinyglm/dummy_weights.h"
-#include "tinyglm/stored_weights.h"
 
 namespace sparkglm {
 
@@ -51,9 +50,9 @@ std::string shard_name(int index, int count) {
 
 }  // namespace
 
-int write_dummy_checkpoint(const ModelConfig& config, const std::string& dir,
-                           const CheckpointWriteOptions& options, ThreadPool& pool) {
-  config.validate();
+int write_checkpoint(const ModelConfig& config, const StoredWeights& stored,
+                     const std::string& weights_identity, const TokenizerFiles& tokenizer,
+                     const std::string& dir, const CheckpointWriteOptions& options) {
   const fs::path target(dir);
   if (fs::exists(target) && !fs::is_empty(target) && !options.overwrite)
     throw Error(ErrorKind::kInvalidArgument,
@@ -61,9 +60,6 @@ int write_dummy_checkpoint(const ModelConfig& config, const std::string& dir,
   const fs::path staging = target.string() + ".partial";
   fs::remove_all(staging);
   fs::create_directories(staging);
-
-  const StoredWeights stored =
-      stored_weights(config, make_dummy_weights(config, options.seed, pool), options.format, pool);
 
   // Group tensors (in checkpoint order) into shards of at most max_shard_bytes.
   std::vector<std::vector<std::pair<std::string, TensorView>>> shards(1);
@@ -81,8 +77,8 @@ int write_dummy_checkpoint(const ModelConfig& config, const std::string& dir,
 
   nlohmann::json weight_map = nlohmann::json::object();
   const int count = int(shards.size());
-  const std::map<std::string, std::string> metadata{
-      {"format", "pt"}, {"sparkglm_weights", dummy_identity(options.seed)}};
+  const std::map<std::string, std::string> metadata{{"format", "pt"},
+                                                    {"sparkglm_weights", weights_identity}};
   for (int i = 0; i < count; ++i) {
     const std::string name = shard_name(i + 1, count);
     write_safetensors((staging / name).string(), shards[size_t(i)], metadata);
@@ -92,17 +88,32 @@ int write_dummy_checkpoint(const ModelConfig& config, const std::string& dir,
                              {"weight_map", weight_map}};
   write_text(staging / "model.safetensors.index.json", index.dump(2) + "\n");
   write_text(staging / "config.json", hf_config_json(config, options.format).dump(2) + "\n");
-  // The byte vocabulary where the model has it; otherwise a BPE vocabulary of the model's size, so
-  // that every id the model can sample decodes to text.
-  const bool bytes = config.vocab_size == ByteTokenizer::kVocabSize;
-  write_text(staging / "tokenizer.json",
-             bytes ? ByteTokenizer::hf_tokenizer_json() : dummy_tokenizer_json(config));
-  write_text(staging / "tokenizer_config.json", bytes ? ByteTokenizer::hf_tokenizer_config_json()
-                                                      : dummy_tokenizer_config_json(config));
+  if (!tokenizer.tokenizer_json.empty())
+    write_text(staging / "tokenizer.json", tokenizer.tokenizer_json);
+  if (!tokenizer.tokenizer_config_json.empty())
+    write_text(staging / "tokenizer_config.json", tokenizer.tokenizer_config_json);
 
   if (fs::exists(target)) fs::remove_all(target);
   fs::rename(staging, target);
   return count;
+}
+
+int write_dummy_checkpoint(const ModelConfig& config, const std::string& dir,
+                           const CheckpointWriteOptions& options, ThreadPool& pool) {
+  config.validate();
+  const fs::path target(dir);
+  if (fs::exists(target) && !fs::is_empty(target) && !options.overwrite)  // before the weights
+    throw Error(ErrorKind::kInvalidArgument,
+                dir + " exists and is not empty; choose another --out or pass --force");
+  const StoredWeights stored =
+      stored_weights(config, make_dummy_weights(config, options.seed, pool), options.format, pool);
+  // The byte vocabulary where the model has it; otherwise a BPE vocabulary of the model's size, so
+  // that every id the model can sample decodes to text.
+  const bool bytes = config.vocab_size == ByteTokenizer::kVocabSize;
+  const TokenizerFiles tokenizer{
+      bytes ? ByteTokenizer::hf_tokenizer_json() : dummy_tokenizer_json(config),
+      bytes ? ByteTokenizer::hf_tokenizer_config_json() : dummy_tokenizer_config_json(config)};
+  return write_checkpoint(config, stored, dummy_identity(options.seed), tokenizer, dir, options);
 }
 
 }  // namespace sparkglm

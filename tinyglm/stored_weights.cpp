@@ -71,20 +71,20 @@ std::function<void()> add_quantized(OwnedTensors& out, std::vector<std::string>&
 
 }  // namespace
 
-StoredWeights stored_weights(const ModelConfig& config, std::shared_ptr<OwnedTensors> dummy,
+StoredWeights stored_weights(const ModelConfig& config, std::shared_ptr<const TensorSource> source,
                              CheckpointFormat format, ThreadPool& pool) {
   const auto specs = checkpoint_tensors(config);
   StoredWeights s;
   for (const TensorSpec& spec : specs) s.order.push_back(spec.name);
   if (format == CheckpointFormat::kBf16) {
-    s.tensors = std::move(dummy);
+    s.tensors = std::move(source);
     return s;
   }
-  auto out = std::make_shared<OwnedTensors>(dummy->identity());
+  auto out = std::make_shared<OwnedTensors>(source->identity());
   s.order.clear();
   std::vector<std::function<void()>> jobs;
   for (const TensorSpec& spec : specs) {
-    const TensorView view = *dummy->find(spec.name);
+    const TensorView view = *source->find(spec.name);
     const WeightFormat f = weight_format(config, spec, format);
     if (f != WeightFormat::kAsLaidOut) {
       jobs.push_back(add_quantized(*out, s.order, config, spec, f, view));

@@ -24,8 +24,9 @@ struct StoredWeights {
   std::vector<std::string> order;  // checkpoint order: each weight, then its scale tensors
 };
 
-// `dummy` holds checkpoint_tensors(config) as make_dummy_weights makes them.
-StoredWeights stored_weights(const ModelConfig& config, std::shared_ptr<OwnedTensors> dummy,
+// `source` holds checkpoint_tensors(config) as make_dummy_weights makes them (the projections a
+// format quantizes in BF16): the dummy weights, or a checkpoint checked by checkpoint_quantizer.h.
+StoredWeights stored_weights(const ModelConfig& config, std::shared_ptr<const TensorSource> source,
                              CheckpointFormat format, ThreadPool& pool);
 
 }  // namespace sparkglm
