@@ -3,28 +3,18 @@
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
 #include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/moe_decode_device.cuh"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
 
 namespace {
 
-constexpr int kSplitK = 4;  // warps per block, each a contiguous quarter of k
+using namespace moe_decode;
+
 constexpr int kStages = 4;  // 32-k blocks of W loaded ahead per warp
-constexpr int kRows = 16;   // W rows per block (the MMA's 16 rows)
 constexpr int64_t kKMultiple = 32 * kSplitK * kStages;
-
-constexpr int kGroup = 8;               // pairs per group: the MMA's 8 columns
-constexpr int kGroupInts = 1 + kGroup;  // expert, then its pairs (-1: an empty column)
 constexpr int kRouterMaxExpertsForGroups = 1024;
-
-__device__ __forceinline__ float swiglu(float gv, float uv, float limit) {
-  if (limit > 0.0f) {  // std::min / std::clamp's comparisons: a NaN passes through
-    gv = limit < gv ? limit : gv;
-    uv = uv < -limit ? -limit : (limit < uv ? limit : uv);
-  }
-  return gv / (1.0f + expf(-gv)) * uv;
-}
 
 // One block. groups[0] = number of groups; group i at groups + 1 + i * kGroupInts: its expert,
 // then up to 8 of its pairs in pair order (-1 fills a group's unused columns). Experts in
@@ -90,29 +80,6 @@ __device__ __forceinline__ void rows_times_x(const uint16_t* w, int64_t k, int64
       mma_bf16(acc, wa[u].z, wb[u].z, wa[u].w, wb[u].w, xv.z, xv.w);
     }
   }
-}
-
-// Sums the kSplitK warps' fragments in warp order into warp 0's acc (rows g and g + 8 of this
-// lane, columns 2t and 2t + 1); true in warp 0.
-__device__ __forceinline__ bool reduce_warps(float (*partial)[32][4], float* acc) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (warp > 0)
-    for (int i = 0; i < 4; ++i) partial[warp - 1][lane][i] = acc[i];
-  __syncthreads();
-  if (warp != 0) return false;
-#pragma unroll
-  for (int w = 0; w < kSplitK - 1; ++w)
-    for (int i = 0; i < 4; ++i) acc[i] = acc[i] + partial[w][lane][i];
-  return true;
-}
-
-// The group of this block (blockIdx.y) or null past the count; this lane's column's pair (-1:
-// none) in *pair.
-__device__ __forceinline__ const int32_t* block_group(const MoeExpertArgs& a, int* pair) {
-  if (int(blockIdx.y) >= a.groups[0]) return nullptr;
-  const int32_t* grp = a.groups + 1 + int64_t(blockIdx.y) * kGroupInts;
-  *pair = grp[1 + ((threadIdx.x & 31) >> 2)];
-  return grp;
 }
 
 // Grid: (W / 16, max groups). h[pair][n] = SiLU(min(g_n, L)) * clamp(u_n, -L, L), 16 rows n, for
@@ -213,6 +180,19 @@ void moe_experts_decode(const MoeExpertArgs& a, cudaStream_t stream) {
     SPARKGLM_CUDA_CHECK(cudaGetLastError());
     gemv_bf16(a.shared_h, a.tokens, a.shared_down, a.hidden, a.width, a.shared_y, stream);
   }
+  combine_kernel<<<unsigned(a.tokens), 256, 0, stream>>>(a);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+void moe_decode_group(const MoeExpertArgs& a, cudaStream_t stream) {
+  SPARKGLM_ASSERT(
+      a.groups != nullptr && a.n_experts > 0 && a.n_experts <= kRouterMaxExpertsForGroups,
+      "moe_decode_group: needs the groups workspace and 1..1024 experts");
+  group_kernel<<<1, 256, 0, stream>>>(a, a.n_experts);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+void moe_decode_combine(const MoeExpertArgs& a, cudaStream_t stream) {
   combine_kernel<<<unsigned(a.tokens), 256, 0, stream>>>(a);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }

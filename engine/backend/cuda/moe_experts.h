@@ -43,4 +43,10 @@ int64_t moe_decode_group_ints(int64_t tokens, int top_k);
 
 void moe_experts_decode(const MoeExpertArgs& args, cudaStream_t stream);
 
+// The first and last steps of moe_experts_decode, for the quantized variant
+// (moe_quant_experts.h), which shares them: the grouping of the pairs into `groups`, and the
+// combine of y (and shared_y when shared_gate_up is not null) into out.
+void moe_decode_group(const MoeExpertArgs& args, cudaStream_t stream);
+void moe_decode_combine(const MoeExpertArgs& args, cudaStream_t stream);
+
 }  // namespace sparkglm::cuda
