@@ -5,6 +5,7 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/grouped_gemm.h"
+#include "engine/backend/cuda/moe_prefill_quant.h"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -118,10 +119,11 @@ size_t moe_prefill_workspace_bytes(int64_t tokens, int top_k, int n_experts, int
 
 void moe_experts_prefill(const MoePrefillArgs& a, Gemm&, cudaStream_t stream) {
   const int E = a.n_experts;
+  const bool quant = a.quant != nullptr;
   if (a.hidden % 8 != 0 || a.width % 8 != 0 || a.top_k <= 0 || E <= 0 ||
-      (!a.device_gate_up && int64_t(a.gate_up.size()) != E) ||
-      (!a.device_down && int64_t(a.down.size()) != E) ||
-      (a.shared_gate_up != nullptr) != (a.shared_down != nullptr))
+      (!quant && !a.device_gate_up && int64_t(a.gate_up.size()) != E) ||
+      (!quant && !a.device_down && int64_t(a.down.size()) != E) ||
+      (!quant && (a.shared_gate_up != nullptr) != (a.shared_down != nullptr)))
     throw Error(ErrorKind::kInvalidArgument,
                 "moe_experts_prefill: hidden and width must be multiples of 8, top_k > 0, "
                 "gate_up / down must hold n_experts (" +
@@ -133,18 +135,18 @@ void moe_experts_prefill(const MoePrefillArgs& a, Gemm&, cudaStream_t stream) {
   if (P + T > int64_t(0x7fffffff))
     throw Error(ErrorKind::kInvalidArgument, "moe_experts_prefill: too many rows for int32");
   const Layout l = carve(a.workspace, T, a.top_k, E, D, W);
-  const bool shared = a.shared_gate_up != nullptr;
+  const bool shared = quant ? a.quant->shared_gate != nullptr : a.shared_gate_up != nullptr;
   const int32_t shared_rows = shared ? int32_t(T) : 0;
 
   // Host lists only (tests, G1): their pointers go to the workspace, a stream-ordered copy.
   const uint16_t* const* gate_up = a.device_gate_up;
   const uint16_t* const* down = a.device_down;
-  if (!gate_up) {
+  if (!gate_up && !quant) {
     SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(l.tables, a.gate_up.data(), size_t(E) * sizeof(void*),
                                         cudaMemcpyHostToDevice, stream));
     gate_up = l.tables;
   }
-  if (!down) {
+  if (!down && !quant) {
     SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(l.tables + E, a.down.data(), size_t(E) * sizeof(void*),
                                         cudaMemcpyHostToDevice, stream));
     down = l.tables + E;
@@ -166,24 +168,42 @@ void moe_experts_prefill(const MoePrefillArgs& a, Gemm&, cudaStream_t stream) {
   g.tile_offsets = l.tile_offsets;
   g.max_rows = P + shared_rows;
   g.w_count = E;
-  grouped_gemm_plan(l.offsets, g.groups, g.tile_rows, l.tile_offsets, stream);
+  if (quant) {
+    MoePrefillQuantGemms q;
+    q.n_experts = E;
+    q.hidden = D;
+    q.width = W;
+    q.clamp_limit = a.clamp_limit;
+    q.tile_rows = g.tile_rows;
+    q.pairs = P;
+    q.shared_rows = shared_rows;
+    q.x = a.x;
+    q.counts = l.counts;
+    q.offsets = l.offsets;
+    q.token_of_row = l.token_of_row;
+    q.h = l.h;
+    q.y = l.y;
+    moe_prefill_quant_gemms(q, *a.quant, a.quant_scratch, a.quant_chunk, stream);
+  } else {
+    grouped_gemm_plan(l.offsets, g.groups, g.tile_rows, l.tile_offsets, stream);
 
-  // gate_up [2W, D] with the clamped SwiGLU on the way out: h = [rows, W] BF16.
-  g.a = a.x;
-  g.a_rows = l.token_of_row;
-  g.w = gate_up;
-  g.w_last = a.shared_gate_up;
-  g.n = W;
-  g.k = D;
-  grouped_gemm_swiglu(g, a.clamp_limit, l.h, stream);
-  // down [D, W]: y = [rows, D] FP32.
-  g.a = l.h;
-  g.a_rows = nullptr;
-  g.w = down;
-  g.w_last = a.shared_down;
-  g.n = D;
-  g.k = W;
-  grouped_gemm(g, l.y, stream);
+    // gate_up [2W, D] with the clamped SwiGLU on the way out: h = [rows, W] BF16.
+    g.a = a.x;
+    g.a_rows = l.token_of_row;
+    g.w = gate_up;
+    g.w_last = a.shared_gate_up;
+    g.n = W;
+    g.k = D;
+    grouped_gemm_swiglu(g, a.clamp_limit, l.h, stream);
+    // down [D, W]: y = [rows, D] FP32.
+    g.a = l.h;
+    g.a_rows = nullptr;
+    g.w = down;
+    g.w_last = a.shared_down;
+    g.n = D;
+    g.k = W;
+    grouped_gemm(g, l.y, stream);
+  }
 
   combine_kernel<<<unsigned(T), 256, 0, stream>>>(l.y, l.slot, a.weights, a.top_k,
                                                   shared ? l.offsets + E : nullptr, D, a.out);

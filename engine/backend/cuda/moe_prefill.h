@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/moe_quant_experts.h"
 
 namespace sparkglm::cuda {
 
@@ -35,6 +36,12 @@ struct MoePrefillArgs {
   const uint16_t* shared_down = nullptr;     // [D, W]
   void* workspace = nullptr;                 // moe_prefill_workspace_bytes(), 256-byte aligned
   float* out = nullptr;                      // [T, D]
+  // Quantized experts (moe_prefill_quant.h): when set, the weights come from `quant` (gate_up,
+  // down, their device arrays and shared_gate_up / shared_down are not read) through a BF16
+  // scratch of moe_prefill_quant_scratch_bytes(quant_chunk, D, W) bytes.
+  const MoeQuantExperts* quant = nullptr;
+  void* quant_scratch = nullptr;
+  int quant_chunk = 0;
 };
 
 size_t moe_prefill_workspace_bytes(int64_t tokens, int top_k, int n_experts, int64_t hidden,

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "engine/backend/cuda/device_math.cuh"
 #include "engine/backend/cuda/moe_quant_experts.h"
@@ -40,6 +41,22 @@ __device__ __forceinline__ float e2m1_to_f32_dev(uint32_t nibble) {
   const uint32_t exp = (nibble >> 1) & 3u, man = nibble & 1u;
   const uint32_t mag = exp == 0 ? (man ? 0x3f000000u : 0u) : (((exp + 126u) << 23) | (man << 22));
   return __uint_as_float(mag | ((nibble & 8u) << 28));
+}
+
+// fn(std::integral_constant<QuantFormat, f>{}): a host switch to the kernel template of format f.
+template <typename Fn>
+void by_format(QuantFormat f, Fn&& fn) {
+  switch (f) {
+    case QuantFormat::kNvfp4:
+      fn(std::integral_constant<QuantFormat, QuantFormat::kNvfp4>{});
+      break;
+    case QuantFormat::kMxfp8:
+      fn(std::integral_constant<QuantFormat, QuantFormat::kMxfp8>{});
+      break;
+    case QuantFormat::kFp8Block:
+      fn(std::integral_constant<QuantFormat, QuantFormat::kFp8Block>{});
+      break;
+  }
 }
 
 }  // namespace sparkglm::cuda::moe_quant

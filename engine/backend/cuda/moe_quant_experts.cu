@@ -2,7 +2,6 @@
 
 #include <initializer_list>
 #include <string>
-#include <type_traits>
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
@@ -222,21 +221,6 @@ void launch_down(const QuantDecodeArgs& q, unsigned pairs, cudaStream_t stream) 
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
-template <typename Fn>
-void by_format(QuantFormat f, Fn&& fn) {
-  switch (f) {
-    case QuantFormat::kNvfp4:
-      fn(std::integral_constant<QuantFormat, QuantFormat::kNvfp4>{});
-      break;
-    case QuantFormat::kMxfp8:
-      fn(std::integral_constant<QuantFormat, QuantFormat::kMxfp8>{});
-      break;
-    case QuantFormat::kFp8Block:
-      fn(std::integral_constant<QuantFormat, QuantFormat::kFp8Block>{});
-      break;
-  }
-}
-
 // Why `op` cannot feed the decode kernels (empty when it can).
 std::string operand_problem(const MoeQuantOperand& op) {
   if (!op.data) return "no data array";
@@ -334,8 +318,10 @@ void moe_experts_decode_quantized(const MoeExpertArgs& args, const MoeQuantExper
   const unsigned pairs = unsigned(a.tokens * a.top_k);  // the most groups there can be
   moe_decode_group(a, stream);
   const QuantDecodeArgs qa{a, q.gate, q.up, q.down};
-  by_format(q.gate.format, [&](auto f) { launch_experts<decltype(f)::value>(qa, pairs, stream); });
-  by_format(q.down.format, [&](auto f) { launch_down<decltype(f)::value>(qa, pairs, stream); });
+  moe_quant::by_format(q.gate.format,
+                       [&](auto f) { launch_experts<decltype(f)::value>(qa, pairs, stream); });
+  moe_quant::by_format(q.down.format,
+                       [&](auto f) { launch_down<decltype(f)::value>(qa, pairs, stream); });
   if (shared) {
     const int64_t T = a.tokens, W = a.width;
     shared_linear(*q.shared_gate, a.x, T, a.shared_gu, stream);
