@@ -9,6 +9,8 @@
 #include "engine/backend/cuda/linear_f32.h"
 #include "engine/backend/cuda/moe_experts.h"
 #include "engine/backend/cuda/moe_prefill.h"
+#include "engine/backend/cuda/moe_prefill_quant.h"
+#include "engine/backend/cuda/moe_quant_experts.h"
 #include "engine/backend/cuda/moe_router.h"
 #include "engine/backend/cuda/runner_kernels.h"
 
@@ -32,6 +34,8 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
                 config_.routed_scaling_factor, ws_.experts, ws_.expert_weights, stream_);
   profile_.mark("moe.experts", stream_);
   const ExpertTable& table = experts_.at(layer);
+  // Quantized routed experts (FP4-Local): the same paths with weights dequantized on the fly.
+  const MoeQuantExperts* quant = table.quant ? &table.quant->experts() : nullptr;
   const SwiGluWeights* shared = w.moe.shared ? &*w.moe.shared : nullptr;
   // Decode rows (the first `dec`) stream their experts' weights per token, in pieces of at most
   // kDecodeMaxRows; prompt rows go through the grouped GEMMs. Each path's per-token sums do not
@@ -63,7 +67,10 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
     a.shared_gu = ws_.moe_shared_gu;
     a.shared_h = ws_.moe_shared_h;
     a.shared_y = ws_.moe_shared_y;
-    moe_experts_decode(a, stream_);
+    if (quant)
+      moe_experts_decode_quantized(a, *quant, stream_);
+    else
+      moe_experts_decode(a, stream_);
   }
   if (T == dec) return;
   MoePrefillArgs a;
@@ -73,6 +80,9 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
   a.device_gate_up = table.device_gate_up;
   a.device_down = table.device_down;
   a.workspace = ws_.moe_prefill_ws;
+  a.quant = quant;
+  a.quant_scratch = expert_dequant_.data();
+  a.quant_chunk = kMoePrefillQuantChunk;
   moe_experts_prefill(a, gemm_, stream_);
 }
 

@@ -10,6 +10,8 @@
 #include "engine/backend/cuda/kda.h"
 #include "engine/backend/cuda/mhc.h"
 #include "engine/backend/cuda/mla_decode.h"
+#include "engine/backend/cuda/moe_prefill_quant.h"
+#include "engine/backend/cuda/moe_quant_table.h"
 #include "engine/backend/cuda/norms.h"
 #include "engine/backend/cuda/runner_kernels.h"
 #include "engine/core/error.h"
@@ -164,10 +166,19 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
   }
   const int64_t E = config_.n_routed_experts;
   std::vector<const uint16_t*> all;
+  // Quantized routed experts (FP4-Local) go through MoeQuantTable instead; their BF16 slots stay
+  // null.
+  bool any_quant = false;
   for (const LayerWeights* l : moe_layers) {
-    for (const auto& e : l->moe.experts) all.push_back(fused(e));
-    for (const auto& e : l->moe.experts) all.push_back(e.down.bf16());
-    if (l->moe.shared) fused(*l->moe.shared);
+    const bool quant = MoeQuantTable::quantized(l->moe);
+    any_quant = any_quant || quant;
+    for (const auto& e : l->moe.experts) all.push_back(quant ? nullptr : fused(e));
+    for (const auto& e : l->moe.experts) all.push_back(quant ? nullptr : e.down.bf16());
+    if (l->moe.shared && !quant) {
+      SPARKGLM_ASSERT(!l->moe.shared->gate.quantized() && !l->moe.shared->down.quantized(),
+                      "device weights: a quantized shared expert needs quantized routed experts");
+      fused(*l->moe.shared);
+    }
   }
   for (const auto& l : mw.layers)
     if (l.dense_mlp) fused(l.mlp);
@@ -182,8 +193,14 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
     t.down.assign(all.begin() + int64_t(i) * 2 * E + E, all.begin() + int64_t(i + 1) * 2 * E);
     t.device_gate_up = dev + int64_t(i) * 2 * E;
     t.device_down = dev + int64_t(i) * 2 * E + E;
+    if (MoeQuantTable::quantized(moe_layers[i]->moe))
+      t.quant = MoeQuantTable::build(moe_layers[i]->moe, config_.hidden_size,
+                                     config_.moe_intermediate_size);
     experts_[moe_index[i]] = std::move(t);
   }
+  if (any_quant)
+    expert_dequant_ = DeviceBuffer(moe_prefill_quant_scratch_bytes(
+        kMoePrefillQuantChunk, config_.hidden_size, config_.moe_intermediate_size));
 }
 
 CudaModelRunner::~CudaModelRunner() {

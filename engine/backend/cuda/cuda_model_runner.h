@@ -23,12 +23,14 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "engine/backend/cuda/device_buffer.h"
 #include "engine/backend/cuda/device_weights.h"
 #include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/moe_quant_table.h"
 #include "engine/backend/cuda/runner_buffers.h"
 #include "engine/backend/cuda/step_inputs.h"
 #include "engine/backend/cuda/step_profiler.h"
@@ -152,12 +154,14 @@ class CudaModelRunner : public ModelRunner {
   // Each MoE layer's experts as [2W, D] gate/up and [D, W] down operands: host lists for the
   // prefill path, device pointer arrays for the decode kernel.
   struct ExpertTable {
-    std::vector<const uint16_t*> gate_up, down;
+    std::vector<const uint16_t*> gate_up, down;  // BF16 experts (null for quantized ones)
     const uint16_t* const* device_gate_up = nullptr;
     const uint16_t* const* device_down = nullptr;
+    std::optional<MoeQuantTable> quant;  // quantized routed experts (moe_quant_experts.h)
   };
   std::map<int, ExpertTable> experts_;  // by layer index (the MTP layer included)
   DeviceBuffer expert_pointers_;
+  DeviceBuffer expert_dequant_;  // prefill's BF16 scratch with quantized experts
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // (rows, length bucket) -> graph
   // Per graph: the profile marks before its capture and the parts it marked (profiling on).
   std::map<std::pair<int, int>, std::pair<size_t, std::vector<const char*>>> graph_marks_;

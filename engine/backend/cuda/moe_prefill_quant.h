@@ -34,6 +34,10 @@ struct MoePrefillQuantGemms {
   float* y = nullptr;                     // [rows, D] FP32
 };
 
+// The experts a prefill step dequantizes at once (the runner's scratch: 4 * 3 * W * D * 2 bytes,
+// 200 MB at glm-5.3-flash shapes).
+inline constexpr int kMoePrefillQuantChunk = 4;
+
 // Scratch bytes for `chunk` experts at once: their BF16 gate_up [2W, D] and down [D, W], with a
 // few hundred bytes of tables (the shared expert reuses the first slot).
 size_t moe_prefill_quant_scratch_bytes(int chunk, int64_t hidden, int64_t width);
