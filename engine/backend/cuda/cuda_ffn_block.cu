@@ -1,7 +1,9 @@
 // The feed-forward block of the CUDA runner (MODEL.md section 5): the dense SwiGLU of the first
 // layers, or the MoE (FP32 router, top-k choice, routed experts, shared expert, combine). Decode
 // rows stream each chosen expert's weights per token; prompt rows are grouped by expert on the
-// device (moe_experts_prefill: grouped GEMMs, no host sync).
+// device (moe_experts_prefill: grouped GEMMs, no host sync). A layer whose routed experts are
+// quantized (FP4-Local) takes the same two paths over its MoeQuantTable: moe_quant_experts.h
+// dequantizes in registers, moe_prefill_quant.h through a bounded BF16 scratch.
 #include <algorithm>
 
 #include "engine/backend/cuda/cuda_check.h"
