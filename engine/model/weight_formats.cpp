@@ -214,10 +214,12 @@ bool is_auxiliary_tensor_name(const std::string& name) {
          ends_with(name, kScale2Suffix) || ends_with(name, kInputScaleSuffix);
 }
 
-std::vector<float> dequantize_linear(const TensorSource& src, const std::string& weight_name,
-                                     int64_t rows, int64_t cols) {
+namespace {
+
+StoredWeight stored_weight(const TensorSource& src, const std::string& weight_name, int64_t rows,
+                           int64_t cols, const char* caller) {
   if (rows <= 0 || cols <= 0 || rows > std::numeric_limits<int64_t>::max() / cols) {
-    throw Error(ErrorKind::kInvalidArgument, "dequantize_linear('" + weight_name + "'): [" +
+    throw Error(ErrorKind::kInvalidArgument, std::string(caller) + "('" + weight_name + "'): [" +
                                                  std::to_string(rows) + ", " +
                                                  std::to_string(cols) + "] is not a matrix shape");
   }
@@ -229,14 +231,21 @@ std::vector<float> dequantize_linear(const TensorSource& src, const std::string&
                                ? weight_name.substr(0, weight_name.size() - 7)
                                : weight_name;
   auto beside = [&](const char* suffix) { return Beside{stem + suffix, src.find(stem + suffix)}; };
-  const StoredWeight w{weight_name,
-                       *view,
-                       rows,
-                       cols,
-                       beside(kScaleInvSuffix),
-                       beside(kScaleSuffix),
-                       beside(kScale2Suffix),
-                       beside(kInputScaleSuffix)};
+  return StoredWeight{weight_name,
+                      *view,
+                      rows,
+                      cols,
+                      beside(kScaleInvSuffix),
+                      beside(kScaleSuffix),
+                      beside(kScale2Suffix),
+                      beside(kInputScaleSuffix)};
+}
+
+}  // namespace
+
+std::vector<float> dequantize_linear(const TensorSource& src, const std::string& weight_name,
+                                     int64_t rows, int64_t cols) {
+  const StoredWeight w = stored_weight(src, weight_name, rows, cols, "dequantize_linear");
   switch (w.view.dtype) {
     case DType::kF32:
     case DType::kF16:
@@ -251,6 +260,58 @@ std::vector<float> dequantize_linear(const TensorSource& src, const std::string&
               "; a projection is stored as F32, F16, BF16, F8_E4M3 (block FP8 or MXFP8) or U8 "
               "(NVFP4)");
   }
+}
+
+Linear stored_linear(const TensorSource& src, const std::string& weight_name, int64_t rows,
+                     int64_t cols) {
+  const StoredWeight w = stored_weight(src, weight_name, rows, cols, "stored_linear");
+  Linear out{w.view.dtype, rows, cols, w.view.data};
+  if (w.view.dtype == DType::kF8E4M3) {
+    // The same checks as the dequantizer, on shapes and dtypes only: the bytes are not read.
+    w.expect_shape({rows, cols}, "F8_E4M3");
+    if (w.scale_inv.view.has_value() == w.scale.view.has_value()) {
+      invalid("F8_E4M3 weight " + w.described_as_projection() + " needs exactly one of '" +
+              w.scale_inv.name + "' (block FP8) and '" + w.scale.name + "' (MXFP8)");
+    }
+    refuse(w.scale_2, w.name, "FP8");
+    w.check_input_scale();
+    if (w.scale_inv.view) {
+      expect(w.scale_inv, {DType::kF32},
+             {(rows + kFp8Block - 1) / kFp8Block, (cols + kFp8Block - 1) / kFp8Block},
+             "one per 128x128 block of " + w.described_as_projection());
+      out.format = LinearFormat::kFp8Block;
+      out.scale_inv = reinterpret_cast<const float*>(w.scale_inv.view->data);
+      return out;
+    }
+    if (cols % kMxBlock != 0) {
+      invalid("MXFP8 weight " + w.described_as_projection() +
+              " needs cols divisible by 32 (one scale per 32 values)");
+    }
+    expect(w.scale, {DType::kF8E8M0, DType::kU8}, {rows, cols / kMxBlock},
+           "one per 32 values of " + w.described_as_projection());
+    out.format = LinearFormat::kMxfp8;
+    out.scale = reinterpret_cast<const uint8_t*>(w.scale.view->data);
+    return out;
+  }
+  if (w.view.dtype == DType::kU8) {
+    if (cols % kNvBlock != 0) {
+      invalid("NVFP4 weight " + w.described_as_projection() +
+              " needs cols divisible by 16 (one scale per 16 values)");
+    }
+    w.expect_shape({rows, cols / 2}, "NVFP4 (two E2M1 per U8)");
+    refuse(w.scale_inv, w.name, "NVFP4");
+    if (!w.scale.view) invalid("NVFP4 weight needs '" + w.scale.name + "'");
+    if (!w.scale_2.view) invalid("NVFP4 weight needs '" + w.scale_2.name + "' (F32 [] or [1])");
+    expect(w.scale, {DType::kF8E4M3}, {rows, cols / kNvBlock},
+           "one per 16 values of " + w.described_as_projection());
+    w.check_input_scale();
+    out.format = LinearFormat::kNvfp4;
+    out.scale = reinterpret_cast<const uint8_t*>(w.scale.view->data);
+    out.global_scale = scalar_f32(w.scale_2, "the global scale of " + w.described_as_projection());
+    return out;
+  }
+  invalid("tensor '" + weight_name + "' is " + described(w.view) +
+          "; a projection kept in its stored format is F8_E4M3 (block FP8 or MXFP8) or U8 (NVFP4)");
 }
 
 }  // namespace sparkglm

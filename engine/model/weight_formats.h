@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/model/tensor_source.h"
+#include "engine/model/weights.h"
 
 namespace sparkglm {
 
@@ -28,6 +29,13 @@ namespace sparkglm {
 // an Error(kInvalidCheckpoint) naming the tensor and what was expected.
 std::vector<float> dequantize_linear(const TensorSource& src, const std::string& weight_name,
                                      int64_t rows, int64_t cols);
+
+// `weight_name` as stored, F8_E4M3 or U8, described without reading its bytes (the device
+// loader's view): format, data, scale or scale_inv, and global_scale read from weight_scale_2
+// (which must therefore be host memory). The same shape and dtype checks as dequantize_linear, the
+// same Error(kInvalidCheckpoint) naming the tensor.
+Linear stored_linear(const TensorSource& src, const std::string& weight_name, int64_t rows,
+                     int64_t cols);
 
 // True for the scale tensors that accompany a quantized weight (.weight_scale_inv, .weight_scale,
 // .weight_scale_2, .input_scale), which the weight binder accepts without binding them itself.

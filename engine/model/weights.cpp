@@ -19,7 +19,8 @@ namespace {
 // names were used so that leftovers can be reported as unknown.
 class Binder {
  public:
-  Binder(const TensorSource& src, ModelWeights& out) : src_(src), out_(out) {}
+  Binder(const TensorSource& src, ModelWeights& out, ModelWeights::Quantized quantized)
+      : src_(src), out_(out), quantized_(quantized) {}
 
   TensorView require(const std::string& name, const std::vector<int64_t>& shape) {
     auto view = src_.find(name);
@@ -51,6 +52,9 @@ class Binder {
                              " does not match the config, expected " + shape_string({rows, cols}));
       return Linear{view->dtype, rows, cols, view->data};
     }
+    const bool stored_quantized = view->dtype == DType::kF8E4M3 || view->dtype == DType::kU8;
+    if (stored_quantized && quantized_ == ModelWeights::Quantized::kKeep)
+      return stored_linear(src_, name, rows, cols);
     out_.owned.push_back(dequantize_linear(src_, name, rows, cols));
     return Linear{DType::kF32, rows, cols, out_.owned.back().data()};
   }
@@ -90,6 +94,7 @@ class Binder {
  private:
   const TensorSource& src_;
   ModelWeights& out_;
+  ModelWeights::Quantized quantized_;
   std::set<std::string> used_;
 };
 
@@ -172,12 +177,13 @@ void bind_ffn(Binder& b, const ModelConfig& c, const std::string& p, bool dense,
 
 }  // namespace
 
-ModelWeights ModelWeights::bind(const ModelConfig& c, std::shared_ptr<const TensorSource> source) {
+ModelWeights ModelWeights::bind(const ModelConfig& c, std::shared_ptr<const TensorSource> source,
+                                Quantized quantized) {
   c.validate();
   ModelWeights w;
   w.source = source;
   w.identity = source->identity();
-  Binder b(*source, w);
+  Binder b(*source, w, quantized);
   const int64_t d = c.hidden_size;
   w.embed = b.linear("model.embed_tokens.weight", c.vocab_size, d);
   w.final_norm = b.f32("model.norm.weight", {d});

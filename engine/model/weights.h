@@ -143,10 +143,18 @@ struct ModelWeights {
   std::shared_ptr<const TensorSource> source;  // keeps zero-copy tensors alive
   std::vector<std::vector<float>> owned;  // converted tensors; moving a vector keeps its buffer
 
+  // How bind treats a projection stored quantized (F8_E4M3 or U8, weight_formats.h):
+  //   kDequantize  dense FP32 in `owned` (the CPU backend)
+  //   kKeep        a Linear of its LinearFormat pointing at the stored bytes and scales, with
+  //                global_scale read from weight_scale_2 (the source must hold that scalar in
+  //                host memory; the element and scale bytes are never read): DeviceWeights
+  enum class Quantized { kDequantize, kKeep };
+
   // Binds every tensor of checkpoint_tensors(config). A missing tensor, an unknown tensor, a
   // shape that does not match the config, or a dtype that cannot serve a role is an
   // Error(kInvalidCheckpoint) naming the tensor.
-  static ModelWeights bind(const ModelConfig& config, std::shared_ptr<const TensorSource> source);
+  static ModelWeights bind(const ModelConfig& config, std::shared_ptr<const TensorSource> source,
+                           Quantized quantized = Quantized::kDequantize);
 };
 
 }  // namespace sparkglm
