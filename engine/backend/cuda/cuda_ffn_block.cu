@@ -14,6 +14,7 @@
 #include "engine/backend/cuda/moe_prefill_quant.h"
 #include "engine/backend/cuda/moe_quant_experts.h"
 #include "engine/backend/cuda/moe_router.h"
+#include "engine/backend/cuda/projection.h"
 #include "engine/backend/cuda/runner_kernels.h"
 
 namespace sparkglm::cuda {
@@ -22,10 +23,12 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
   const int64_t T = step_->rows(), D = config_.hidden_size;
   if (w.dense_mlp) {
     const int64_t W = w.mlp.gate.rows;  // gate rows then up rows: one [2W, D] product
-    gemm_.step(ws_.normed_bf16, step_->decode_rows(), T, w.mlp.gate.bf16(), 2 * W, D, ws_.gu,
-               stream_);
+    const DequantWorkspace dq = weights_->dequant_workspace();
+    const int64_t dec = step_->decode_rows();
+    project_step(gemm_, dq, fused({&w.mlp.gate, &w.mlp.up}, "dense MLP gate/up"), ws_.normed_bf16,
+                 dec, T, ws_.gu, stream_);  // [T, 2W]
     swiglu_rows(ws_.gu, T, W, 0.0f, ws_.mlp_h, stream_);
-    gemm_.step(ws_.mlp_h, step_->decode_rows(), T, w.mlp.down.bf16(), D, W, out, stream_);
+    project_step(gemm_, dq, w.mlp.down, ws_.mlp_h, dec, T, out, stream_);  // [T, D]
     return;
   }
   const int E = config_.n_routed_experts, k = config_.num_experts_per_tok;

@@ -7,6 +7,7 @@
 #include "engine/backend/cuda/kda.h"
 #include "engine/backend/cuda/kda_chunked.h"
 #include "engine/backend/cuda/norms.h"
+#include "engine/backend/cuda/projection.h"
 
 namespace sparkglm::cuda {
 
@@ -16,22 +17,20 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
   const int64_t HK = int64_t(H) * K;
   const uint16_t* x = ws_.normed_bf16;
   profile_.mark("kda.proj", stream_);
-  // q_proj, k_proj and v_proj sit back to back in the arena (checkpoint order): one [3*H*K, D]
-  // product streams all three, one launch instead of three.
-  const size_t proj_bytes = size_t(HK) * size_t(D) * sizeof(uint16_t);
-  SPARKGLM_ASSERT(static_cast<const char*>(w.k_proj.data) ==
-                          static_cast<const char*>(w.q_proj.data) + proj_bytes &&
-                      static_cast<const char*>(w.v_proj.data) ==
-                          static_cast<const char*>(w.k_proj.data) + proj_bytes,
-                  "device weights: q/k/v projections must be contiguous");
-  gemm_.step(x, step_->decode_rows(), T, w.q_proj.bf16(), 3 * HK, D, ws_.raw_q, stream_);
-  gemm_.step(x, step_->decode_rows(), T, w.f_a.bf16(), K, D, ws_.low, stream_);
+  // q_proj, k_proj and v_proj sit back to back in the arena (checkpoint order, elements and
+  // scales): one [3*H*K, D] product streams all three, one launch instead of three.
+  const Linear qkv = fused({&w.q_proj, &w.k_proj, &w.v_proj}, "KDA q/k/v");
+  SPARKGLM_ASSERT(qkv.rows == 3 * HK && qkv.cols == D, "KDA q/k/v: [3*H*K, D]");
+  const DequantWorkspace dq = weights_->dequant_workspace();
+  const int64_t dec = step_->decode_rows();
+  project_step(gemm_, dq, qkv, x, dec, T, ws_.raw_q, stream_);
+  project_step(gemm_, dq, w.f_a, x, dec, T, ws_.low, stream_);  // [T, K]
   cast_f32_to_bf16(ws_.low, T * K, ws_.low_bf16, stream_);
-  gemm_.step(ws_.low_bf16, step_->decode_rows(), T, w.f_b.bf16(), HK, K, ws_.f, stream_);
-  gemm_.step(x, step_->decode_rows(), T, w.g_a.bf16(), K, D, ws_.low, stream_);
+  project_step(gemm_, dq, w.f_b, ws_.low_bf16, dec, T, ws_.f, stream_);  // [T, H*K]
+  project_step(gemm_, dq, w.g_a, x, dec, T, ws_.low, stream_);
   cast_f32_to_bf16(ws_.low, T * K, ws_.low_bf16, stream_);
-  gemm_.step(ws_.low_bf16, step_->decode_rows(), T, w.g_b.bf16(), HK, K, ws_.gate, stream_);
-  gemm_.step(x, step_->decode_rows(), T, w.b_proj.bf16(), H, D, ws_.b_logit, stream_);
+  project_step(gemm_, dq, w.g_b, ws_.low_bf16, dec, T, ws_.gate, stream_);  // [T, H*K]
+  project_step(gemm_, dq, w.b_proj, x, dec, T, ws_.b_logit, stream_);       // [T, H]
 
   // The three conv weights sit back to back in the arena: kda_prepare's [3][H*K, taps] operand.
   const int64_t conv_w = HK * kKdaTaps;
@@ -95,7 +94,7 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
   all.heads = H;
   kda_output_gate(all, ws_.o, ws_.gate, w.o_norm, config_.rms_norm_eps, ws_.raw_q, ws_.o_bf16,
                   stream_);
-  gemm_.step(ws_.o_bf16, step_->decode_rows(), T, w.o_proj.bf16(), D, HK, out, stream_);
+  project_step(gemm_, dq, w.o_proj, ws_.o_bf16, dec, T, out, stream_);  // [T, D]
 }
 
 }  // namespace sparkglm::cuda

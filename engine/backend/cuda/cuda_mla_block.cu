@@ -14,6 +14,7 @@
 #include "engine/backend/cuda/mla_decode.h"
 #include "engine/backend/cuda/mla_prefill.h"
 #include "engine/backend/cuda/norms.h"
+#include "engine/backend/cuda/projection.h"
 
 namespace sparkglm::cuda {
 
@@ -32,15 +33,19 @@ void CudaModelRunner::mla_block(int cache_layer, const MlaWeights& w, float* out
       options_.kv_dtype == KvDtype::kFp8G128 ? LatentFormat::kFp8G128 : LatentFormat::kBF16;
 
   profile_.mark("mla.cache+q", stream_);
-  gemm_.step(x, step_->decode_rows(), T, w.kv_a.bf16(), R, D, ws_.latent, stream_);
+  const DequantWorkspace dq = weights_->dequant_workspace();
+  const int64_t dec = step_->decode_rows();
+  SPARKGLM_ASSERT(
+      w.kv_a.rows == R && w.kv_a.cols == D && w.q_a.rows == ql && w.indexer.wk.rows == di,
+      "MLA projections: the config's shapes");
+  project_step(gemm_, dq, w.kv_a, x, dec, T, ws_.latent, stream_);  // [T, R]
   rms_norm_rows(ws_.latent, w.kv_a_norm, eps, T, R, ws_.latent, nullptr, stream_);
   store_latents(ws_.latent, T, int(R), format, step_->page_rows(),
                 caches_.latent_layer(cache_layer), stream_);
-  gemm_.step(x, step_->decode_rows(), T, w.indexer.wk.bf16(), di, D, ws_.index_keys, stream_);
+  project_step(gemm_, dq, w.indexer.wk, x, dec, T, ws_.index_keys, stream_);  // [T, di]
   layer_norm_rows(ws_.index_keys, w.indexer.k_norm_weight, w.indexer.k_norm_bias, kIndexKeyNormEps,
                   T, di, ws_.index_keys, stream_);
-  gemm_.step(x, step_->decode_rows(), T, w.indexer.kpool_gate.bf16(), 1, D, ws_.index_gates,
-             stream_);
+  project_step(gemm_, dq, w.indexer.kpool_gate, x, dec, T, ws_.index_gates, stream_);  // [T, 1]
   float* key_pages = caches_.index_keys + cache_layer * caches_.tokens * di;
   float* gate_pages = caches_.index_gates + cache_layer * caches_.tokens;
   store_index_keys(ws_.index_keys, ws_.index_gates, T, int(di), step_->page_rows(), key_pages,
@@ -48,7 +53,7 @@ void CudaModelRunner::mla_block(int cache_layer, const MlaWeights& w, float* out
   // Every pool is made once, by the step that stores its last token, and kept in its block.
   dsa_pool_completed(key_pages, gate_pages, w.indexer.kpool_ape, step_->positions_device(),
                      step_->page_rows(), T, caches_.pooled_layer(cache_layer, int(di)), stream_);
-  gemm_.step(x, step_->decode_rows(), T, w.q_a.bf16(), ql, D, ws_.cq, stream_);
+  project_step(gemm_, dq, w.q_a, x, dec, T, ws_.cq, stream_);  // [T, ql]
   rms_norm_rows(ws_.cq, w.q_a_norm, eps, T, ql, ws_.cq, ws_.cq_bf16, stream_);
 
   profile_.mark("mla.attend", stream_);
@@ -85,15 +90,16 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
 
   // A pass holds decode rows only or rows of one prompt piece only: its products take that
   // class's path (gemm.h), whatever the pass's row count.
-  auto project = [&](const uint16_t* x, int64_t m, const uint16_t* wt, int64_t n, int64_t k,
-                     float* y) {
+  const DequantWorkspace dq = weights_->dequant_workspace();
+  auto project = [&](const uint16_t* x, int64_t m, const Linear& wt, float* y) {
     if (decode) {
-      gemm_.decode(x, m, wt, n, k, y, stream_);
+      project_decode(gemm_, wt, x, m, y, stream_);
     } else {
-      gemm_.prefill(x, m, wt, n, k, y, stream_);
+      project_prefill(gemm_, dq, wt, x, m, y, stream_);
     }
   };
-  project(ws_.cq_bf16 + int64_t(row0) * ql, rows, w.q_b.bf16(), int64_t(H) * dn, ql, ws_.mq);
+  SPARKGLM_ASSERT(!w.kv_b.quantized(), "device weights keep kv_b_proj in BF16");
+  project(ws_.cq_bf16 + int64_t(row0) * ql, rows, w.q_b, ws_.mq);  // [rows, H*dn]
   // Prefill passes take the per-head products on tensor cores, launched at the full pass of
   // kMlaRowChunk rows whatever their count (the rows past `rows` compute unused values), so that
   // cuBLAS picks one kernel for every pass and a row's bits do not depend on how its prompt was
@@ -151,10 +157,9 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
   const int sparse_rows = rows - dense_rows;
   if (sparse_rows > 0) {
     const int s0 = row0 + dense_rows;  // first sparse row of the step
-    project(ws_.cq_bf16 + int64_t(s0) * ql, sparse_rows, w.indexer.wq_b.bf16(), int64_t(I) * di, ql,
-            ws_.iq);
-    project(ws_.normed_bf16 + int64_t(s0) * D, sparse_rows, w.indexer.weights_proj.bf16(), I, D,
-            ws_.iw);
+    project(ws_.cq_bf16 + int64_t(s0) * ql, sparse_rows, w.indexer.wq_b, ws_.iq);  // [n, I*di]
+    project(ws_.normed_bf16 + int64_t(s0) * D, sparse_rows, w.indexer.weights_proj,
+            ws_.iw);  // [n, I]
     // Scores of rows [r, r + n) against the first `pools` pools of one sequence, read from the
     // pool pages through its block table. dsa_pool_scores writes n rows `pools` apart;
     // dsa_select reads rows `score_stride` apart: decode rows (one sequence each, scored one by
@@ -210,7 +215,7 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
   } else {
     mla_up_values(ws_.o_bar, rows, H, dn, dv, R, w.kv_b.bf16(), ws_.mo, ws_.mo_bf16, stream_);
   }
-  project(ws_.mo_bf16, rows, w.o_proj.bf16(), D, int64_t(H) * dv, out + int64_t(row0) * D);
+  project(ws_.mo_bf16, rows, w.o_proj, out + int64_t(row0) * D);  // [rows, D]
 }
 
 }  // namespace sparkglm::cuda

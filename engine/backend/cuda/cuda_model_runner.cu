@@ -13,6 +13,7 @@
 #include "engine/backend/cuda/moe_prefill_quant.h"
 #include "engine/backend/cuda/moe_quant_table.h"
 #include "engine/backend/cuda/norms.h"
+#include "engine/backend/cuda/projection.h"
 #include "engine/backend/cuda/runner_kernels.h"
 #include "engine/core/error.h"
 
@@ -181,7 +182,7 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
     }
   }
   for (const auto& l : mw.layers)
-    if (l.dense_mlp) fused(l.mlp);
+    if (l.dense_mlp) cuda::fused({&l.mlp.gate, &l.mlp.up}, "dense MLP gate/up");
   if (!all.empty()) {
     expert_pointers_ = DeviceBuffer(all.size() * sizeof(void*));
     expert_pointers_.copy_from_host(all.data(), all.size() * sizeof(void*));
@@ -306,7 +307,7 @@ void CudaModelRunner::head_to_host(const float* h, const float* norm, ForwardOut
     rms_norm_rows(ws_.head_rows, norm, config_.rms_norm_eps, m, D, ws_.head_rows, ws_.head_bf16,
                   stream_);
     const Linear& lm = weights_->weights().lm_head;
-    gemm_.decode(ws_.head_bf16, m, lm.bf16(), V, D, ws_.logits, stream_);  // any logit row
+    project_decode(gemm_, lm, ws_.head_bf16, m, ws_.logits, stream_);  // any logit row
     SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(pinned_logits_, ws_.logits, size_t(m * V) * 4,
                                         cudaMemcpyDeviceToHost, stream_));
     // The step ends with the last chunk: "head" spans every chunk (and the host copies between
@@ -427,7 +428,8 @@ void CudaModelRunner::forward_mtp(const ForwardBatch& batch, const std::vector<f
   rms_norm_rows(e, m.enorm, eps, T, D, e, nullptr, stream_);
   rms_norm_rows(hn, m.hnorm, eps, T, D, hn, nullptr, stream_);
   concat_bf16(e, hn, T, D, cat, stream_);
-  gemm_.step(cat, step_->decode_rows(), T, m.eh_proj.bf16(), D, 2 * D, z, stream_);
+  project_step(gemm_, weights_->dequant_workspace(), m.eh_proj, cat, step_->decode_rows(), T, z,
+               stream_);  // [T, D]
 
   rms_norm_rows(z, m.layer.input_norm, eps, T, D, ws_.normed, ws_.normed_bf16, stream_);
   mla_block(config_.kind_index(config_.mtp_layer()), m.layer.mla, ws_.block_out);

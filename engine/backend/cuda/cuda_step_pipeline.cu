@@ -10,6 +10,7 @@
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_model_runner.h"
 #include "engine/backend/cuda/norms.h"
+#include "engine/backend/cuda/projection.h"
 #include "engine/backend/cuda/runner_kernels.h"
 #include "engine/backend/cuda/sampling.h"
 #include "engine/backend/cuda/sampling_topk_topp.h"
@@ -99,7 +100,7 @@ void CudaModelRunner::head_picks(int parity, std::vector<float>* logits, bool dr
     gather_rows(ws_.y, step_->logit_rows_device() + c0, m, D, ws_.head_rows, stream_);
     rms_norm_rows(ws_.head_rows, weights_->weights().final_norm, config_.rms_norm_eps, m, D,
                   ws_.head_rows, ws_.head_bf16, stream_);
-    gemm_.decode(ws_.head_bf16, m, weights_->weights().lm_head.bf16(), V, D, ws_.logits, stream_);
+    project_decode(gemm_, weights_->weights().lm_head, ws_.head_bf16, m, ws_.logits, stream_);
     masks_.apply(ws_.logits, c0, m, V, stream_);  // forbidden tokens -> -inf before the picks
     if (draws) {
       sample_top_k_top_p(ws_.logits, m, V, ws_.draws + c0, ws_.sample_scratch, picks + c0, stream_);

@@ -1,0 +1,162 @@
+#include "engine/backend/cuda/projection.h"
+
+#include <string>
+
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/device_math.cuh"
+#include "engine/core/error.h"
+
+namespace sparkglm::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+[[noreturn]] void refuse(const char* what, const std::string& why) {
+  throw Error(ErrorKind::kUnsupported, std::string("projection ") + what + ": " + why);
+}
+
+int64_t data_bytes(const Linear& w) {
+  if (w.format == LinearFormat::kNvfp4) return w.rows * w.cols / 2;
+  if (w.format == LinearFormat::kDense) return w.rows * w.cols * dtype_size(w.dtype);
+  return w.rows * w.cols;  // E4M3
+}
+
+int64_t scale_bytes(const Linear& w) {
+  if (w.format == LinearFormat::kNvfp4) return w.rows * (w.cols / 16);
+  if (w.format == LinearFormat::kMxfp8) return w.rows * (w.cols / 32);
+  return 0;
+}
+
+struct DequantArgs {
+  QuantizedWeight w;
+  uint16_t* out;  // [rows, cols] BF16
+};
+
+// One thread per weight: weight_formats.cpp's FP32 value (__fmul_rn: rounded where the CPU
+// rounds), then BF16 round to nearest even.
+__global__ void dequantize_kernel(const __grid_constant__ DequantArgs a) {
+  const QuantizedWeight& w = a.w;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < w.rows * w.cols;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / w.cols, c = i % w.cols;
+    float v;
+    if (w.format == QuantFormat::kNvfp4) {
+      const uint8_t byte = w.data[i / 2];  // row-major [rows, cols/2], cols even
+      const uint32_t nibble = (c % 2 == 0) ? (byte & 0xfu) : (byte >> 4);
+      const uint32_t exp = (nibble >> 1) & 3u, man = nibble & 1u;
+      const uint32_t mag =
+          exp == 0 ? (man ? 0x3f000000u : 0u) : (((exp + 126u) << 23) | (man << 22));
+      const float e2m1 = __uint_as_float(mag | ((nibble & 8u) << 28));
+      v = __fmul_rn(__fmul_rn(e2m1, e4m3_to_f32(w.scale[r * (w.cols / 16) + c / 16])),
+                    w.global_scale);
+    } else if (w.format == QuantFormat::kMxfp8) {
+      const uint32_t e = w.scale[r * (w.cols / 32) + c / 32];
+      const float s = e == 0xffu
+                          ? __uint_as_float(0x7fc00000u)
+                          : (e == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23));
+      v = __fmul_rn(e4m3_to_f32(w.data[i]), s);
+    } else {
+      const int64_t sc = (w.cols + 127) / 128;
+      v = __fmul_rn(e4m3_to_f32(w.data[i]), w.scale_inv[(r / 128) * sc + c / 128]);
+    }
+    a.out[i] = f32_to_bf16_bits(v);
+  }
+}
+
+}  // namespace
+
+QuantizedWeight quantized_weight(const Linear& w) {
+  SPARKGLM_ASSERT(w.quantized(), "quantized_weight: a dense Linear");
+  QuantizedWeight q;
+  q.format = w.format == LinearFormat::kNvfp4   ? QuantFormat::kNvfp4
+             : w.format == LinearFormat::kMxfp8 ? QuantFormat::kMxfp8
+                                                : QuantFormat::kFp8Block;
+  q.rows = w.rows;
+  q.cols = w.cols;
+  q.data = static_cast<const uint8_t*>(w.data);
+  q.scale = w.scale;
+  q.scale_inv = w.scale_inv;
+  q.global_scale = w.global_scale;
+  return q;
+}
+
+Linear fused(std::initializer_list<const Linear*> parts, const char* what) {
+  const Linear& first = **parts.begin();
+  Linear out = first;
+  out.rows = 0;
+  const char* next_data = static_cast<const char*>(first.data);
+  const uint8_t* next_scale = first.scale;
+  const float* next_scale_inv = first.scale_inv;
+  size_t i = 0;
+  for (const Linear* p : parts) {
+    ++i;
+    if (p->format != first.format || p->dtype != first.dtype || p->cols != first.cols)
+      refuse(what, "its parts differ in format or columns");
+    if (p->format == LinearFormat::kNvfp4 && p->global_scale != first.global_scale)
+      refuse(what, "NVFP4 parts with different global scales cannot share one product");
+    if (static_cast<const char*>(p->data) != next_data)
+      refuse(what, "part " + std::to_string(i) + "'s elements do not follow the previous part's");
+    if (p->scale != next_scale)
+      refuse(what, "part " + std::to_string(i) + "'s scales do not follow the previous part's");
+    if (p->format == LinearFormat::kFp8Block) {
+      if (p->scale_inv != next_scale_inv)
+        refuse(what, "part " + std::to_string(i) + "'s scale_inv does not follow");
+      if (i < parts.size() && p->rows % 128 != 0)
+        refuse(what, "FP8 block parts before the last need rows % 128 == 0");
+      next_scale_inv = p->scale_inv + ((p->rows + 127) / 128) * ((p->cols + 127) / 128);
+    }
+    next_data += data_bytes(*p);
+    if (p->scale) next_scale = p->scale + scale_bytes(*p);
+    out.rows += p->rows;
+  }
+  return out;
+}
+
+void dequantize_to_bf16(const Linear& w, uint16_t* out, cudaStream_t stream) {
+  const DequantArgs a{quantized_weight(w), out};
+  const int64_t n = w.rows * w.cols;
+  if (n == 0) return;
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  dequantize_kernel<<<int(blocks < 65536 ? blocks : 65536), kThreads, 0, stream>>>(a);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+void project_decode(Gemm& gemm, const Linear& w, const uint16_t* x, int64_t m, float* y,
+                    cudaStream_t stream) {
+  if (!w.quantized()) {
+    gemm.decode(x, m, w.bf16(), w.rows, w.cols, y, stream);
+    return;
+  }
+  const QuantizedWeight q = quantized_weight(w);
+  for (int64_t r0 = 0; r0 < m; r0 += kQuantGemvMaxRows) {
+    const int64_t rows = m - r0 < kQuantGemvMaxRows ? m - r0 : kQuantGemvMaxRows;
+    quantized_gemv(x + r0 * w.cols, rows, q, y + r0 * w.rows, stream);
+  }
+}
+
+void project_prefill(Gemm& gemm, const DequantWorkspace& ws, const Linear& w, const uint16_t* x,
+                     int64_t m, float* y, cudaStream_t stream) {
+  if (m == 0) return;
+  if (!w.quantized()) {
+    gemm.prefill(x, m, w.bf16(), w.rows, w.cols, y, stream);
+    return;
+  }
+  SPARKGLM_ASSERT(w.rows * w.cols <= ws.elems,
+                  "the dequantization workspace is smaller than a projection it serves");
+  dequantize_to_bf16(w, ws.data, stream);
+  gemm.prefill(x, m, ws.data, w.rows, w.cols, y, stream);
+}
+
+void project_step(Gemm& gemm, const DequantWorkspace& ws, const Linear& w, const uint16_t* x,
+                  int64_t decode_rows, int64_t m, float* y, cudaStream_t stream) {
+  if (!w.quantized()) {
+    gemm.step(x, decode_rows, m, w.bf16(), w.rows, w.cols, y, stream);
+    return;
+  }
+  project_decode(gemm, w, x, decode_rows, y, stream);
+  project_prefill(gemm, ws, w, x + decode_rows * w.cols, m - decode_rows, y + decode_rows * w.rows,
+                  stream);
+}
+
+}  // namespace sparkglm::cuda
