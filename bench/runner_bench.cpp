@@ -43,11 +43,12 @@ std::string self_sha256() {
 }
 
 // The floor beside a measured cell: decode from bytes, prefill from FLOPs.
+// The weights' bytes are those of the checkpoint format they are read in.
 void add_floor(json& j, const CellSpec& cell, const ModelConfig& config, KvDtype kv,
-               const bench::Ceilings& c) {
+               CheckpointFormat format, const bench::Ceilings& c) {
   if (cell.decode) {
     const DecodeStepBytes b =
-        decode_step_bytes(config, cell.rows, j["floor_context"].get<int64_t>(), kv);
+        decode_step_bytes(config, cell.rows, j["floor_context"].get<int64_t>(), kv, format);
     j["floor_bytes"] = b.total();
     j["floor_parts"] = {{"weights", b.weights}, {"kda_state", b.kda_state}, {"latent", b.latent}};
     j["floor_ms"] = double(b.total()) / (c.bandwidth_gbps * 1e9) * 1e3;
@@ -82,10 +83,25 @@ int run(const std::vector<std::string>& args) {
     return 0;
   }
   const CliArgs a(args, {"--profile-steps"});
-  a.allow_only({"--device", "--preset", "--num-layers", "--seed", "--block-size",
-                "--kv-cache-dtype", "--gpu-memory-utilization", "--cells", "--prompt",
-                "--decode-steps", "--warmup-steps", "--runs", "--max-prefill-tokens",
-                "--max-seconds", "--threads", "--out", "--profile-steps", "--temperature",
+  a.allow_only({"--device",
+                "--preset",
+                "--num-layers",
+                "--seed",
+                "--weight-format",
+                "--block-size",
+                "--kv-cache-dtype",
+                "--gpu-memory-utilization",
+                "--cells",
+                "--prompt",
+                "--decode-steps",
+                "--warmup-steps",
+                "--runs",
+                "--max-prefill-tokens",
+                "--max-seconds",
+                "--threads",
+                "--out",
+                "--profile-steps",
+                "--temperature",
                 "--schema"});
   const std::string out_path = a.required("--out");
   set_default_thread_count(int(a.integer("--threads", 0, 0, 1024)));
@@ -117,6 +133,7 @@ int run(const std::vector<std::string>& args) {
   r.preset = a.required("--preset");
   r.num_layers = int(a.integer("--num-layers", 0, 0, 1 << 10));
   r.seed = uint64_t(a.integer("--seed", 0, 0, INT64_MAX));
+  r.weight_format = checkpoint_format_from_name(a.str("--weight-format", "bf16"));
   r.block_size = int(a.integer("--block-size", 16, 1, 1 << 12));
   r.profile_steps = a.has("--profile-steps");  // device time by part on stderr at exit (cuda)
   const std::string kv_name = a.str("--kv-cache-dtype", "bf16");
@@ -173,7 +190,8 @@ int run(const std::vector<std::string>& args) {
   for (const CellSpec& c : cells) {
     json j = bench::run_cell(*built.runner, blocks, c, s);
     // A verify cell is measured against its decode steps, not a floor.
-    if (!j.contains("skipped") && c.width == 0) add_floor(j, c, built.config, r.kv_dtype, ceilings);
+    if (!j.contains("skipped") && c.width == 0)
+      add_floor(j, c, built.config, r.kv_dtype, r.weight_format, ceilings);
     json row = {{"cell", c.name}};
     row.update(j);
     std::fprintf(stderr, "%s\n", row.dump().substr(0, 400).c_str());

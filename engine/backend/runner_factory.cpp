@@ -9,6 +9,7 @@
 #include "engine/backend/device_fault_injector.h"
 #include "engine/backend/memory_plan.h"
 #include "engine/core/error.h"
+#include "engine/model/checkpoint.h"
 #include "engine/runtime/prefix_store.h"
 
 #if SPARKGLM_HAVE_CUDA
@@ -57,8 +58,9 @@ BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
     throw Error(ErrorKind::kUnsupported,
                 "--profile-steps: the CPU backend has no step profiler (use --device cuda)");
   BuiltRunner b;
-  b.host_model = r.model_dir.empty() ? load_model_preset(r.preset, r.num_layers, r.seed, pool)
-                                     : load_model_dir(r.model_dir);
+  b.host_model = r.model_dir.empty()
+                     ? load_model_preset(r.preset, r.num_layers, r.seed, pool, r.weight_format)
+                     : load_model_dir(r.model_dir);
   // Before CpuModelRunner shards the model: every rank slices the same converted matrices (a rank
   // converting only its slice would quantize with another global scale).
   apply_precision_mode(b.host_model->config, r.precision_mode, b.host_model->weights);
@@ -162,8 +164,12 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   o.kv_dtype = r.kv_dtype;
   o.graphs = r.cuda_graphs;
   o.profile_steps = r.profile_steps;
+  // A checkpoint is opened (mapped, not read) before the plan: its stored formats size the arena.
+  const std::shared_ptr<Checkpoint> checkpoint =
+      r.model_dir.empty() ? nullptr : Checkpoint::open(r.model_dir);
   MemoryDemand demand;
-  demand.weights = cuda::DeviceWeights::arena_bytes(mc);
+  demand.weights = checkpoint ? cuda::DeviceWeights::arena_bytes(mc, *checkpoint)
+                              : cuda::DeviceWeights::arena_bytes(mc, r.weight_format);
   // The prefix cache's KDA snapshots are state too: taken out of the pool's budget.
   demand.state =
       cuda::CudaModelRunner::state_bytes(mc, r.max_num_seqs, r.num_snapshots, r.state_records);
@@ -179,13 +185,12 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   o.num_blocks = plan.num_blocks;
 
   std::unique_ptr<cuda::DeviceWeights> dw;
-  if (r.model_dir.empty()) {
-    dw = cuda::DeviceWeights::generate(mc, r.seed);
+  if (!checkpoint) {
+    dw = cuda::DeviceWeights::generate(mc, r.seed, r.weight_format);
     b.model_id = r.preset;
   } else {
-    const auto host = load_model_dir(r.model_dir);
-    dw = cuda::DeviceWeights::upload(mc, *host->weights.source);
-    b.model_id = host->name;
+    dw = cuda::DeviceWeights::upload(mc, *checkpoint);
+    b.model_id = model_dir_name(r.model_dir);
   }
   b.weights_identity = dw->identity();
   b.log_lines.push_back(precision_line(r.precision_mode));
@@ -200,7 +205,9 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
         " KiB of host staging (host memory; the device's KV pool is unchanged)");
   b.log_lines.push_back(
       std::string("CUDA device: ") + prop.name + ", " + gib_text(total_bytes) + "; " + plan.parts +
-      (r.model_dir.empty() ? " (dummy weights made on the device)" : " (uploaded)") +
+      (r.model_dir.empty() ? std::string(" (") + checkpoint_format_name(r.weight_format) +
+                                 " dummy weights made on the device)"
+                           : std::string(" (uploaded in its stored formats)")) +
       "; decode graphs " + (r.cuda_graphs ? "on" : "off") +
       (r.profile_steps ? "; step profile on (device time by part at exit)" : ""));
   pool_line(b, o.num_blocks, r.block_size, r.kv_dtype, r.max_num_seqs, r.num_snapshots,
@@ -223,6 +230,11 @@ bool cuda_backend_built() {
 namespace {
 
 BuiltRunner build_for_device(const RunnerRequest& request, ThreadPool& pool) {
+  if (!request.model_dir.empty() && request.weight_format != CheckpointFormat::kBf16)
+    throw Error(ErrorKind::kInvalidArgument,
+                std::string("--weight-format ") + checkpoint_format_name(request.weight_format) +
+                    " with --model: a checkpoint directory has its own formats (the option "
+                    "shapes a preset's dummy weights)");
   if (request.device == "cpu") return build_cpu(request, pool);
   if (request.device == "cuda") {
     if (request.precision_mode != PrecisionMode::kStrict)

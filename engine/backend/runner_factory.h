@@ -33,6 +33,10 @@ struct RunnerRequest {
   int num_layers = 0;          // > 0: cut the preset's depth, keeping the layer pattern
   uint64_t seed = 0;           // dummy weights
   PrecisionMode precision_mode = PrecisionMode::kStrict;  // MODEL.md section 7
+  // A preset's dummy weights in this checkpoint format (checkpoint_format.h): fp4-local on cuda
+  // keeps them quantized on the device (DeviceWeights), on cpu dequantizes them at bind. A
+  // checkpoint directory has its own formats: fp4-local with model_dir is refused.
+  CheckpointFormat weight_format = CheckpointFormat::kBf16;
   int block_size = 16;
   int max_num_seqs = 4;       // KDA state slots
   int num_snapshots = 0;      // KDA state snapshots of the prefix cache (0: no cache)

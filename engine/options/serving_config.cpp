@@ -31,6 +31,7 @@ void fill_runner(const EffectiveConfig& c, RunnerRequest& r) {
   r.num_layers = as_int(c.integer("num-layers"));
   r.seed = uint64_t(c.integer("seed"));
   r.precision_mode = precision_mode_from_name(c.str("precision-mode"));
+  r.weight_format = checkpoint_format_from_name(c.str("weight-format"));
   r.block_size = as_int(c.integer("block-size"));
   r.max_num_seqs = as_int(c.integer("max-num-seqs"));
   r.max_seq_len = int(std::min<int64_t>(c.integer("max-seq-len"), INT_MAX / 2));

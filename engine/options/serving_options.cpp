@@ -98,6 +98,12 @@ std::vector<OptionSpec> serving_table() {
              "strict keeps checkpoint weight formats; spark converts KDA and shared-expert "
              "weights to NVFP4 and rounds routed-expert activations through NVFP4 (MODEL.md "
              "section 7; --device cpu only) (profile field `precision_mode`)"),
+      choice("weight-format", checkpoint_format_name(runner.weight_format), {"bf16", "fp4-local"},
+             P::kOptions,
+             "checkpoint format of a preset's dummy weights (MODEL.md section 7): fp4-local "
+             "keeps routed experts in NVFP4, KDA, dense MLP and LM head in MXFP8, MLA and shared "
+             "experts in FP8 block (--device cuda keeps them so on the device; cpu dequantizes); "
+             "a --model directory has its own formats"),
       // Capacity and memory.
       integer("max-seq-len", 0, 0, kMaxContext, P::kLimits,
               "longest request, prompt plus output, in tokens (0 = the model's context window)"),

@@ -1,5 +1,6 @@
 #include "engine/backend/cuda/device_quantizer.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "engine/backend/cuda/cuda_check.h"
@@ -13,6 +14,7 @@ namespace sparkglm::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kAmaxBlocks = 1024;
 constexpr int kFp8Block = 128;
 constexpr int kMxBlock = 32;
 constexpr int kNvBlock = 16;
@@ -173,7 +175,8 @@ float quantize_dummy_nvfp4(const DummyMatrix& m, uint8_t* packed, uint8_t* scale
   if (m.rows * m.cols == 0) return 1.0f;
   DeviceBuffer amax_bits(sizeof(unsigned int));
   SPARKGLM_CUDA_CHECK(cudaMemsetAsync(amax_bits.data(), 0, sizeof(unsigned int), stream));
-  amax_kernel<<<grid_for(m.rows * m.cols), kThreads, 0, stream>>>(
+  // At most kAmaxBlocks blocks: each warp's atomicMax hits one address, so fewer warps are faster.
+  amax_kernel<<<std::min(grid_for(m.rows * m.cols), kAmaxBlocks), kThreads, 0, stream>>>(
       m, static_cast<unsigned int*>(amax_bits.data()));
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
   unsigned int bits = 0;

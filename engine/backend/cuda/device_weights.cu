@@ -373,7 +373,8 @@ std::unique_ptr<DeviceWeights> DeviceWeights::generate(const ModelConfig& config
                                                        CheckpointFormat format) {
   auto out = std::unique_ptr<DeviceWeights>(new DeviceWeights());
   out->identity_ = dummy_identity(seed);
-  if (format == CheckpointFormat::kFp4Local) out->identity_ += ",format=fp4-local";
+  if (format != CheckpointFormat::kBf16)  // load_model_preset's identity for the same weights
+    out->identity_ += std::string(",format=") + checkpoint_format_name(format);
   ArenaLayout layout = preset_layout(config, format);
   auto fill = [&](ArenaEntry& e, std::byte* base) {
     const TensorSpec& s = e.spec;
