@@ -6,8 +6,9 @@
 // cpu:  weights on the host, converted by the precision mode (engine/model/precision_mode.h) before
 //       the ranks shard them, so every rank's shard is a slice of one converted model; the KV pool
 //       is kv_cache_bytes (or min(1 GiB, max_num_seqs full sequences)).
-// cuda: strict only (no NVFP4 kernels yet: spark is refused before anything loads); weights on
-//       the device (a preset's dummy weights are generated there, never on the host); the KV pool
+// cuda: strict only (spark is refused before anything loads); weights on the device in their
+//       stored formats (a preset's dummy weights are generated there in weight_format, never on
+//       the host; a checkpoint is uploaded as stored, DeviceWeights); the KV pool
 //       is kv_cache_bytes, or what gpu_memory_utilization of the device's memory leaves after
 //       weights, state slots and workspaces.
 #include <cstddef>
