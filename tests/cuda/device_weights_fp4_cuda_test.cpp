@@ -328,7 +328,7 @@ TEST(DeviceWeightsFp4, RunnerOnAnFp4LocalCheckpointMatchesTheCpuRunner) {
   go.num_blocks = 2 * kBlocksPerSeq;
   go.block_size = kBlock;
   go.num_state_slots = 2;
-  go.max_rows = 128;
+  go.max_rows = 1024 + 8;  // as cuda_model_runner_test.cpp
   go.max_seq_len = kBlocksPerSeq * kBlock;
   go.kv_dtype = KvDtype::kBF16;
   go.graphs = true;
