@@ -3,7 +3,8 @@
 // tensor; the arena's size from a checkpoint equals the preset's) run anywhere; on a GPU: the
 // device quantizer's bytes equal engine/model/weight_quantizer.cpp's, an upload of the C++
 // maker's checkpoint equals generate() byte for byte, and the runner on that checkpoint matches
-// the CPU runner (which dequantizes it to FP32) through a prefill and decode steps.
+// the CPU runner (which dequantizes it to FP32) through a prefill and decode steps; so does the
+// runner on generated weights with a MoE layer (the quantized MoE kernels of moe_quant_*).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -314,16 +315,17 @@ std::vector<int32_t> blocks_for(int seq, int tokens) {
   return t;
 }
 
-TEST(DeviceWeightsFp4, RunnerOnAnFp4LocalCheckpointMatchesTheCpuRunner) {
-  if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  const Fp4Checkpoint& ck = checkpoint();
-  const auto host = load_model_dir(ck.dir);  // the CPU binder dequantizes to FP32
+// The GPU runner on `device` against the CPU runner on `host` (the same weights dequantized):
+// a prefill in two chunks (prefill rows: the dequantize-and-GEMM path), then decode steps
+// (quantized_gemv), the CPU's choice of token driving both.
+void expect_runner_matches_cpu(const ModelConfig& config, const ModelWeights& host,
+                               std::unique_ptr<cuda::DeviceWeights> device) {
   cpu::CpuRunnerOptions co;
   co.num_blocks = 2 * kBlocksPerSeq;
   co.block_size = kBlock;
   co.num_state_slots = 2;
   co.kv_dtype = KvDtype::kBF16;
-  cpu::CpuModelRunner cpu(host->config, host->weights, co, default_thread_pool());
+  cpu::CpuModelRunner cpu(config, host, co, default_thread_pool());
   cuda::CudaRunnerOptions go;
   go.num_blocks = 2 * kBlocksPerSeq;
   go.block_size = kBlock;
@@ -332,13 +334,10 @@ TEST(DeviceWeightsFp4, RunnerOnAnFp4LocalCheckpointMatchesTheCpuRunner) {
   go.max_seq_len = kBlocksPerSeq * kBlock;
   go.kv_dtype = KvDtype::kBF16;
   go.graphs = true;
-  cuda::CudaModelRunner gpu(ck.config,
-                            cuda::DeviceWeights::upload(ck.config, *Checkpoint::open(ck.dir)), go);
-  const int V = ck.config.vocab_size;
+  cuda::CudaModelRunner gpu(config, std::move(device), go);
+  const int V = config.vocab_size;
   std::vector<int32_t> p(77);
   for (int i = 0; i < 77; ++i) p[size_t(i)] = (i * 31 + 3) % 256;
-  // A prefill in two chunks (prefill rows: the dequantize-and-GEMM path), then decode steps
-  // (quantized_gemv), the CPU's choice of token driving both.
   ForwardOutput c, g;
   for (int s = 0; s < 77; s += 64) {
     const int e = std::min(77, s + 64);
@@ -357,6 +356,29 @@ TEST(DeviceWeightsFp4, RunnerOnAnFp4LocalCheckpointMatchesTheCpuRunner) {
     gpu.forward(b, g);
     EXPECT_LT(nmse(g.logits, c.logits), kLogitTolerance) << "decode step " << step;
   }
+}
+
+// Dense projections only (every layer a dense MLP): this helper's path, from the maker's files.
+TEST(DeviceWeightsFp4, RunnerOnAnFp4LocalCheckpointMatchesTheCpuRunner) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const Fp4Checkpoint& ck = checkpoint();
+  const auto host = load_model_dir(ck.dir);  // the CPU binder dequantizes to FP32
+  expect_runner_matches_cpu(ck.config, host->weights,
+                            cuda::DeviceWeights::upload(ck.config, *Checkpoint::open(ck.dir)));
+}
+
+// With a MoE layer (NVFP4 routed experts, FP8 block shared expert: the quantized MoE kernels),
+// the weights generated on the device against the maker's bytes dequantized on the CPU.
+TEST(DeviceWeightsFp4, GeneratedFp4LocalWithExpertsMatchesTheCpuRunner) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const ModelConfig c = two_layers(/*moe=*/true);
+  ThreadPool& pool = default_thread_pool();
+  const ModelWeights host =
+      ModelWeights::bind(c, stored_weights(c, make_dummy_weights(c, kDefaultDummySeed, pool),
+                                           CheckpointFormat::kFp4Local, pool)
+                                .tensors);
+  expect_runner_matches_cpu(
+      c, host, cuda::DeviceWeights::generate(c, kDefaultDummySeed, CheckpointFormat::kFp4Local));
 }
 
 }  // namespace

@@ -72,6 +72,13 @@ size_t scale_bytes(const TensorSpec& s, WeightFormat f) {
   return 0;
 }
 
+// A scale tensor's alignment: its element size, and 2 bytes for NVFP4's E4M3 scales (what the
+// MoE kernels' paired loads need, moe_quant_table.h). The scales of parts stored back to back
+// still follow one another whenever the earlier part's scale bytes are a multiple of it.
+size_t scale_align(WeightFormat f) {
+  return f == WeightFormat::kFp8Block ? sizeof(float) : (f == WeightFormat::kNvfp4 ? 2 : 1);
+}
+
 // MLA's kv_b is read per head as BF16 by the absorption kernels: the arena keeps it dense.
 bool kept_dense(const TensorSpec& s) {
   return ends_with(s.name, "self_attn.kv_b_proj.weight");
@@ -110,7 +117,7 @@ ArenaLayout lay_out(std::vector<ArenaEntry> entries) {
   off = align_up(off, kAlign);
   for (ArenaEntry& e : entries) {
     if (e.kept == WeightFormat::kAsLaidOut) continue;
-    off = align_up(off, e.kept == WeightFormat::kFp8Block ? sizeof(float) : 1);
+    off = align_up(off, scale_align(e.kept));
     e.scale = off;
     e.scale_bytes = scale_bytes(e.spec, e.kept);
     off += e.scale_bytes;

@@ -13,8 +13,9 @@
 //              followed directly by its up_proj and KDA's q/k/v by one another (the fused
 //              operands; their sizes are multiples of 16 bytes whenever cols % 32 == 0)
 //   scales     then every quantized tensor's block scales in checkpoint order, each aligned to its
-//              element size only (1 byte E4M3/E8M0, 4 bytes FP32 scale_inv): the scales of parts
-//              stored back to back are back to back too (projection.h's fused)
+//              element size only (1 byte E8M0, 2 bytes NVFP4's E4M3 pairs, 4 bytes FP32
+//              scale_inv): the scales of parts stored back to back are back to back too
+//              (projection.h's fused checks it)
 //   workspace  then the BF16 scratch a prefill product dequantizes its weight into (projection.h):
 //              the largest quantized projection the runner's dense path takes, fused ones whole
 //
