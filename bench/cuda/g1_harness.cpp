@@ -212,7 +212,9 @@ bool Harness::run(OperatorCase& c) {
     for (size_t k = 0; k < c.outputs.size(); ++k) {
       const CaseOutput& o = c.outputs[k];
       if (o.row_elems <= 0) continue;
-      const std::string key = c.op + "|" + o.name;
+      // Cases of one operator over inputs of another row width (pool scores at 8K and at 1M
+      // tokens) are separate batches: a row is compared only with rows of its own width.
+      const std::string key = c.op + "|" + o.name + "|" + std::to_string(o.row_elems);
       auto it = widest_.find(key);
       if (it == widest_.end()) {
         widest_[key] = first[k];

@@ -101,7 +101,7 @@ class Harness {
   Ceilings ceilings_;
   nlohmann::json rows_ = nlohmann::json::array();
   nlohmann::json peers_ = nlohmann::json::array();
-  // Widest decode batch's output bits per (op, output), for the batch-invariance check.
+  // Widest decode batch's output bits per (op, output, row width), for the batch-invariance check.
   std::map<std::string, std::vector<uint32_t>> widest_;
 };
 
