@@ -240,9 +240,9 @@ BuiltRunner build_for_device(const RunnerRequest& request, ThreadPool& pool) {
     if (request.precision_mode != PrecisionMode::kStrict)
       throw Error(ErrorKind::kUnsupported,
                   std::string("--precision-mode ") + precision_mode_name(request.precision_mode) +
-                      " with --device cuda: not implemented yet on cuda (the CUDA backend has no "
-                      "NVFP4 kernels: it can neither hold KDA and shared-expert weights in NVFP4 "
-                      "nor round routed-expert activations through it); spark runs on --device "
+                      " with --device cuda: not implemented yet on cuda (its kernels read NVFP4 "
+                      "weights, but do not yet convert KDA and shared-expert weights to NVFP4 "
+                      "or round routed-expert activations through it); spark runs on --device "
                       "cpu (docs/checkpoint.md)");
 #if SPARKGLM_HAVE_CUDA
     return build_cuda(request, pool);

@@ -120,7 +120,7 @@ class ServerPrecisionModeTest(unittest.TestCase):
                              capture_output=True, text=True, timeout=60)
         self.assertEqual(out.returncode, 2, out.stderr)
         self.assertIn("--precision-mode spark with --device cuda: not implemented yet on cuda "
-                      "(the CUDA backend has no NVFP4 kernels", out.stderr)
+                      "(its kernels read NVFP4 weights, but do not yet convert", out.stderr)
         self.assertNotIn("model identity", out.stderr)
         self.assertNotIn("listening on", out.stderr)
 
