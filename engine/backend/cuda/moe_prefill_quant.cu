@@ -6,6 +6,7 @@
 #include "engine/backend/cuda/device_math.cuh"
 #include "engine/backend/cuda/grouped_gemm.h"
 #include "engine/backend/cuda/moe_quant_device.cuh"
+#include "engine/backend/cuda/scale_codes.cuh"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -48,11 +49,10 @@ __device__ __forceinline__ float dequant_at(const ExpertView& w, int64_t cols, i
   if constexpr (F == QuantFormat::kNvfp4) {
     const uint32_t byte = w.data[r * (cols / 2) + c / 2];
     const uint32_t nibble = (c & 1) ? byte >> 4 : byte & 0xfu;
-    return moe_quant::e2m1_to_f32_dev(nibble) * e4m3_to_f32(w.scale[r * (cols / 16) + c / 16]) *
+    return e2m1_to_f32_dev(nibble) * e4m3_to_f32(w.scale[r * (cols / 16) + c / 16]) *
            w.global_scale;
   } else if constexpr (F == QuantFormat::kMxfp8) {
-    return e4m3_to_f32(w.data[r * cols + c]) *
-           moe_quant::e8m0_to_f32_dev(w.scale[r * (cols / 32) + c / 32]);
+    return e4m3_to_f32(w.data[r * cols + c]) * e8m0_to_f32_dev(w.scale[r * (cols / 32) + c / 32]);
   } else {
     return e4m3_to_f32(w.data[r * cols + c]) *
            w.scale_inv[(r / 128) * ((cols + 127) / 128) + c / 128];

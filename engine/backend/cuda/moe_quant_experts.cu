@@ -8,6 +8,7 @@
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/moe_decode_device.cuh"
 #include "engine/backend/cuda/moe_quant_device.cuh"
+#include "engine/backend/cuda/scale_codes.cuh"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -68,8 +69,7 @@ __device__ __forceinline__ void to_bf16_pairs(const Raw& r, int i, uint32_t* p) 
     for (int j = 0; j < 16; ++j) {  // byte j: k 2j (low nibble), 2j + 1 (high nibble)
       const uint32_t b = (u[j / 4] >> (8 * (j % 4))) & 0xffu;
       const float s = j < 8 ? s0 : s1;
-      p[j] = pack_exact(moe_quant::e2m1_to_f32_dev(b & 0xfu) * s,
-                        moe_quant::e2m1_to_f32_dev(b >> 4) * s);
+      p[j] = pack_exact(e2m1_to_f32_dev(b & 0xfu) * s, e2m1_to_f32_dev(b >> 4) * s);
     }
   } else {
     const uint32_t u[8] = {r.v[i][0].x, r.v[i][0].y, r.v[i][0].z, r.v[i][0].w,
@@ -79,7 +79,7 @@ __device__ __forceinline__ void to_bf16_pairs(const Raw& r, int i, uint32_t* p) 
       const uint32_t h = u[j / 2] >> (16 * (j % 2));
       float lo = e4m3_to_f32(uint8_t(h & 0xffu)), hi = e4m3_to_f32(uint8_t((h >> 8) & 0xffu));
       if constexpr (F == QuantFormat::kMxfp8) {
-        const float s = moe_quant::e8m0_to_f32_dev(r.s[i]);
+        const float s = e8m0_to_f32_dev(r.s[i]);
         lo = lo * s;
         hi = hi * s;
       }

@@ -4,6 +4,7 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/scale_codes.cuh"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -31,20 +32,6 @@ __device__ __forceinline__ uint2 load_stream8(const void* p) {
   uint2 v;
   asm("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
   return v;
-}
-
-// core/dtype.h's e8m0_to_f32: 2^(e - 127), code 0 the FP32 subnormal 2^-127, 0xff NaN.
-__device__ __forceinline__ float e8m0_to_f32_dev(uint32_t e) {
-  return e == 0xffu ? __uint_as_float(0x7fc00000u)
-                    : (e == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23));
-}
-
-// core/dtype.h's e2m1_to_f32 on the low 4 bits: magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6; bit 3 the
-// sign (so 0x8 is -0, as on the CPU).
-__device__ __forceinline__ float e2m1_to_f32_dev(uint32_t nibble) {
-  const uint32_t exp = (nibble >> 1) & 3u, man = nibble & 1u;
-  const uint32_t mag = exp == 0 ? (man ? 0x3f000000u : 0u) : (((exp + 126u) << 23) | (man << 22));
-  return __uint_as_float(mag | ((nibble & 8u) << 28));
 }
 
 // BF16 pair (low half = f0) of two FP32 values that BF16 holds exactly (the top 16 bits).
