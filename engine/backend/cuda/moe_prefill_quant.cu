@@ -6,6 +6,7 @@
 #include "engine/backend/cuda/device_math.cuh"
 #include "engine/backend/cuda/grouped_gemm.h"
 #include "engine/backend/cuda/moe_quant_device.cuh"
+#include "engine/backend/cuda/projection.h"
 #include "engine/backend/cuda/scale_codes.cuh"
 #include "engine/core/error.h"
 
@@ -104,7 +105,7 @@ void dequant_single(const Linear& l, uint16_t* dst, cudaStream_t stream) {
                                         cudaMemcpyDeviceToDevice, stream));
     return;
   }
-  const QuantizedWeight w = quantized_weight_of(l);
+  const QuantizedWeight w = quantized_weight(l);
   ExpertView v;
   v.data = w.data;
   v.scale = w.scale;

@@ -8,6 +8,7 @@
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/moe_decode_device.cuh"
 #include "engine/backend/cuda/moe_quant_device.cuh"
+#include "engine/backend/cuda/projection.h"
 #include "engine/backend/cuda/scale_codes.cuh"
 #include "engine/core/error.h"
 
@@ -239,7 +240,7 @@ std::string operand_problem(const MoeQuantOperand& op) {
 void shared_linear(const Linear& l, const uint16_t* x, int64_t tokens, float* y,
                    cudaStream_t stream) {
   if (l.quantized()) {
-    quantized_gemv(x, tokens, quantized_weight_of(l), y, stream);
+    quantized_gemv(x, tokens, quantized_weight(l), y, stream);
     return;
   }
   SPARKGLM_ASSERT(l.dtype == DType::kBF16,
@@ -249,32 +250,6 @@ void shared_linear(const Linear& l, const uint16_t* x, int64_t tokens, float* y,
 }
 
 }  // namespace
-
-QuantizedWeight quantized_weight_of(const Linear& l) {
-  QuantizedWeight w;
-  switch (l.format) {
-    case LinearFormat::kNvfp4:
-      w.format = QuantFormat::kNvfp4;
-      break;
-    case LinearFormat::kMxfp8:
-      w.format = QuantFormat::kMxfp8;
-      break;
-    case LinearFormat::kFp8Block:
-      w.format = QuantFormat::kFp8Block;
-      break;
-    case LinearFormat::kDense:
-      throw Error(ErrorKind::kInvalidArgument,
-                  "quantized_weight_of: the Linear [" + std::to_string(l.rows) + ", " +
-                      std::to_string(l.cols) + "] is dense, not quantized");
-  }
-  w.rows = l.rows;
-  w.cols = l.cols;
-  w.data = static_cast<const uint8_t*>(l.data);
-  w.scale = l.scale;
-  w.scale_inv = l.scale_inv;
-  w.global_scale = l.global_scale;
-  return w;
-}
 
 void moe_experts_decode_quantized(const MoeExpertArgs& args, const MoeQuantExperts& q,
                                   cudaStream_t stream) {

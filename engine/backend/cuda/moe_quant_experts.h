@@ -48,10 +48,6 @@ struct MoeQuantExperts {
   const Linear* shared_down = nullptr;
 };
 
-// The QuantizedWeight quantized_gemv reads for a quantized Linear (Error(kInvalidArgument) for a
-// dense one).
-QuantizedWeight quantized_weight_of(const Linear& l);
-
 // args as for moe_experts_decode, except that gate_up / down / shared_gate_up / shared_down are
 // not read (the weights come from `q`) and shared_gu holds the shared expert's gate products
 // [T, W] then its up products [T, W]. hidden and width multiples of 512, tokens <= 32 with a

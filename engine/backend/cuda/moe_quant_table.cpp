@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/cuda/projection.h"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -22,7 +23,7 @@ void check(const Linear& l, int e, const char* name, QuantFormat format, int64_t
            int64_t cols) {
   const std::string where = std::string("expert ") + std::to_string(e) + " " + name + ": ";
   if (!l.quantized()) refuse(where + "is dense; the layer's routed experts must all be quantized");
-  const QuantizedWeight w = quantized_weight_of(l);
+  const QuantizedWeight w = quantized_weight(l);
   if (w.format != format)
     refuse(where + quant_format_name(w.format) + ", but the operand's format is " +
            quant_format_name(format));
@@ -64,9 +65,9 @@ MoeQuantTable MoeQuantTable::build(const MoeWeights& moe, int64_t hidden, int64_
   };
   auto scales = [&](int o) { return reinterpret_cast<float*>(image.data() + ptr_bytes) + o * E; };
   const char* names[3] = {"gate_proj", "up_proj", "down_proj"};
-  const QuantizedWeight first = quantized_weight_of(moe.experts[0].gate);
+  const QuantizedWeight first = quantized_weight(moe.experts[0].gate);
   QuantFormat formats[3] = {first.format, first.format, first.format};
-  if (moe.experts[0].down.quantized()) formats[2] = quantized_weight_of(moe.experts[0].down).format;
+  if (moe.experts[0].down.quantized()) formats[2] = quantized_weight(moe.experts[0].down).format;
   for (int64_t e = 0; e < E; ++e) {
     const SwiGluWeights& x = moe.experts[size_t(e)];
     const Linear* ops[3] = {&x.gate, &x.up, &x.down};

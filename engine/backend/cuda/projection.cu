@@ -67,7 +67,10 @@ __global__ void dequantize_kernel(const __grid_constant__ DequantArgs a) {
 }  // namespace
 
 QuantizedWeight quantized_weight(const Linear& w) {
-  SPARKGLM_ASSERT(w.quantized(), "quantized_weight: a dense Linear");
+  if (!w.quantized())
+    throw Error(ErrorKind::kInvalidArgument, "quantized_weight: the Linear [" +
+                                                 std::to_string(w.rows) + ", " +
+                                                 std::to_string(w.cols) + "] is dense");
   QuantizedWeight q;
   q.format = w.format == LinearFormat::kNvfp4   ? QuantFormat::kNvfp4
              : w.format == LinearFormat::kMxfp8 ? QuantFormat::kMxfp8

@@ -36,7 +36,8 @@ struct DequantWorkspace {
   int64_t elems = 0;
 };
 
-// The Linear as quantized_gemv's operand. w must be quantized.
+// The Linear as quantized_gemv's operand; a dense one is an Error(kInvalidArgument) naming its
+// shape.
 QuantizedWeight quantized_weight(const Linear& w);
 
 // Parts [r_i, cols] stored back to back as one [sum r_i, cols] Linear. Parts of different
