@@ -1,5 +1,6 @@
 #include "tinyglm/checkpoint_quantizer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -97,8 +98,11 @@ QuantizedCheckpoint quantize_checkpoint(const std::string& source_dir, const std
                 std::string("checkpoint quantize writes fp4-local, not ") +
                     checkpoint_format_name(options.format));
   const fs::path src(source_dir);
-  if (fs::weakly_canonical(src) == fs::weakly_canonical(fs::path(dir)))
-    throw Error(ErrorKind::kInvalidArgument, "--out must differ from --model");
+  // --out replaces its folder (with --force): never the source or a folder holding it.
+  const fs::path from = fs::weakly_canonical(src), to = fs::weakly_canonical(fs::path(dir));
+  if (std::mismatch(to.begin(), to.end(), from.begin(), from.end()).first == to.end())
+    throw Error(ErrorKind::kInvalidArgument, "--out " + dir + " is --model " + source_dir +
+                                                 " or holds it; choose another --out");
   const ModelConfig config = ModelConfig::load((src / "config.json").string());
   const std::shared_ptr<Checkpoint> source = Checkpoint::open(source_dir);
   check_source(config, *source);

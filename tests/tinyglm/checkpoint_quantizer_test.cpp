@@ -98,7 +98,7 @@ TEST_F(CheckpointQuantizer, RefusesAnAlreadyQuantizedSourceNamingATensor) {
   EXPECT_FALSE(fs::exists(root_ / "twice"));
 }
 
-TEST_F(CheckpointQuantizer, RefusesAMissingTensorAndWritingOverItsSource) {
+TEST_F(CheckpointQuantizer, RefusesAMissingTensorAndWritingOverItsSourceOrAFolderHoldingIt) {
   // A config one layer deeper than the shards: its last layer's tensors are missing.
   fs::copy(root_ / "bf16", root_ / "short");
   auto config = nlohmann::json::parse(read(root_ / "short" / "config.json"));
@@ -116,6 +116,10 @@ TEST_F(CheckpointQuantizer, RefusesAMissingTensorAndWritingOverItsSource) {
       },
       Error);
   EXPECT_THROW(quantize("bf16", "bf16"), Error);
+  CheckpointWriteOptions force;
+  force.format = CheckpointFormat::kFp4Local;
+  force.overwrite = true;  // --out a folder holding --model, with --force: still refused
+  EXPECT_THROW(quantize_checkpoint(dir("bf16"), root_.string(), force, pool_), Error);
   EXPECT_TRUE(fs::exists(root_ / "bf16" / "model.safetensors.index.json"));
 }
 
