@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Peers of the G1 operator table, run on the GPU machine: a PyTorch eager version of each
-operator (the everyday baseline), fla-core's chunk_kda / fused_recurrent_kda on the KDA shapes, and
-torch's cuBLAS matmul. Shapes and operator names match g1_operators' rows so the bundle can set
+operator (the everyday baseline), fla-core's chunk_kda / fused_recurrent_kda on the KDA shapes,
+torch's cuBLAS matmul, and torch._scaled_mm on the FP8 rows of the quantized weights. Shapes and operator names match g1_operators' rows so the bundle can set
 them side by side. Writes {"peers": [{"peer", "operator", "shape", "median_us"}]}.
 
     python3 bench/cuda/g1_peers.py --out peers.json [--quick]
@@ -63,6 +63,54 @@ def linear_peers(quick):
             shape = f"x[{m},{k}] W[{n},{k}] bf16 -> f32"
             add("torch-eager", f"linear.{name}", shape, lambda: F.linear(x, w).float())
         del w
+
+
+# The quantized decode rows of g1_cases_linear.cpp (run_quantized_linear_cases): [n, k] at
+# glm-5.3-flash's geometry, by the checkpoint's format. torch._scaled_mm on sm_90 multiplies FP8
+# E4M3 with one scale per tensor or per row / column (and, in torch builds that have it, 1 x 128 /
+# 128 x 128 blocks); it has no FP4 and no E8M0-per-32 (MX) path below sm_100, so the NVFP4 rows
+# get no peer and the MXFP8 rows the nearest one: the same FP8 bytes with row scales. Its output
+# is BF16 where ours is FP32 (4 bytes a value; negligible beside the weights at decode rows).
+QUANT = [("nvfp4.expert_up", "nvfp4", 2048, 4096), ("nvfp4.expert_down", "nvfp4", 4096, 2048),
+         ("mxfp8.kda_qkv", "mxfp8", 8192, 4096), ("mxfp8.dense_down", "mxfp8", 4096, 12288),
+         ("mxfp8.lm_head", "mxfp8", VOCAB, 4096), ("fp8_block.mla_q_a", "fp8_block", 1536, 4096),
+         ("fp8_block.mla_q_b", "fp8_block", 16384, 1536), ("fp8_block.mla_o", "fp8_block", 4096, 16384)]
+
+
+def quantized_peers(quick):
+    dev = "cuda"
+    f8 = torch.float8_e4m3fn
+    for name, fmt, n, k in QUANT:
+        if fmt == "nvfp4":
+            continue
+        w = (torch.randn(n, k, device=dev) / math.sqrt(k)).clamp(-1, 1)
+        w8 = (w * 448.0).to(f8)  # row-major [n, k]; w8.t() is the column-major [k, n] operand
+        col_scale = torch.full((1, n), 1.0 / 448.0, device=dev)
+        one = torch.ones((), device=dev)
+        blocks = None
+        if k % 128 == 0 and n % 128 == 0:
+            blocks = torch.full((k // 128, n // 128), 1.0 / 448.0, device=dev)
+        for m in DEC:
+            if quick and m == 16:
+                continue
+            x = torch.randn(m, k, device=dev).to(f8)
+            row_scale = torch.ones((m, 1), device=dev)
+            shape = f"x[{m},{k}] W[{n},{k}] {fmt} -> f32"
+            op = "linear." + name
+            add("scaled_mm_tensorwise", op, shape,
+                lambda x=x: torch._scaled_mm(x, w8.t(), scale_a=one, scale_b=one,
+                                             out_dtype=torch.bfloat16))
+            add("scaled_mm_rowwise", op, shape,
+                lambda x=x, rs=row_scale: torch._scaled_mm(x, w8.t(), scale_a=rs,
+                                                           scale_b=col_scale,
+                                                           out_dtype=torch.bfloat16))
+            if fmt == "fp8_block" and blocks is not None:
+                # 1 x 128 activation blocks (outer-dim major, as torch's blockwise path wants)
+                # and the checkpoint's 128 x 128 weight blocks.
+                xs = torch.ones((k // 128, m), device=dev).t()
+                add("scaled_mm_block128", op, shape,
+                    lambda x=x, xs=xs: torch._scaled_mm(x, w8.t(), scale_a=xs, scale_b=blocks,
+                                                        out_dtype=torch.bfloat16))
 
 
 def norm_peers(quick):
@@ -258,7 +306,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="linear,norm,kda,mla,router,mhc")
+    ap.add_argument("--only", default="linear,quantized,norm,kda,mla,router,mhc")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("g1_peers.py needs a CUDA device")
@@ -268,6 +316,8 @@ def main():
     with torch.inference_mode():
         if "linear" in only:
             linear_peers(args.quick)
+        if "quantized" in only:
+            quantized_peers(args.quick)
         if "norm" in only:
             norm_peers(args.quick)
         if "kda" in only:
