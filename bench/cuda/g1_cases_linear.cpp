@@ -2,7 +2,8 @@
 // cuBLASLt timed beside each shape as the peer. Reference: cpu::linear on the same BF16 values.
 // And the decode GEMV over the checkpoint's quantized formats (quantized_gemv: NVFP4, MXFP8,
 // FP8 block), each at glm-5.3-flash projections stored in that format, with the BF16 GEMV and
-// cuBLASLt on the dequantized weights rounded to BF16 as peers.
+// cuBLASLt on the dequantized weights rounded to BF16 as peers; and prefill rows (512-8192) of
+// one projection per format through project_prefill (dequantize to BF16, then Gemm::prefill).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,11 +13,13 @@
 #include "engine/backend/cpu/linear.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/dummy_weights.h"
+#include "engine/backend/cuda/projection.h"
 #include "engine/backend/cuda/quantized_linear.h"
 #include "engine/core/dtype.h"
 #include "engine/model/tensor_source.h"
 #include "engine/model/weight_formats.h"
 #include "engine/model/weight_quantizer.h"
+#include "engine/model/weights.h"
 
 namespace sparkglm::g1 {
 
@@ -262,6 +265,88 @@ void run_quantized_shape(Harness& h, const QuantizedShape& s) {
   }
 }
 
+// Prefill rows of a quantized weight: project_prefill dequantizes W into a BF16 workspace (each
+// value weight_formats.h's FP32 value rounded to nearest even), then runs Gemm::prefill. The
+// reference multiplies the same BF16 x by those BF16-rounded weights, so the row checks the
+// dequantization bit for bit (1e-9 as the BF16 rows); against the unrounded FP32 weights the
+// path adds one BF16 rounding per weight, |dw| <= 2^-9 |w| (projection.h).
+void run_quantized_prefill_shape(Harness& h, const QuantizedShape& s,
+                                 const std::vector<int>& row_counts) {
+  const int64_t max_m = *std::max_element(row_counts.begin(), row_counts.end());
+  const HostQuantized q = quantize_for_g1(h, s);
+  auto data = upload(q.data);
+  auto scale = q.scale.empty() ? nullptr : upload(q.scale);
+  auto scale_inv = q.scale_inv.empty() ? nullptr : upload(q.scale_inv);
+  const std::vector<uint16_t> w_rounded = to_bf16(q.dense);
+  auto w_bf16 = upload(w_rounded);  // the cuBLAS peer's weights
+  auto workspace = device_alloc(size_t(s.n * s.k * 2));
+  auto x = device_alloc(size_t(max_m * s.k * 2));
+  auto y = device_alloc(size_t(max_m * s.n * 4));
+  cuda::fill_dummy_bf16(ptr<uint16_t>(x), max_m * s.k, 0xa11ce000u + uint64_t(s.k), 0.0f, 1.0f,
+                        h.stream());
+  SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(h.stream()));
+  std::vector<uint16_t> x_host(size_t(max_m * s.k));
+  x->copy_to_host(x_host.data(), x_host.size() * 2);
+  const std::vector<float> w_ref = from_bf16(w_rounded);
+  const Linear ref_w{DType::kF32, s.n, s.k, w_ref.data()};
+
+  Linear w{DType::kBF16, s.n, s.k, data->data()};
+  w.format = s.format == cuda::QuantFormat::kNvfp4   ? LinearFormat::kNvfp4
+             : s.format == cuda::QuantFormat::kMxfp8 ? LinearFormat::kMxfp8
+                                                     : LinearFormat::kFp8Block;
+  if (scale) w.scale = ptr<uint8_t>(scale);
+  if (scale_inv) w.scale_inv = ptr<float>(scale_inv);
+  w.global_scale = q.global_scale;
+  const cuda::DequantWorkspace ws{ptr<uint16_t>(workspace), s.n * s.k};
+  const double weight_bytes = double(cuda::quantized_weight(w).bytes());
+
+  const std::string format = cuda::quant_format_name(s.format);
+  for (int m : row_counts) {
+    OperatorCase c;
+    c.op = std::string("linear.") + s.name;
+    c.shape = "x[" + std::to_string(m) + "," + std::to_string(s.k) + "] W[" + std::to_string(s.n) +
+              "," + std::to_string(s.k) + "] " + format + " -> f32";
+    c.rows = m;
+    c.decode = false;
+    c.tolerance = 1e-9;
+    // The floor counts the format's bytes once; the workspace's BF16 write and read (4 bytes a
+    // weight) are this path's own cost, so they show as distance from the floor.
+    c.bytes = weight_bytes + double(m * s.k * 2 + m * s.n * 4);
+    c.flops = 2.0 * double(m) * double(s.n) * double(s.k);
+    c.flops_on_tensor_cores = true;
+    c.note = "project_prefill (" + format +
+             " dequantized to a BF16 workspace, then Gemm::prefill: the fixed-tile tensor-core "
+             "GEMM of the BF16 rows). Reference: the BF16-rounded dequantized weights, so the "
+             "dequantization is checked bit for bit; against the FP32 weights the path adds one "
+             "BF16 rounding a weight (|dw| <= 2^-9 |w|). Peer: cuBLASLt on those BF16 weights, "
+             "without the dequantization";
+    const std::vector<int64_t> rows = checked_rows(m);
+    c.note += "; CPU reference on " + std::to_string(rows.size()) + " sampled rows";
+    cuda::Gemm& g = h.gemm();
+    const uint16_t* xp = ptr<uint16_t>(x);
+    float* yp = ptr<float>(y);
+    c.launch = [&g, ws, w, xp, m, yp](cudaStream_t st) {
+      cuda::project_prefill(g, ws, w, xp, m, yp, st);
+    };
+    CaseOutput out{"y", yp, int64_t(m) * s.n, false, s.n, {}, {}};
+    std::vector<float> xs(rows.size() * size_t(s.k));
+    for (size_t r = 0; r < rows.size(); ++r)
+      for (int64_t i = 0; i < s.k; ++i)
+        xs[r * size_t(s.k) + size_t(i)] = bf16_to_f32(x_host[size_t(rows[r] * s.k + i)]);
+    out.reference.resize(rows.size() * size_t(s.n));
+    cpu::linear(xs.data(), int64_t(rows.size()), ref_w, out.reference.data(), h.pool());
+    for (int64_t r : rows)
+      for (int64_t i = 0; i < s.n; ++i) out.checked.push_back(r * s.n + i);
+    c.outputs.push_back(std::move(out));
+    c.keep = {data, scale, scale_inv, workspace, x, y};
+    h.run(c);
+    const uint16_t* wp = ptr<uint16_t>(w_bf16);
+    h.add_peer("cublas_bf16", c.op, c.shape, [&g, xp, wp, yp, m, s](cudaStream_t st) {
+      g.cublaslt(xp, m, wp, s.n, s.k, yp, st);
+    });
+  }
+}
+
 }  // namespace
 
 void run_linear_cases(Harness& h) {
@@ -308,6 +393,16 @@ void run_quantized_linear_cases(Harness& h) {
       {"fp8_block.mla_o", cuda::QuantFormat::kFp8Block, d, mla_v},
   };
   for (const auto& s : quantized_shapes) run_quantized_shape(h, s);
+
+  // Prefill rows (512-8192) of one projection per format at its production shape.
+  std::vector<int> prefill(std::begin(kPrefillRows), std::end(kPrefillRows));
+  if (h.quick()) prefill.pop_back();
+  const QuantizedShape prefill_shapes[] = {
+      {"nvfp4.expert_up", cuda::QuantFormat::kNvfp4, m.moe_intermediate_size, d},
+      {"mxfp8.kda_qkv", cuda::QuantFormat::kMxfp8, kda_hk, d},
+      {"fp8_block.mla_o", cuda::QuantFormat::kFp8Block, d, mla_v},
+  };
+  for (const auto& s : prefill_shapes) run_quantized_prefill_shape(h, s, prefill);
 }
 
 }  // namespace sparkglm::g1
