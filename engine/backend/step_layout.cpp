@@ -13,7 +13,7 @@ StepLayout::StepLayout(const StepCapacity& capacity, int block_size, int topk_po
 
 size_t StepLayout::max_packed_words() const {
   return kStepHeaderWords + size_t(kStepRowWords + 1) * size_t(capacity_.max_rows) +
-         size_t(2 * capacity_.max_seqs + 1) +
+         size_t(4 * capacity_.max_seqs + 1) +
          size_t(capacity_.max_seqs) * size_t(capacity_.table_stride);
 }
 
@@ -76,6 +76,7 @@ size_t StepLayout::build(const ForwardBatch& batch, int32_t* packed) {
   std::vector<int32_t> new_row(size_t(batch.num_rows()), 0);  // batch row -> step row
   int row = 0, table_words = 0;
   decode_rows_ = dense_decode_rows_ = max_decode_length_ = 0;
+  records_after_ = records_before_ = false;
   for (int k = 0; k < int(order.size()); ++k) {
     const auto [si, wave] = order[size_t(k)];
     const SequenceSlice& s = batch.seqs[size_t(si)];
@@ -88,6 +89,8 @@ size_t StepLayout::build(const ForwardBatch& batch, int32_t* packed) {
       q.wave = wave;
       q.record_after = s.record_states ? wave : -1;
       q.record_before = s.record_before_row == wave;
+      records_after_ = records_after_ || q.record_after >= 0;
+      records_before_ = records_before_ || q.record_before;
     }
     seqs_.push_back(q);
     slots[k] = s.state_slot;
@@ -113,6 +116,12 @@ size_t StepLayout::build(const ForwardBatch& batch, int32_t* packed) {
     }
   }
   offsets[step_seqs] = table_words;
+  int32_t* record_after = tables + table_words;
+  int32_t* record_before = record_after + step_seqs;
+  for (int k = 0; k < step_seqs; ++k) {
+    record_after[k] = seqs_[size_t(k)].record_after;
+    record_before[k] = seqs_[size_t(k)].record_before ? 0 : -1;
+  }
   rows_ = row;
   // KDA groups: the decode rows as one batch when every slice has one decode row, else each
   // (class, wave) run, wave by wave (dense before sparse within a wave).
@@ -136,7 +145,7 @@ size_t StepLayout::build(const ForwardBatch& batch, int32_t* packed) {
   packed[1] = step_seqs;
   packed[2] = nlogit;
   packed[3] = table_words;
-  return size_t(tables + table_words - packed);
+  return size_t(record_before + step_seqs - packed);
 }
 
 }  // namespace sparkglm

@@ -17,7 +17,10 @@
 //
 // Packed words (int32): header {rows, seqs, logit rows, table words}; per row {token, page row,
 // position} in step order; the logit rows (step rows, in the batch's order); the sequences' state
-// slots; their table offsets [seqs + 1]; their block tables back to back.
+// slots; their table offsets [seqs + 1]; their block tables back to back; their KDA record words:
+// record_after [seqs] (-1: none), then record_before [seqs] (0: record 0, -1: none). The record
+// words travel with every step, so a captured verify step reads which rows record from the
+// device, not from its launches.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -76,6 +79,9 @@ class StepLayout {
   const std::vector<StepGroup>& decode_groups() const { return decode_groups_; }
   // A decode slice of several rows, or KDA state records or resumes: the step is speculative.
   bool speculative() const { return speculative_; }
+  // Some decode row keeps the KDA state after it (record_after >= 0) / before it (record_before).
+  bool records_after() const { return records_after_; }
+  bool records_before() const { return records_before_; }
   const std::vector<StepSequence>& seqs() const { return seqs_; }
   const std::vector<int32_t>& positions() const { return positions_; }  // step order
   // Step-order row of each of batch.logit_rows, in the batch's order.
@@ -88,7 +94,7 @@ class StepLayout {
   StepCapacity capacity_;
   int block_size_, topk_pools_, kpool_;
   int rows_ = 0, decode_rows_ = 0, dense_decode_rows_ = 0, max_decode_length_ = 0;
-  bool speculative_ = false;
+  bool speculative_ = false, records_after_ = false, records_before_ = false;
   std::vector<StepSequence> seqs_;
   std::vector<StepGroup> decode_groups_;
   std::vector<int32_t> positions_, logit_rows_, batch_rows_;

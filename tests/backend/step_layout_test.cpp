@@ -63,7 +63,12 @@ TEST(StepLayout, DecodeRowsComeFirstDenseBeforeSparseThenPrefillChunks) {
   const int32_t* offsets = slots + 3;
   EXPECT_EQ(std::vector<int32_t>(offsets, offsets + 4), (std::vector<int32_t>{0, 3, 191, 194}));
   EXPECT_EQ(offsets[4], 300);  // the dense row's table comes first
-  EXPECT_EQ(words, size_t(4 + 15 + 3 + 3 + 4 + 194));
+  // Then the KDA record words: no record after or before any sequence.
+  const int32_t* records = offsets + 4 + 194;
+  EXPECT_EQ(std::vector<int32_t>(records, records + 6), std::vector<int32_t>(6, -1));
+  EXPECT_FALSE(l.records_after());
+  EXPECT_FALSE(l.records_before());
+  EXPECT_EQ(words, size_t(4 + 15 + 3 + 3 + 4 + 194 + 6));
 }
 
 TEST(StepLayout, ABatchBeyondTheCapacityIsRefusedByName) {
@@ -141,6 +146,13 @@ TEST(StepLayout, VerifySlicesBecomeOneRowDecodeRowsWaveByWave) {
             (std::vector<int32_t>(slots.begin(), slots.end())));
   const int32_t* offsets = slot_words + 8;
   EXPECT_EQ(offsets[8], 129 * 4 + 1 + 2 * 2 + 1);
+  // The record words after the tables: each decode row's record_after, then record_before (-1).
+  const int32_t* records = offsets + 9 + offsets[8];
+  EXPECT_EQ(std::vector<int32_t>(records, records + 8),
+            (std::vector<int32_t>(record_after.begin(), record_after.end())));
+  EXPECT_EQ(std::vector<int32_t>(records + 8, records + 16), std::vector<int32_t>(8, -1));
+  EXPECT_TRUE(l.records_after());
+  EXPECT_FALSE(l.records_before());
   // The logit rows follow their rows: A's four (batch rows 0..3) are step rows 0, 3, 5, 6, then
   // B's, C's two and D's last.
   EXPECT_EQ(l.logit_rows(), (std::vector<int32_t>{0, 3, 5, 6, 1, 2, 4, 9}));
@@ -173,6 +185,12 @@ TEST(StepLayout, APlainDecodeStepKeepsOneKdaGroupAndARecomputeSliceRecordsBefore
     EXPECT_EQ(r.seqs()[size_t(i)].record_after, -1) << i;
   }
   EXPECT_EQ(r.decode_groups().size(), 3u);
+  EXPECT_FALSE(r.records_after());
+  EXPECT_TRUE(r.records_before());
+  // record_before words (after record_after's): record 0 before row 2 only.
+  const size_t used = r.build(recompute, words.data());
+  EXPECT_EQ(std::vector<int32_t>(words.begin() + int64_t(used) - 6, words.begin() + int64_t(used)),
+            (std::vector<int32_t>{-1, -1, -1, -1, -1, 0}));
   // A prompt piece that records its states is refused, not silently left unrecorded.
   ForwardBatch recording_prompt;
   recording_prompt.add_sequence({1, 2, 3}, 0, 0, blocks(0, 1), false);

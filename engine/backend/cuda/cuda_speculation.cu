@@ -36,7 +36,9 @@ void CudaModelRunner::resume_records(const ForwardBatch& batch) {
 }
 
 void CudaModelRunner::record_kda_states(int kda_index, const StepGroup& g, bool before) {
-  if (!step_->layout().speculative()) return;
+  // Launched for every group of a step where some row records (the step's graph key says so), so
+  // a captured verify step has the same launches whichever rows record; rows read -1 and skip.
+  if (!(before ? step_->layout().records_before() : step_->layout().records_after())) return;
   const int64_t H = config_.kda.num_heads, K = config_.kda.head_dim;
   const int64_t slots = options_.num_state_slots, records = caches_.records;
   KdaRecordPools p;
@@ -47,20 +49,9 @@ void CudaModelRunner::record_kda_states(int kda_index, const StepGroup& g, bool 
   p.conv = caches_.kda_conv + kda_index * slots * p.conv_floats;
   p.record_state = caches_.record_state + kda_index * slots * records * p.state_floats;
   p.record_conv = caches_.record_conv + kda_index * slots * records * p.conv_floats;
-  KdaRecordCopies copies;
-  for (int i = g.first_row; i < g.first_row + g.rows; ++i) {
-    const StepSequence& s = step_->seqs()[size_t(i)];  // decode row i is step sequence i
-    const int record = before ? (s.record_before ? 0 : -1) : s.record_after;
-    if (record < 0) continue;
-    if (copies.count == kKdaMaxRecordCopies) {
-      kda_record_states(copies, p, stream_);
-      copies.count = 0;
-    }
-    copies.slot[copies.count] = s.slot;
-    copies.record[copies.count] = record;
-    ++copies.count;
-  }
-  kda_record_states(copies, p, stream_);
+  // Decode row i is step sequence i: its slot and record words sit at index i.
+  const int32_t* words = before ? step_->record_before() : step_->record_after();
+  kda_record_states(step_->slots() + g.first_row, words + g.first_row, g.rows, p, stream_);
 }
 
 void CudaModelRunner::hidden_to_host(const float* h, std::vector<float>& hidden) {

@@ -7,11 +7,13 @@ namespace sparkglm::cuda {
 
 namespace {
 
-// Grid: (blocks, copies); each block strides over the copy's state and conv floats.
-__global__ void record_kernel(const __grid_constant__ KdaRecordCopies copies,
-                              const KdaRecordPools p) {
+// Grid: (blocks, rows); each block strides over its row's state and conv floats.
+__global__ void record_kernel(const int32_t* slots, const int32_t* records,
+                              const __grid_constant__ KdaRecordPools p) {
   const int i = blockIdx.y;
-  const int64_t slot = copies.slot[i], record = copies.record[i];
+  const int64_t record = records[i];
+  if (record < 0) return;
+  const int64_t slot = slots[i];
   const float* state = p.state + slot * p.state_floats;
   const float* conv = p.conv + slot * p.conv_floats;
   float* rstate = p.record_state + (slot * p.records + record) * p.state_floats;
@@ -24,13 +26,12 @@ __global__ void record_kernel(const __grid_constant__ KdaRecordCopies copies,
 
 }  // namespace
 
-void kda_record_states(const KdaRecordCopies& copies, const KdaRecordPools& pools,
-                       cudaStream_t stream) {
-  SPARKGLM_ASSERT(copies.count >= 0 && copies.count <= kKdaMaxRecordCopies,
-                  "kda_record_states: copy count outside [0, kKdaMaxRecordCopies]");
-  if (copies.count == 0) return;
-  const dim3 grid(64, unsigned(copies.count));
-  record_kernel<<<grid, 256, 0, stream>>>(copies, pools);
+void kda_record_states(const int32_t* slots, const int32_t* records, int rows,
+                       const KdaRecordPools& pools, cudaStream_t stream) {
+  SPARKGLM_ASSERT(rows >= 0 && rows <= 65535, "kda_record_states: rows outside [0, 65535]");
+  if (rows == 0) return;
+  const dim3 grid(64, unsigned(rows));
+  record_kernel<<<grid, 256, 0, stream>>>(slots, records, pools);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 

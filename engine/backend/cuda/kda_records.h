@@ -1,23 +1,15 @@
 #pragma once
 // Speculative decoding's KDA state records on the device (the CUDA twin of KdaStatePool's
 // record_state / record_conv): copies of one KDA layer's recurrent state and conv history from
-// state slots into records of the same slots, launched between the token-by-token groups of a
+// state slots into records of the same slots, launched beside the token-by-token groups of a
 // verify step (engine/backend/step_layout.h), so a later step can resume from the state after any
-// of a verify slice's rows.
+// of a verify slice's rows. Which rows record, and into which record, is read from device words
+// (StepInputs' record arrays), so a captured verify step replays with any records.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 namespace sparkglm::cuda {
-
-inline constexpr int kKdaMaxRecordCopies = 64;  // copies of one launch
-
-// Copy i: slot slot[i] -> its record record[i]. Passed by value (kernel parameter space).
-struct KdaRecordCopies {
-  int count = 0;
-  int slot[kKdaMaxRecordCopies] = {};
-  int record[kKdaMaxRecordCopies] = {};
-};
 
 // One layer's pools. state: [slots][state_floats] (the layer's slot 0); conv: [slots][conv_floats];
 // record_state: [slots][records][state_floats]; record_conv: [slots][records][conv_floats].
@@ -31,9 +23,10 @@ struct KdaRecordPools {
   int records = 0;           // per slot
 };
 
-// Runs the copies in order on `stream` (count may exceed kKdaMaxRecordCopies only by splitting:
-// the caller passes at most that many). The bits are copied, nothing is computed.
-void kda_record_states(const KdaRecordCopies& copies, const KdaRecordPools& pools,
-                       cudaStream_t stream);
+// For each of `rows` rows i (device words): when records[i] >= 0, slot slots[i]'s state and conv
+// history go into that slot's record records[i]; rows with -1 copy nothing. The rows' slots are
+// distinct (one KDA group). The bits are copied, nothing is computed.
+void kda_record_states(const int32_t* slots, const int32_t* records, int rows,
+                       const KdaRecordPools& pools, cudaStream_t stream);
 
 }  // namespace sparkglm::cuda

@@ -22,6 +22,7 @@ __global__ void unpack_kernel(const int32_t* staging, int max_rows, int max_seqs
   const int32_t* slots = logit_rows + logits;
   const int32_t* offsets = slots + seqs;
   const int32_t* tables = offsets + seqs + 1;
+  const int32_t* records = tables + staging[3];  // record_after [seqs], record_before [seqs]
   int32_t* tokens = fixed;
   int32_t* page_rows = fixed + max_rows;
   int32_t* lengths = fixed + 2 * max_rows;
@@ -29,6 +30,8 @@ __global__ void unpack_kernel(const int32_t* staging, int max_rows, int max_seqs
   int32_t* logit_out = fixed + 4 * max_rows;
   int32_t* slot_out = fixed + 5 * max_rows;
   int32_t* table_out = slot_out + max_seqs;
+  int32_t* record_after_out = table_out + int64_t(max_seqs) * stride;
+  int32_t* record_before_out = record_after_out + max_seqs;
   const int tid = int(blockIdx.x * blockDim.x + threadIdx.x), step = int(gridDim.x * blockDim.x);
   for (int r = tid; r < rows; r += step) {
     tokens[r] = row_data[r * kPerRow];
@@ -37,7 +40,11 @@ __global__ void unpack_kernel(const int32_t* staging, int max_rows, int max_seqs
     lengths[r] = row_data[r * kPerRow + 2] + 1;
   }
   for (int i = tid; i < logits; i += step) logit_out[i] = logit_rows[i];
-  for (int s = tid; s < seqs; s += step) slot_out[s] = slots[s];
+  for (int s = tid; s < seqs; s += step) {
+    slot_out[s] = slots[s];
+    record_after_out[s] = records[s];
+    record_before_out[s] = records[seqs + s];
+  }
   for (int s = 0; s < seqs; ++s)
     for (int i = offsets[s] + tid; i < offsets[s + 1]; i += step)
       table_out[int64_t(s) * stride + (i - offsets[s])] = tables[i];
@@ -51,7 +58,7 @@ StepInputs::StepInputs(const StepCapacity& capacity, int block_size, int topk_po
   SPARKGLM_CUDA_CHECK(cudaMallocHost(&host_, words * sizeof(int32_t)));
   staging_ = DeviceBuffer(words * sizeof(int32_t));
   const size_t fixed_words = size_t(kRowArrays) * size_t(capacity.max_rows) +
-                             size_t(capacity.max_seqs) * size_t(capacity.table_stride + 1);
+                             size_t(capacity.max_seqs) * size_t(capacity.table_stride + 3);
   fixed_buffer_ = DeviceBuffer(fixed_words * sizeof(int32_t));
   fixed_ = static_cast<int32_t*>(fixed_buffer_.data());
   SPARKGLM_CUDA_CHECK(cudaMemset(fixed_, 0, fixed_words * sizeof(int32_t)));

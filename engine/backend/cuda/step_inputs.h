@@ -46,10 +46,16 @@ class StepInputs {
   const int32_t* logit_rows_device() const { return array(kLogitRows); }
   const int32_t* slots() const { return array(kRowArrays); }  // [max_seqs]
   const int32_t* tables() const { return array(kRowArrays) + layout_.capacity().max_seqs; }
+  // Per sequence (decode row i is sequence i): the KDA record after / before it, -1 for none.
+  const int32_t* record_after() const {
+    const StepCapacity& c = layout_.capacity();
+    return tables() + int64_t(c.max_seqs) * c.table_stride;
+  }
+  const int32_t* record_before() const { return record_after() + layout_.capacity().max_seqs; }
 
  private:
   // Fixed device arrays: these row arrays, each max_rows long; then slots [max_seqs]; then
-  // tables [max_seqs, table_stride].
+  // tables [max_seqs, table_stride]; then record_after [max_seqs] and record_before [max_seqs].
   enum RowArray { kTokens, kPageRows, kLengths, kPositions, kLogitRows, kRowArrays };
   const int32_t* array(int which) const {
     return fixed_ + int64_t(which) * layout_.capacity().max_rows;
