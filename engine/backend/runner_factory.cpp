@@ -195,6 +195,7 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   b.weights_identity = dw->identity();
   b.log_lines.push_back(precision_line(r.precision_mode));
   b.runner = std::make_unique<cuda::CudaModelRunner>(mc, std::move(dw), o);
+  b.log_lines.push_back(cuda::CudaModelRunner::graph_plan(mc, o));
   b.kv_bytes = cuda::CudaModelRunner::cache_bytes(mc, o) - demand.state;
   if (r.prefix_disk_tier)  // host memory, not the device's: the KV pool above is unchanged
     b.log_lines.push_back(

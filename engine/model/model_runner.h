@@ -3,6 +3,7 @@
 // independent (a row's results never depend on which other rows share the batch), and the same
 // step pipelined (submit, then collect) so the scheduler can prepare step N+1 while N runs.
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <vector>
@@ -20,6 +21,20 @@ struct CacheGeometry {
   int num_state_slots = 0;  // KDA state slots (sequences in flight)
   int num_snapshots = 0;    // KDA state snapshots beside them (SequenceSlice::save_snapshot)
   int state_records = 0;    // rows per slot whose KDA state a verify slice records (0: none)
+};
+
+// A device backend's captured step graphs (ModelRunner::graph_stats): what was captured, how
+// often steps ran through them, and what the captures took.
+struct StepGraphStats {
+  bool built_with_graphs = false;   // false: --enforce-eager, or a backend without graphs
+  bool eager_now = false;           // set_eager(true) is in force
+  int decode_graphs = 0;            // captured plain decode steps (one per key)
+  int verify_graphs = 0;            // captured verify steps (speculative decoding)
+  uint64_t decode_graph_steps = 0;  // steps launched as a decode graph (the capture included)
+  uint64_t verify_graph_steps = 0;  // steps launched as a verify graph (the capture included)
+  uint64_t verify_eager_steps =
+      0;                   // speculative steps run eagerly (not graphable, or over the cap)
+  size_t graph_bytes = 0;  // device memory the captures took (free memory before - after each)
 };
 
 class ModelRunner {
@@ -52,6 +67,16 @@ class ModelRunner {
   virtual void submit(const ForwardBatch& batch, const StepSampling& sampling);
   virtual void collect(StepResult& result);
   virtual bool draws_sampled() const { return false; }
+
+  // Captured step graphs. set_eager(true) runs later steps without them (as --enforce-eager does
+  // from the start), set_eager(false) with them again; graphs already captured are kept. Returns
+  // whether the runner was built with graphs (false: the call changes nothing). A bench times
+  // graphed and eager steps in one process with it.
+  virtual bool set_eager(bool eager) {
+    (void)eager;
+    return false;
+  }
+  virtual StepGraphStats graph_stats() const { return {}; }
 
   // Host copies of cache contents: the prefix cache's disk tier (engine/runtime/prefix_store.h)
   // spills evicted blocks and snapshots through them and restores them the same way. A block is

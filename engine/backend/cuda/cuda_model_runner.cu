@@ -43,9 +43,7 @@ void CudaModelRunner::check_config(const ModelConfig& c) {
        "a multiple of 512");
 }
 
-namespace {
-
-RunnerShape runner_shape(const ModelConfig& c, const CudaRunnerOptions& o) {
+RunnerShape CudaModelRunner::runner_shape(const ModelConfig& c, const CudaRunnerOptions& o) {
   RunnerShape s;
   s.rows = o.max_rows;
   s.max_seqs = o.num_state_slots;
@@ -54,8 +52,6 @@ RunnerShape runner_shape(const ModelConfig& c, const CudaRunnerOptions& o) {
   s.attend_max = c.index_topk_pools() * c.index_kpool + c.index_kpool - 1;
   return s;
 }
-
-}  // namespace
 
 RunnerShape CudaModelRunner::shape() const {
   return runner_shape(config_, options_);
@@ -108,6 +104,11 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
                 "CUDA runner: state_records " + std::to_string(options_.state_records) +
                     " and decode_slice_rows " + std::to_string(options_.decode_slice_rows) +
                     " (expected >= 0 and >= 1)");
+  if (options_.max_verify_graphs < 0)
+    throw Error(ErrorKind::kInvalidArgument, "CUDA runner: max_verify_graphs " +
+                                                 std::to_string(options_.max_verify_graphs) +
+                                                 " (expected >= 0)");
+  graph_stats_.built_with_graphs = options_.graphs;
   SPARKGLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   const RunnerShape s = shape();
   // Every decode row is a sequence of the step's layout (step_layout.h): a slot's verify slice
@@ -205,7 +206,7 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
 }
 
 CudaModelRunner::~CudaModelRunner() {
-  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  for (auto& [key, graph] : graphs_) cudaGraphExecDestroy(graph.exec);
   cudaFreeHost(pinned_logits_);
   cudaFreeHost(pinned_hidden_);
   cudaFreeHost(pinned_from_);
@@ -322,48 +323,6 @@ void CudaModelRunner::head_to_host(const float* h, const float* norm, ForwardOut
   SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-bool CudaModelRunner::decode_graphable() const {
-  return options_.graphs && !step_->layout().speculative() &&
-         step_->decode_rows() == step_->rows() && step_->dense_decode_rows() == step_->rows() &&
-         step_->rows() <= kDecodeMaxRows;
-}
-
-// A decode step's launches depend only on its row count and the attention's split grid (sized
-// by the length bucket); everything else it reads sits at fixed addresses. The first step of a
-// (rows, bucket) pair is captured, later ones replay the graph.
-void CudaModelRunner::capture_or_replay(int bucket) {
-  length_bucket_ = bucket;
-  const auto key = std::make_pair(step_->rows(), bucket);
-  auto it = graphs_.find(key);
-  if (it == graphs_.end()) {
-    const size_t first_mark = profile_.marks();
-    profile_.reserve(size_t(16) * size_t(config_.num_hidden_layers + 1));  // no creation in capture
-    cudaGraph_t graph = nullptr;
-    SPARKGLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    try {
-      run_layers();
-    } catch (...) {
-      cudaStreamEndCapture(stream_, &graph);
-      if (graph) cudaGraphDestroy(graph);
-      throw;
-    }
-    SPARKGLM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-    cudaGraphExec_t exec = nullptr;
-    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
-    SPARKGLM_CUDA_CHECK(made);
-    it = graphs_.emplace(key, exec).first;
-    graph_marks_[key] = {first_mark, profile_.parts_since(first_mark)};
-  } else {
-    ++graph_replays_;
-    const auto& [first_mark, parts] = graph_marks_[key];
-    SPARKGLM_ASSERT(first_mark == profile_.marks(),
-                    "a decode graph replayed after a different number of profile marks");
-    profile_.replayed(parts);
-  }
-  SPARKGLM_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
-}
-
 void CudaModelRunner::forward(const ForwardBatch& batch, ForwardOutput& out) {
   SPARKGLM_ASSERT(queued_.empty(), "CudaModelRunner::forward with pipelined steps queued");
   batch.validate(config_, options_.block_size, options_.num_blocks, options_.num_state_slots,
@@ -382,12 +341,8 @@ void CudaModelRunner::run_step(const ForwardBatch& batch) {
   reset_fresh_slots();
   copy_snapshots(batch, /*restore=*/true);
   resume_records(batch);
-  const int attend_max = shape().attend_max;
-  if (decode_graphable()) {
-    int bucket = kMlaSplitTokens;
-    while (bucket < step_->max_decode_length()) bucket *= 2;
-    capture_or_replay(std::min(bucket, attend_max));
-  } else {
+  if (!launch_graph()) {
+    if (step_->layout().speculative()) ++graph_stats_.verify_eager_steps;
     length_bucket_ = std::max(1, step_->max_decode_length());
     run_layers();
   }

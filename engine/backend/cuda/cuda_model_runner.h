@@ -4,14 +4,17 @@
 // cache, the KDA state slots and every activation live in device memory; a step moves its token
 // ids and block tables in (one copy) and the requested logits out (one copy).
 //
-// Decode steps whose rows all attend densely are captured in CUDA graphs, one per (rows, length
-// bucket), and replayed: the launches of a step cost one graph launch instead of ~20 per layer.
-// Prefill chunks and sparse-indexer rows run eagerly (their launch shapes depend on the data).
+// Steps of at most kDecodeMaxRows decode rows that all attend densely are captured in CUDA
+// graphs and replayed (cuda_step_graphs.cu): the launches of a step cost one graph launch instead
+// of ~20 per layer. Plain decode steps: one graph per (rows, length bucket); verify steps: one per
+// (rows of each wave, length bucket, records kept), at most max_verify_graphs of them. Prefill
+// chunks and sparse-indexer rows run eagerly (their launch shapes depend on the data).
 //
 // Speculative decoding (docs/speculative-decoding.md): a verify slice (a decode slice of several
 // rows) runs each row as a one-row decode row (step_layout.h: a sequence of its own; the KDA
 // recurrence wave by wave), recording the KDA state after each row (or before one) in the state
-// records, and a later slice resumes from a record. Such steps run eagerly, not in graphs.
+// records (inside the graph: which rows record is read from device words), and a later slice
+// resumes from a record (a copy before the step's launches, as snapshot restores).
 //
 // Pipelined steps (submit/collect, cuda_step_pipeline.cu) return before the device has run them:
 // greedy tokens are picked on the device and only their ids come back; a later step's rows read
@@ -24,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -52,7 +56,8 @@ struct CudaRunnerOptions {
   int max_rows = 8192 + 4;  // rows of one forward step (prefill budget + decode rows)
   int max_seq_len = 32768;  // sizes the block tables and the indexer's per-sequence buffers
   KvDtype kv_dtype = KvDtype::kBF16;  // bf16 or fp8_g128 latent records
-  bool graphs = true;
+  bool graphs = true;                 // false: --enforce-eager
+  int max_verify_graphs = 64;  // verify step shapes captured; steps of other shapes run eagerly
   bool profile_steps = false;  // device time by model part (StepProfiler), printed at destruction
 };
 
@@ -91,6 +96,12 @@ class CudaModelRunner : public ModelRunner {
   void copy_snapshot_to_host(int snapshot, std::byte* host) override;
   void copy_snapshot_from_host(int snapshot, const std::byte* host) override;
 
+  bool set_eager(bool eager) override;
+  StepGraphStats graph_stats() const override { return graph_stats_; }
+
+  // The start-up line that bounds the graphs these options may capture (runner_factory logs it).
+  static std::string graph_plan(const ModelConfig& config, const CudaRunnerOptions& options);
+
   const CudaRunnerOptions& options() const { return options_; }
   int graphs_captured() const { return int(graphs_.size()); }
   uint64_t graph_replays() const { return graph_replays_; }
@@ -107,9 +118,10 @@ class CudaModelRunner : public ModelRunner {
   std::vector<DeviceRun> snapshot_runs(int snapshot) const;
   // Copies `runs` to (or from) consecutive bytes of `host` on stream_, then waits for the stream.
   void copy_runs(const std::vector<DeviceRun>& runs, std::byte* host, bool to_host);
-  RunnerShape shape() const;
-  // Runs the loaded step up to the head reduction (h in ws_.y): a decode graph or eager launches;
-  // `batch`'s snapshot restores before it and its saves after it, on stream_.
+  static RunnerShape runner_shape(const ModelConfig& config, const CudaRunnerOptions& options);
+  RunnerShape shape() const;  // runner_shape of this runner's config and options
+  // Runs the loaded step up to the head reduction (h in ws_.y): a step graph or eager launches;
+  // `batch`'s snapshot restores and record resumes before it and its saves after it, on stream_.
   void run_step(const ForwardBatch& batch);
   void reset_fresh_slots();
   // Copies whole KDA slots: snapshot -> slot for every restore_snapshot of `batch` (restore), or
@@ -137,8 +149,27 @@ class CudaModelRunner : public ModelRunner {
   // `draws` the seeded draws of ws_.draws) and then the pinned picks of `parity`; with `logits`,
   // the logits to the host too (synchronising).
   void head_picks(int parity, std::vector<float>* logits, bool draws);
-  void capture_or_replay(int bucket);
-  bool decode_graphable() const;
+  // What a captured step's launches depend on (cuda_step_graphs.cu): the rows of each KDA group
+  // (one group for a plain decode step, one per wave for a verify step), the attention's length
+  // bucket, and whether the step keeps KDA records after / before its rows.
+  struct GraphKey {
+    std::vector<int> groups;
+    int bucket = 0;
+    bool records_after = false, records_before = false;
+    bool verify() const { return groups.size() > 1 || records_after || records_before; }
+    bool operator<(const GraphKey& o) const;
+  };
+  struct StepGraph {
+    cudaGraphExec_t exec = nullptr;
+    size_t first_mark = 0;           // profile marks before its capture (profiling on)
+    std::vector<const char*> parts;  // the parts it marked
+  };
+  // The loaded step's key, or none when it runs eagerly (graphs off, prompt or sparse rows, more
+  // than kDecodeMaxRows rows).
+  std::optional<GraphKey> graph_key() const;
+  // Launches the loaded step's graph, capturing it first when new; false (nothing launched) when
+  // the step runs eagerly: no key, or a new verify shape beyond max_verify_graphs.
+  bool launch_graph();
 
   ModelConfig config_;
   std::unique_ptr<DeviceWeights> weights_;
@@ -162,9 +193,9 @@ class CudaModelRunner : public ModelRunner {
   std::map<int, ExpertTable> experts_;  // by layer index (the MTP layer included)
   DeviceBuffer expert_pointers_;
   DeviceBuffer expert_dequant_;  // prefill's BF16 scratch with quantized experts
-  std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // (rows, length bucket) -> graph
-  // Per graph: the profile marks before its capture and the parts it marked (profiling on).
-  std::map<std::pair<int, int>, std::pair<size_t, std::vector<const char*>>> graph_marks_;
+  std::map<GraphKey, StepGraph> graphs_;
+  bool eager_ = false;  // set_eager(true)
+  StepGraphStats graph_stats_;
   uint64_t graph_replays_ = 0;
   StepProfiler profile_;   // options_.profile_steps: device time by part (graphs included)
   int length_bucket_ = 0;  // the max_len the current decode step's attention is launched with

@@ -1,0 +1,130 @@
+// CUDA graphs of the CUDA runner's steps. A step whose rows are all dense decode rows (at most
+// kDecodeMaxRows) launches the same kernels with the same arguments whenever it has the same
+// GraphKey: the rows of each KDA group (the decode rows as one group, or a verify step's waves:
+// step_layout.h), the attention's length bucket (mla_decode's split grid), and whether it keeps
+// KDA state records after or before its rows (kda_records.h). Everything else it reads sits at
+// fixed device addresses: StepInputs' arrays (tokens, page rows, lengths, slots, block tables,
+// record words), the caches and the workspace. So the first step of a key is captured and later
+// ones replay it, verify steps as plain decode steps; a verify row computes the same bits graphed
+// or eager (the same launches), and the bits of a one-row decode row (the same kernels).
+//
+// Bounds: plain decode keys are at most min(kDecodeMaxRows, slots) row counts times the length
+// buckets; verify keys are capped at max_verify_graphs (first come), a step of a new verify shape
+// beyond the cap runs eagerly. graph_plan() states the bound at start; graph_stats() counts the
+// captures, the steps they ran and the device memory they took.
+#include <algorithm>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/cuda_model_runner.h"
+#include "engine/backend/cuda/mla_decode.h"
+#include "engine/core/error.h"
+
+namespace sparkglm::cuda {
+
+namespace {
+
+// The attention grid's length for decode rows of at most `length` tokens: a power of two times
+// kMlaSplitTokens, capped by what a sparse row attends.
+int length_bucket(int length, int attend_max) {
+  int bucket = kMlaSplitTokens;
+  while (bucket < length) bucket *= 2;
+  return std::min(bucket, attend_max);
+}
+
+}  // namespace
+
+bool CudaModelRunner::GraphKey::operator<(const GraphKey& o) const {
+  return std::tie(groups, bucket, records_after, records_before) <
+         std::tie(o.groups, o.bucket, o.records_after, o.records_before);
+}
+
+std::string CudaModelRunner::graph_plan(const ModelConfig& config,
+                                        const CudaRunnerOptions& options) {
+  if (!options.graphs) return "CUDA graphs: off (--enforce-eager): every step runs eagerly";
+  const int attend_max = runner_shape(config, options).attend_max;
+  std::set<int> buckets;
+  for (int length = 1;; length *= 2) {
+    buckets.insert(length_bucket(std::min(length, options.max_seq_len), attend_max));
+    if (length >= options.max_seq_len) break;
+  }
+  const int rows = std::min(kDecodeMaxRows, options.num_state_slots);
+  std::string line = "CUDA graphs: decode steps of 1-" + std::to_string(rows) + " rows x " +
+                     std::to_string(buckets.size()) + " attention length buckets (at most " +
+                     std::to_string(rows * int(buckets.size())) + " graphs)";
+  if (options.decode_slice_rows > 1 || options.state_records > 0) {
+    const int verify_rows =
+        std::min(kDecodeMaxRows, options.num_state_slots * options.decode_slice_rows);
+    line += "; verify steps of up to " + std::to_string(verify_rows) + " rows (slices of up to " +
+            std::to_string(options.decode_slice_rows) +
+            "), one graph per (rows of each wave, length bucket, records kept), at most " +
+            std::to_string(options.max_verify_graphs) + " graphs, further shapes eager";
+  }
+  return line + "; each capture's device memory is counted (graph_stats)";
+}
+
+bool CudaModelRunner::set_eager(bool eager) {
+  eager_ = eager;
+  graph_stats_.eager_now = eager;
+  return options_.graphs;
+}
+
+std::optional<CudaModelRunner::GraphKey> CudaModelRunner::graph_key() const {
+  if (!options_.graphs || eager_ || step_->rows() == 0 || step_->decode_rows() != step_->rows() ||
+      step_->dense_decode_rows() != step_->rows() || step_->rows() > kDecodeMaxRows)
+    return std::nullopt;
+  GraphKey key;
+  for (const StepGroup& g : step_->layout().decode_groups()) key.groups.push_back(g.rows);
+  key.bucket = length_bucket(step_->max_decode_length(), shape().attend_max);
+  key.records_after = step_->layout().records_after();
+  key.records_before = step_->layout().records_before();
+  return key;
+}
+
+bool CudaModelRunner::launch_graph() {
+  const std::optional<GraphKey> key = graph_key();
+  if (!key) return false;
+  length_bucket_ = key->bucket;  // what mla_decode is launched with, captured or replayed
+  auto it = graphs_.find(*key);
+  if (it == graphs_.end()) {
+    if (key->verify() && graph_stats_.verify_graphs >= options_.max_verify_graphs) return false;
+    StepGraph g;
+    g.first_mark = profile_.marks();
+    profile_.reserve(size_t(16) * size_t(config_.num_hidden_layers + 1));  // no creation in capture
+    cudaGraph_t graph = nullptr;
+    SPARKGLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    try {
+      run_layers();
+    } catch (...) {
+      cudaStreamEndCapture(stream_, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    SPARKGLM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    // What the capture takes on the device: free memory before instantiation and after the
+    // upload (coarse: the driver's allocation granularity; summed over graphs in graph_stats).
+    size_t free_before = 0, free_after = 0, total = 0;
+    SPARKGLM_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
+    const cudaError_t made = cudaGraphInstantiate(&g.exec, graph, 0);
+    cudaGraphDestroy(graph);
+    SPARKGLM_CUDA_CHECK(made);
+    SPARKGLM_CUDA_CHECK(cudaGraphUpload(g.exec, stream_));
+    SPARKGLM_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+    graph_stats_.graph_bytes += free_before > free_after ? free_before - free_after : 0;
+    g.parts = profile_.parts_since(g.first_mark);
+    (key->verify() ? graph_stats_.verify_graphs : graph_stats_.decode_graphs) += 1;
+    it = graphs_.emplace(*key, std::move(g)).first;
+  } else {
+    ++graph_replays_;
+    SPARKGLM_ASSERT(it->second.first_mark == profile_.marks(),
+                    "a step graph replayed after a different number of profile marks");
+    profile_.replayed(it->second.parts);
+  }
+  SPARKGLM_CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream_));
+  (key->verify() ? graph_stats_.verify_graph_steps : graph_stats_.decode_graph_steps) += 1;
+  return true;
+}
+
+}  // namespace sparkglm::cuda
