@@ -1,27 +1,33 @@
 // Speculative decoding on the CUDA runner (docs/speculative-decoding.md, section "CUDA"), on
 // tinyglm with dummy weights:
-//  - a verify slice's rows (widths 2..5, beside another verify slice of another width) compute
-//    the logits and hidden states of one-row decode steps of the same tokens, bit for bit, in
-//    forward() and in submit/collect, while the decode steps replay CUDA graphs and the verify
-//    step runs eagerly;
+//  - a verify step's rows (widths 2..5; one sequence, two of different widths, four) compute the
+//    logits and hidden states of one-row decode steps of the same tokens, bit for bit, whether the
+//    verify step is captured in a CUDA graph, replayed from it, run eagerly (set_eager, as
+//    --enforce-eager) or submitted and collected; the decode steps replay their own graphs. With
+//    the verify-graph cap at 1, shapes beyond it run eagerly with the same bits;
 //  - rollback: after a rejected draft, the KDA state (every layer's recurrent state and conv
 //    history, read through a snapshot) and the next row's logits equal the non-speculative run's,
 //    bit for bit, with state records (resume_record) and with recompute (record_before_row, the
-//    accepted rows run again); without the resume they differ;
+//    accepted rows run again), the records written inside graphed verify steps and eagerly;
+//    without the resume they differ;
 //  - forward_mtp over several rows of a sequence and then one row (the drafter's two calls)
 //    returns one hidden state and one logit row per asked row, close to the MTP module over the
 //    same rows in one call;
 //  - through the scheduler, greedy output with k = 1, 2, 3 drafts (the MTP module's, and an
 //    oracle's that are mostly right) is the output without speculation, tokens and logprobs, at
-//    C1 and C4, with either rollback; every block returns to the pool.
+//    C1 and C4, with either rollback, with graphs (verify steps replayed from graphs) and
+//    without; every block returns to the pool.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <ostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/backend/cuda/cuda_model_runner.h"
@@ -38,7 +44,7 @@ namespace {
 
 // tinyglm with four slots, state records for k = 4 drafts (or widths up to 5) and decode slices
 // of up to 7 rows (2k + 1 for k = 3 with recompute).
-std::unique_ptr<cuda::CudaModelRunner> spec_runner(int snapshots = 0) {
+std::unique_ptr<cuda::CudaModelRunner> spec_runner(int snapshots = 0, int max_verify_graphs = 64) {
   const ModelConfig c = preset_config("tinyglm");
   cuda::CudaRunnerOptions o;
   o.num_blocks = 4 * 64;
@@ -49,6 +55,7 @@ std::unique_ptr<cuda::CudaModelRunner> spec_runner(int snapshots = 0) {
   o.decode_slice_rows = 7;
   o.max_rows = 256 + 4 * 7;
   o.max_seq_len = 1024;
+  o.max_verify_graphs = max_verify_graphs;
   return std::make_unique<cuda::CudaModelRunner>(
       c, cuda::DeviceWeights::generate(c, kDefaultDummySeed), o);
 }
@@ -77,57 +84,102 @@ bool same_bits(const float* a, const float* b, size_t n) {
   return std::memcmp(a, b, n * sizeof(float)) == 0;
 }
 
-// Two sequences, A (slot 0, 40-token prompt) and B (slot 1, 23 tokens), prefilled afresh.
-struct TwoSequences {
-  std::vector<int32_t> prompt_a = tokens_of(40, 1), prompt_b = tokens_of(23, 2);
-  std::vector<int32_t> table_a = table(0, 4), table_b = table(10, 4);
-  void prefill(ModelRunner& r) const {
+// Four sequences (slots 0..3, prompts of 40, 23, 57 and 9 tokens), prefilled afresh.
+struct Sequences {
+  static constexpr int kLengths[4] = {40, 23, 57, 9};
+  std::vector<int32_t> prompt(int i) const { return tokens_of(kLengths[i], i + 1); }
+  std::vector<int32_t> blocks(int i) const { return table(10 * i, 4); }
+  void prefill(ModelRunner& r, int count) const {
     ForwardBatch b;
-    b.add_sequence(prompt_a, 0, 0, table_a);
-    b.seqs.back().decode = false;
-    b.add_sequence(prompt_b, 0, 1, table_b);
-    b.seqs.back().decode = false;
+    for (int i = 0; i < count; ++i) {
+      b.add_sequence(prompt(i), 0, i, blocks(i));
+      b.seqs.back().decode = false;
+    }
     ForwardOutput out;
     r.forward(b, out);
   }
 };
 
-TEST(CudaSpeculation, AVerifyRowComputesTheDecodeRowsBitsAtWidthsTwoToFive) {
+// A verify step's sequences: sequence i's slice is `width + width_offset[i]` rows wide.
+struct VerifyCase {
+  const char* name;
+  std::vector<int> width_offset;
+  int max_verify_graphs;
+};
+
+void PrintTo(const VerifyCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class CudaSpeculationVerify : public ::testing::TestWithParam<VerifyCase> {};
+
+INSTANTIATE_TEST_SUITE_P(Batch, CudaSpeculationVerify,
+                         ::testing::Values(VerifyCase{"C1", {0}, 64},
+                                           VerifyCase{"C2_mixed_widths", {0, -1}, 64},
+                                           VerifyCase{"C4", {0, 0, 0, 0}, 64},
+                                           VerifyCase{"C4_graph_cap_1", {0, 0, 0, 0}, 1}),
+                         [](const ::testing::TestParamInfo<VerifyCase>& i) {
+                           return std::string(i.param.name);
+                         });
+
+TEST_P(CudaSpeculationVerify, VerifyRowsComputeTheDecodeRowsBitsGraphedAndEagerAtWidthsTwoToFive) {
   if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
-  const auto runner = spec_runner();
+  const VerifyCase& c = GetParam();
+  const auto runner = spec_runner(0, c.max_verify_graphs);
   cuda::CudaModelRunner& r = *runner;
   const int64_t V = r.config().vocab_size, D = r.config().hidden_size;
-  const TwoSequences s;
+  const int n = int(c.width_offset.size());
+  const Sequences s;
   for (int w = 2; w <= 5; ++w) {
     SCOPED_TRACE("width " + std::to_string(w));
-    const std::vector<int32_t> rows_a = tokens_of(w, 10 + w), rows_b = tokens_of(w - 1, 20 + w);
-    // Non-speculative: one decode row per sequence and step (graphs replayed).
-    s.prefill(r);
-    std::vector<float> ref_logits_a, ref_hidden_a, ref_logits_b, ref_hidden_b;
-    for (int i = 0; i < w; ++i) {
+    std::vector<int> widths;
+    std::vector<std::vector<int32_t>> rows;
+    for (int i = 0; i < n; ++i) {
+      widths.push_back(w + c.width_offset[size_t(i)]);
+      rows.push_back(tokens_of(widths.back(), 10 * i + w));
+    }
+    // Non-speculative: one decode row per sequence and step (graphs replayed). ref[i]: sequence
+    // i's rows' logits, then hidden states.
+    s.prefill(r, n);
+    std::vector<std::vector<float>> ref_logits(static_cast<size_t>(n)),
+        ref_hidden(static_cast<size_t>(n));
+    for (int j = 0; j < w; ++j) {
       ForwardBatch b;
-      b.add_sequence({rows_a[size_t(i)]}, 40 + i, 0, s.table_a);
-      if (i < w - 1) b.add_sequence({rows_b[size_t(i)]}, 23 + i, 1, s.table_b);
+      std::vector<int> in;
+      for (int i = 0; i < n; ++i)
+        if (j < widths[size_t(i)]) {
+          b.add_sequence({rows[size_t(i)][size_t(j)]}, Sequences::kLengths[i] + j, i, s.blocks(i));
+          in.push_back(i);
+        }
       ForwardOutput out;
       r.forward(b, out);
-      ref_logits_a.insert(ref_logits_a.end(), out.logits.begin(), out.logits.begin() + V);
-      ref_hidden_a.insert(ref_hidden_a.end(), out.hidden.begin(), out.hidden.begin() + D);
-      if (i < w - 1) {
-        ref_logits_b.insert(ref_logits_b.end(), out.logits.begin() + V, out.logits.end());
-        ref_hidden_b.insert(ref_hidden_b.end(), out.hidden.begin() + D, out.hidden.end());
+      for (size_t q = 0; q < in.size(); ++q) {
+        auto& l = ref_logits[size_t(in[q])];
+        auto& h = ref_hidden[size_t(in[q])];
+        l.insert(l.end(), out.logits.begin() + int64_t(q) * V,
+                 out.logits.begin() + int64_t(q + 1) * V);
+        h.insert(h.end(), out.hidden.begin() + int64_t(q) * D,
+                 out.hidden.begin() + int64_t(q + 1) * D);
       }
     }
-    // Speculative: one step, A's verify slice of w rows beside B's of w - 1, recording states.
+    // Speculative: one step of every sequence's verify slice, recording states.
     ForwardBatch verify;
-    add_decode(verify, rows_a, 40, 0, s.table_a);
-    verify.seqs.back().record_states = true;
-    add_decode(verify, rows_b, 23, 1, s.table_b);
-    verify.seqs.back().record_states = true;
-    for (int pass = 0; pass < 2; ++pass) {  // forward(), then submit/collect
-      SCOPED_TRACE(pass == 0 ? "forward" : "submit/collect");
-      s.prefill(r);
+    for (int i = 0; i < n; ++i) {
+      add_decode(verify, rows[size_t(i)], Sequences::kLengths[i], i, s.blocks(i));
+      verify.seqs.back().record_states = true;
+    }
+    // Within the cap, this width's verify shape is captured by the first pass and replayed by the
+    // second and the fourth; the third runs eagerly. Beyond it, every pass runs eagerly.
+    const bool graphed = w - 2 < c.max_verify_graphs;
+    const char* passes[] = {"forward, first", "forward, again", "forward, set_eager(true)",
+                            "submit/collect"};
+    for (int pass = 0; pass < 4; ++pass) {
+      SCOPED_TRACE(passes[pass]);
+      s.prefill(r, n);
+      const StepGraphStats before = r.graph_stats();
+      r.set_eager(pass == 2);
       std::vector<float> logits, hidden;
-      if (pass == 0) {
+      if (pass < 3) {
         ForwardOutput out;
         r.forward(verify, out);
         logits = std::move(out.logits);
@@ -140,25 +192,56 @@ TEST(CudaSpeculation, AVerifyRowComputesTheDecodeRowsBitsAtWidthsTwoToFive) {
         logits = std::move(result.logits);
         hidden = std::move(result.hidden);
       }
-      ASSERT_EQ(logits.size(), size_t((2 * w - 1) * V));
-      ASSERT_EQ(hidden.size(), size_t((2 * w - 1) * D));
-      for (int i = 0; i < w; ++i) {
-        EXPECT_TRUE(same_bits(&logits[size_t(i * V)], &ref_logits_a[size_t(i * V)], size_t(V)))
-            << "A row " << i;
-        EXPECT_TRUE(same_bits(&hidden[size_t(i * D)], &ref_hidden_a[size_t(i * D)], size_t(D)))
-            << "A row " << i;
+      r.set_eager(false);
+      const StepGraphStats after = r.graph_stats();
+      const bool ran_graphed = graphed && pass != 2;
+      EXPECT_EQ(after.verify_graph_steps - before.verify_graph_steps, ran_graphed ? 1u : 0u);
+      EXPECT_EQ(after.verify_eager_steps - before.verify_eager_steps, ran_graphed ? 0u : 1u);
+      EXPECT_EQ(after.verify_graphs - before.verify_graphs, graphed && pass == 0 ? 1 : 0);
+      int64_t row = 0;
+      for (int i = 0; i < n; ++i) {
+        ASSERT_GE(logits.size(), size_t((row + widths[size_t(i)]) * V));
+        ASSERT_GE(hidden.size(), size_t((row + widths[size_t(i)]) * D));
+        for (int j = 0; j < widths[size_t(i)]; ++j, ++row) {
+          EXPECT_TRUE(
+              same_bits(&logits[size_t(row * V)], &ref_logits[size_t(i)][size_t(j * V)], size_t(V)))
+              << "sequence " << i << " row " << j;
+          EXPECT_TRUE(
+              same_bits(&hidden[size_t(row * D)], &ref_hidden[size_t(i)][size_t(j * D)], size_t(D)))
+              << "sequence " << i << " row " << j;
+        }
       }
-      for (int i = 0; i < w - 1; ++i) {
-        EXPECT_TRUE(
-            same_bits(&logits[size_t((w + i) * V)], &ref_logits_b[size_t(i * V)], size_t(V)))
-            << "B row " << i;
-        EXPECT_TRUE(
-            same_bits(&hidden[size_t((w + i) * D)], &ref_hidden_b[size_t(i * D)], size_t(D)))
-            << "B row " << i;
-      }
+      EXPECT_EQ(logits.size(), size_t(row * V));
     }
   }
-  EXPECT_GT(r.graph_replays(), 0u) << "the decode reference ran in graphs";
+  const StepGraphStats g = r.graph_stats();
+  EXPECT_LE(g.verify_graphs, c.max_verify_graphs);
+  EXPECT_GT(g.decode_graph_steps, 0u) << "the decode reference ran in graphs";
+  EXPECT_GT(r.graph_replays(), 0u);
+  std::printf("[ graphs   ] %s: %d decode and %d verify graphs, %zu bytes of device memory\n",
+              c.name, g.decode_graphs, g.verify_graphs, g.graph_bytes);
+}
+
+// The start-up line bounds what may be captured (host only: no device needed).
+TEST(CudaSpeculation, TheGraphPlanBoundsDecodeAndVerifyGraphsAndNamesEnforceEager) {
+  const ModelConfig c = preset_config("tinyglm");
+  cuda::CudaRunnerOptions o;
+  o.num_state_slots = 4;
+  o.max_seq_len = 1024;
+  const std::string plain = cuda::CudaModelRunner::graph_plan(c, o);
+  EXPECT_NE(plain.find("decode steps of 1-4 rows x 4 attention length buckets (at most 16 graphs)"),
+            std::string::npos)
+      << plain;
+  EXPECT_EQ(plain.find("verify"), std::string::npos) << plain;
+  o.state_records = 4;
+  o.decode_slice_rows = 4;
+  o.max_verify_graphs = 12;
+  const std::string spec = cuda::CudaModelRunner::graph_plan(c, o);
+  EXPECT_NE(spec.find("verify steps of up to 16 rows (slices of up to 4)"), std::string::npos)
+      << spec;
+  EXPECT_NE(spec.find("at most 12 graphs"), std::string::npos) << spec;
+  o.graphs = false;
+  EXPECT_NE(cuda::CudaModelRunner::graph_plan(c, o).find("--enforce-eager"), std::string::npos);
 }
 
 // The KDA state of slot 0 of every layer, through snapshot 0 (saved by the slice).
@@ -168,38 +251,58 @@ std::vector<std::byte> saved_state(cuda::CudaModelRunner& r) {
   return bytes;
 }
 
-class CudaSpeculationRollback : public ::testing::TestWithParam<SpeculativeRollback> {};
+// Each rollback, with verify steps in graphs (the state records written inside them) and eagerly.
+class CudaSpeculationRollback
+    : public ::testing::TestWithParam<std::tuple<SpeculativeRollback, bool>> {
+ protected:
+  SpeculativeRollback rollback() const { return std::get<0>(GetParam()); }
+  bool graphs() const { return std::get<1>(GetParam()); }
+  // After a run: verify steps ran in graphs exactly when the parameter says so.
+  void expect_graphed_verify_steps(const cuda::CudaModelRunner& r) const {
+    const StepGraphStats g = r.graph_stats();
+    if (graphs()) {
+      EXPECT_GT(g.verify_graph_steps, 0u) << "verify steps replayed from graphs";
+    } else {
+      EXPECT_EQ(g.verify_graph_steps, 0u) << "set_eager(true): no verify graph";
+      EXPECT_GT(g.verify_eager_steps, 0u);
+    }
+  }
+};
 
-INSTANTIATE_TEST_SUITE_P(Rollback, CudaSpeculationRollback,
-                         ::testing::Values(SpeculativeRollback::kRecords,
-                                           SpeculativeRollback::kRecompute),
-                         [](const ::testing::TestParamInfo<SpeculativeRollback>& i) {
-                           return std::string(speculative_rollback_name(i.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Rollback, CudaSpeculationRollback,
+    ::testing::Combine(::testing::Values(SpeculativeRollback::kRecords,
+                                         SpeculativeRollback::kRecompute),
+                       ::testing::Bool()),
+    [](const ::testing::TestParamInfo<std::tuple<SpeculativeRollback, bool>>& i) {
+      return std::string(speculative_rollback_name(std::get<0>(i.param))) +
+             (std::get<1>(i.param) ? "_graphs" : "_eager");
+    });
 
 // A verify slice of 4 rows [t0..t3] at P; rows 0..r accepted, then token x at P + r + 1.
 TEST_P(CudaSpeculationRollback, AfterARejectedDraftTheStateIsTheNonSpeculativeRunsBitForBit) {
   if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
-  const bool records = GetParam() == SpeculativeRollback::kRecords;
+  const bool records = rollback() == SpeculativeRollback::kRecords;
   const auto runner = spec_runner(/*snapshots=*/1);
   cuda::CudaModelRunner& run = *runner;
+  run.set_eager(!graphs());
   const int64_t V = run.config().vocab_size;
-  const TwoSequences s;
+  const Sequences s;
   const int P = 40, w = 4;
   const std::vector<int32_t> drafts = tokens_of(w, 7);
   const int32_t x = 77;
   for (int r = 0; r < w; ++r) {
     SCOPED_TRACE("rows accepted: " + std::to_string(r + 1));
     // Non-speculative: t0..tr, then x, one row a step; the state after x saved.
-    s.prefill(run);
+    s.prefill(run, 2);
     for (int i = 0; i <= r; ++i) {
       ForwardBatch b;
-      b.add_sequence({drafts[size_t(i)]}, P + i, 0, s.table_a);
+      b.add_sequence({drafts[size_t(i)]}, P + i, 0, s.blocks(0));
       ForwardOutput out;
       run.forward(b, out);
     }
     ForwardBatch last;
-    last.add_sequence({x}, P + r + 1, 0, s.table_a);
+    last.add_sequence({x}, P + r + 1, 0, s.blocks(0));
     last.seqs.back().save_snapshot = 0;
     ForwardOutput ref;
     run.forward(last, ref);
@@ -207,9 +310,9 @@ TEST_P(CudaSpeculationRollback, AfterARejectedDraftTheStateIsTheNonSpeculativeRu
 
     // Speculative: the verify slice, then x resuming from the last accepted row.
     for (bool resume : {true, false}) {
-      s.prefill(run);
+      s.prefill(run, 2);
       ForwardBatch verify;
-      add_decode(verify, drafts, P, 0, s.table_a);
+      add_decode(verify, drafts, P, 0, s.blocks(0));
       if (records) {
         verify.seqs.back().record_states = true;
       } else {
@@ -219,13 +322,13 @@ TEST_P(CudaSpeculationRollback, AfterARejectedDraftTheStateIsTheNonSpeculativeRu
       run.forward(verify, out);
       ForwardBatch next;
       if (records) {
-        next.add_sequence({x}, P + r + 1, 0, s.table_a);
+        next.add_sequence({x}, P + r + 1, 0, s.blocks(0));
         next.seqs.back().resume_record = resume ? r : -1;
       } else {
         // The accepted rows run again (no logits), then x; the state before x kept in record 0.
         std::vector<int32_t> rows(drafts.begin(), drafts.begin() + r + 1);
         rows.push_back(x);
-        next.add_sequence(rows, P, 0, s.table_a, /*want_logits=*/true);
+        next.add_sequence(rows, P, 0, s.blocks(0), /*want_logits=*/true);
         next.seqs.back().decode = true;
         next.seqs.back().record_before_row = r + 1;
         next.seqs.back().resume_record = resume ? 0 : -1;
@@ -249,6 +352,7 @@ TEST_P(CudaSpeculationRollback, AfterARejectedDraftTheStateIsTheNonSpeculativeRu
       }
     }
   }
+  expect_graphed_verify_steps(run);
 }
 
 TEST(CudaSpeculation, ForwardMtpOverSeveralRowsThenOneRowFollowsTheModule) {
@@ -256,10 +360,11 @@ TEST(CudaSpeculation, ForwardMtpOverSeveralRowsThenOneRowFollowsTheModule) {
   const auto runner = spec_runner();
   cuda::CudaModelRunner& r = *runner;
   const int64_t V = r.config().vocab_size, D = r.config().hidden_size;
-  const TwoSequences s;
+  const Sequences s;
+  const std::vector<int32_t> prompt = s.prompt(0);
   // The main model's hidden states of A's prompt rows (all logits asked for).
   ForwardBatch model;
-  model.add_sequence(s.prompt_a, 0, 0, s.table_a, true, /*all_logits=*/true);
+  model.add_sequence(prompt, 0, 0, s.blocks(0), true, /*all_logits=*/true);
   model.seqs.back().decode = false;
   ForwardOutput h;
   r.forward(model, h);
@@ -267,8 +372,8 @@ TEST(CudaSpeculation, ForwardMtpOverSeveralRowsThenOneRowFollowsTheModule) {
   const int n = 30;  // rows 0..n-1 on their next tokens, then row n alone
   auto mtp_batch = [&](int first, int rows) {
     ForwardBatch b;
-    b.add_sequence({s.prompt_a.begin() + first + 1, s.prompt_a.begin() + first + 1 + rows}, first,
-                   0, s.table_a, true);
+    b.add_sequence({prompt.begin() + first + 1, prompt.begin() + first + 1 + rows}, first, 0,
+                   s.blocks(0), true);
     b.seqs.back().decode = rows == 1;
     return b;
   };
@@ -366,7 +471,10 @@ TEST_P(CudaSpeculationRollback, GreedyWithDraftsEqualsGreedyWithoutAtC1AndC4) {
   cuda::CudaModelRunner& r = *runner;
   for (int count : {1, 4}) {
     const auto reqs = requests(count);
-    const auto plain = generate(r, 0, GetParam(), reqs, nullptr, nullptr);
+    // Without drafts: decode steps replayed from graphs, whatever the parameter.
+    r.set_eager(false);
+    const auto plain = generate(r, 0, rollback(), reqs, nullptr, nullptr);
+    r.set_eager(!graphs());
     std::map<std::vector<int32_t>, std::vector<int32_t>> answers;
     for (size_t i = 0; i < reqs.size(); ++i) {
       std::vector<int32_t> full = reqs[i].prompt;
@@ -380,7 +488,7 @@ TEST_P(CudaSpeculationRollback, GreedyWithDraftsEqualsGreedyWithoutAtC1AndC4) {
         std::unique_ptr<Drafter> drafter;
         if (oracle) drafter = std::make_unique<OracleDrafter>(answers, r.config().vocab_size);
         SpeculationCounters c;
-        const auto spec = generate(r, k, GetParam(), reqs, std::move(drafter), &c);
+        const auto spec = generate(r, k, rollback(), reqs, std::move(drafter), &c);
         for (size_t i = 0; i < reqs.size(); ++i) {
           EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "request " << i;
           EXPECT_EQ(spec[i].logprobs, plain[i].logprobs) << "request " << i;
@@ -391,6 +499,14 @@ TEST_P(CudaSpeculationRollback, GreedyWithDraftsEqualsGreedyWithoutAtC1AndC4) {
         }
       }
   }
+  expect_graphed_verify_steps(r);
+  const StepGraphStats g = r.graph_stats();
+  std::printf(
+      "[ graphs   ] %d decode and %d verify graphs (%llu and %llu steps, %llu verify steps "
+      "eager), %zu bytes of device memory\n",
+      g.decode_graphs, g.verify_graphs, (unsigned long long)g.decode_graph_steps,
+      (unsigned long long)g.verify_graph_steps, (unsigned long long)g.verify_eager_steps,
+      g.graph_bytes);
 }
 
 }  // namespace
