@@ -82,7 +82,7 @@ int run(const std::vector<std::string>& args) {
     std::fputs(version_text("sparkglm-runner-bench").c_str(), stdout);
     return 0;
   }
-  const CliArgs a(args, {"--profile-steps"});
+  const CliArgs a(args, {"--profile-steps", "--enforce-eager"});
   a.allow_only({"--device",
                 "--preset",
                 "--num-layers",
@@ -101,6 +101,7 @@ int run(const std::vector<std::string>& args) {
                 "--threads",
                 "--out",
                 "--profile-steps",
+                "--enforce-eager",
                 "--temperature",
                 "--schema"});
   const std::string out_path = a.required("--out");
@@ -136,6 +137,9 @@ int run(const std::vector<std::string>& args) {
   r.weight_format = checkpoint_format_from_name(a.str("--weight-format", "bf16"));
   r.block_size = int(a.integer("--block-size", 16, 1, 1 << 12));
   r.profile_steps = a.has("--profile-steps");  // device time by part on stderr at exit (cuda)
+  // No step graphs at all (cuda), as sparkglm-serve --enforce-eager; verify cells time their
+  // eager verify steps beside the graphed ones without it.
+  r.cuda_graphs = !a.has("--enforce-eager");
   const std::string kv_name = a.str("--kv-cache-dtype", "bf16");
   if (kv_name != "bf16" && kv_name != "fp8_g128")
     throw Error(ErrorKind::kInvalidArgument,
@@ -221,7 +225,8 @@ int run(const std::vector<std::string>& args) {
         {"max_prefill_tokens", s.max_prefill_tokens},
         {"max_seconds", s.max_seconds},
         {"temperature", s.temperature},
-        {"schema", schema_path}}},
+        {"schema", schema_path},
+        {"enforce_eager", !r.cuda_graphs}}},
       {"method",
        "decode: median of per-step forward wall times (steady clock) after warmups, tok/s = rows "
        "/ median; prefill: cold sequence timed end to end, tok/s = tokens / median; floors in "

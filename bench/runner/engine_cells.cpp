@@ -272,8 +272,8 @@ int64_t blocks_needed(const CellSpec& cell, const CellSettings& s, int block_siz
   // Decode runs its steps twice (synchronous, then pipelined with one step more in flight), and
   // twice more when it also samples (host-drawn, then runner-drawn and pipelined).
   // A _schema cell runs its steps once on each of its 2C sequences.
-  // A verify cell's step pair advances 1 + W positions.
-  const int passes = cell.width > 0         ? 1 + cell.width
+  // A verify cell's decode step and two verify steps (graphed, eager) advance 1 + 2W positions.
+  const int passes = cell.width > 0         ? 1 + 2 * cell.width
                      : cell.constrained     ? 1
                      : s.temperature > 0.0f ? 4
                                             : 2;

@@ -26,7 +26,9 @@ json run_verify(ModelRunner& runner, BlockAllocator& blocks, const CellSpec& cel
   std::vector<int32_t> next(static_cast<size_t>(rows));
   for (int q = 0; q < rows; ++q)
     next[size_t(q)] = argmax_token(prompt_ends[size_t(q)].data(), vocab);
-  std::vector<double> decode_ms, verify_ms;
+  // Graphs on for the decode and the first verify step; the second runs eagerly.
+  const bool graphs = runner.set_eager(false);
+  std::vector<double> decode_ms, verify_ms, eager_ms;
   std::string note;
   int64_t pos = context;
   ForwardOutput out;
@@ -39,32 +41,44 @@ json run_verify(ModelRunner& runner, BlockAllocator& blocks, const CellSpec& cel
       break;
     }
     // A decode step at pos, then a verify step over pos + 1 .. pos + width (its drafts: the
-    // decode step's greedy token repeated; their values do not change the work).
-    ForwardBatch d, v;
+    // decode step's greedy token repeated; their values do not change the work), then with graphs
+    // the eager verify step over the next width positions.
+    ForwardBatch d;
     for (int q = 0; q < rows; ++q) {
-      blocks.ensure_capacity(t.tables[size_t(q)], pos + 1 + width, bs);
+      blocks.ensure_capacity(t.tables[size_t(q)], pos + 1 + 2 * width, bs);
       d.add_sequence({next[size_t(q)]}, int32_t(pos), q, t.tables[size_t(q)]);
     }
     auto t0 = Clock::now();
     runner.forward(d, out);
     const double dms = ms_since(t0);
-    for (int q = 0; q < rows; ++q) {
-      next[size_t(q)] = argmax_token(out.logits.data() + int64_t(q) * vocab, vocab);
-      v.add_sequence(std::vector<int32_t>(size_t(width), next[size_t(q)]), int32_t(pos + 1), q,
-                     t.tables[size_t(q)], /*want_logits=*/true, /*all_logits=*/true);
-      v.seqs.back().decode = true;
-      v.seqs.back().record_states = true;
-    }
-    t0 = Clock::now();
-    runner.forward(v, out);
-    const double vms = ms_since(t0);
     for (int q = 0; q < rows; ++q)
-      next[size_t(q)] =
-          argmax_token(out.logits.data() + (int64_t(q) * width + width - 1) * vocab, vocab);
-    pos += 1 + width;
+      next[size_t(q)] = argmax_token(out.logits.data() + int64_t(q) * vocab, vocab);
+    pos += 1;
+    auto verify = [&](bool eager) {
+      ForwardBatch v;
+      for (int q = 0; q < rows; ++q) {
+        v.add_sequence(std::vector<int32_t>(size_t(width), next[size_t(q)]), int32_t(pos), q,
+                       t.tables[size_t(q)], /*want_logits=*/true, /*all_logits=*/true);
+        v.seqs.back().decode = true;
+        v.seqs.back().record_states = true;
+      }
+      runner.set_eager(eager);
+      const auto v0 = Clock::now();
+      runner.forward(v, out);
+      const double ms = ms_since(v0);
+      runner.set_eager(false);
+      for (int q = 0; q < rows; ++q)
+        next[size_t(q)] =
+            argmax_token(out.logits.data() + (int64_t(q) * width + width - 1) * vocab, vocab);
+      pos += width;
+      return ms;
+    };
+    const double vms = verify(false);
+    const double ems = graphs ? verify(true) : 0.0;
     if (step >= s.warmup_steps) {
       decode_ms.push_back(dms);
       verify_ms.push_back(vms);
+      if (graphs) eager_ms.push_back(ems);
     }
   }
   const double med = median(verify_ms), dmed = median(decode_ms);
@@ -78,6 +92,18 @@ json run_verify(ModelRunner& runner, BlockAllocator& blocks, const CellSpec& cel
             {"samples_ms", verify_ms},
             {"decode", {{"median_ms", dmed}, {"samples_ms", decode_ms}}},
             {"verify_over_decode", med / dmed}};
+  if (graphs) {
+    const double emed = median(eager_ms);
+    const StepGraphStats gs = runner.graph_stats();
+    j["eager"] = {{"median_ms", emed}, {"samples_ms", eager_ms}};
+    j["graphed_over_eager"] = med / emed;
+    j["graphs"] = {{"decode_graphs", gs.decode_graphs},
+                   {"verify_graphs", gs.verify_graphs},
+                   {"decode_graph_steps", gs.decode_graph_steps},
+                   {"verify_graph_steps", gs.verify_graph_steps},
+                   {"verify_eager_steps", gs.verify_eager_steps},
+                   {"graph_bytes", gs.graph_bytes}};
+  }
   if (!note.empty()) j["note"] = note;
   return j;
 }

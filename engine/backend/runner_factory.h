@@ -51,7 +51,7 @@ struct RunnerRequest {
   KvDtype kv_dtype = KvDtype::kBF16;
   size_t kv_cache_bytes = 0;  // 0: sized by the device (see above)
   double gpu_memory_utilization = 0.9;
-  bool cuda_graphs = true;  // capture decode steps in CUDA graphs
+  bool cuda_graphs = true;  // capture decode and verify steps in CUDA graphs
   // --profile-steps: device time by model part, printed when the runner is destroyed (cuda only;
   // the CPU backend refuses it).
   bool profile_steps = false;

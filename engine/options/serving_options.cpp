@@ -151,8 +151,8 @@ std::vector<OptionSpec> serving_table() {
              "keeps the state before them (1 per sequence) and runs the accepted rows again in "
              "the next step"),
       flag("enforce-eager", !runner.cuda_graphs, P::kOptions,
-           "launch every CUDA kernel of a decode step eagerly instead of replaying a captured "
-           "CUDA graph"),
+           "launch every CUDA kernel of a decode or speculative verify step eagerly instead of "
+           "replaying a captured CUDA graph"),
       flag("profile-steps", runner.profile_steps, P::kServerArgs,
            "time each CUDA step's model parts with device events (graphs included; about a "
            "microsecond an event) and print device time by part at exit; --device cuda only"),
