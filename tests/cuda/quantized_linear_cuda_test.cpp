@@ -186,11 +186,12 @@ std::vector<uint16_t> activations(int64_t m, int64_t k) {
   return x;
 }
 
-std::vector<float> run(const Weight& w, const cuda::DeviceBuffer& x, int64_t m) {
+std::vector<float> run(const Weight& w, const cuda::DeviceBuffer& x, int64_t m,
+                       cuda::QuantKernel kernel = cuda::QuantKernel::kCurrent) {
   cuda::DeviceBuffer y(size_t(m * w.shape.rows) * 4);
   SPARKGLM_CUDA_CHECK(cudaMemset(y.data(), 0xff, y.bytes()));  // NaN: every output must be written
   cuda::quantized_gemv(static_cast<const uint16_t*>(x.data()), m, w.device(),
-                       static_cast<float*>(y.data()), nullptr);
+                       static_cast<float*>(y.data()), nullptr, kernel);
   return to_host<float>(y, size_t(m * w.shape.rows));
 }
 
@@ -338,6 +339,24 @@ TEST(CudaQuantizedGemv, ARowsBitsDoNotDependOnTheRowsBesideIt) {
       const auto y = run(*w, d_one, 1);
       EXPECT_EQ(std::memcmp(y.data(), wide.data() + r * s.rows, y.size() * 4), 0)
           << describe(s) << ": row " << r << " alone differs from row " << r << " among 32";
+    }
+  }
+}
+
+// The current kernel against the 2026-12-02 baseline (QuantKernel::kBaseline, kept for one
+// release as the G1 peer): NVFP4 now decodes through the E2M1 pair table and a BF16x2 scale
+// product, the same values in the same MMA order, so the same bits at every shape and row count.
+TEST(CudaQuantizedGemv, CurrentKernelMatchesTheBaselineBitForBit) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  for (const Shape& s : kShapes) {
+    const auto w = make_weight(s);
+    const auto x = activations(32, s.cols);
+    const auto dx = to_device(x);
+    for (int64_t m : {1, 4, 8, 32}) {
+      const auto now = run(*w, dx, m);
+      const auto base = run(*w, dx, m, cuda::QuantKernel::kBaseline);
+      EXPECT_EQ(std::memcmp(now.data(), base.data(), now.size() * 4), 0)
+          << describe(s) << " m " << m;
     }
   }
 }

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "engine/backend/cuda/bf16_pairs.cuh"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
 #include "engine/backend/cuda/scale_codes.cuh"
@@ -37,23 +38,6 @@ __device__ __forceinline__ uint2 load_stream8(const void* p) {
 // BF16 pair (low half = f0) of two FP32 values that BF16 holds exactly (the top 16 bits).
 __device__ __forceinline__ uint32_t pack_exact_bf16(float f0, float f1) {
   return __byte_perm(__float_as_uint(f0), __float_as_uint(f1), 0x7632);
-}
-
-// E4M3 bytes 0 and 2 (pair02) or 1 and 3 (pair13) of u as a BF16 pair (low half = the lower
-// byte), exactly. Moving an E4M3 code's 7 magnitude bits to BF16 bits 4..10 gives the value times
-// 2^-120 (BF16 subnormals carry E4M3's subnormals); one BF16x2 FMA by 2^120 (+ -0) rescales it
-// exactly. The NaN codes 0x7f / 0xff are not special-cased: they read as +-480 (no quantizer
-// emits them).
-__device__ __forceinline__ uint32_t bf16x2_times_2p120(uint32_t v) {
-  uint32_t d;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(v), "r"(0x7b807b80u), "r"(0x80008000u));
-  return d;
-}
-__device__ __forceinline__ uint32_t e4m3_pair02(uint32_t u) {
-  return bf16x2_times_2p120(((u << 4) & 0x07f007f0u) | ((u << 8) & 0x80008000u));
-}
-__device__ __forceinline__ uint32_t e4m3_pair13(uint32_t u) {
-  return bf16x2_times_2p120(((u >> 4) & 0x07f007f0u) | (u & 0x80008000u));
 }
 
 // One lane's share of one group (32 k) of its two W rows g and g + 8: k 8t .. 8t + 7 of each.
@@ -93,10 +77,24 @@ __device__ __forceinline__ RawGroup<F> load_group(const QuantizedWeight& w, int6
 }
 
 // The group's A fragments for its two MMAs: a[q][0..3] for the MMA over the lane's columns
-// 8t + 4q .. 8t + 4q + 3 (quantized_linear.h gives the slot order).
-template <QuantFormat F>
-__device__ __forceinline__ void a_fragments(const RawGroup<F>& r, uint32_t (&a)[2][4]) {
-  if constexpr (F == QuantFormat::kNvfp4) {
+// 8t + 4q .. 8t + 4q + 3 (quantized_linear.h gives the slot order). NVFP4 with kTable (the
+// current kernel): each byte's E2M1 pair from the table (`lut`: this lane's column of it) times
+// the block scale as BF16 in one BF16x2 FMA, exact (e2m1 x e4m3 has at most 6 significant bits,
+// 2^-10 .. 2688), so the same bits as the baseline's FP32 decode of each element (!kTable).
+template <QuantFormat F, bool kTable>
+__device__ __forceinline__ void a_fragments(const RawGroup<F>& r, const uint32_t* lut,
+                                            uint32_t (&a)[2][4]) {
+  if constexpr (F == QuantFormat::kNvfp4 && kTable) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t s = bf16x2_splat_exact(e4m3_to_f32(uint8_t(r.s[h])));
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        a[q][h] = bf16x2_mul_exact(e2m1_pair(lut, r.v[h], 2 * q), s);          // slots 2t, 2t + 1
+        a[q][h + 2] = bf16x2_mul_exact(e2m1_pair(lut, r.v[h], 2 * q + 1), s);  // 2t + 8, 2t + 9
+      }
+    }
+  } else if constexpr (F == QuantFormat::kNvfp4) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float s = e4m3_to_f32(uint8_t(r.s[h]));
@@ -147,10 +145,18 @@ __device__ __forceinline__ void b_fragments(const GemvArgs& p, int64_t xr, int64
 // A rows; lane (g, t) loads rows g and g + 8) against x rows 0 .. 8 kTiles - 1 (B columns, zeros
 // past m). Warp w takes the groups of k [w U / S, (w + 1) U / S) in units U of kUnit groups, in
 // increasing order; the warps' sums are added in warp order by warp 0.
-template <QuantFormat F, int kTiles>
+// kTable: NVFP4 through the E2M1 pair table (the current kernel; 32 KB of shared memory), or
+// through an FP32 decode of each element (the 2026-12-02 baseline). The 8-bit formats ignore it.
+template <QuantFormat F, int kTiles, bool kTable>
 __global__ void __launch_bounds__(kMaxSplit * 32, 2)
     quantized_gemv_kernel(const __grid_constant__ GemvArgs p) {
   extern __shared__ float partial[];  // [splits - 1][kTiles][32][4]
+  constexpr bool kUseTable = kTable && F == QuantFormat::kNvfp4;
+  __shared__ __align__(16) uint32_t table[kUseTable ? kE2m1TableWords : 4];
+  if constexpr (kUseTable) {
+    fill_e2m1_table(table);
+    __syncthreads();
+  }
   // Groups per scale unit (a warp's range is whole units) and groups loaded ahead of their use.
   constexpr int kUnit = F == QuantFormat::kFp8Block ? 4 : 1;
   constexpr int kStage = 8;
@@ -193,7 +199,7 @@ __global__ void __launch_bounds__(kMaxSplit * 32, 2)
       const int64_t gi = gb + u;
       if (gi >= g_end) break;  // uniform across the warp
       uint32_t a[2][4];
-      a_fragments<F>(raw[u], a);
+      a_fragments<F, kUseTable>(raw[u], table + lane, a);
       if constexpr (F != QuantFormat::kNvfp4) {
         if (u % kUnit == 0) {
 #pragma unroll
@@ -262,25 +268,25 @@ int split_for(const QuantizedWeight& w) {
   return splits;
 }
 
-template <QuantFormat F, int kTiles>
+template <QuantFormat F, int kTiles, bool kTable>
 void launch(const GemvArgs& a, cudaStream_t stream) {
   const unsigned blocks = unsigned((a.w.rows + kTileRows - 1) / kTileRows);
   const size_t smem = size_t(a.splits - 1) * kTiles * 128 * sizeof(float);
-  quantized_gemv_kernel<F, kTiles><<<blocks, unsigned(a.splits) * 32, smem, stream>>>(a);
+  quantized_gemv_kernel<F, kTiles, kTable><<<blocks, unsigned(a.splits) * 32, smem, stream>>>(a);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
-template <QuantFormat F>
+template <QuantFormat F, bool kTable>
 void launch_rows(const GemvArgs& a, cudaStream_t stream) {
   // The tile count only pads B with zero columns; every column's MMA sequence is the same.
   if (a.m <= 8) {
-    launch<F, 1>(a, stream);
+    launch<F, 1, kTable>(a, stream);
   } else if (a.m <= 16) {
-    launch<F, 2>(a, stream);
+    launch<F, 2, kTable>(a, stream);
   } else if (a.m <= 24) {
-    launch<F, 3>(a, stream);
+    launch<F, 3, kTable>(a, stream);
   } else {
-    launch<F, 4>(a, stream);
+    launch<F, 4, kTable>(a, stream);
   }
 }
 
@@ -338,7 +344,7 @@ const char* quantized_weight_problem(const QuantizedWeight& w) {
 }
 
 void quantized_gemv(const uint16_t* x, int64_t m, const QuantizedWeight& w, float* y,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, QuantKernel kernel) {
   const std::string problem = quantized_weight_problem(w);
   if (!problem.empty()) {
     throw Error(ErrorKind::kInvalidArgument,
@@ -353,14 +359,18 @@ void quantized_gemv(const uint16_t* x, int64_t m, const QuantizedWeight& w, floa
   if (m == 0) return;
   const GemvArgs a{x, m, w, y, split_for(w)};
   switch (w.format) {
-    case QuantFormat::kNvfp4:
-      launch_rows<QuantFormat::kNvfp4>(a, stream);
+    case QuantFormat::kNvfp4:  // the one format whose kernels differ (quantized_linear.h)
+      if (kernel == QuantKernel::kBaseline) {
+        launch_rows<QuantFormat::kNvfp4, false>(a, stream);
+      } else {
+        launch_rows<QuantFormat::kNvfp4, true>(a, stream);
+      }
       break;
     case QuantFormat::kMxfp8:
-      launch_rows<QuantFormat::kMxfp8>(a, stream);
+      launch_rows<QuantFormat::kMxfp8, false>(a, stream);
       break;
     case QuantFormat::kFp8Block:
-      launch_rows<QuantFormat::kFp8Block>(a, stream);
+      launch_rows<QuantFormat::kFp8Block, false>(a, stream);
       break;
   }
 }

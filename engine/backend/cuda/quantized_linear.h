@@ -19,7 +19,9 @@
 // columns past m); its S <= 8 warps split k into contiguous ranges. W is dequantized in registers
 // to BF16 fragments EXACTLY, and the scales BF16 cannot carry are applied in FP32 outside the MMA:
 //   NVFP4      A = e2m1 * e4m3 block scale (at most 6 significant bits, 2^-10 .. 2688: exact in
-//              BF16); the FP32 global scale multiplies the finished sum once.
+//              BF16), made as each byte's E2M1 pair from a 32 KB shared-memory table times the
+//              scale in one BF16x2 FMA (bf16_pairs.cuh); the FP32 global scale multiplies the
+//              finished sum once.
 //   MXFP8      A = the E4M3 value (exact in BF16); each 32-column group's MMA sum (from zero) is
 //              multiplied by its row's 2^(e - 127) with one FP32 FMA into the running sum. No
 //              scale is folded into BF16, so E8M0 codes near 0 or 254 are as exact as on the CPU.
@@ -41,9 +43,10 @@
 //
 // Roofline (H200: ~4.2-4.8 TB/s, 132 SMs, ~18 B/clock/SM of HBM): an SM must consume ~32
 // NVFP4 or ~18 8-bit weights a clock. Dequantizing costs ~1.5 integer/BF16x2 instructions per
-// 8-bit weight (shift-mask an E4M3 pair into BF16 bits, one BF16x2 FMA) and ~3 FP32 per NVFP4
-// weight; one MMA consumes 256 weights for up to 8 rows, and the scale FMAs cost 4 per 256
-// weights a tile: ~20-35 % of the issue rate at the 8-bit floor, so the kernel stays bound by
+// 8-bit weight (shift-mask an E4M3 pair into BF16 bits, one BF16x2 FMA) and ~2 per NVFP4 weight
+// (a table lookup and a BF16x2 FMA per byte; the 2026-12-02 kernel's FP32 decode of each element
+// cost ~20, measured); one MMA consumes 256 weights for up to 8 rows, and the scale FMAs cost 4 per
+// 256 weights a tile: ~20-35 % of the issue rate at the 8-bit floor, so the kernel stays bound by
 // HBM up to 32 rows (x tiles multiply MMAs and x loads, not weight bytes). Latency: each warp
 // issues 8 groups of loads (4 KB a warp for 8-bit) before using any; with 16-20 resident warps
 // (two blocks of 8, or five of 4) an SM keeps ~48-64 KB in flight, above the ~36 KB that ~1 us
@@ -65,6 +68,12 @@ enum class QuantFormat : uint8_t {
 };
 
 const char* quant_format_name(QuantFormat f);
+
+// Which generation of the quantized decode kernels runs. The engine always takes kCurrent.
+// kBaseline is the 2026-12-02 kernel (NVFP4 decoded per element in FP32; the quantized MoE's own
+// baseline is moe_quant_baseline.h), kept for one release so that bench/cuda/g1_operators times
+// old and new in the same run; both give the same bits (tested). Remove after that run.
+enum class QuantKernel : uint8_t { kCurrent, kBaseline };
 
 // A projection weight [rows, cols] (nn.Linear layout: rows = outputs, cols = the reduction) as it
 // lies on the device in its checkpoint format. A loader fills it from the checkpoint's tensors
@@ -92,6 +101,6 @@ inline constexpr int kQuantGemvMaxRows = 32;
 // x: [m, w.cols] BF16 bits, 16-byte aligned, 1 <= m <= 32 (decode rows); y: [m, w.rows] FP32.
 // m beyond 32 or an unsupported weight is an Error(kInvalidArgument); m == 0 does nothing.
 void quantized_gemv(const uint16_t* x, int64_t m, const QuantizedWeight& w, float* y,
-                    cudaStream_t stream);
+                    cudaStream_t stream, QuantKernel kernel = QuantKernel::kCurrent);
 
 }  // namespace sparkglm::cuda
