@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <initializer_list>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/backend/cpu/mlp.h"
@@ -94,19 +96,20 @@ struct QuantExpert {
   SwiGluWeights host() const { return {gate.host(), up.host(), down.host()}; }
 };
 
-// E routed experts in `routed`, a shared one in FP8 block; D = W = 512 (the decode kernels'
-// multiple). Weights of +-0.08 over 512 inputs of +-2 make g, u of order 1, so the clamp at 1.5
-// bites.
+// E routed experts in `routed`, a shared one in FP8 block; D = W = 512 by default (the decode
+// kernels' multiple: one 128-k step a warp). Weights of +-0.08 over 512 inputs of +-2 make g, u of
+// order 1, so the clamp at 1.5 bites.
 struct QuantMoe {
   static constexpr int E = 6, k = 3;
-  static constexpr int64_t D = 512, W = 512;
+  int64_t D = 512, W = 512;
   static constexpr float kLimit = 1.5f;
   std::vector<QuantExpert> experts;
   QuantExpert shared;
   MoeWeights device;
   std::optional<cuda::MoeQuantTable> table;
 
-  explicit QuantMoe(LinearFormat routed) {
+  explicit QuantMoe(LinearFormat routed, int64_t hidden = 512, int64_t width = 512)
+      : D(hidden), W(width) {
     auto make = [&](LinearFormat f, uint64_t key) {
       QuantExpert x;
       x.gate = make_proj(f, W, D, key, 0.08f);
@@ -149,8 +152,7 @@ struct Routing {
   std::vector<float> x;      // the same values in FP32
   std::vector<int32_t> experts;
   std::vector<float> weights;
-  Routing(int64_t T, uint64_t key) {
-    const int64_t D = QuantMoe::D;
+  Routing(int64_t T, uint64_t key, int64_t D = 512) {
     const int k = QuantMoe::k;
     const std::vector<float> xf = uniform(key, size_t(T * D), 0.0f, 2.0f);
     for (float v : xf) {
@@ -178,23 +180,23 @@ struct DecodeRun {
         x(to_device(r.xb)),
         experts(to_device(r.experts)),
         weights(to_device(r.weights)),
-        h(size_t(T * QuantMoe::k * QuantMoe::W) * 2),
-        y(size_t(T * QuantMoe::k * QuantMoe::D) * 4),
+        h(size_t(T * QuantMoe::k * m.W) * 2),
+        y(size_t(T * QuantMoe::k * m.D) * 4),
         groups(size_t(cuda::moe_decode_group_ints(T, QuantMoe::k)) * 4),
-        shared_gu(size_t(T * 2 * QuantMoe::W) * 4),
-        shared_h(size_t(T * QuantMoe::W) * 2),
-        shared_y(size_t(T * QuantMoe::D) * 4),
-        out(size_t(T * QuantMoe::D) * 4) {}
+        shared_gu(size_t(T * 2 * m.W) * 4),
+        shared_h(size_t(T * m.W) * 2),
+        shared_y(size_t(T * m.D) * 4),
+        out(size_t(T * m.D) * 4) {}
 
   cuda::MoeExpertArgs args(int64_t t0, int64_t n) const {
     cuda::MoeExpertArgs a;
     a.tokens = n;
     a.top_k = QuantMoe::k;
     a.n_experts = QuantMoe::E;
-    a.hidden = QuantMoe::D;
-    a.width = QuantMoe::W;
+    a.hidden = moe.D;
+    a.width = moe.W;
     a.clamp_limit = QuantMoe::kLimit;
-    a.x = static_cast<const uint16_t*>(x.data()) + t0 * QuantMoe::D;
+    a.x = static_cast<const uint16_t*>(x.data()) + t0 * moe.D;
     a.experts = static_cast<const int32_t*>(experts.data()) + t0 * QuantMoe::k;
     a.weights = static_cast<const float*>(weights.data()) + t0 * QuantMoe::k;
     a.h = static_cast<uint16_t*>(h.data());
@@ -207,9 +209,10 @@ struct DecodeRun {
     return a;
   }
 
-  std::vector<float> run(int64_t t0, int64_t n, cudaStream_t stream = nullptr) {
-    cuda::moe_experts_decode_quantized(args(t0, n), moe.table->experts(), stream);
-    return to_host<float>(out, size_t(n * QuantMoe::D));
+  std::vector<float> run(int64_t t0, int64_t n, cudaStream_t stream = nullptr,
+                         cuda::QuantKernel kernel = cuda::QuantKernel::kCurrent) {
+    cuda::moe_experts_decode_quantized(args(t0, n), moe.table->experts(), stream, kernel);
+    return to_host<float>(out, size_t(n * moe.D));
   }
 };
 
@@ -219,7 +222,7 @@ const char* name(LinearFormat f) {
 
 TEST(CudaMoeQuant, DecodeMatchesTheCpuOverDequantizedWeightsAndIsBatchInvariant) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  const int64_t T = 32, D = QuantMoe::D;
+  const int64_t T = 32, D = 512;
   for (LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kMxfp8, LinearFormat::kFp8Block}) {
     SCOPED_TRACE(name(f));
     const QuantMoe moe(f);
@@ -264,16 +267,44 @@ TEST(CudaMoeQuant, DecodeReplaysFromACudaGraph) {
   SPARKGLM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   SPARKGLM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
   SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream));
-  EXPECT_EQ(to_host<float>(run.out, size_t(T * QuantMoe::D)), eager);
+  EXPECT_EQ(to_host<float>(run.out, size_t(T * moe.D)), eager);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 }
 
+// The decode kernels against their 2026-12-02 baseline (QuantKernel::kBaseline): the same MMA
+// sequence over the same BF16 weights, so the same bits, in every format, at the default
+// geometry (one 128-k step a warp) and at one where each warp's quarter of k is 3 steps (gate/up,
+// k = 1536) and 5 steps (down, k = 2560), so the pipelines run their tails. NaN E4M3 codes and
+// E8M0 codes below 3 (which the new kernel rounds where the baseline truncated,
+// moe_quant_experts.cu) are not in these weights: the quantizer emits neither for them.
+TEST(CudaMoeQuant, DecodeKernelMatchesItsBaselineBitForBit) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const int64_t T = 32;
+  for (LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kMxfp8, LinearFormat::kFp8Block}) {
+    for (const auto& [D, W] : {std::pair<int64_t, int64_t>{512, 512}, {1536, 2560}}) {
+      SCOPED_TRACE(std::string(name(f)) + " D " + std::to_string(D) + " W " + std::to_string(W));
+      const QuantMoe moe(f, D, W);
+      const Routing r(T, 81, D);
+      DecodeRun run(moe, r, T);
+      for (int64_t n : {int64_t(1), int64_t(8), T}) {
+        const std::vector<float> now = run.run(0, n);
+        const std::vector<float> base = run.run(0, n, nullptr, cuda::QuantKernel::kBaseline);
+        EXPECT_EQ(now, base) << n << " tokens";
+      }
+      if (D != 512) {  // the wider geometry also against the CPU
+        const double err = nmse(run.run(0, T), moe.reference(r.x, r.experts, r.weights, T));
+        EXPECT_LT(err, 1e-5);
+      }
+    }
+  }
+}
+
 TEST(CudaMoeQuant, PrefillMatchesTheCpuOverDequantizedWeights) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   // 50 tokens; chunks of 4 experts over E = 6 (a partial second chunk); expert 5 has no rows.
-  const int64_t T = 50, D = QuantMoe::D, W = QuantMoe::W;
+  const int64_t T = 50, D = 512, W = 512;
   const int E = QuantMoe::E, k = QuantMoe::k, chunk = 4;
   for (LinearFormat f : {LinearFormat::kNvfp4, LinearFormat::kFp8Block}) {
     SCOPED_TRACE(name(f));
@@ -312,10 +343,10 @@ TEST(CudaMoeQuant, TableRefusesMixedFormats) {
   QuantMoe moe(LinearFormat::kNvfp4);
   MoeWeights mixed = moe.device;
   mixed.experts[3].up = moe.shared.up.device;  // FP8 block among NVFP4
-  EXPECT_THROW(cuda::MoeQuantTable::build(mixed, QuantMoe::D, QuantMoe::W), Error);
+  EXPECT_THROW(cuda::MoeQuantTable::build(mixed, moe.D, moe.W), Error);
   mixed = moe.device;
   mixed.experts[2].down.rows = 256;
-  EXPECT_THROW(cuda::MoeQuantTable::build(mixed, QuantMoe::D, QuantMoe::W), Error);
+  EXPECT_THROW(cuda::MoeQuantTable::build(mixed, moe.D, moe.W), Error);
 }
 
 }  // namespace

@@ -21,6 +21,12 @@ struct ExpertView {
   float global_scale = 1.0f;
 };
 
+// The decode launches' arguments: the grouped pairs and workspaces, and the routed operands.
+struct QuantDecodeArgs {
+  MoeExpertArgs a;
+  MoeQuantOperand gate, up, down;
+};
+
 __device__ __forceinline__ ExpertView view_of(const MoeQuantOperand& op, int e) {
   ExpertView v;
   v.data = op.data[e];
