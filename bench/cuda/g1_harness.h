@@ -126,6 +126,7 @@ T* ptr(const std::shared_ptr<cuda::DeviceBuffer>& b) {
 // The case families (one file each).
 void run_linear_cases(Harness& h);
 void run_quantized_linear_cases(Harness& h);  // FP4-Local formats: only when asked (--only)
+void run_moe_quant_cases(Harness& h);  // FP4-Local MoE decode, new vs baseline: only when asked
 void run_norm_and_embedding_cases(Harness& h);
 void run_kda_cases(Harness& h);
 void run_mla_cases(Harness& h);

@@ -3,7 +3,7 @@
 // bundle. sparkglm-qualify's G1 gate turns each row into a criterion.
 //
 //   g1_operators --out operators.json [--peers peers.json] [--only
-//   linear,norm,kda,mla,dsa,moe,router,mhc,sampling,moe_prefill,mla_prefill,quantized]
+//   linear,norm,kda,mla,dsa,moe,router,mhc,sampling,moe_prefill,mla_prefill,quantized,moe_quant]
 //                [--quick]
 //                [--runs N]
 #include <cstdio>
@@ -32,15 +32,15 @@ int run(int argc, char** argv) {
     for (std::string item; std::getline(ss, item, ',');)
       if (!item.empty()) only.insert(item);
   }
-  const std::set<std::string> families = {"linear",   "norm",        "kda",         "mla",
-                                          "dsa",      "moe",         "router",      "mhc",
-                                          "sampling", "moe_prefill", "mla_prefill", "quantized"};
+  const std::set<std::string> families = {
+      "linear", "norm",     "kda",         "mla",         "dsa",       "moe",      "router",
+      "mhc",    "sampling", "moe_prefill", "mla_prefill", "quantized", "moe_quant"};
   for (const std::string& f : only)
     if (!families.count(f))
       throw Error(ErrorKind::kInvalidArgument,
                   "--only: unknown family \"" + f +
                       "\" (expected linear, norm, kda, mla, dsa, moe, router, mhc, sampling, "
-                      "moe_prefill, mla_prefill, quantized)");
+                      "moe_prefill, mla_prefill, quantized, moe_quant)");
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
     throw Error(ErrorKind::kUnsupported, "g1_operators needs a CUDA device; none was found");
@@ -62,6 +62,8 @@ int run(int argc, char** argv) {
   // The FP4-Local decode GEMV runs only when named: neither the runner nor the loader uses it
   // yet, and it has not run on a GPU, so the default G1 run (the main job's) leaves it out.
   if (only.count("quantized")) g1::run_quantized_linear_cases(h);
+  // The FP4-Local MoE decode rows (current kernel, 2026-12-02 baseline as a peer): when named.
+  if (only.count("moe_quant")) g1::run_moe_quant_cases(h);
 
   if (args.has("--peers")) {
     const nlohmann::json peers = parse_json_file(
