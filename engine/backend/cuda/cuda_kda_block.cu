@@ -42,7 +42,7 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
 
   // Decode rows run the token-by-token recurrence, prompt pieces (one-row pieces too) the chunked
   // form on the absolute 64-row grid, as on the CPU: a row's path never depends on how the
-  // scheduler cut its prompt.
+  // scheduler cut its prompt. (At K = 32 every row runs the recurrence, also cut-independent.)
   auto run_group = [&](int first_row, int num_seqs, int rows_per_seq, int seq_index, int start,
                        bool decode) {
     KdaBatch b;
@@ -50,6 +50,7 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
     b.rows_per_seq = rows_per_seq;
     b.heads = H;
     b.slots = step_->slots() + seq_index;
+    b.head_dim = K;
     const int64_t r = first_row;
     KdaPrepareArgs a;
     a.raw_q = ws_.raw_q + r * 3 * HK;
@@ -70,7 +71,9 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
     a.beta = ws_.beta + r * H;
     kda_prepare(b, a, stream_);
     kda_advance_conv_history(b, a.raw_q, a.raw_k, a.raw_v, conv, stream_, a.raw_stride);
-    if (decode) {
+    // The chunked form is specialised to K = 128: at tinyglm-micro's K = 32 prompt pieces take the
+    // token-by-token recurrence too, one tiling for every row count (kda.h).
+    if (decode || K != kKdaHeadDim) {
       kda_recurrent(b, a.q, a.k, a.v, a.decay, a.beta, state, ws_.o + r * HK, stream_);
     } else {
       kda_chunked_prefill(b, start, a.q, a.k, a.v, a.decay, a.beta, state, ws_.o + r * HK, stream_);
@@ -92,6 +95,7 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
   all.num_seqs = int(T);
   all.rows_per_seq = 1;
   all.heads = H;
+  all.head_dim = K;
   kda_output_gate(all, ws_.o, ws_.gate, w.o_norm, config_.rms_norm_eps, ws_.raw_q, ws_.o_bf16,
                   stream_);
   project_step(gemm_, dq, w.o_proj, ws_.o_bf16, dec, T, out, stream_);  // [T, D]

@@ -52,7 +52,8 @@ void CudaModelRunner::mla_block(int cache_layer, const MlaWeights& w, float* out
                    gate_pages, stream_);
   // Every pool is made once, by the step that stores its last token, and kept in its block.
   dsa_pool_completed(key_pages, gate_pages, w.indexer.kpool_ape, step_->positions_device(),
-                     step_->page_rows(), T, caches_.pooled_layer(cache_layer, int(di)), stream_);
+                     step_->page_rows(), T, caches_.pooled_layer(cache_layer, int(di)), stream_,
+                     int(di));
   project_step(gemm_, dq, w.q_a, x, dec, T, ws_.cq, stream_);  // [T, ql]
   rms_norm_rows(ws_.cq, w.q_a_norm, eps, T, ql, ws_.cq, ws_.cq_bf16, stream_);
 
@@ -134,6 +135,7 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
       a.scale = scale;
       a.workspace = ws_.attn_ws;
       a.o_bar = ws_.o_bar;
+      a.latent_dim = R;
       mla_decode(a, stream_);
     } else {
       const int start = pos[size_t(row0)];
@@ -150,6 +152,7 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
       a.scale = scale;
       a.workspace = ws_.attn_ws;
       a.o_bar = ws_.o_bar;
+      a.latent_dim = R;
       mla_prefill(a, stream_);
     }
   }
@@ -169,7 +172,7 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
       const PooledKeys keys{pooled_pages, step_->tables() + int64_t(table_seq) * stride,
                             options_.block_size / kpool};
       dsa_pool_scores(ws_.iq + int64_t(r) * I * di, ws_.iw + int64_t(r) * I, n, I, keys, pools,
-                      ws_.scores + int64_t(r) * shp.max_pools, stream_);
+                      ws_.scores + int64_t(r) * shp.max_pools, stream_, di);
     };
     int64_t score_stride = shp.max_pools;
     int max_pools = 0;  // the longest row's pools: how many blocks dsa_select gives each row
@@ -201,6 +204,7 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
     a.scale = scale;
     a.workspace = ws_.attn_ws;
     a.o_bar = ws_.o_bar + int64_t(dense_rows) * hr;
+    a.latent_dim = R;
     if (decode) {
       mla_decode(a, stream_);
     } else {

@@ -19,28 +19,69 @@
 
 namespace sparkglm::cuda {
 
-// The kernels are specialised for the production per-layer geometry (tinyglm and glm-5.3-flash);
-// a config that differs is refused by name instead of computed wrongly.
+namespace {
+
+// The per-layer geometries the kernels are instantiated for (mhc.h, kda.h, mla_decode.h,
+// dsa_indexer.h): production's (glm-5.3-flash and tinyglm) and tinyglm-micro's. Each kernel is a
+// template with exactly these two instantiations, dispatched from the config at run time, so the
+// production code is what it was before micro was served; everything else is refused by name.
+struct KernelGeometry {
+  const char* name;
+  int hidden_size;         // kHcWidth / kHcMicroWidth
+  int kda_head_dim;        // kKdaHeadDim / kKdaMicroHeadDim
+  int kv_lora_rank;        // kMlaLatentDim / kMlaMicroLatentDim
+  int index_head_dim;      // kIndexDim / kIndexMicroDim
+  int heads_multiple;      // MLA heads per tensor-core tile; micro pads its heads to 16
+  int moe_width_multiple;  // the decode MoE kernels' k blocks (moe_experts.cu)
+};
+
+constexpr KernelGeometry kProduction{"production", kHcWidth, kKdaHeadDim, kMlaLatentDim,
+                                     kIndexDim,    16,       512};
+constexpr KernelGeometry kMicro{
+    "tinyglm-micro", kHcMicroWidth, kKdaMicroHeadDim, kMlaMicroLatentDim, kIndexMicroDim, 1, 32};
+
+std::string describe(const KernelGeometry& g) {
+  return std::string(g.name) + " (hidden_size " + std::to_string(g.hidden_size) +
+         ", linear_attn_config.head_dim " + std::to_string(g.kda_head_dim) + ", kv_lora_rank " +
+         std::to_string(g.kv_lora_rank) + ", index_head_dim " + std::to_string(g.index_head_dim) +
+         ")";
+}
+
+}  // namespace
+
 void CudaModelRunner::check_config(const ModelConfig& c) {
-  auto need = [](bool ok, const std::string& field, int64_t value, const std::string& expected) {
+  const std::string served =
+      "; the CUDA kernels serve two per-layer geometries, " + describe(kProduction) + " and " +
+      describe(kMicro) +
+      ", with hc_mult 4, short_conv_kernel_size 4, index_kpool 4 and at most "
+      "one shared expert; serve this model with --device cpu";
+  const KernelGeometry& g = c.hidden_size == kMicro.hidden_size ? kMicro : kProduction;
+  auto need = [&](bool ok, const std::string& field, int64_t value, const std::string& expected) {
     if (!ok)
       throw Error(ErrorKind::kUnsupported, "the CUDA backend needs " + field + " " + expected +
-                                               " (got " + std::to_string(value) +
-                                               "); serve this model with --device cpu");
+                                               " (got " + std::to_string(value) + ")" + served);
   };
-  need(c.hidden_size == kHcWidth, "hidden_size", c.hidden_size, "= 4096");
+  need(
+      c.hidden_size == kProduction.hidden_size || c.hidden_size == kMicro.hidden_size,
+      "hidden_size", c.hidden_size,
+      "= " + std::to_string(kProduction.hidden_size) + " or " + std::to_string(kMicro.hidden_size));
+  const std::string at = " at hidden_size " + std::to_string(g.hidden_size);
   need(c.hc_mult == kHcStreams, "hc_mult", c.hc_mult, "= 4");
-  need(c.kda.head_dim == kKdaHeadDim, "linear_attn_config.head_dim", c.kda.head_dim, "= 128");
+  need(c.kda.head_dim == g.kda_head_dim, "linear_attn_config.head_dim", c.kda.head_dim,
+       "= " + std::to_string(g.kda_head_dim) + at);
   need(c.kda.short_conv_kernel_size == kKdaTaps, "short_conv_kernel_size",
        c.kda.short_conv_kernel_size, "= 4");
-  need(c.kv_lora_rank == kMlaLatentDim, "kv_lora_rank", c.kv_lora_rank, "= 512");
-  need(c.num_attention_heads % 16 == 0, "num_attention_heads", c.num_attention_heads,
-       "a multiple of 16");
-  need(c.index_head_dim == kIndexDim, "index_head_dim", c.index_head_dim, "= 128");
+  need(c.kv_lora_rank == g.kv_lora_rank, "kv_lora_rank", c.kv_lora_rank,
+       "= " + std::to_string(g.kv_lora_rank) + at);
+  need(c.num_attention_heads % g.heads_multiple == 0, "num_attention_heads", c.num_attention_heads,
+       "a multiple of " + std::to_string(g.heads_multiple) + at);
+  need(c.qk_nope_head_dim % 4 == 0, "qk_nope_head_dim", c.qk_nope_head_dim, "a multiple of 4");
+  need(c.index_head_dim == g.index_head_dim, "index_head_dim", c.index_head_dim,
+       "= " + std::to_string(g.index_head_dim) + at);
   need(c.index_kpool == kIndexKpool, "index_kpool", c.index_kpool, "= 4");
   need(c.n_shared_experts <= 1, "n_shared_experts", c.n_shared_experts, "<= 1");
-  need(c.moe_intermediate_size % 512 == 0, "moe_intermediate_size", c.moe_intermediate_size,
-       "a multiple of 512");
+  need(c.moe_intermediate_size % g.moe_width_multiple == 0, "moe_intermediate_size",
+       c.moe_intermediate_size, "a multiple of " + std::to_string(g.moe_width_multiple) + at);
 }
 
 RunnerShape CudaModelRunner::runner_shape(const ModelConfig& c, const CudaRunnerOptions& o) {
@@ -88,6 +129,17 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
   if (options_.kv_dtype == KvDtype::kF32)
     throw Error(ErrorKind::kUnsupported,
                 "--kv-cache-dtype f32: the CUDA backend keeps bf16 or fp8_g128 latents");
+  check_latent_geometry(config_.kv_lora_rank, options_.kv_dtype == KvDtype::kFp8G128
+                                                  ? LatentFormat::kFp8G128
+                                                  : LatentFormat::kBF16);
+  if (config_.hidden_size != kHcWidth)
+    for (const LayerWeights& l : weights_->weights().layers)
+      if (!l.dense_mlp && MoeQuantTable::quantized(l.moe))
+        throw Error(ErrorKind::kUnsupported,
+                    "quantized routed experts (FP4-Local) at hidden_size " +
+                        std::to_string(config_.hidden_size) +
+                        ": the quantized MoE kernels serve the production geometry (hidden_size " +
+                        std::to_string(kHcWidth) + ") only; serve this checkpoint in bf16");
   if (options_.max_seq_len > kIndexMaxPools * config_.index_kpool)
     throw Error(ErrorKind::kUnsupported, "max-seq-len " + std::to_string(options_.max_seq_len) +
                                              ": the CUDA indexer selects over at most " +
@@ -263,7 +315,8 @@ void CudaModelRunner::copy_snapshots(const ForwardBatch& batch, bool restore) {
 void CudaModelRunner::run_layers() {
   const ModelWeights& mw = weights_->weights();
   const int64_t T = step_->rows(), D = config_.hidden_size;
-  const HcConstants hc{config_.rms_norm_eps, config_.hc_eps, config_.hc_sinkhorn_iters};
+  const HcConstants hc{config_.rms_norm_eps, config_.hc_eps, config_.hc_sinkhorn_iters,
+                       config_.hidden_size};
   const float eps = config_.rms_norm_eps;
   profile_.mark("embed", stream_);
   embed_tokens(mw.embed.bf16(), config_.vocab_size, D, step_->tokens(), T, kHcStreams, ws_.X,
@@ -280,7 +333,7 @@ void CudaModelRunner::run_layers() {
       mla_block(config_.kind_index(layer), w.mla, ws_.block_out);
     }
     profile_.mark("mhc+norm", stream_);
-    hc_post(ws_.block_out, ws_.post, ws_.comb, ws_.X, T, stream_);
+    hc_post(ws_.block_out, ws_.post, ws_.comb, ws_.X, T, stream_, int(D));
 
     hc_pre(hc, w.hc_ffn.fn, w.hc_ffn.base, w.hc_ffn.scale, ws_.X, T, ws_.y, ws_.post, ws_.comb,
            stream_, ws_.hc_partials);
@@ -288,7 +341,7 @@ void CudaModelRunner::run_layers() {
     if (w.dense_mlp) profile_.mark("dense_mlp", stream_);
     ffn_block(w, layer, ws_.block_out);
     profile_.mark("mhc+norm", stream_);
-    hc_post(ws_.block_out, ws_.post, ws_.comb, ws_.X, T, stream_);
+    hc_post(ws_.block_out, ws_.post, ws_.comb, ws_.X, T, stream_, int(D));
   }
   hc_head(hc, mw.hc_head.fn, mw.hc_head.base, mw.hc_head.scale, ws_.X, T, ws_.y, stream_,
           ws_.hc_partials);

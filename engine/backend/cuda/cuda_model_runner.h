@@ -67,8 +67,9 @@ class CudaModelRunner : public ModelRunner {
                   const CudaRunnerOptions& options);
   ~CudaModelRunner() override;
 
-  // Throws Error(kUnsupported) naming the field when the kernels cannot serve this config (they
-  // are specialised for the production per-layer geometry).
+  // Throws Error(kUnsupported) naming the field and the geometries served when the kernels cannot
+  // serve this config (they are instantiated for the production per-layer geometry and for
+  // tinyglm-micro's).
   static void check_config(const ModelConfig& config);
   // Device bytes of the caches and of the workspace for these options: the memory plan of
   // runner_factory sizes the KV pool with them before constructing anything.

@@ -1,6 +1,7 @@
 #include "engine/backend/cuda/dsa_indexer.h"
 
 #include <algorithm>
+#include <string>
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
@@ -13,8 +14,12 @@ namespace {
 constexpr int kPoolTile = 32;  // pools per score block
 constexpr int kMaxHeads = 64;
 
+// The kernels are templates over d_i with two instantiations (dsa_indexer.h): kIndexDim and
+// kIndexMicroDim. The tiled score kernel is production's only (32 heads of 128).
+
 // Thread c of the pool's d_i: sum_i a_i keys[i][c], a = softmax_i(gates[i] + ape[i]), i increasing.
 // keys: the pool's kIndexKpool consecutive keys; gates: their gates.
+template <int kDim>
 __device__ __forceinline__ float pool_one(const float* keys, const float* gates, const float* ape) {
   float a[kIndexKpool];
   float mx = -INFINITY;
@@ -32,28 +37,29 @@ __device__ __forceinline__ float pool_one(const float* keys, const float* gates,
   const float inv = 1.0f / sum;
   float out = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kIndexKpool; ++i)
-    out = fmaf(a[i] * inv, keys[i * kIndexDim + threadIdx.x], out);
+  for (int i = 0; i < kIndexKpool; ++i) out = fmaf(a[i] * inv, keys[i * kDim + threadIdx.x], out);
   return out;
 }
 
 // Grid: pools; block: d_i threads.
-__global__ void __launch_bounds__(kIndexDim)
+template <int kDim>
+__global__ void __launch_bounds__(kDim)
     pool_kernel(const float* keys, const float* gates, const float* ape, float* pooled) {
   const int64_t p = blockIdx.x;
-  pooled[p * kIndexDim + threadIdx.x] =
-      pool_one(keys + p * kIndexKpool * kIndexDim, gates + p * kIndexKpool, ape);
+  pooled[p * kDim + threadIdx.x] =
+      pool_one<kDim>(keys + p * kIndexKpool * kDim, gates + p * kIndexKpool, ape);
 }
 
 // Grid: step rows; block: d_i threads. The pool a row completes, into its page entry.
-__global__ void __launch_bounds__(kIndexDim)
+template <int kDim>
+__global__ void __launch_bounds__(kDim)
     pool_completed_kernel(const float* key_pages, const float* gate_pages, const float* ape,
                           const int32_t* positions, const int32_t* page_rows, float* pooled_pages) {
   const int64_t r = blockIdx.x;
   if (positions[r] % kIndexKpool != kIndexKpool - 1) return;
   const int64_t last = page_rows[r], first = last - (kIndexKpool - 1);
-  pooled_pages[last / kIndexKpool * kIndexDim + threadIdx.x] =
-      pool_one(key_pages + first * kIndexDim, gate_pages + first, ape);
+  pooled_pages[last / kIndexKpool * kDim + threadIdx.x] =
+      pool_one<kDim>(key_pages + first * kDim, gate_pages + first, ape);
 }
 
 struct ScoreParams {
@@ -66,37 +72,40 @@ struct ScoreParams {
 };
 
 // Pool `pool`'s d_i values (PooledKeys' layout).
+template <int kDim>
 __device__ __forceinline__ const float* pooled_row(const PooledKeys& k, int64_t pool) {
-  if (k.table == nullptr) return k.data + pool * kIndexDim;
+  if (k.table == nullptr) return k.data + pool * kDim;
   const int64_t entry =
       int64_t(k.table[pool / k.pools_per_block]) * k.pools_per_block + pool % k.pools_per_block;
-  return k.data + entry * kIndexDim;
+  return k.data + entry * kDim;
 }
 
 // Grid: (ceil(pools / 32), rows); 256 threads. Logits q_h . K_p for 32 pools x all heads go
 // through shared memory; then one thread per pool sums the heads in increasing order.
+template <int kDim>
 __global__ void __launch_bounds__(256) score_kernel(const __grid_constant__ ScoreParams p) {
-  __shared__ float keys[kPoolTile][kIndexDim + 1];
+  __shared__ float keys[kPoolTile][kDim + 1];
   __shared__ float logits[kMaxHeads][kPoolTile + 1];
   const int64_t row = blockIdx.y, p0 = int64_t(blockIdx.x) * kPoolTile;
   const int npool = p.pools - p0 < kPoolTile ? int(p.pools - p0) : kPoolTile;
-  for (int i = threadIdx.x; i < kPoolTile * (kIndexDim / 4); i += blockDim.x) {
-    const int j = i / (kIndexDim / 4), c4 = i % (kIndexDim / 4);
+  for (int i = threadIdx.x; i < kPoolTile * (kDim / 4); i += blockDim.x) {
+    const int j = i / (kDim / 4), c4 = i % (kDim / 4);
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (j < npool) v = __ldg(reinterpret_cast<const float4*>(pooled_row(p.pooled, p0 + j)) + c4);
+    if (j < npool)
+      v = __ldg(reinterpret_cast<const float4*>(pooled_row<kDim>(p.pooled, p0 + j)) + c4);
     keys[j][c4 * 4 + 0] = v.x;
     keys[j][c4 * 4 + 1] = v.y;
     keys[j][c4 * 4 + 2] = v.z;
     keys[j][c4 * 4 + 3] = v.w;
   }
   __syncthreads();
-  const float* q = p.q + row * p.heads * kIndexDim;
+  const float* q = p.q + row * p.heads * kDim;
   for (int i = threadIdx.x; i < p.heads * kPoolTile; i += blockDim.x) {
     const int h = i / kPoolTile, j = i % kPoolTile;
-    const float* qh = q + h * kIndexDim;
+    const float* qh = q + h * kDim;
     float dot = 0.0f;
 #pragma unroll 8
-    for (int c = 0; c < kIndexDim; ++c) dot = fmaf(__ldg(qh + c), keys[j][c], dot);
+    for (int c = 0; c < kDim; ++c) dot = fmaf(__ldg(qh + c), keys[j][c], dot);
     logits[h][j] = dot;
   }
   __syncthreads();
@@ -107,7 +116,7 @@ __global__ void __launch_bounds__(256) score_kernel(const __grid_constant__ Scor
       const float l = logits[h][j];
       s += p.w[row * p.heads + h] * (l < 0.0f ? 0.0f : l);  // NaN passes through
     }
-    p.scores[row * p.pools + p0 + j] = s * (1.0f / sqrtf(float(kIndexDim * p.heads)));
+    p.scores[row * p.pools + p0 + j] = s * (1.0f / sqrtf(float(kDim * p.heads)));
   }
 }
 
@@ -153,7 +162,7 @@ __global__ void __launch_bounds__(kTileThreads)
     const int j = i % kTileP, c4 = i / kTileP;
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     if (p0 + j < p.pools)
-      v = __ldg(reinterpret_cast<const float4*>(pooled_row(p.pooled, p0 + j)) + c4);
+      v = __ldg(reinterpret_cast<const float4*>(pooled_row<kIndexDim>(p.pooled, p0 + j)) + c4);
     kt[(c4 * 4 + 0) * kTileP + j] = v.x;
     kt[(c4 * 4 + 1) * kTileP + j] = v.y;
     kt[(c4 * 4 + 2) * kTileP + j] = v.z;
@@ -209,32 +218,56 @@ __global__ void __launch_bounds__(kTileThreads)
   }
 }
 
+void check_dim(int dim) {
+  if (dim != kIndexDim && dim != kIndexMicroDim)
+    throw Error(ErrorKind::kUnsupported,
+                "DSA indexer kernels: index_head_dim " + std::to_string(dim) + " (served: " +
+                    std::to_string(kIndexDim) + ", " + std::to_string(kIndexMicroDim) + ")");
+}
+
 }  // namespace
 
 void dsa_pool_keys(const float* keys, const float* gates, const float* ape, int64_t pools,
-                   float* pooled, cudaStream_t stream) {
+                   float* pooled, cudaStream_t stream, int dim) {
+  check_dim(dim);
   if (pools <= 0) return;
-  pool_kernel<<<unsigned(pools), kIndexDim, 0, stream>>>(keys, gates, ape, pooled);
+  if (dim == kIndexDim) {
+    pool_kernel<kIndexDim><<<unsigned(pools), kIndexDim, 0, stream>>>(keys, gates, ape, pooled);
+  } else {
+    pool_kernel<kIndexMicroDim>
+        <<<unsigned(pools), kIndexMicroDim, 0, stream>>>(keys, gates, ape, pooled);
+  }
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
 void dsa_pool_completed(const float* key_pages, const float* gate_pages, const float* ape,
                         const int32_t* positions, const int32_t* page_rows, int64_t rows,
-                        float* pooled_pages, cudaStream_t stream) {
+                        float* pooled_pages, cudaStream_t stream, int dim) {
+  check_dim(dim);
   if (rows <= 0) return;
-  pool_completed_kernel<<<unsigned(rows), kIndexDim, 0, stream>>>(
-      key_pages, gate_pages, ape, positions, page_rows, pooled_pages);
+  if (dim == kIndexDim) {
+    pool_completed_kernel<kIndexDim><<<unsigned(rows), kIndexDim, 0, stream>>>(
+        key_pages, gate_pages, ape, positions, page_rows, pooled_pages);
+  } else {
+    pool_completed_kernel<kIndexMicroDim><<<unsigned(rows), kIndexMicroDim, 0, stream>>>(
+        key_pages, gate_pages, ape, positions, page_rows, pooled_pages);
+  }
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
 void dsa_pool_scores(const float* q, const float* w, int64_t rows, int heads,
-                     const PooledKeys& pooled, int64_t pools, float* scores, cudaStream_t stream) {
+                     const PooledKeys& pooled, int64_t pools, float* scores, cudaStream_t stream,
+                     int dim) {
+  check_dim(dim);
   SPARKGLM_ASSERT(heads > 0 && heads <= kMaxHeads, "dsa_pool_scores: at most 64 indexer heads");
   SPARKGLM_ASSERT(pooled.table == nullptr || pooled.pools_per_block > 0,
                   "dsa_pool_scores: paged pools need pools_per_block");
   if (rows <= 0 || pools <= 0) return;
   const ScoreParams params{q, w, pooled, scores, pools, heads};
-  if (rows >= kTileRows && heads == kTileHeads) {
+  if (dim == kIndexMicroDim) {
+    const dim3 grid(unsigned((pools + kPoolTile - 1) / kPoolTile), unsigned(rows));
+    score_kernel<kIndexMicroDim><<<grid, 256, 0, stream>>>(params);
+  } else if (rows >= kTileRows && heads == kTileHeads) {
     static bool configured = false;
     if (!configured) {
       SPARKGLM_CUDA_CHECK(cudaFuncSetAttribute(
@@ -246,7 +279,7 @@ void dsa_pool_scores(const float* q, const float* w, int64_t rows, int heads,
     score_tile_kernel<<<grid, kTileThreads, kTileSmem, stream>>>(params, rows);
   } else {
     const dim3 grid(unsigned((pools + kPoolTile - 1) / kPoolTile), unsigned(rows));
-    score_kernel<<<grid, 256, 0, stream>>>(params);
+    score_kernel<kIndexDim><<<grid, 256, 0, stream>>>(params);
   }
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }

@@ -9,14 +9,17 @@
 
 namespace sparkglm::cuda {
 
-inline constexpr int kIndexDim = 128;          // d_i: the kernels are specialised for it
+// d_i. The kernels are templates over it with two instantiations, chosen at run time from their
+// `dim` argument: production's 128 and tinyglm-micro's 32 (any other is refused).
+inline constexpr int kIndexDim = 128;
+inline constexpr int kIndexMicroDim = 32;
 inline constexpr int kIndexKpool = 4;          // tokens per pool
 inline constexpr int kIndexMaxPools = 262144;  // per query: 1,048,576-token contexts
 
 // pooled[p] = sum_i a_i keys[4p + i], a = softmax_i(gates[4p + i] + ape[i]), i increasing.
 // keys: [4P, d_i] one sequence's indexer keys by position; gates: [4P]; ape: [4]; pooled: [P, d_i].
 void dsa_pool_keys(const float* keys, const float* gates, const float* ape, int64_t pools,
-                   float* pooled, cudaStream_t stream);
+                   float* pooled, cudaStream_t stream, int dim = kIndexDim);
 
 // Pooled keys as the runner keeps them: in pages beside the token keys, one entry per pool of
 // kIndexKpool tokens, so a block of block_size tokens holds block_size / kIndexKpool pools. Pool p
@@ -34,12 +37,13 @@ struct PooledKeys {
 // pool's entry is page_rows[i] / 4 of pooled_pages. The block size must be a multiple of 4.
 void dsa_pool_completed(const float* key_pages, const float* gate_pages, const float* ape,
                         const int32_t* positions, const int32_t* page_rows, int64_t rows,
-                        float* pooled_pages, cudaStream_t stream);
+                        float* pooled_pages, cudaStream_t stream, int dim = kIndexDim);
 
 // scores[r][p] = (sum_h w[r][h] ReLU(q[r][h] . pooled[p])) / sqrt(d_i * heads), heads summed in
 // increasing h, for p < pools. q: [rows, heads, d_i]; w: [rows, heads]; scores: [rows, pools].
 void dsa_pool_scores(const float* q, const float* w, int64_t rows, int heads,
-                     const PooledKeys& pooled, int64_t pools, float* scores, cudaStream_t stream);
+                     const PooledKeys& pooled, int64_t pools, float* scores, cudaStream_t stream,
+                     int dim = kIndexDim);
 
 // The attended positions of query r at position positions[r] (ascending) and their count.
 // scores: [rows, score_stride]; out: [rows, out_stride] with out_stride >= topk_pools * 4 + 3 and

@@ -1,6 +1,8 @@
 #include "engine/backend/cuda/kda.h"
 
 #include <cfloat>
+#include <string>
+#include <type_traits>
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
@@ -10,7 +12,6 @@ namespace sparkglm::cuda {
 
 namespace {
 
-constexpr int kK = kKdaHeadDim;
 constexpr int kHist = kKdaTaps - 1;
 constexpr float kL2NormEps = 1e-6f;  // docs/checkpoint.md
 
@@ -19,7 +20,11 @@ __device__ __forceinline__ int64_t slot_of(const KdaBatch& batch, int seq) {
   return batch.slots ? int64_t(batch.slots[seq]) : int64_t(seq);
 }
 
+// Every kernel is a template over K = V with two instantiations (kda.h): kKdaHeadDim and
+// kKdaMicroHeadDim.
+
 // Grid: (H, B*n); block: K threads, one channel each.
+template <int kK>
 __global__ void __launch_bounds__(kK)
     prepare_kernel(const KdaBatch batch, const __grid_constant__ KdaPrepareArgs a) {
   __shared__ float scratch[32];
@@ -60,7 +65,8 @@ __global__ void __launch_bounds__(kK)
         sigmoidf_dev(a.b_logit[int64_t(row) * batch.heads + h]);
 }
 
-// Grid: (H*K / 128, B); the new history of each sequence from its old history and rows.
+// Grid: (H, B); block: K threads. The new history of each sequence from its old history and rows.
+template <int kK>
 __global__ void advance_hist_kernel(const KdaBatch batch, const float* raw_q, const float* raw_k,
                                     const float* raw_v, int64_t rs, float* conv_hist) {
   const int64_t hk = int64_t(batch.heads) * kK;
@@ -85,7 +91,7 @@ __global__ void advance_hist_kernel(const KdaBatch batch, const float* raw_q, co
 // (8 adjacent columns: each state load fills whole 32-byte sectors); prefill uses 8 parts (more
 // warps, shorter FMA chains: a prefill step is latency-bound) and loads the next row's inputs
 // while the current row computes.
-template <int kParts>
+template <int kK, int kParts>
 struct KdaTiling {
   static constexpr int kColsPerWarp = 32 / kParts;
   static constexpr int kColsPerBlock = 4 * kColsPerWarp;
@@ -120,13 +126,13 @@ __device__ __forceinline__ float part_sum(float x) {
   return x;
 }
 
-template <int kParts>
+template <int kK, int kParts>
 __global__ void __launch_bounds__(128)
     recurrent_kernel(const KdaBatch batch, const float* __restrict__ q, const float* __restrict__ k,
                      const float* __restrict__ v, const float* __restrict__ decay,
                      const float* __restrict__ beta, float* __restrict__ state,
                      float* __restrict__ o) {
-  using T = KdaTiling<kParts>;
+  using T = KdaTiling<kK, kParts>;
   constexpr int kKeysPerPart = T::kKeysPerPart, kVec = T::kVec;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int part = lane / T::kColsPerWarp;
@@ -193,6 +199,7 @@ struct GateParams {
 };
 
 // Grid: (H, rows); block: V threads.
+template <int kK>
 __global__ void __launch_bounds__(kK) output_gate_kernel(const __grid_constant__ GateParams p) {
   __shared__ float scratch[32];
   const int64_t at = (int64_t(blockIdx.y) * p.heads + blockIdx.x) * kK + threadIdx.x;
@@ -208,6 +215,21 @@ void check_batch(const KdaBatch& b) {
   SPARKGLM_ASSERT(b.num_seqs > 0 && b.rows_per_seq > 0 && b.heads > 0 && b.num_seqs <= 65535 &&
                       b.rows_per_seq <= 65535 * 1024,
                   "kda: batch shape out of range");
+  if (b.head_dim != kKdaHeadDim && b.head_dim != kKdaMicroHeadDim)
+    throw Error(ErrorKind::kUnsupported, "KDA kernels: linear_attn_config.head_dim " +
+                                             std::to_string(b.head_dim) +
+                                             " (served: " + std::to_string(kKdaHeadDim) + ", " +
+                                             std::to_string(kKdaMicroHeadDim) + ")");
+}
+
+// Calls f(std::integral_constant<int, K>{}) for the batch's head dim.
+template <typename F>
+void with_head_dim(const KdaBatch& b, F&& f) {
+  if (b.head_dim == kKdaHeadDim) {
+    f(std::integral_constant<int, kKdaHeadDim>{});
+  } else {
+    f(std::integral_constant<int, kKdaMicroHeadDim>{});
+  }
 }
 
 }  // namespace
@@ -215,7 +237,9 @@ void check_batch(const KdaBatch& b) {
 void kda_prepare(const KdaBatch& batch, const KdaPrepareArgs& args, cudaStream_t stream) {
   check_batch(batch);
   const dim3 grid(unsigned(batch.heads), unsigned(batch.num_seqs * batch.rows_per_seq));
-  prepare_kernel<<<grid, kK, 0, stream>>>(batch, args);
+  with_head_dim(batch, [&](auto k) {
+    prepare_kernel<decltype(k)::value><<<grid, decltype(k)::value, 0, stream>>>(batch, args);
+  });
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -224,8 +248,11 @@ void kda_advance_conv_history(const KdaBatch& batch, const float* raw_q, const f
                               int64_t raw_stride) {
   check_batch(batch);
   const dim3 grid(unsigned(batch.heads), unsigned(batch.num_seqs));
-  const int64_t rs = raw_stride > 0 ? raw_stride : int64_t(batch.heads) * kK;
-  advance_hist_kernel<<<grid, kK, 0, stream>>>(batch, raw_q, raw_k, raw_v, rs, conv_hist);
+  const int64_t rs = raw_stride > 0 ? raw_stride : int64_t(batch.heads) * batch.head_dim;
+  with_head_dim(batch, [&](auto k) {
+    advance_hist_kernel<decltype(k)::value>
+        <<<grid, decltype(k)::value, 0, stream>>>(batch, raw_q, raw_k, raw_v, rs, conv_hist);
+  });
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -233,14 +260,24 @@ void kda_recurrent(const KdaBatch& batch, const float* q, const float* k, const 
                    const float* decay, const float* beta, float* state, float* o,
                    cudaStream_t stream) {
   check_batch(batch);
-  if (batch.rows_per_seq == 1) {
-    const dim3 grid(kK / KdaTiling<4>::kColsPerBlock, unsigned(batch.heads),
+  if (batch.head_dim == kKdaMicroHeadDim) {
+    // One tiling for every row count at the micro head dim (4 key parts, one block per head):
+    // prefill takes this kernel too (kda_chunked.h is specialised to K = 128), so a row's bits do
+    // not depend on how its prompt was cut.
+    constexpr int kK = kKdaMicroHeadDim;
+    const dim3 grid(kK / KdaTiling<kK, 4>::kColsPerBlock, unsigned(batch.heads),
                     unsigned(batch.num_seqs));
-    recurrent_kernel<4><<<grid, 128, 0, stream>>>(batch, q, k, v, decay, beta, state, o);
+    recurrent_kernel<kK, 4><<<grid, 128, 0, stream>>>(batch, q, k, v, decay, beta, state, o);
+  } else if (batch.rows_per_seq == 1) {
+    constexpr int kK = kKdaHeadDim;
+    const dim3 grid(kK / KdaTiling<kK, 4>::kColsPerBlock, unsigned(batch.heads),
+                    unsigned(batch.num_seqs));
+    recurrent_kernel<kK, 4><<<grid, 128, 0, stream>>>(batch, q, k, v, decay, beta, state, o);
   } else {
-    const dim3 grid(kK / KdaTiling<8>::kColsPerBlock, unsigned(batch.heads),
+    constexpr int kK = kKdaHeadDim;
+    const dim3 grid(kK / KdaTiling<kK, 8>::kColsPerBlock, unsigned(batch.heads),
                     unsigned(batch.num_seqs));
-    recurrent_kernel<8><<<grid, 128, 0, stream>>>(batch, q, k, v, decay, beta, state, o);
+    recurrent_kernel<kK, 8><<<grid, 128, 0, stream>>>(batch, q, k, v, decay, beta, state, o);
   }
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
@@ -249,8 +286,10 @@ void kda_output_gate(const KdaBatch& batch, const float* o, const float* gate, c
                      float eps, float* out, uint16_t* out_bf16, cudaStream_t stream) {
   check_batch(batch);
   const dim3 grid(unsigned(batch.heads), unsigned(batch.num_seqs * batch.rows_per_seq));
-  output_gate_kernel<<<grid, kK, 0, stream>>>(
-      GateParams{o, gate, o_norm, out, out_bf16, batch.heads, eps});
+  with_head_dim(batch, [&](auto k) {
+    output_gate_kernel<decltype(k)::value><<<grid, decltype(k)::value, 0, stream>>>(
+        GateParams{o, gate, o_norm, out, out_bf16, batch.heads, eps});
+  });
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 

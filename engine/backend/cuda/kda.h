@@ -1,7 +1,8 @@
 #pragma once
 // KDA (gated delta rule with per-channel decay), MODEL.md section 3, on the device. H heads,
-// K = V = 128. A batch is B sequences of n consecutive rows each (decode: n = 1; prefill: B = 1),
-// rows seq-major: row b*n + t. All activations FP32; the per-sequence state stays FP32.
+// K = V = 128 (or 32, tinyglm-micro). A batch is B sequences of n consecutive rows each (decode: n
+// = 1; prefill: B = 1), rows seq-major: row b*n + t. All activations FP32; the per-sequence state
+// stays FP32.
 //
 // The recurrence runs token by token (the CPU's kda_recurrent_run, per column of S): each thread
 // owns 16 keys of one value column, so the read S^T k and the query S^T q reduce over 8 lanes in a
@@ -13,7 +14,10 @@
 
 namespace sparkglm::cuda {
 
-inline constexpr int kKdaHeadDim = 128;  // K = V; the kernels are specialised for it
+// K = V. The kernels are templates over it with two instantiations, chosen at run time from
+// KdaBatch::head_dim: production's 128 and tinyglm-micro's 32 (any other is refused).
+inline constexpr int kKdaHeadDim = 128;
+inline constexpr int kKdaMicroHeadDim = 32;
 inline constexpr int kKdaTaps = 4;
 
 // Per-sequence state (conv history, recurrent S) lives in slots of a pool: sequence b uses slot
@@ -23,6 +27,7 @@ struct KdaBatch {
   int rows_per_seq = 0;            // n
   int heads = 0;                   // H
   const int32_t* slots = nullptr;  // [B] on the device: sequence b's state slot; null: slot b
+  int head_dim = kKdaHeadDim;      // K = V: kKdaHeadDim or kKdaMicroHeadDim
 };
 
 // Short conv + SiLU + l2norm (q also / sqrt(K)), gates and beta, MODEL.md section 3.
@@ -57,7 +62,8 @@ void kda_advance_conv_history(const KdaBatch& batch, const float* raw_q, const f
                               const float* raw_v, float* conv_hist, cudaStream_t stream,
                               int64_t raw_stride = 0);
 
-// Per row and head: S = diag(decay) S; S += beta k (v - S^T k)^T; o = S^T q.
+// Per row and head: S = diag(decay) S; S += beta k (v - S^T k)^T; o = S^T q. At K = 32 one
+// tiling serves every rows_per_seq (prefill runs here too: kda_chunked.h is K = 128 only).
 // q, k, v, decay, o: [B*n, H*K]; beta: [B*n, H]; state: [num_slots, H, K, V] (S[i][j], i over
 // keys), sequence b at slot slots[b].
 void kda_recurrent(const KdaBatch& batch, const float* q, const float* k, const float* v,

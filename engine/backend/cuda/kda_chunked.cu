@@ -1,5 +1,7 @@
 #include "engine/backend/cuda/kda_chunked.h"
 
+#include <string>
+
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/core/error.h"
 
@@ -429,6 +431,11 @@ void check(const KdaBatch& b, int64_t start_position) {
   SPARKGLM_ASSERT(b.num_seqs > 0 && b.rows_per_seq > 0 && b.heads > 0 && b.num_seqs <= 65535 &&
                       b.heads <= 65535 && start_position >= 0,
                   "kda_chunked: batch shape or start position out of range");
+  if (b.head_dim != kK)
+    throw Error(ErrorKind::kUnsupported,
+                "kda_chunked_prefill: linear_attn_config.head_dim " + std::to_string(b.head_dim) +
+                    " (the chunked form is specialised to " + std::to_string(kK) +
+                    "; kda_recurrent serves " + std::to_string(kKdaMicroHeadDim) + ")");
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ inline constexpr int kKdaChunkLen = 64;  // = cpu::kKdaChunk
 // whatever its length, runs this kernel; decode rows run kda_recurrent.
 // The same contract as kda_recurrent (q, k, v, decay = e^g, o: [B*n, H*K]; beta: [B*n, H];
 // state: [num_slots, H, K, V], sequence b at slot batch.slots[b]), for B sequences whose row 0
-// sits at absolute position start_position. Any start and length.
+// sits at absolute position start_position. Any start and length; head_dim kKdaHeadDim only.
 void kda_chunked_prefill(const KdaBatch& batch, int64_t start_position, const float* q,
                          const float* k, const float* v, const float* decay, const float* beta,
                          float* state, float* o, cudaStream_t stream);

@@ -2,15 +2,42 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/core/error.h"
 
 namespace sparkglm::cuda {
 
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kN = kHcStreams * kHcWidth;         // 16384 values in a row
-constexpr int kVecPerThread = kN / 4 / kThreads;  // 16 float4: 4 per stream
-constexpr int kVecPerStream = kVecPerThread / kHcStreams;
+
+// The kernels are instantiated for the two widths the runner serves (mhc.h): kHcWidth and
+// kHcMicroWidth. Every constant below follows from D, so the production instantiation is the
+// code of the single-width kernels.
+template <int kD>
+struct HcShape {
+  static constexpr int kN = kHcStreams * kD;  // 16384 values in a production row
+  // One-block-per-row form: 256 threads (16 float4 each, 4 per stream) in production; narrower
+  // rows take fewer threads so that each still holds one float4 of every stream.
+  static constexpr int kReduceThreads = kN / 16 < kThreads ? kN / 16 : kThreads;
+  static constexpr int kVecPerThread = kN / 4 / kReduceThreads;
+  static constexpr int kVecPerStream = kVecPerThread / kHcStreams;
+  // Split form: 128 float4 per slice (one per thread), 32 slices in production, 2 at D = 256.
+  static constexpr int kSliceVec = 128;
+  static constexpr int kSlices = kN / 4 / kSliceVec;
+  // hc_post: 16 column slices of 64 threads in production; one slice at D = 256.
+  static constexpr int kPostSlices = kD / 4 / 64 < 16 ? kD / 4 / 64 : 16;
+  static constexpr int kPerSlice = kD / 4 / kPostSlices;
+  static_assert(kVecPerStream >= 1 && kN % (4 * kSliceVec) == 0 &&
+                    kPerSlice * kPostSlices * 4 == kD,
+                "mHC: the width must be a multiple of 256");
+};
+
+void check_width(int width) {
+  if (width != kHcWidth && width != kHcMicroWidth)
+    throw Error(ErrorKind::kUnsupported, "mHC kernels: hidden_size " + std::to_string(width) +
+                                             " (served: " + std::to_string(kHcWidth) + ", " +
+                                             std::to_string(kHcMicroWidth) + ")");
+}
 
 struct HcParams {
   HcConstants k;
@@ -24,10 +51,11 @@ struct HcParams {
 };
 
 // Float4 index u of a thread covers stream u / kVecPerStream and width position
-// threadIdx.x + kThreads * (u % kVecPerStream) (in float4 units), so one thread holds all 4
+// threadIdx.x + kReduceThreads * (u % kVecPerStream) (in float4 units), so one thread holds all 4
 // streams at the same positions and forms y without exchanging data.
+template <int kD>
 __device__ __forceinline__ int vec_index(int u) {
-  return threadIdx.x + kThreads * u;
+  return threadIdx.x + HcShape<kD>::kReduceThreads * u;
 }
 
 // cpu::hc_pre's Sinkhorn on one 4x4 matrix, in place (one thread).
@@ -65,9 +93,9 @@ __device__ void sinkhorn(float* m, int iters, float eps) {
 
 // From the raw sums (mixes, then the sum of squares; one thread): pre into `pre`, and for a
 // layer site post and the Sinkhorn-balanced comb into p.post / p.comb at row t.
-template <int kMix>
+template <int kD, int kMix>
 __device__ void finish_mixes(const HcParams& p, int64_t t, float* mixes, float* pre) {
-  const float rs = 1.0f / sqrtf(mixes[kMix] / float(kN) + p.k.rms_eps);
+  const float rs = 1.0f / sqrtf(mixes[kMix] / float(HcShape<kD>::kN) + p.k.rms_eps);
   for (int j = 0; j < kMix; ++j) mixes[j] = mixes[j] * rs;
   for (int s = 0; s < kHcStreams; ++s)
     pre[s] = sigmoidf_dev(mixes[s] * p.scale[0] + p.base[s]) + p.k.hc_eps;
@@ -84,16 +112,19 @@ __device__ void finish_mixes(const HcParams& p, int64_t t, float* mixes, float* 
 }
 
 // Grid: T. kMix = 24 (a layer site: pre, post, comb) or 4 (the head: pre only).
-template <int kMix>
-__global__ void __launch_bounds__(kThreads) hc_reduce_kernel(const __grid_constant__ HcParams p) {
-  __shared__ float warp_part[kThreads / 32][kMix + 1];
+template <int kD, int kMix>
+__global__ void __launch_bounds__(HcShape<kD>::kReduceThreads)
+    hc_reduce_kernel(const __grid_constant__ HcParams p) {
+  using S = HcShape<kD>;
+  constexpr int kN = S::kN, kVecPerThread = S::kVecPerThread, kVecPerStream = S::kVecPerStream;
+  __shared__ float warp_part[S::kReduceThreads / 32][kMix + 1];
   __shared__ float pre[kHcStreams];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = blockIdx.x;
   const float4* x4 = reinterpret_cast<const float4*>(p.X + t * kN);
   float4 v[kVecPerThread];
 #pragma unroll
-  for (int u = 0; u < kVecPerThread; ++u) v[u] = x4[vec_index(u)];
+  for (int u = 0; u < kVecPerThread; ++u) v[u] = x4[vec_index<kD>(u)];
 
   float part[kMix + 1];  // [mixes..., sum of squares]
 #pragma unroll
@@ -111,7 +142,7 @@ __global__ void __launch_bounds__(kThreads) hc_reduce_kernel(const __grid_consta
     float acc = 0.0f;
 #pragma unroll
     for (int u = 0; u < kVecPerThread; ++u) {
-      const float4 f = __ldg(f4 + vec_index(u));
+      const float4 f = __ldg(f4 + vec_index<kD>(u));
       acc = fmaf(f.x, v[u].x, acc);
       acc = fmaf(f.y, v[u].y, acc);
       acc = fmaf(f.z, v[u].z, acc);
@@ -129,14 +160,14 @@ __global__ void __launch_bounds__(kThreads) hc_reduce_kernel(const __grid_consta
     float mixes[kMix + 1];
     for (int j = 0; j <= kMix; ++j) {
       float s = 0.0f;
-      for (int w = 0; w < kThreads / 32; ++w) s += warp_part[w][j];
+      for (int w = 0; w < S::kReduceThreads / 32; ++w) s += warp_part[w][j];
       mixes[j] = s;
     }
-    finish_mixes<kMix>(p, t, mixes, pre);
+    finish_mixes<kD, kMix>(p, t, mixes, pre);
   }
   __syncthreads();
   // y = sum_s pre[s] X[s], s increasing, at this thread's width positions.
-  float4* y4 = reinterpret_cast<float4*>(p.y + t * kHcWidth);
+  float4* y4 = reinterpret_cast<float4*>(p.y + t * kD);
 #pragma unroll
   for (int c = 0; c < kVecPerStream; ++c) {
     float4 acc = make_float4(0, 0, 0, 0);
@@ -146,21 +177,20 @@ __global__ void __launch_bounds__(kThreads) hc_reduce_kernel(const __grid_consta
       acc.x += pre[s] * xv.x, acc.y += pre[s] * xv.y, acc.z += pre[s] * xv.z,
           acc.w += pre[s] * xv.w;
     }
-    y4[vec_index(c)] = acc;
+    y4[vec_index<kD>(c)] = acc;
   }
 }
 
-// The split form (every row the engine runs; G1 also times one block per row): the row's 16384
-// values are cut into kHcSlices slices, one block each, so the 24 dot products stream fn with the
-// whole GPU instead of one SM. Each block writes its kMix + 1 partial sums (mixes, then the sum of
-// squares); hc_finish_kernel adds them in slice order (fixed, so a row's result does not depend on
-// the batch) and applies the rest.
-constexpr int kHcSlices = 32;
-constexpr int kSliceVec = kN / 4 / kHcSlices;  // 128 float4 per slice, one per thread
-
-template <int kMix>
-__global__ void __launch_bounds__(kSliceVec)
+// The split form (every row the engine runs; G1 also times one block per row): the row's 4*D
+// values are cut into kSlices slices of 128 float4 (32 in production), one block each, so the 24
+// dot products stream fn with the whole GPU instead of one SM. Each block writes its kMix + 1
+// partial sums (mixes, then the sum of squares); hc_finish_kernel adds them in slice order (fixed,
+// so a row's result does not depend on the batch) and applies the rest.
+template <int kD, int kMix>
+__global__ void __launch_bounds__(HcShape<kD>::kSliceVec)
     hc_partial_kernel(const __grid_constant__ HcParams p, float* partials) {
+  using S = HcShape<kD>;
+  constexpr int kN = S::kN, kSliceVec = S::kSliceVec;
   __shared__ float warp_part[kSliceVec / 32][kMix + 1];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = blockIdx.y;
@@ -182,7 +212,7 @@ __global__ void __launch_bounds__(kSliceVec)
   if (threadIdx.x <= kMix) {
     float s = 0.0f;
     for (int w = 0; w < kSliceVec / 32; ++w) s += warp_part[w][threadIdx.x];
-    partials[(t * kHcSlices + blockIdx.x) * (kMix + 1) + threadIdx.x] = s;
+    partials[(t * S::kSlices + blockIdx.x) * (kMix + 1) + threadIdx.x] = s;
   }
 }
 
@@ -211,22 +241,23 @@ __device__ float sinkhorn_lanes(float v, int iters, float eps) {
 
 // Grid: T. Sums the slices' partials (one thread per sum, slices in order), then pre, post and
 // the Sinkhorn-balanced comb (warp 0) and y = sum_s pre[s] X[s], as hc_reduce_kernel does.
-template <int kMix>
+template <int kD, int kMix>
 __global__ void __launch_bounds__(kThreads)
     hc_finish_kernel(const __grid_constant__ HcParams p, const float* partials) {
+  using S = HcShape<kD>;
   __shared__ float mixes[kMix + 1];
   __shared__ float pre[kHcStreams];
   const int64_t t = blockIdx.x;
   if (threadIdx.x <= kMix) {
     float sum = 0.0f;
-    for (int b = 0; b < kHcSlices; ++b)
-      sum += partials[(t * kHcSlices + b) * (kMix + 1) + threadIdx.x];
+    for (int b = 0; b < S::kSlices; ++b)
+      sum += partials[(t * S::kSlices + b) * (kMix + 1) + threadIdx.x];
     mixes[threadIdx.x] = sum;
   }
   __syncthreads();
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
-    const float rs = 1.0f / sqrtf(mixes[kMix] / float(kN) + p.k.rms_eps);
+    const float rs = 1.0f / sqrtf(mixes[kMix] / float(S::kN) + p.k.rms_eps);
     if (lane < kHcStreams)
       pre[lane] = sigmoidf_dev(mixes[lane] * rs * p.scale[0] + p.base[lane]) + p.k.hc_eps;
     if (kMix > kHcStreams) {
@@ -241,13 +272,13 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();
-  const float4* x4 = reinterpret_cast<const float4*>(p.X + t * kN);
-  float4* y4 = reinterpret_cast<float4*>(p.y + t * kHcWidth);
-  for (int c = threadIdx.x; c < kHcWidth / 4; c += blockDim.x) {
+  const float4* x4 = reinterpret_cast<const float4*>(p.X + t * S::kN);
+  float4* y4 = reinterpret_cast<float4*>(p.y + t * kD);
+  for (int c = threadIdx.x; c < kD / 4; c += blockDim.x) {
     float4 acc = make_float4(0, 0, 0, 0);
 #pragma unroll
     for (int s = 0; s < kHcStreams; ++s) {
-      const float4 xv = x4[s * (kHcWidth / 4) + c];
+      const float4 xv = x4[s * (kD / 4) + c];
       acc.x += pre[s] * xv.x, acc.y += pre[s] * xv.y, acc.z += pre[s] * xv.z,
           acc.w += pre[s] * xv.w;
     }
@@ -257,13 +288,14 @@ __global__ void __launch_bounds__(kThreads)
 
 // Grid: (T, kPostSlices); each thread a float4 column block of the row's 4 streams, the slices
 // cutting the row's columns so that a decode step's few rows still fill the GPU.
-constexpr int kPostSlices = 16;
+template <int kD>
 __global__ void __launch_bounds__(kThreads)
     hc_post_kernel(const float* b, const float* post, const float* comb, float* X) {
+  using S = HcShape<kD>;
   const int64_t t = blockIdx.x;
-  constexpr int kPerSlice = kHcWidth / 4 / kPostSlices;
-  float4* x4 = reinterpret_cast<float4*>(X + t * kN);
-  const float4* b4 = reinterpret_cast<const float4*>(b + t * kHcWidth);
+  constexpr int kPerSlice = S::kPerSlice;
+  float4* x4 = reinterpret_cast<float4*>(X + t * S::kN);
+  const float4* b4 = reinterpret_cast<const float4*>(b + t * kD);
   float pst[kHcStreams], cm[16];
   for (int s = 0; s < kHcStreams; ++s) pst[s] = post[t * kHcStreams + s];
   for (int i = 0; i < 16; ++i) cm[i] = comb[t * 16 + i];
@@ -271,7 +303,7 @@ __global__ void __launch_bounds__(kThreads)
        c += blockDim.x) {
     float4 old[kHcStreams];
 #pragma unroll
-    for (int s = 0; s < kHcStreams; ++s) old[s] = x4[s * (kHcWidth / 4) + c];
+    for (int s = 0; s < kHcStreams; ++s) old[s] = x4[s * (kD / 4) + c];
     const float4 bv = b4[c];
 #pragma unroll
     for (int s = 0; s < kHcStreams; ++s) {
@@ -281,50 +313,71 @@ __global__ void __launch_bounds__(kThreads)
         acc.x += cm[s * 4 + j] * old[j].x, acc.y += cm[s * 4 + j] * old[j].y;
         acc.z += cm[s * 4 + j] * old[j].z, acc.w += cm[s * 4 + j] * old[j].w;
       }
-      x4[s * (kHcWidth / 4) + c] = make_float4(pst[s] * bv.x + acc.x, pst[s] * bv.y + acc.y,
-                                               pst[s] * bv.z + acc.z, pst[s] * bv.w + acc.w);
+      x4[s * (kD / 4) + c] = make_float4(pst[s] * bv.x + acc.x, pst[s] * bv.y + acc.y,
+                                         pst[s] * bv.z + acc.z, pst[s] * bv.w + acc.w);
     }
   }
 }
 
-template <int kMix>
+template <int kD, int kMix>
 void launch_reduce(const HcParams& p, int64_t T, float* partials, cudaStream_t stream) {
+  using S = HcShape<kD>;
   if (partials) {
-    hc_partial_kernel<kMix><<<dim3(kHcSlices, unsigned(T)), kSliceVec, 0, stream>>>(p, partials);
+    hc_partial_kernel<kD, kMix>
+        <<<dim3(S::kSlices, unsigned(T)), S::kSliceVec, 0, stream>>>(p, partials);
     SPARKGLM_CUDA_CHECK(cudaGetLastError());
-    hc_finish_kernel<kMix><<<unsigned(T), kThreads, 0, stream>>>(p, partials);
+    hc_finish_kernel<kD, kMix><<<unsigned(T), kThreads, 0, stream>>>(p, partials);
   } else {
-    hc_reduce_kernel<kMix><<<unsigned(T), kThreads, 0, stream>>>(p);
+    hc_reduce_kernel<kD, kMix><<<unsigned(T), S::kReduceThreads, 0, stream>>>(p);
   }
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+template <int kMix>
+void launch_reduce(int width, const HcParams& p, int64_t T, float* partials, cudaStream_t stream) {
+  check_width(width);
+  if (width == kHcWidth) {
+    launch_reduce<kHcWidth, kMix>(p, T, partials, stream);
+  } else {
+    launch_reduce<kHcMicroWidth, kMix>(p, T, partials, stream);
+  }
 }
 
 }  // namespace
 
 int64_t hc_partials_floats(int64_t T) {
-  return T * kHcSlices * (kHcMixes + 1);
+  return T * HcShape<kHcWidth>::kSlices * (kHcMixes + 1);  // the widest: enough for every width
 }
 
 void hc_pre(const HcConstants& k, const float* fn, const float* base, const float* scale,
             const float* X, int64_t T, float* y, float* post, float* comb, cudaStream_t stream,
             float* partials) {
   if (T <= 0) return;
-  launch_reduce<kHcMixes>(HcParams{k, fn, base, scale, X, y, post, comb}, T, partials, stream);
+  launch_reduce<kHcMixes>(k.width, HcParams{k, fn, base, scale, X, y, post, comb}, T, partials,
+                          stream);
 }
 
 void hc_post(const float* b, const float* post, const float* comb, float* X, int64_t T,
-             cudaStream_t stream) {
+             cudaStream_t stream, int width) {
+  check_width(width);
   if (T <= 0) return;
-  hc_post_kernel<<<dim3(unsigned(T), kPostSlices), kHcWidth / 4 / kPostSlices, 0, stream>>>(
-      b, post, comb, X);
+  if (width == kHcWidth) {
+    using S = HcShape<kHcWidth>;
+    hc_post_kernel<kHcWidth>
+        <<<dim3(unsigned(T), S::kPostSlices), S::kPerSlice, 0, stream>>>(b, post, comb, X);
+  } else {
+    using S = HcShape<kHcMicroWidth>;
+    hc_post_kernel<kHcMicroWidth>
+        <<<dim3(unsigned(T), S::kPostSlices), S::kPerSlice, 0, stream>>>(b, post, comb, X);
+  }
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
 void hc_head(const HcConstants& k, const float* fn, const float* base, const float* scale,
              const float* X, int64_t T, float* h, cudaStream_t stream, float* partials) {
   if (T <= 0) return;
-  launch_reduce<kHcStreams>(HcParams{k, fn, base, scale, X, h, nullptr, nullptr}, T, partials,
-                            stream);
+  launch_reduce<kHcStreams>(k.width, HcParams{k, fn, base, scale, X, h, nullptr, nullptr}, T,
+                            partials, stream);
 }
 
 }  // namespace sparkglm::cuda

@@ -1,21 +1,25 @@
 #pragma once
 // Hyper-connections (mHC, MODEL.md section 2) on the device, cpu::hc_pre / hc_post / hc_head's
 // arithmetic. The residual is X [T, 4, D] (hc_mult = 4 streams); one block works on one row, with
-// the row's 4*D values held in registers, so a row never depends on other rows.
+// the row's 4*D values held in registers, so a row never depends on other rows. The kernels are
+// templates over D with two instantiations, production's 4096 and tinyglm-micro's 256, chosen at
+// run time from HcConstants::width / hc_post's width; any other width is refused.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 namespace sparkglm::cuda {
 
-inline constexpr int kHcStreams = 4;   // hc_mult: the kernels are specialised for it
-inline constexpr int kHcWidth = 4096;  // D
-inline constexpr int kHcMixes = 24;    // 4 pre + 4 post + 16 comb
+inline constexpr int kHcStreams = 4;       // hc_mult: the kernels are specialised for it
+inline constexpr int kHcWidth = 4096;      // D of the production geometry
+inline constexpr int kHcMicroWidth = 256;  // D of tinyglm-micro
+inline constexpr int kHcMixes = 24;        // 4 pre + 4 post + 16 comb
 
 struct HcConstants {
   float rms_eps = 1e-5f;  // rms_norm_eps
   float hc_eps = 1e-6f;
   int sinkhorn_iters = 20;
+  int width = kHcWidth;  // D = hidden_size: kHcWidth or kHcMicroWidth
 };
 
 // With `partials` every row takes the split form (the 24 dot products of a row spread over 32
@@ -32,7 +36,7 @@ void hc_pre(const HcConstants& k, const float* fn, const float* base, const floa
 
 // In place: X[s] = post[s] * b + sum over s' (increasing) of comb[s][s'] * X[s'].  b: [T, D].
 void hc_post(const float* b, const float* post, const float* comb, float* X, int64_t T,
-             cudaStream_t stream);
+             cudaStream_t stream, int width = kHcWidth);
 
 // The final reduction: pre = sigmoid(mixes * scale[0] + base) + hc_eps, h = sum_s pre[s] X[s].
 // fn: [4, 4*D], base: [4], scale: [1]; h: [T, D].

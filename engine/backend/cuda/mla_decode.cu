@@ -1,6 +1,7 @@
 #include "engine/backend/cuda/mla_decode.h"
 
 #include <cmath>
+#include <string>
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
@@ -10,18 +11,26 @@ namespace sparkglm::cuda {
 
 namespace {
 
-constexpr int kR = kMlaLatentDim;
 constexpr int kHeadsPerBlock = 16;  // the MMA's 16 rows
 constexpr int kTile = 32;           // tokens per shared-memory tile
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kLd = kR + 8;  // BF16 row stride: fragment loads of 8 rows hit 32 distinct banks
 constexpr int kPLd = kTile + 8;
-constexpr int kColsPerWarp = kR / kWarps;  // ō columns a warp owns in the PV product
-constexpr int kNTiles = kColsPerWarp / 8;
-constexpr size_t kSmemBytes =
-    sizeof(uint16_t) * (kHeadsPerBlock * kLd + kTile * kLd + kHeadsPerBlock * kPLd) +
-    sizeof(float) * (kHeadsPerBlock * (kTile + 1) + kHeadsPerBlock);
+
+// The kernels are templates over R with two instantiations (mla_decode.h): kMlaLatentDim, whose
+// heads come in whole groups of 16, and kMlaMicroLatentDim, whose heads (4 in tinyglm-micro) pad
+// the MMA's 16 rows with zero queries whose results are never stored (kMaskHeads). Everything
+// below follows from R, so the production instantiation is the code of the single-R kernels.
+template <int kR>
+struct MlaShape {
+  static constexpr int kLd = kR + 8;  // BF16 row stride: fragment loads of 8 rows hit 32 banks
+  static constexpr int kColsPerWarp = kR / kWarps;  // ō columns a warp owns in the PV product
+  static constexpr int kNTiles = kColsPerWarp / 8;
+  static constexpr size_t kSmemBytes =
+      sizeof(uint16_t) * (kHeadsPerBlock * kLd + kTile * kLd + kHeadsPerBlock * kPLd) +
+      sizeof(float) * (kHeadsPerBlock * (kTile + 1) + kHeadsPerBlock);
+  static_assert(kNTiles >= 1 && kR % 64 == 0, "mla_decode: R must be a multiple of 64");
+};
 
 int num_splits(int max_len) {
   return max_len <= 0 ? 1 : (max_len + kMlaSplitTokens - 1) / kMlaSplitTokens;
@@ -35,9 +44,10 @@ __device__ __forceinline__ uint32_t ld32(const uint16_t* p) {
 // dequantized (E4M3 * scale) and rounded to BF16. Unused slots are zero: their probability is 0
 // and 0 * NaN would be NaN. The 32 record addresses are resolved first (list -> block table ->
 // page, two dependent reads) so that each thread's record loads are then all independent.
-template <bool kBf16>
+template <int kR, bool kBf16>
 __device__ void load_tile(const MlaDecodeArgs& a, int row, int first, int count, uint16_t* c,
                           const uint8_t** records) {
+  constexpr int kLd = MlaShape<kR>::kLd;
   constexpr int64_t kRec = kBf16 ? kR * 2 : kR + 4 * (kR / 128);
   constexpr int kChunks = kBf16 ? kR / 8 : kR / 16;  // 16-byte chunks of a record
   constexpr int kPerThread = kTile * kChunks / kThreads;
@@ -86,7 +96,10 @@ __device__ void load_tile(const MlaDecodeArgs& a, int row, int first, int count,
 // Grid: (splits, H / 16, B). Tensor-core flash decode over one split of the row's list: per tile,
 // S = q~ C^T (16 heads x 32 tokens, k = R), an online softmax per head, then ō += P C. Writes the
 // split's unnormalised ō with its running max and sum.
+template <int kR, bool kMaskHeads>
 __global__ void __launch_bounds__(kThreads) split_kernel(const __grid_constant__ MlaDecodeArgs a) {
+  constexpr int kLd = MlaShape<kR>::kLd, kColsPerWarp = MlaShape<kR>::kColsPerWarp;
+  constexpr int kNTiles = MlaShape<kR>::kNTiles;
   extern __shared__ __align__(16) uint8_t smem_raw[];
   uint16_t* q = reinterpret_cast<uint16_t*>(smem_raw);  // [16, kLd] BF16 q~
   uint16_t* c = q + kHeadsPerBlock * kLd;               // [kTile, kLd] BF16 latents
@@ -107,7 +120,14 @@ __global__ void __launch_bounds__(kThreads) split_kernel(const __grid_constant__
         reinterpret_cast<const float4*>(a.q_tilde + (int64_t(row) * a.heads + h0) * kR);
     float4 v[kPerThread];
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i) v[i] = src[threadIdx.x + i * kThreads];
+    for (int i = 0; i < kPerThread; ++i) {
+      if constexpr (kMaskHeads) {  // padded heads (past a.heads) read as zero
+        const int idx = threadIdx.x + i * kThreads;
+        v[i] = h0 + idx * 4 / kR < a.heads ? src[idx] : make_float4(0, 0, 0, 0);
+      } else {
+        v[i] = src[threadIdx.x + i * kThreads];
+      }
+    }
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const int e = (threadIdx.x + i * kThreads) * 4;
@@ -127,10 +147,10 @@ __global__ void __launch_bounds__(kThreads) split_kernel(const __grid_constant__
   for (int first = begin; first < end; first += kTile) {
     const int count = min(kTile, end - first);
     __syncthreads();  // the previous tile is consumed (and q is written, on the first pass)
-    if (a.format == LatentFormat::kBF16) {
-      load_tile<true>(a, row, first, count, c, records);
+    if (kR != kMlaLatentDim || a.format == LatentFormat::kBF16) {  // fp8_g128: R = 512 only
+      load_tile<kR, true>(a, row, first, count, c, records);
     } else {
-      load_tile<false>(a, row, first, count, c, records);
+      load_tile<kR, false>(a, row, first, count, c, records);
     }
     __syncthreads();
     {  // Scores: warp w takes tokens 8w .. 8w+7.
@@ -190,18 +210,25 @@ __global__ void __launch_bounds__(kThreads) split_kernel(const __grid_constant__
   auto slot = [&](int h) {
     return a.workspace + ((int64_t(row) * a.heads + h0 + h) * splits + split) * (kR + 2);
   };
+  const bool lo = !kMaskHeads || h0 + g < a.heads, hi = !kMaskHeads || h0 + g + 8 < a.heads;
 #pragma unroll
   for (int n = 0; n < kNTiles; ++n) {
     const int e = warp * kColsPerWarp + n * 8 + 2 * t;
-    slot(g)[e] = o[n][0];
-    slot(g)[e + 1] = o[n][1];
-    slot(g + 8)[e] = o[n][2];
-    slot(g + 8)[e + 1] = o[n][3];
+    if (lo) {
+      slot(g)[e] = o[n][0];
+      slot(g)[e + 1] = o[n][1];
+    }
+    if (hi) {
+      slot(g + 8)[e] = o[n][2];
+      slot(g + 8)[e + 1] = o[n][3];
+    }
   }
   if (lane == 0) {
 #pragma unroll
     for (int i = 0; i < kHeadsPerBlock / kWarps; ++i) {
-      float* w = slot(warp * (kHeadsPerBlock / kWarps) + i);
+      const int h = warp * (kHeadsPerBlock / kWarps) + i;
+      if (kMaskHeads && h0 + h >= a.heads) continue;
+      float* w = slot(h);
       w[kR] = m_run[i];
       w[kR + 1] = l_run[i];
     }
@@ -213,6 +240,7 @@ __global__ void __launch_bounds__(kThreads) split_kernel(const __grid_constant__
 // independent loads rather than chains of dependent ones.
 constexpr int kMaxSplits = 64;  // rows of up to 8192 entries; longer lists merge in rounds
 
+template <int kR>
 __global__ void __launch_bounds__(kR)
     combine_kernel(const __grid_constant__ MlaDecodeArgs a, int splits) {
   __shared__ float factor[kMaxSplits];
@@ -246,32 +274,59 @@ __global__ void __launch_bounds__(kR)
   a.o_bar[(int64_t(row) * a.heads + h) * kR + e] = l > 0.0f ? o / l : 0.0f;
 }
 
-}  // namespace
-
-int64_t latent_record_bytes(LatentFormat format) {
-  return format == LatentFormat::kBF16 ? kR * 2 : kR + 4 * (kR / 128);
-}
-
-int64_t mla_decode_workspace_floats(int rows, int heads, int max_len) {
-  return int64_t(rows) * heads * num_splits(max_len) * (kR + 2);
-}
-
-void mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
-  SPARKGLM_ASSERT(a.heads % kHeadsPerBlock == 0 && a.block_size > 0 && a.rows <= 65535,
-                  "mla_decode: heads must be a multiple of 16 and block_size positive");
-  if (a.rows <= 0) return;
+template <int kR, bool kMaskHeads>
+void launch_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
+  constexpr size_t kSmemBytes = MlaShape<kR>::kSmemBytes;
   static bool configured = false;  // the attribute is per function; setting it twice is harmless
   if (!configured) {
-    SPARKGLM_CUDA_CHECK(cudaFuncSetAttribute(
-        split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+    SPARKGLM_CUDA_CHECK(cudaFuncSetAttribute(split_kernel<kR, kMaskHeads>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             int(kSmemBytes)));
     configured = true;
   }
   const int splits = num_splits(a.max_len);
-  const dim3 grid(unsigned(splits), unsigned(a.heads / kHeadsPerBlock), unsigned(a.rows));
-  split_kernel<<<grid, kThreads, kSmemBytes, stream>>>(a);
+  const dim3 grid(unsigned(splits), unsigned((a.heads + kHeadsPerBlock - 1) / kHeadsPerBlock),
+                  unsigned(a.rows));
+  split_kernel<kR, kMaskHeads><<<grid, kThreads, kSmemBytes, stream>>>(a);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
-  combine_kernel<<<dim3(unsigned(a.heads), unsigned(a.rows)), kR, 0, stream>>>(a, splits);
+  combine_kernel<kR><<<dim3(unsigned(a.heads), unsigned(a.rows)), kR, 0, stream>>>(a, splits);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void check_latent_geometry(int latent_dim, LatentFormat format) {
+  if (latent_dim != kMlaLatentDim && latent_dim != kMlaMicroLatentDim)
+    throw Error(ErrorKind::kUnsupported, "MLA kernels: kv_lora_rank " + std::to_string(latent_dim) +
+                                             " (served: " + std::to_string(kMlaLatentDim) + ", " +
+                                             std::to_string(kMlaMicroLatentDim) + ")");
+  if (latent_dim != kMlaLatentDim && format != LatentFormat::kBF16)
+    throw Error(ErrorKind::kUnsupported,
+                "MLA kernels: --kv-cache-dtype fp8_g128 needs kv_lora_rank " +
+                    std::to_string(kMlaLatentDim) + " (got " + std::to_string(latent_dim) +
+                    ": its records would not be 16-byte aligned); use bf16");
+}
+
+int64_t latent_record_bytes(LatentFormat format, int latent_dim) {
+  const int64_t r = latent_dim;
+  return format == LatentFormat::kBF16 ? r * 2 : r + 4 * (r / 128);
+}
+
+int64_t mla_decode_workspace_floats(int rows, int heads, int max_len, int latent_dim) {
+  return int64_t(rows) * heads * num_splits(max_len) * (latent_dim + 2);
+}
+
+void mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
+  check_latent_geometry(a.latent_dim, a.format);
+  SPARKGLM_ASSERT(a.heads > 0 && a.block_size > 0 && a.rows <= 65535 &&
+                      (a.latent_dim != kMlaLatentDim || a.heads % kHeadsPerBlock == 0),
+                  "mla_decode: heads must be a multiple of 16 at R = 512 and block_size positive");
+  if (a.rows <= 0) return;
+  if (a.latent_dim == kMlaLatentDim) {
+    launch_decode<kMlaLatentDim, false>(a, stream);
+  } else {
+    launch_decode<kMlaMicroLatentDim, true>(a, stream);
+  }
 }
 
 }  // namespace sparkglm::cuda

@@ -19,15 +19,23 @@ namespace sparkglm::cuda {
 
 enum class LatentFormat { kBF16, kFp8G128 };
 
-inline constexpr int kMlaLatentDim = 512;  // R = kv_lora_rank: the kernels are specialised for it
+// R = kv_lora_rank. The kernels are templates over it with two instantiations, chosen at run time
+// from MlaDecodeArgs::latent_dim: production's 512 (heads a multiple of 16) and tinyglm-micro's 64
+// (any head count: the MMA's 16 rows are padded with zero queries, never stored; fp8_g128 records
+// of 64 values would not be 16-byte aligned, so micro keeps bf16 latents). Others are refused.
+inline constexpr int kMlaLatentDim = 512;
+inline constexpr int kMlaMicroLatentDim = 64;
 inline constexpr int kMlaSplitTokens = 128;
 
+// Throws Error(kUnsupported) naming kv_lora_rank (or the KV dtype) unless the kernels serve them.
+void check_latent_geometry(int latent_dim, LatentFormat format);
+
 // Bytes of one token's latent record.
-int64_t latent_record_bytes(LatentFormat format);
+int64_t latent_record_bytes(LatentFormat format, int latent_dim = kMlaLatentDim);
 
 struct MlaDecodeArgs {
   int rows = 0;                    // B query rows
-  int heads = 0;                   // H (a multiple of 16)
+  int heads = 0;                   // H (a multiple of 16 at R = 512)
   const float* q_tilde = nullptr;  // [B, H, R]
   const uint8_t* pages = nullptr;  // [num_blocks, block_size, record bytes]
   LatentFormat format = LatentFormat::kBF16;
@@ -38,11 +46,13 @@ struct MlaDecodeArgs {
   const int32_t* attended = nullptr;  // [B, max_len] positions, or null: row b attends 0..len-1
   int max_len = 0;                    // upper bound of lengths (sizes the split grid)
   float scale = 0.0f;
-  float* workspace = nullptr;  // mla_decode_workspace_floats(rows, heads, max_len)
-  float* o_bar = nullptr;      // [B, H, R]
+  float* workspace = nullptr;      // mla_decode_workspace_floats(rows, heads, max_len)
+  float* o_bar = nullptr;          // [B, H, R]
+  int latent_dim = kMlaLatentDim;  // R: kMlaLatentDim or kMlaMicroLatentDim
 };
 
-int64_t mla_decode_workspace_floats(int rows, int heads, int max_len);
+int64_t mla_decode_workspace_floats(int rows, int heads, int max_len,
+                                    int latent_dim = kMlaLatentDim);
 
 void mla_decode(const MlaDecodeArgs& args, cudaStream_t stream);
 

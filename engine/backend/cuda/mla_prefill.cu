@@ -49,6 +49,7 @@ void prefill_by_decode(const MlaPrefillArgs& a, cudaStream_t stream) {
   d.scale = a.scale;
   d.workspace = ws;
   d.o_bar = a.o_bar;
+  d.latent_dim = a.latent_dim;
   mla_decode(d, stream);
 }
 
@@ -376,12 +377,13 @@ void launch_prefill_kernel(const RowsArgs& r, LatentFormat format, cudaStream_t 
 
 }  // namespace
 
-size_t mla_prefill_workspace_bytes(int rows, int heads, int start, int table_len) {
+size_t mla_prefill_workspace_bytes(int rows, int heads, int start, int table_len, int latent_dim) {
   return round_up(size_t(rows) * 4) + round_up(size_t(rows) * size_t(table_len) * 4) +
-         size_t(mla_decode_workspace_floats(rows, heads, start + rows)) * 4;
+         size_t(mla_decode_workspace_floats(rows, heads, start + rows, latent_dim)) * 4;
 }
 
-bool mla_prefill_kernel_applies(int heads) {
+bool mla_prefill_kernel_applies(int heads, int latent_dim) {
+  if (latent_dim != kR) return false;
   static const bool fits = [] {  // sm_90: 227 KB per block; sm_120/121: 99 KB
     int device = 0, optin = 0;
     SPARKGLM_CUDA_CHECK(cudaGetDevice(&device));
@@ -400,7 +402,8 @@ void mla_prefill(const MlaPrefillArgs& a, cudaStream_t stream) {
                 "mla_prefill: table_len (" + std::to_string(a.table_len) + ") x block_size (" +
                     std::to_string(a.block_size) + ") must cover start + rows (" +
                     std::to_string(int64_t(a.start) + a.rows) + ") tokens");
-  if (a.decode_path || !mla_prefill_kernel_applies(a.heads)) {
+  check_latent_geometry(a.latent_dim, a.format);
+  if (a.decode_path || !mla_prefill_kernel_applies(a.heads, a.latent_dim)) {
     prefill_by_decode(a, stream);
     return;
   }
@@ -413,7 +416,7 @@ void mla_prefill(const MlaPrefillArgs& a, cudaStream_t stream) {
 void mla_prefill_lists(const MlaDecodeArgs& a, cudaStream_t stream) {
   if (a.rows <= 0) return;
   SPARKGLM_ASSERT(a.lengths != nullptr && a.block_size > 0, "mla_prefill_lists: lengths needed");
-  if (!mla_prefill_kernel_applies(a.heads)) {
+  if (!mla_prefill_kernel_applies(a.heads, a.latent_dim)) {
     mla_decode(a, stream);
     return;
   }

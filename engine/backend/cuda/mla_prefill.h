@@ -11,8 +11,9 @@
 // result depends on its own position (or list) only: not on the chunk, the rows sharing the launch
 // or the run. It differs from decode at the same position in rounding only (decode merges 128-entry
 // splits). Where it does not apply (heads != 64, or a device without 224 KB of shared memory per
-// block, e.g. sm_121) and when asked to, prefill runs the first path: the decode kernel with one
-// decode row per query row, bit for bit what decode gives at each position.
+// block, e.g. sm_121; or R != 512, e.g. tinyglm-micro) and when asked to, prefill runs the first
+// path: the decode kernel with one decode row per query row, bit for bit what decode gives at
+// each position.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -24,7 +25,7 @@ namespace sparkglm::cuda {
 
 struct MlaPrefillArgs {
   int rows = 0;                    // T query rows
-  int heads = 0;                   // H (a multiple of 16)
+  int heads = 0;                   // H (a multiple of 16 at R = 512)
   int start = 0;                   // tokens of the sequence before the chunk
   const float* q_tilde = nullptr;  // [T, H, R]
   const uint8_t* pages = nullptr;  // [num_blocks, block_size, record bytes]
@@ -36,12 +37,14 @@ struct MlaPrefillArgs {
   void* workspace = nullptr;  // mla_prefill_workspace_bytes(), 256-byte aligned (first path only)
   float* o_bar = nullptr;     // [T, H, R]
   bool decode_path = false;   // force the first path (tests and comparisons)
+  int latent_dim = kMlaLatentDim;  // R (mla_decode.h); the prefill kernel serves kMlaLatentDim
 };
 
-size_t mla_prefill_workspace_bytes(int rows, int heads, int start, int table_len);
+size_t mla_prefill_workspace_bytes(int rows, int heads, int start, int table_len,
+                                   int latent_dim = kMlaLatentDim);
 
-// Whether the prefill kernel serves `heads` heads on the current device.
-bool mla_prefill_kernel_applies(int heads);
+// Whether the prefill kernel serves `heads` heads of R = latent_dim on the current device.
+bool mla_prefill_kernel_applies(int heads, int latent_dim = kMlaLatentDim);
 
 // Throws Error(kInvalidArgument) when the table cannot hold start + rows tokens.
 void mla_prefill(const MlaPrefillArgs& args, cudaStream_t stream);

@@ -14,6 +14,7 @@ using namespace moe_decode;
 
 constexpr int kStages = 4;  // 32-k blocks of W loaded ahead per warp
 constexpr int64_t kKMultiple = 32 * kSplitK * kStages;
+constexpr int64_t kNarrowKMultiple = 32;  // kRows (16) divides it too
 constexpr int kRouterMaxExpertsForGroups = 1024;
 
 // One block. groups[0] = number of groups; group i at groups + 1 + i * kGroupInts: its expert,
@@ -58,12 +59,26 @@ __global__ void __launch_bounds__(256)
 // acc (one MMA C fragment) += rows [row0, row0 + 16) of w ([*, k]) times the 8 columns x, over
 // this warp's quarter of k: column c is x_col (this lane's column, c = lane / 4), null for an
 // unused column (zeros). Rows past `rows` repeat the last one (their sums are not stored).
+// kNarrow (tinyglm-micro: k = 64 or 256, too short for quarters of 512): warp w takes the 32-wide
+// k blocks w, w + 4, ... one at a time instead, so any k that is a multiple of 32 works; the
+// warps' sums are still added in warp order, so a row's bits do not depend on the batch.
+template <bool kNarrow>
 __device__ __forceinline__ void rows_times_x(const uint16_t* w, int64_t k, int64_t row0,
                                              int64_t rows, const uint16_t* x_col, float* acc) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const uint16_t* w0 = w + min(row0 + g, rows - 1) * k + t * 8;
   const uint16_t* w1 = w + min(row0 + g + 8, rows - 1) * k + t * 8;
+  if constexpr (kNarrow) {
+    for (int64_t kb0 = 32 * warp; kb0 < k; kb0 += 32 * kSplitK) {
+      const uint4 wa = load_stream(w0 + kb0), wb = load_stream(w1 + kb0);
+      uint4 xv = make_uint4(0, 0, 0, 0);
+      if (x_col) xv = __ldg(reinterpret_cast<const uint4*>(x_col + kb0 + t * 8));
+      mma_bf16(acc, wa.x, wb.x, wa.y, wb.y, xv.x, xv.y);
+      mma_bf16(acc, wa.z, wb.z, wa.w, wb.w, xv.z, xv.w);
+    }
+    return;
+  }
   const int64_t per = k / kSplitK, k0 = warp * per;
   for (int64_t kb0 = k0; kb0 < k0 + per; kb0 += 32 * kStages) {
     uint4 wa[kStages], wb[kStages];
@@ -84,6 +99,7 @@ __device__ __forceinline__ void rows_times_x(const uint16_t* w, int64_t k, int64
 
 // Grid: (W / 16, max groups). h[pair][n] = SiLU(min(g_n, L)) * clamp(u_n, -L, L), 16 rows n, for
 // the group's pairs.
+template <bool kNarrow>
 __global__ void __launch_bounds__(kSplitK * 32)
     gate_up_kernel(const __grid_constant__ MoeExpertArgs a) {
   __shared__ float partial_g[kSplitK - 1][32][4], partial_u[kSplitK - 1][32][4];
@@ -94,8 +110,8 @@ __global__ void __launch_bounds__(kSplitK * 32)
   const uint16_t* gu = a.gate_up[grp[0]];
   const uint16_t* x = pair >= 0 ? a.x + (pair / a.top_k) * a.hidden : nullptr;
   float g[4] = {0, 0, 0, 0}, u[4] = {0, 0, 0, 0};
-  rows_times_x(gu, a.hidden, n0, a.width, x, g);
-  rows_times_x(gu + a.width * a.hidden, a.hidden, n0, a.width, x, u);
+  rows_times_x<kNarrow>(gu, a.hidden, n0, a.width, x, g);
+  rows_times_x<kNarrow>(gu + a.width * a.hidden, a.hidden, n0, a.width, x, u);
   reduce_warps(partial_g, g);
   if (!reduce_warps(partial_u, u)) return;
   // This lane holds columns 2t, 2t + 1: their pairs are those of lanes 8t and 8t + 4.
@@ -110,6 +126,7 @@ __global__ void __launch_bounds__(kSplitK * 32)
 }
 
 // Grid: (D / 16, max groups). y[pair][n] = (W_down h[pair])[n] for the group's pairs.
+template <bool kNarrow>
 __global__ void __launch_bounds__(kSplitK * 32)
     down_kernel(const __grid_constant__ MoeExpertArgs a) {
   __shared__ float partial[kSplitK - 1][32][4];
@@ -118,8 +135,8 @@ __global__ void __launch_bounds__(kSplitK * 32)
   if (!grp) return;
   const int64_t n0 = int64_t(blockIdx.x) * kRows;
   float acc[4] = {0, 0, 0, 0};
-  rows_times_x(a.down[grp[0]], a.width, n0, a.hidden,
-               pair >= 0 ? a.h + int64_t(pair) * a.width : nullptr, acc);
+  rows_times_x<kNarrow>(a.down[grp[0]], a.width, n0, a.hidden,
+                        pair >= 0 ? a.h + int64_t(pair) * a.width : nullptr, acc);
   if (!reduce_warps(partial, acc)) return;
   const int lane = threadIdx.x & 31, row = lane >> 2, t = lane & 3;
   for (int c = 0; c < 2; ++c) {
@@ -161,8 +178,12 @@ int64_t moe_decode_group_ints(int64_t tokens, int top_k) {
 }
 
 void moe_experts_decode(const MoeExpertArgs& a, cudaStream_t stream) {
-  SPARKGLM_ASSERT(a.hidden % kKMultiple == 0 && a.width % kKMultiple == 0 && a.top_k > 0,
-                  "moe_experts_decode: hidden and expert width must be multiples of 512");
+  // Multiples of 512: the production kernels. Otherwise (tinyglm-micro) the narrow ones, which
+  // need multiples of 32 (k blocks) and the MMA's 16 rows.
+  const bool wide = a.hidden % kKMultiple == 0 && a.width % kKMultiple == 0;
+  SPARKGLM_ASSERT(
+      a.hidden % kNarrowKMultiple == 0 && a.width % kNarrowKMultiple == 0 && a.top_k > 0,
+      "moe_experts_decode: hidden and expert width must be multiples of 32");
   SPARKGLM_ASSERT(
       a.groups != nullptr && a.n_experts > 0 && a.n_experts <= kRouterMaxExpertsForGroups,
       "moe_experts_decode: needs the groups workspace and 1..1024 experts");
@@ -170,9 +191,17 @@ void moe_experts_decode(const MoeExpertArgs& a, cudaStream_t stream) {
   const unsigned pairs = unsigned(a.tokens * a.top_k);  // the most groups there can be
   group_kernel<<<1, 256, 0, stream>>>(a, a.n_experts);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
-  gate_up_kernel<<<dim3(unsigned(a.width / kRows), pairs), kSplitK * 32, 0, stream>>>(a);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
-  down_kernel<<<dim3(unsigned(a.hidden / kRows), pairs), kSplitK * 32, 0, stream>>>(a);
+  const dim3 gate_up_grid(unsigned(a.width / kRows), pairs),
+      down_grid(unsigned(a.hidden / kRows), pairs);
+  if (wide) {
+    gate_up_kernel<false><<<gate_up_grid, kSplitK * 32, 0, stream>>>(a);
+    SPARKGLM_CUDA_CHECK(cudaGetLastError());
+    down_kernel<false><<<down_grid, kSplitK * 32, 0, stream>>>(a);
+  } else {
+    gate_up_kernel<true><<<gate_up_grid, kSplitK * 32, 0, stream>>>(a);
+    SPARKGLM_CUDA_CHECK(cudaGetLastError());
+    down_kernel<true><<<down_grid, kSplitK * 32, 0, stream>>>(a);
+  }
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
   if (a.shared_gate_up) {
     gemv_bf16(a.x, a.tokens, a.shared_gate_up, 2 * a.width, a.hidden, a.shared_gu, stream);

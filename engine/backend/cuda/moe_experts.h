@@ -19,8 +19,8 @@ struct MoeExpertArgs {
   int64_t tokens = 0;                        // T (decode rows)
   int top_k = 0;                             // k routed experts per token
   int n_experts = 0;                         // E (at most 1024)
-  int64_t hidden = 0;                        // D (a multiple of 512)
-  int64_t width = 0;                         // W, the expert width (a multiple of 512)
+  int64_t hidden = 0;                        // D (a multiple of 512; of 32 for the narrow path)
+  int64_t width = 0;                         // W, the expert width (likewise)
   float clamp_limit = 0;                     // swiglu_limit (<= 0: no clamp)
   const uint16_t* x = nullptr;               // [T, D] BF16
   const int32_t* experts = nullptr;          // [T, k] routed choices (-1: empty slot)

@@ -59,11 +59,11 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
   w.select_ws = c.take<char>(int64_t(dsa_select_workspace_bytes(C, s.max_pools)));
   // Attention scratch: the larger of a chunk of dense prefill rows (their causal lengths end at
   // most at attend_max), a chunk of sparse rows, and a decode batch.
-  w.attn_ws_bytes =
-      std::max({mla_prefill_workspace_bytes(int(C), int(heads), std::max(0, s.attend_max - int(C)),
-                                            s.table_stride),
-                size_t(mla_decode_workspace_floats(int(C), int(heads), s.attend_max)) * 4,
-                size_t(mla_decode_workspace_floats(s.max_seqs, int(heads), s.attend_max)) * 4});
+  w.attn_ws_bytes = std::max(
+      {mla_prefill_workspace_bytes(int(C), int(heads), std::max(0, s.attend_max - int(C)),
+                                   s.table_stride, int(R)),
+       size_t(mla_decode_workspace_floats(int(C), int(heads), s.attend_max, int(R))) * 4,
+       size_t(mla_decode_workspace_floats(s.max_seqs, int(heads), s.attend_max, int(R))) * 4});
   w.attn_ws = c.take<float>(int64_t(w.attn_ws_bytes / 4));
 
   w.router_logits = c.take<float>(T * E);
@@ -95,8 +95,8 @@ Caches Caches::carve(Carve& c, const ModelConfig& m, int num_blocks, int block_s
   const int64_t H = m.kda.num_heads, K = m.kda.head_dim;
   Caches x{};
   x.tokens = int64_t(num_blocks) * block_size;
-  x.record_bytes = latent_record_bytes(dtype == KvDtype::kFp8G128 ? LatentFormat::kFp8G128
-                                                                  : LatentFormat::kBF16);
+  x.record_bytes = latent_record_bytes(
+      dtype == KvDtype::kFp8G128 ? LatentFormat::kFp8G128 : LatentFormat::kBF16, m.kv_lora_rank);
   x.latents = c.take<uint8_t>(layers * x.tokens * x.record_bytes);
   x.index_keys = c.take<float>(layers * x.tokens * m.index_head_dim);
   x.index_gates = c.take<float>(layers * x.tokens);
