@@ -1,11 +1,17 @@
-// The CUDA runner end to end on tinyglm (production per-layer shapes) against the CPU reference:
-// logits within the declared tolerance through prefill, decode, mixed steps, the sparse indexer
-// and the MTP head; and bitwise determinism: a row's logits do not depend on the batch it shares,
-// on a replayed CUDA graph versus eager launches, or on the run.
+// The CUDA runner end to end against the CPU reference, once per per-layer geometry the kernels
+// serve (served_models.h: tinyglm with production shapes and dummy weights, and the trained
+// tinyglm-micro checkpoint): logits within the declared tolerance through prefill, decode, mixed
+// steps, the sparse indexer and the MTP head; greedy choices equal where the CPU's margin is wide;
+// and bitwise determinism: a row's logits do not depend on the batch it shares, on a replayed CUDA
+// graph versus eager launches, or on the run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/backend/cpu/cpu_model_runner.h"
@@ -13,7 +19,7 @@
 #include "engine/core/thread_pool.h"
 #include "engine/model/model_loader.h"
 #include "tests/cuda/cuda_test_support.h"
-#include "tinyglm/dummy_weights.h"
+#include "tests/cuda/served_models.h"
 
 namespace sparkglm {
 namespace {
@@ -29,12 +35,14 @@ constexpr int kBlock = 16;
 constexpr int kBlocksPerSeq = 176;  // 2816 tokens
 
 struct Fixture {
+  std::string model;
   std::unique_ptr<LoadedModel> host;
   std::unique_ptr<cpu::CpuModelRunner> cpu;
   std::unique_ptr<cuda::CudaModelRunner> gpu;
 };
 
-std::unique_ptr<cuda::CudaModelRunner> make_gpu(const ModelConfig& c, bool graphs) {
+std::unique_ptr<cuda::CudaModelRunner> make_gpu(const std::string& model, const ModelConfig& c,
+                                                bool graphs) {
   cuda::CudaRunnerOptions o;
   o.num_blocks = 8 * kBlocksPerSeq;
   o.block_size = kBlock;
@@ -43,25 +51,26 @@ std::unique_ptr<cuda::CudaModelRunner> make_gpu(const ModelConfig& c, bool graph
   o.max_seq_len = kBlocksPerSeq * kBlock;
   o.kv_dtype = KvDtype::kBF16;
   o.graphs = graphs;
-  return std::make_unique<cuda::CudaModelRunner>(
-      c, cuda::DeviceWeights::generate(c, kDefaultDummySeed), o);
+  return std::make_unique<cuda::CudaModelRunner>(c, cuda_test::served_device_weights(model, c), o);
 }
 
-Fixture& fixture() {
-  static Fixture f = [] {
-    Fixture x;
-    x.host = load_model_preset("tinyglm", 0, kDefaultDummySeed, default_thread_pool());
-    cpu::CpuRunnerOptions o;
-    o.num_blocks = 8 * kBlocksPerSeq;
-    o.block_size = kBlock;
-    o.num_state_slots = 8;
-    o.kv_dtype = KvDtype::kBF16;
-    x.cpu = std::make_unique<cpu::CpuModelRunner>(x.host->config, x.host->weights, o,
-                                                  default_thread_pool());
-    x.gpu = make_gpu(x.host->config, true);
-    return x;
-  }();
-  return f;
+// One fixture per served model, made on first use and kept for the binary's life.
+Fixture& fixture(const std::string& model) {
+  static std::map<std::string, Fixture> fixtures;
+  auto it = fixtures.find(model);
+  if (it != fixtures.end()) return it->second;
+  Fixture x;
+  x.model = model;
+  x.host = cuda_test::load_served_model(model);
+  cpu::CpuRunnerOptions o;
+  o.num_blocks = 8 * kBlocksPerSeq;
+  o.block_size = kBlock;
+  o.num_state_slots = 8;
+  o.kv_dtype = KvDtype::kBF16;
+  x.cpu = std::make_unique<cpu::CpuModelRunner>(x.host->config, x.host->weights, o,
+                                                default_thread_pool());
+  x.gpu = make_gpu(model, x.host->config, true);
+  return fixtures.emplace(model, std::move(x)).first->second;
 }
 
 std::vector<int32_t> table(int seq) {
@@ -126,9 +135,12 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-TEST(CudaModelRunner, PrefillAndDecodeMatchTheCpuReference) {
+// Parameter: a served model (served_models.h).
+class CudaModelRunnerOn : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaModelRunnerOn, PrefillAndDecodeMatchTheCpuReference) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  Fixture& f = fixture();
+  Fixture& f = fixture(GetParam());
   const int V = f.host->config.vocab_size;
   const auto p = prompt(0, 77);
   ForwardOutput c = prefill(*f.cpu, 0, p, 64);
@@ -147,10 +159,10 @@ TEST(CudaModelRunner, PrefillAndDecodeMatchTheCpuReference) {
   }
 }
 
-TEST(CudaModelRunner, DecodeRowsDoNotDependOnTheBatchOrOnGraphs) {
+TEST_P(CudaModelRunnerOn, DecodeRowsDoNotDependOnTheBatchOrOnGraphs) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  Fixture& f = fixture();
-  auto eager = make_gpu(f.host->config, false);
+  Fixture& f = fixture(GetParam());
+  auto eager = make_gpu(f.model, f.host->config, false);
   // Four sequences of different lengths, prefilled one by one on both runners.
   std::vector<int> lengths = {20, 45, 9, 130};
   std::vector<int32_t> next(4);
@@ -180,9 +192,9 @@ TEST(CudaModelRunner, DecodeRowsDoNotDependOnTheBatchOrOnGraphs) {
   EXPECT_GE(f.gpu->graphs_captured(), 1);
 }
 
-TEST(CudaModelRunner, AMixedStepEqualsItsPartsAndRepeatsBitwise) {
+TEST_P(CudaModelRunnerOn, AMixedStepEqualsItsPartsAndRepeatsBitwise) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  Fixture& f = fixture();
+  Fixture& f = fixture(GetParam());
   const int V = f.host->config.vocab_size;
   // Sequence 5 decodes while sequence 6 prefills, in one step; then the same again from scratch.
   std::vector<std::vector<float>> runs;
@@ -214,9 +226,9 @@ TEST(CudaModelRunner, AMixedStepEqualsItsPartsAndRepeatsBitwise) {
 constexpr double kSparseMedianTolerance = 1e-4;
 constexpr double kSparseOffShare = 0.25;
 
-TEST(CudaModelRunner, SparseIndexerRowsMatchTheCpuReference) {
+TEST_P(CudaModelRunnerOn, SparseIndexerRowsMatchTheCpuReference) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  Fixture& f = fixture();
+  Fixture& f = fixture(GetParam());
   const int V = f.host->config.vocab_size;
   // Past 2051 tokens the indexer selects 512 of the pools: every row of the last chunk (2048 ..
   // 2599, up to 650 pools) is compared on its own.
@@ -244,9 +256,9 @@ TEST(CudaModelRunner, SparseIndexerRowsMatchTheCpuReference) {
   EXPECT_LE(std::count_if(steps.begin(), steps.end(), [](double e) { return e > 1e-3; }), 2);
 }
 
-TEST(CudaModelRunner, MtpHeadMatchesTheCpuReference) {
+TEST_P(CudaModelRunnerOn, MtpHeadMatchesTheCpuReference) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  Fixture& f = fixture();
+  Fixture& f = fixture(GetParam());
   const auto p = prompt(3, 40);
   ForwardBatch b;
   b.add_sequence(p, 0, 3, blocks_for(3, 40), true, true);
@@ -264,14 +276,88 @@ TEST(CudaModelRunner, MtpHeadMatchesTheCpuReference) {
   EXPECT_LT(nmse(main_g.logits, main_c.logits), kLogitTolerance);
 }
 
+// Greedy decoding from a byte prompt, both runners fed the CPU's choices (so their states stay
+// the same): wherever the CPU's top-2 margin is wide against the GPU's BF16 rounding (a quarter of
+// the row's logit RMS, several times the error kLogitTolerance allows), the GPU picks the same
+// token.
+TEST_P(CudaModelRunnerOn, GreedyChoicesEqualTheCpuWhereItsMarginIsWide) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  Fixture& f = fixture(GetParam());
+  const int V = f.host->config.vocab_size;
+  const std::string text = "Q: 23+45=? A: 68. Q: 17+26=? A: ";
+  std::vector<int32_t> p(text.begin(), text.end());
+  ForwardOutput c = prefill(*f.cpu, 2, p, 64);
+  ForwardOutput g = prefill(*f.gpu, 2, p, 64);
+  int pos = int(p.size()), compared = 0;
+  for (int step = 0; step < 24; ++step, ++pos) {
+    std::vector<float> row(c.logits.begin(), c.logits.begin() + V);
+    double ss = 0;
+    for (float v : row) ss += double(v) * v;
+    const int want = argmax(row.data(), V);
+    const float top = row[size_t(want)];
+    row[size_t(want)] = -INFINITY;
+    const float second = row[size_t(argmax(row.data(), V))];
+    if (double(top) - second > 0.25 * std::sqrt(ss / V)) {
+      ++compared;
+      EXPECT_EQ(argmax(g.logits.data(), V), want)
+          << "step " << step << ": CPU margin " << top - second;
+    }
+    ForwardBatch b;
+    b.add_sequence({want}, pos, 2, blocks_for(2, pos + 1));
+    c = run(*f.cpu, b);
+    g = run(*f.gpu, b);
+  }
+  std::printf("%s: %d of 24 greedy steps had a wide CPU margin\n", GetParam().c_str(), compared);
+  // The trained model is confident on its own curriculum: the test must judge some steps.
+  if (GetParam() == cuda_test::kTrainedMicro) {
+    EXPECT_GE(compared, 4);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ServedModels, CudaModelRunnerOn,
+                         ::testing::ValuesIn(cuda_test::served_models()),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           return cuda_test::model_test_name(i.param);
+                         });
+
+// A geometry neither instantiation serves: tinyglm-micro with the production KDA head dim is
+// refused by name, and the message lists the geometries that are served.
 TEST(CudaModelRunner, RefusesShapesItsKernelsDoNotServe) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  const ModelConfig micro = preset_config("tinyglm-micro");
+  ModelConfig c = preset_config("tinyglm-micro");
+  c.kda.head_dim = 64;
   try {
-    make_gpu(micro, true);
-    FAIL() << "tinyglm-micro has hidden 256";
+    make_gpu(cuda_test::kProductionShapes, c, true);
+    FAIL() << "KDA head_dim 64 is served by no kernel instantiation";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("hidden_size"), std::string::npos) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("linear_attn_config.head_dim"), std::string::npos) << what;
+    EXPECT_NE(what.find("tinyglm-micro (hidden_size 256"), std::string::npos) << what;
+  }
+  ModelConfig wider = preset_config("tinyglm-micro");
+  wider.hidden_size = 512;  // neither 4096 nor 256
+  try {
+    make_gpu(cuda_test::kProductionShapes, wider, true);
+    FAIL() << "hidden_size 512 is served by no kernel instantiation";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("hidden_size = 4096 or 256"), std::string::npos)
+        << e.what();
+  }
+  // tinyglm-micro itself is served, with bf16 latents only: its fp8_g128 records (64 values and
+  // a scale) would not be 16-byte aligned.
+  const ModelConfig micro = preset_config("tinyglm-micro");
+  cuda::CudaRunnerOptions o;
+  o.num_blocks = 16;
+  o.block_size = kBlock;
+  o.num_state_slots = 1;
+  o.max_rows = 64;
+  o.max_seq_len = 256;
+  o.kv_dtype = KvDtype::kFp8G128;
+  try {
+    cuda::CudaModelRunner r(micro, cuda::DeviceWeights::generate(micro, kDefaultDummySeed), o);
+    FAIL() << "fp8_g128 latents of kv_lora_rank 64";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fp8_g128"), std::string::npos) << e.what();
   }
 }
 

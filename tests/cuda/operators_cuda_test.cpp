@@ -106,9 +106,9 @@ TEST(CudaOperators, PrefillRowsDoNotDependOnHowManyRowsShareTheProduct) {
   }
 }
 
-TEST(CudaOperators, MlaDecodeMatchesTheReferenceOverScatteredPagesAndLists) {
-  if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  const int rows = 3, heads = 16, r = cuda::kMlaLatentDim, block = 16, context = 200;
+// mla_decode at one geometry: `heads` heads of R = r (fp8_g128 records at R = 512 only).
+void check_mla_decode(int heads, int r) {
+  const int rows = 3, block = 16, context = 200;
   const int blocks_per_row = (context + block - 1) / block, total = rows * blocks_per_row;
   std::vector<int32_t> table(static_cast<size_t>(total));
   for (int i = 0; i < total; ++i) table[size_t(i)] = (i * 7) % total;  // scattered, a bijection
@@ -119,7 +119,8 @@ TEST(CudaOperators, MlaDecodeMatchesTheReferenceOverScatteredPagesAndLists) {
   std::vector<int32_t> list(size_t(rows) * context, 0);
   for (int j = 0; j < 200; ++j) list[size_t(2 * context + j)] = j;
   for (auto format : {cuda::LatentFormat::kBF16, cuda::LatentFormat::kFp8G128}) {
-    const int64_t rec = cuda::latent_record_bytes(format);
+    if (r != cuda::kMlaLatentDim && format != cuda::LatentFormat::kBF16) continue;
+    const int64_t rec = cuda::latent_record_bytes(format, r);
     std::vector<uint8_t> pages(size_t(total) * block * size_t(rec));
     std::vector<float> back(lat.size());
     for (int row = 0; row < rows; ++row)
@@ -146,7 +147,7 @@ TEST(CudaOperators, MlaDecodeMatchesTheReferenceOverScatteredPagesAndLists) {
                             o[e]);
       }
     auto dq = to_device(qt), dp = to_device(pages), dt = to_device(table), dl = to_device(lengths);
-    cuda::DeviceBuffer dws(size_t(cuda::mla_decode_workspace_floats(rows, heads, context)) * 4);
+    cuda::DeviceBuffer dws(size_t(cuda::mla_decode_workspace_floats(rows, heads, context, r)) * 4);
     cuda::DeviceBuffer dout(size_t(rows) * heads * r * 4);
     for (bool with_list : {false, true}) {
       auto dlist = to_device(list);
@@ -165,6 +166,7 @@ TEST(CudaOperators, MlaDecodeMatchesTheReferenceOverScatteredPagesAndLists) {
       a.scale = 0.0625f;
       a.workspace = static_cast<float*>(dws.data());
       a.o_bar = static_cast<float*>(dout.data());
+      a.latent_dim = r;
       SPARKGLM_CUDA_CHECK(cudaMemset(dout.data(), 0xff, dout.bytes()));
       cuda::mla_decode(a, nullptr);
       const auto got = to_host<float>(dout, want.size());
@@ -174,14 +176,23 @@ TEST(CudaOperators, MlaDecodeMatchesTheReferenceOverScatteredPagesAndLists) {
       const size_t from = with_list ? 2 * per_row : 0;
       const std::vector<float> g(got.begin() + long(from), got.end()),
           w(want.begin() + long(from), want.end());
-      EXPECT_LT(nmse(g, w), 1e-5) << cuda::latent_record_bytes(format) << " list " << with_list;
+      EXPECT_LT(nmse(g, w), 1e-5) << "heads " << heads << " R " << r << " record "
+                                  << cuda::latent_record_bytes(format, r) << " list " << with_list;
     }
   }
 }
 
-TEST(CudaOperators, KdaRecurrenceMatchesTheCpuTokenByTokenForm) {
+// Production's 16-head tiles of R = 512, and tinyglm-micro's 4 heads of R = 64 (padded to the
+// MMA's 16 rows with zero queries that are never stored).
+TEST(CudaOperators, MlaDecodeMatchesTheReferenceOverScatteredPagesAndLists) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  const int heads = 2, kd = cuda::kKdaHeadDim;
+  check_mla_decode(16, cuda::kMlaLatentDim);
+  check_mla_decode(4, cuda::kMlaMicroLatentDim);
+}
+
+// kda_recurrent at head dim kd against cpu::kda_recurrent_run.
+void check_kda_recurrence(int kd) {
+  const int heads = 2;
   const int64_t hk = int64_t(heads) * kd;
   for (int n : {1, 5}) {  // the decode kernel and the prefill kernel
     const int seqs = 2;
@@ -212,13 +223,22 @@ TEST(CudaOperators, KdaRecurrenceMatchesTheCpuTokenByTokenForm) {
     auto dq = to_device(q), dk = to_device(k), dv = to_device(v), dd = to_device(decay);
     auto db = to_device(beta), ds = to_device(s0);
     cuda::DeviceBuffer dout(q.size() * 4);
-    cuda::kda_recurrent(cuda::KdaBatch{seqs, n, heads}, static_cast<float*>(dq.data()),
-                        static_cast<float*>(dk.data()), static_cast<float*>(dv.data()),
-                        static_cast<float*>(dd.data()), static_cast<float*>(db.data()),
-                        static_cast<float*>(ds.data()), static_cast<float*>(dout.data()), nullptr);
-    EXPECT_LT(nmse(to_host<float>(dout, o.size()), o), 1e-10) << "n " << n;
-    EXPECT_LT(nmse(to_host<float>(ds, state.size()), state), 1e-10) << "n " << n;
+    cuda::KdaBatch batch{seqs, n, heads};
+    batch.head_dim = kd;
+    cuda::kda_recurrent(batch, static_cast<float*>(dq.data()), static_cast<float*>(dk.data()),
+                        static_cast<float*>(dv.data()), static_cast<float*>(dd.data()),
+                        static_cast<float*>(db.data()), static_cast<float*>(ds.data()),
+                        static_cast<float*>(dout.data()), nullptr);
+    EXPECT_LT(nmse(to_host<float>(dout, o.size()), o), 1e-10) << "K " << kd << " n " << n;
+    EXPECT_LT(nmse(to_host<float>(ds, state.size()), state), 1e-10) << "K " << kd << " n " << n;
   }
+}
+
+// Production's K = 128 (decode and prefill tilings) and tinyglm-micro's K = 32 (one tiling).
+TEST(CudaOperators, KdaRecurrenceMatchesTheCpuTokenByTokenForm) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  check_kda_recurrence(cuda::kKdaHeadDim);
+  check_kda_recurrence(cuda::kKdaMicroHeadDim);
 }
 
 TEST(CudaOperators, RouterKeepsTheTieRuleAndNeverChoosesNan) {

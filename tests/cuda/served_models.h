@@ -1,0 +1,59 @@
+#pragma once
+// The models the end-to-end CUDA runner tests run over: one per per-layer geometry the kernels
+// are instantiated for (CudaModelRunner::check_config). "tinyglm" has the production shapes and
+// dummy weights; "tinyglm-micro-trained" is the committed trained tinyglm-micro checkpoint (hidden
+// 256, KDA head_dim 32, kv_lora_rank 64, 4 MLA heads, index_head_dim 32), whose weights make its
+// logits, routing and indexer choices those of a real model rather than of noise.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend/cuda/device_weights.h"
+#include "engine/core/thread_pool.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/config.h"
+#include "engine/model/model_loader.h"
+#include "tinyglm/dummy_weights.h"
+
+namespace sparkglm::cuda_test {
+
+inline constexpr const char* kProductionShapes = "tinyglm";
+inline constexpr const char* kTrainedMicro = "tinyglm-micro-trained";
+
+inline std::vector<std::string> served_models() {
+  return {kProductionShapes, kTrainedMicro};
+}
+
+inline std::string trained_micro_dir() {
+  return std::string(SPARKGLM_SOURCE_DIR) + "/tinyglm/weights/tinyglm-micro-trained";
+}
+
+// The model's config alone (no host weights).
+inline ModelConfig served_config(const std::string& model) {
+  if (model == kProductionShapes) return preset_config(kProductionShapes);
+  return ModelConfig::load(trained_micro_dir() + "/config.json");
+}
+
+// The model's config and host weights (the CPU reference's).
+inline std::unique_ptr<LoadedModel> load_served_model(const std::string& model) {
+  if (model == kProductionShapes)
+    return load_model_preset(kProductionShapes, 0, kDefaultDummySeed, default_thread_pool());
+  return load_model_dir(trained_micro_dir());
+}
+
+// The same weights on the device.
+inline std::unique_ptr<cuda::DeviceWeights> served_device_weights(const std::string& model,
+                                                                  const ModelConfig& c) {
+  if (model == kProductionShapes) return cuda::DeviceWeights::generate(c, kDefaultDummySeed);
+  return cuda::DeviceWeights::upload(c, *Checkpoint::open(trained_micro_dir()));
+}
+
+// gtest parameter names may not contain '-'.
+inline std::string model_test_name(const std::string& model) {
+  std::string s = model;
+  for (char& ch : s)
+    if (ch == '-') ch = '_';
+  return s;
+}
+
+}  // namespace sparkglm::cuda_test
