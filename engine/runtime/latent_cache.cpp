@@ -106,47 +106,90 @@ size_t kv_vector_bytes(KvDtype dtype, int dim) {
   return 0;
 }
 
-size_t LatentCache::bytes_per_block(const ModelConfig& config, int block_size, KvDtype dtype) {
-  const int layers = config.num_mla_layers() + (config.mtp_layer() >= 0 ? 1 : 0);
-  const size_t per_token = kv_vector_bytes(dtype, config.kv_lora_rank) +
-                           kv_vector_bytes(dtype, config.index_head_dim) + sizeof(float);
-  return size_t(layers) * size_t(block_size) * per_token;
+namespace {
+
+int mla_cache_layers(const ModelConfig& config) {
+  return config.num_mla_layers() + (config.mtp_layer() >= 0 ? 1 : 0);
+}
+
+void check_latent_ranks(int block_size, int latent_ranks) {
+  if (latent_ranks < 1 || block_size % latent_ranks != 0)
+    throw Error(ErrorKind::kInvalidArgument,
+                "KV shard: --block-size " + std::to_string(block_size) +
+                    " is not divisible by the tensor-parallel size " +
+                    std::to_string(latent_ranks) +
+                    " (each rank stores every N-th position of a block; use a block size that "
+                    "is a multiple of it, or --kv-shard off)");
+}
+
+}  // namespace
+
+size_t LatentCache::bytes_per_block(const ModelConfig& config, int block_size, KvDtype dtype,
+                                    int latent_ranks) {
+  check_latent_ranks(block_size, latent_ranks);
+  const size_t latents =
+      size_t(block_size / latent_ranks) * kv_vector_bytes(dtype, config.kv_lora_rank);
+  const size_t keys =
+      size_t(block_size) * (kv_vector_bytes(dtype, config.index_head_dim) + sizeof(float));
+  return size_t(mla_cache_layers(config)) * (latents + keys);
 }
 
 int LatentCache::blocks_for_budget(const ModelConfig& config, int block_size, KvDtype dtype,
-                                   size_t budget_bytes) {
-  return int(
-      std::min<size_t>(budget_bytes / bytes_per_block(config, block_size, dtype), INT32_MAX));
+                                   size_t budget_bytes, int latent_ranks) {
+  return int(std::min<size_t>(
+      budget_bytes / bytes_per_block(config, block_size, dtype, latent_ranks), INT32_MAX));
 }
 
 LatentCache::LatentCache(const ModelConfig& config, int num_blocks, int block_size, KvDtype dtype,
-                         EngineFault fault)
+                         EngineFault fault, LatentShard shard)
     : num_blocks_(num_blocks),
       block_size_(block_size),
-      num_layers_(config.num_mla_layers() + (config.mtp_layer() >= 0 ? 1 : 0)),
+      num_layers_(mla_cache_layers(config)),
       latent_dim_(config.kv_lora_rank),
       index_dim_(config.index_head_dim),
       dtype_(dtype),
+      shard_(shard),
+      latent_slots_(shard.ranks > 0 ? block_size / shard.ranks : 0),
       fp8_scale_doubled_(fault == EngineFault::kFp8ScaleOffByOneExponent),
       latent_bytes_(kv_vector_bytes(dtype, config.kv_lora_rank)),
       key_bytes_(kv_vector_bytes(dtype, config.index_head_dim)) {
   if (num_blocks <= 0 || block_size <= 0)
     throw Error(ErrorKind::kInvalidArgument,
                 "latent cache: expected positive block count and size");
+  if (shard.rank < 0 || shard.rank >= shard.ranks)
+    throw Error(ErrorKind::kInvalidArgument, "latent cache: shard rank " +
+                                                 std::to_string(shard.rank) + " is not in [0, " +
+                                                 std::to_string(shard.ranks) + ")");
+  check_latent_ranks(block_size, shard.ranks);
   const size_t rows = size_t(num_layers_) * size_t(num_blocks) * size_t(block_size);
-  latent_.assign(rows * latent_bytes_, std::byte{0});
+  latent_.assign(size_t(num_layers_) * size_t(num_blocks) * size_t(latent_slots_) * latent_bytes_,
+                 std::byte{0});
   index_key_.assign(rows * key_bytes_, std::byte{0});
   index_gate_.assign(rows, 0.0f);
 }
 
+// Position p of a block is slot p % block_size; this rank's slots are those with slot % ranks ==
+// rank (ranks divides block_size), stored densely as slot / ranks.
+size_t LatentCache::latent_row(int layer, const std::vector<int32_t>& table, int64_t pos) const {
+  SPARKGLM_ASSERT(owns(pos), "latent cache: a latent of a position another rank owns");
+  const size_t block = size_t(table[size_t(pos / block_size_)]);
+  return (size_t(layer) * size_t(num_blocks_) + block) * size_t(latent_slots_) +
+         size_t(pos % block_size_) / size_t(shard_.ranks);
+}
+
+size_t LatentCache::block_bytes() const {
+  return size_t(num_layers_) * (size_t(latent_slots_) * latent_bytes_ +
+                                size_t(block_size_) * (key_bytes_ + sizeof(float)));
+}
+
 void LatentCache::store_latent(int layer, const std::vector<int32_t>& table, int64_t pos,
                                const float* v) {
-  quantize(dtype_, v, latent_dim_, &latent_[row(layer, table, pos) * latent_bytes_],
+  quantize(dtype_, v, latent_dim_, &latent_[latent_row(layer, table, pos) * latent_bytes_],
            fp8_scale_doubled_);
 }
 void LatentCache::load_latent(int layer, const std::vector<int32_t>& table, int64_t pos,
                               float* out) const {
-  dequantize(dtype_, &latent_[row(layer, table, pos) * latent_bytes_], latent_dim_, out);
+  dequantize(dtype_, &latent_[latent_row(layer, table, pos) * latent_bytes_], latent_dim_, out);
 }
 void LatentCache::store_index_key(int layer, const std::vector<int32_t>& table, int64_t pos,
                                   const float* v) {
@@ -163,7 +206,9 @@ void LatentCache::copy_block_out(int32_t block, std::byte* out) const {
   const size_t bs = size_t(block_size_);
   for (int layer = 0; layer < num_layers_; ++layer) {
     const size_t first = (size_t(layer) * size_t(num_blocks_) + size_t(block)) * bs;
-    out = std::copy_n(&latent_[first * latent_bytes_], bs * latent_bytes_, out);
+    const size_t slots = size_t(latent_slots_);
+    const size_t first_latent = (size_t(layer) * size_t(num_blocks_) + size_t(block)) * slots;
+    out = std::copy_n(&latent_[first_latent * latent_bytes_], slots * latent_bytes_, out);
     out = std::copy_n(&index_key_[first * key_bytes_], bs * key_bytes_, out);
     std::memcpy(out, &index_gate_[first], bs * sizeof(float));
     out += bs * sizeof(float);
@@ -175,8 +220,10 @@ void LatentCache::copy_block_in(int32_t block, const std::byte* in) {
   const size_t bs = size_t(block_size_);
   for (int layer = 0; layer < num_layers_; ++layer) {
     const size_t first = (size_t(layer) * size_t(num_blocks_) + size_t(block)) * bs;
-    std::copy_n(in, bs * latent_bytes_, &latent_[first * latent_bytes_]);
-    in += bs * latent_bytes_;
+    const size_t slots = size_t(latent_slots_);
+    const size_t first_latent = (size_t(layer) * size_t(num_blocks_) + size_t(block)) * slots;
+    std::copy_n(in, slots * latent_bytes_, &latent_[first_latent * latent_bytes_]);
+    in += slots * latent_bytes_;
     std::copy_n(in, bs * key_bytes_, &index_key_[first * key_bytes_]);
     in += bs * key_bytes_;
     std::memcpy(&index_gate_[first], in, bs * sizeof(float));
