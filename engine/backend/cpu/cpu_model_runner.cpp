@@ -22,6 +22,11 @@ std::unique_ptr<WeightShard> shard_for(const ModelConfig& config, const ModelWei
       shard_weights(config, weights, comm->rank(), comm->world_size()));
 }
 
+LatentShard latent_shard(const WeightShard* shard, bool kv_shard) {
+  if (!shard || !kv_shard) return {};
+  return {shard->rank, shard->world};
+}
+
 }  // namespace
 
 CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& weights,
@@ -32,7 +37,8 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
       local_(shard_ ? shard_->local : config_),
       weights_(shard_ ? shard_->weights : weights),
       pool_(pool),
-      cache_(config, options.num_blocks, options.block_size, options.kv_dtype, options.fault),
+      cache_(config, options.num_blocks, options.block_size, options.kv_dtype, options.fault,
+             latent_shard(shard_.get(), options.kv_shard)),
       states_(local_, options.num_state_slots, options.num_snapshots, options.state_records) {
   if (shard_)
     steps_ = std::make_unique<dist::RankSteps>(
@@ -42,6 +48,13 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
 
 void CpuModelRunner::all_reduce(float* data, int64_t n) const {
   if (shard_) options_.comm->all_reduce_sum(data, size_t(n));
+}
+
+// The cache's shard, if any, is the communicator's (latent_shard above).
+void CpuModelRunner::mla(const MlaWeights& w, int cache_layer, const ForwardBatch& batch,
+                         const float* x, float* out) {
+  mla_layer_forward(local_, w, cache_layer, batch, cache_, x, out, pool_, options_.fault,
+                    options_.comm);
 }
 
 void CpuModelRunner::submit(const ForwardBatch& batch, const StepSampling& sampling) {
@@ -68,7 +81,7 @@ void CpuModelRunner::attention(int layer, const LayerWeights& w, const ForwardBa
   if (w.kind == LayerKind::kLinearAttention) {
     kda_layer_forward(local_, w.kda, index, batch, states_, x, out, pool_, options_.kda_path);
   } else {
-    mla_layer_forward(local_, w.mla, index, batch, cache_, x, out, pool_, options_.fault);
+    mla(w.mla, index, batch, x, out);
   }
   all_reduce(out, batch.num_rows() * config_.hidden_size);
 }
@@ -196,8 +209,7 @@ void CpuModelRunner::forward_mtp(const ForwardBatch& batch, const std::vector<fl
   };
   const int cache_layer = config_.kind_index(config_.mtp_layer());
   residual(m.layer.input_norm, [&] {
-    mla_layer_forward(local_, m.layer.mla, cache_layer, batch, cache_, normed.data(),
-                      block_out.data(), pool_, options_.fault);
+    mla(m.layer.mla, cache_layer, batch, normed.data(), block_out.data());
     all_reduce(block_out.data(), t * d);
   });
   residual(m.layer.post_attn_norm, [&] { ffn(m.layer, normed.data(), t, block_out.data()); });

@@ -28,6 +28,9 @@ struct CpuRunnerOptions {
   // Tensor and expert parallelism (weight_shard.h, docs/parallel.md): this rank's communicator,
   // null for one rank. Every rank runs the same calls; the runner all-reduces each block's output.
   dist::Communicator* comm = nullptr;
+  // The KV shard (latent_cache.h, docs/parallel.md): with several ranks each stores the latents
+  // of the positions p % ranks == rank only. Off: every rank stores every latent.
+  bool kv_shard = true;
   // A negative control built in on purpose (engine_fault.h): only tests set one.
   EngineFault fault = EngineFault::kNone;
 };
@@ -52,9 +55,7 @@ class CpuModelRunner : public ModelRunner {
 
   // Host copies (the prefix cache's disk tier): the caches are host memory already; a copy first
   // runs the steps queued before it.
-  size_t host_block_bytes() const override {
-    return LatentCache::bytes_per_block(config_, options_.block_size, options_.kv_dtype);
-  }
+  size_t host_block_bytes() const override { return cache_.block_bytes(); }
   size_t host_snapshot_bytes() const override { return KdaStatePool::snapshot_bytes(config_); }
   void copy_block_to_host(int32_t block, std::byte* host) override;
   void copy_block_from_host(int32_t block, const std::byte* host) override;
@@ -76,6 +77,8 @@ class CpuModelRunner : public ModelRunner {
               bool gather = true);
   void forward_rows(const ForwardBatch& batch, ForwardOutput& out, bool gather);
   void all_reduce(float* data, int64_t n) const;  // the row-parallel sum; nothing on one rank
+  void mla(const MlaWeights& w, int cache_layer, const ForwardBatch& batch, const float* x,
+           float* out);
 
   ModelConfig config_;
   CpuRunnerOptions options_;

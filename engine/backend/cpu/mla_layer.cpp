@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "engine/backend/cpu/dsa_indexer.h"
+#include "engine/backend/cpu/latent_shard_attention.h"
 #include "engine/backend/cpu/linear.h"
 #include "engine/backend/cpu/ops.h"
+#include "engine/backend/cpu/weighted_row_sum.h"
 #include "engine/core/error.h"
 
 namespace sparkglm::cpu {
@@ -55,7 +57,8 @@ void check_shapes(const MlaShape& s, const MlaWeights& w, const LatentCache& cac
                   "mla: latent cache dims differ from the config");
 }
 
-// Writes c_kv, k^I and the pooling gate of every row of the batch into the cache.
+// Writes c_kv (of the positions the cache's shard owns), k^I and the pooling gate of every row of
+// the batch into the cache.
 void write_cache_rows(const ModelConfig& c, const MlaShape& s, const MlaWeights& w, int layer,
                       const ForwardBatch& batch, LatentCache& cache, const float* x,
                       ThreadPool& pool) {
@@ -71,73 +74,15 @@ void write_cache_rows(const ModelConfig& c, const MlaShape& s, const MlaWeights&
     const int64_t pos = batch.positions[size_t(i)];
     float* c_kv = &latent[size_t(i * s.r)];
     float* k_i = &key[size_t(i * s.index_dim)];
-    rms_norm(c_kv, w.kv_a_norm, c.rms_norm_eps, s.r, c_kv);
+    if (cache.owns(pos)) {  // with a KV shard, another rank stores the others
+      rms_norm(c_kv, w.kv_a_norm, c.rms_norm_eps, s.r, c_kv);
+      cache.store_latent(layer, table, pos, c_kv);
+    }
     layer_norm(k_i, w.indexer.k_norm_weight, w.indexer.k_norm_bias, kIndexKeyNormEps, s.index_dim,
                k_i);
-    cache.store_latent(layer, table, pos, c_kv);
     cache.store_index_key(layer, table, pos, k_i);
     cache.index_gate_at(layer, table, pos) = gate[size_t(i)];
   }
-}
-
-inline float to_f32(float v) {
-  return v;
-}
-inline float to_f32(uint16_t v) {
-  return bf16_to_f32(v);
-}
-
-// out[i][e] = sum_k a[i][k] * b[k][e] for i < rows, k < n, e < R, summed in increasing k with one
-// FMA chain per element (so attended tokens are summed in increasing position order).
-// a: [rows, n] with row stride lda; b: [n, R] contiguous, FP32 or BF16; out: [rows, R] with row
-// stride ldo. kRows x kLanes accumulators stay in registers while b streams past, so each column
-// block of b is read once per row group; the blocking changes no element's arithmetic.
-template <typename T, int kRows, int kLanes>
-void weighted_sum_tile(const float* a, int64_t lda, int64_t n, const T* b, int64_t r, float* out,
-                       int64_t ldo) {
-  float acc[kRows][kLanes] = {};
-  for (int64_t k = 0; k < n; ++k) {
-    float bk[kLanes];  // [kLanes] of row k of b
-    for (int e = 0; e < kLanes; ++e) bk[e] = to_f32(b[k * r + e]);
-    for (int i = 0; i < kRows; ++i) {
-      const float ak = a[i * lda + k];
-      for (int e = 0; e < kLanes; ++e) acc[i][e] = std::fma(ak, bk[e], acc[i][e]);
-    }
-  }
-  for (int i = 0; i < kRows; ++i) std::copy_n(acc[i], kLanes, out + i * ldo);
-}
-
-// Elements [e0, R) of rows [i0, i1), one element at a time.
-template <typename T>
-void weighted_sum_rest(const float* a, int64_t lda, int64_t i0, int64_t i1, int64_t n, const T* b,
-                       int64_t r, int64_t e0, float* out, int64_t ldo) {
-  for (int64_t i = i0; i < i1; ++i)
-    for (int64_t e = e0; e < r; ++e) {
-      float acc = 0.0f;
-      for (int64_t k = 0; k < n; ++k) acc = std::fma(a[i * lda + k], to_f32(b[k * r + e]), acc);
-      out[i * ldo + e] = acc;
-    }
-}
-
-template <typename T>
-void weighted_row_sum(const float* a, int64_t lda, int64_t rows, int64_t n, const T* b, int64_t r,
-                      float* out, int64_t ldo) {
-  constexpr int kRows = 4, kLanes = 32;  // 8 AVX-512 or 16 AVX2 accumulators
-  constexpr int kWideLanes = 128;        // a lone row needs more chains to hide FMA latency
-  const int64_t full = rows / kRows * kRows;
-  int64_t e0 = 0;
-  for (; e0 + kLanes <= r; e0 += kLanes)  // lane blocks outer: b's column block stays in cache
-    for (int64_t i = 0; i < full; i += kRows)
-      weighted_sum_tile<T, kRows, kLanes>(a + i * lda, lda, n, b + e0, r, out + i * ldo + e0, ldo);
-  weighted_sum_rest(a, lda, 0, full, n, b, r, e0, out, ldo);
-  int64_t e1 = 0;  // leftover rows, such as a decode step's single query
-  for (; e1 + kWideLanes <= r; e1 += kWideLanes)
-    for (int64_t i = full; i < rows; ++i)
-      weighted_sum_tile<T, 1, kWideLanes>(a + i * lda, lda, n, b + e1, r, out + i * ldo + e1, ldo);
-  for (; e1 + kLanes <= r; e1 += kLanes)
-    for (int64_t i = full; i < rows; ++i)
-      weighted_sum_tile<T, 1, kLanes>(a + i * lda, lda, n, b + e1, r, out + i * ldo + e1, ldo);
-  weighted_sum_rest(a, lda, full, rows, n, b, r, e1, out, ldo);
 }
 
 // q~_h = W_kb,h^T q_h for m rows, summed over dn in increasing order.
@@ -158,16 +103,18 @@ void absorb_queries(const MlaShape& s, const Linear& kv_b, const float* q, int64
   });
 }
 
-// Attention of one row over `attended` for heads [h0, h1): q_tilde and o_bar are the row's [H, R].
-void attend_heads(const MlaShape& s, float scale, LatentCache& cache, int layer,
-                  const std::vector<int32_t>& table, std::span<const int32_t> attended,
-                  const float* q_tilde, int64_t h0, int64_t h1, float* o_bar, ThreadPool& pool) {
+// Attention of one row over its attended positions for heads [h0, h1): q_tilde and o_bar are the
+// row's [H, R].
+void attend_heads(const MlaShape& s, float scale, const LatentCache& cache, int layer,
+                  const AttendedRow& row, const float* q_tilde, int64_t h0, int64_t h1,
+                  float* o_bar, ThreadPool& pool) {
+  const std::span<const int32_t> attended = row.positions;
   const int64_t n = int64_t(attended.size());
   // The attended latents gathered into one matrix, so that all scores are a single cpu::linear
   // (the same reduction order as cpu::dot, at matrix-product speed).
   std::vector<float> latents(size_t(n * s.r));  // [n, R]
   for (int64_t k = 0; k < n; ++k)
-    cache.load_latent(layer, table, attended[size_t(k)], &latents[size_t(k * s.r)]);
+    cache.load_latent(layer, *row.table, attended[size_t(k)], &latents[size_t(k * s.r)]);
   std::vector<float> p(size_t((h1 - h0) * n));  // [h1-h0, n]: scores, then probabilities
   linear(q_tilde + h0 * s.r, s.r, h1 - h0, Linear{DType::kF32, n, s.r, latents.data()}, p.data(), n,
          pool);
@@ -225,7 +172,7 @@ void attend_chunk(const ModelConfig& c, const MlaShape& s, const MlaWeights& w, 
                   const ForwardBatch& batch, LatentCache& cache, int64_t r0, int64_t m,
                   const float* x, const std::vector<std::vector<float>>& pooled,
                   std::span<const int32_t> all_positions, float* out, ThreadPool& pool,
-                  EngineFault fault) {
+                  EngineFault fault, dist::Communicator* comm) {
   std::vector<float> c_q(size_t(m * s.q_lora));  // [m, q_lora]
   linear(x + r0 * s.d, m, w.q_a, c_q.data(), pool);
   for (int64_t i = 0; i < m; ++i) {
@@ -240,22 +187,29 @@ void attend_chunk(const ModelConfig& c, const MlaShape& s, const MlaWeights& w, 
   const std::vector<std::vector<int32_t>> sparse_sets =
       select_sparse_rows(s, w, batch, r0, m, x, c_q.data(), pooled, pool, fault);
 
-  // Work items are (row, head) pairs so that a single decode row still spreads over threads.
+  std::vector<AttendedRow> rows(static_cast<size_t>(m));  // [m]
+  for (int64_t i = 0; i < m; ++i) {
+    const int64_t t = batch.positions[size_t(r0 + i)];
+    rows[size_t(i)].table = &batch.seqs[size_t(batch.row_seq[size_t(r0 + i)])].block_table;
+    rows[size_t(i)].positions = s.is_sparse(t) ? std::span<const int32_t>(sparse_sets[size_t(i)])
+                                               : all_positions.first(size_t(t + 1));
+  }
   const float scale = c.mla_softmax_scale();
   std::vector<float> o_bar(size_t(m * s.h * s.r));  // [m, H, R]
-  pool.parallel_for(m * s.h, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t item = lo; item < hi;) {
-      const int64_t i = item / s.h, h0 = item % s.h, h1 = std::min(s.h, h0 + (hi - item));
-      const int64_t t = batch.positions[size_t(r0 + i)];
-      const auto& table = batch.seqs[size_t(batch.row_seq[size_t(r0 + i)])].block_table;
-      const std::span<const int32_t> attended =
-          s.is_sparse(t) ? std::span<const int32_t>(sparse_sets[size_t(i)])
-                         : all_positions.first(size_t(t + 1));
-      attend_heads(s, scale, cache, layer, table, attended, &q_tilde[size_t(i * s.h * s.r)], h0, h1,
-                   &o_bar[size_t(i * s.h * s.r)], pool);
-      item += h1 - h0;
-    }
-  });
+  if (cache.shard().ranks > 1) {
+    SPARKGLM_ASSERT(comm != nullptr, "mla: a KV shard needs its ranks' communicator");
+    attend_latent_shard(*comm, cache, layer, rows, s.h, scale, q_tilde.data(), o_bar.data(), pool);
+  } else {
+    // Work items are (row, head) pairs so that a single decode row still spreads over threads.
+    pool.parallel_for(m * s.h, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t item = lo; item < hi;) {
+        const int64_t i = item / s.h, h0 = item % s.h, h1 = std::min(s.h, h0 + (hi - item));
+        attend_heads(s, scale, cache, layer, rows[size_t(i)], &q_tilde[size_t(i * s.h * s.r)], h0,
+                     h1, &o_bar[size_t(i * s.h * s.r)], pool);
+        item += h1 - h0;
+      }
+    });
+  }
 
   std::vector<float> o(size_t(m * s.h * s.dv));  // [m, H*dv]: concat_h W_vb,h ō_h
   pool.parallel_for(s.h, 1, [&](int64_t h0, int64_t h1) {
@@ -272,7 +226,7 @@ void attend_chunk(const ModelConfig& c, const MlaShape& s, const MlaWeights& w, 
 
 void mla_layer_forward(const ModelConfig& c, const MlaWeights& w, int cache_layer,
                        const ForwardBatch& batch, LatentCache& cache, const float* x, float* out,
-                       ThreadPool& pool, EngineFault fault) {
+                       ThreadPool& pool, EngineFault fault, dist::Communicator* comm) {
   const MlaShape s(c);
   check_shapes(s, w, cache);
   const int64_t rows = batch.num_rows();
@@ -300,7 +254,7 @@ void mla_layer_forward(const ModelConfig& c, const MlaWeights& w, int cache_laye
 
   for (int64_t r0 = 0; r0 < rows; r0 += kRowChunk)
     attend_chunk(c, s, w, cache_layer, batch, cache, r0, std::min(kRowChunk, rows - r0), x, pooled,
-                 all_positions, out, pool, fault);
+                 all_positions, out, pool, fault, comm);
 }
 
 }  // namespace sparkglm::cpu

@@ -16,7 +16,13 @@
 // Prefill and decode run the same per-row computation, and every reduction has a fixed order that
 // neither the batch nor the thread count changes, so prefill-then-decode equals decode-every-token
 // bit for bit and a sequence's rows do not depend on the other sequences of the batch.
+//
+// With a KV shard (the cache's LatentShard has N > 1 ranks; docs/parallel.md) the layer's heads
+// are this rank's H/N, the cache holds the latents of this rank's positions only, and the
+// attention runs as latent_shard_attention.h states: the same ō up to rounding, two collectives
+// per chunk of rows, so every rank must run the layer on the same batch.
 #include "engine/core/thread_pool.h"
+#include "engine/dist/communicator.h"
 #include "engine/model/config.h"
 #include "engine/model/engine_fault.h"
 #include "engine/model/forward_batch.h"
@@ -30,9 +36,10 @@ namespace sparkglm::cpu {
 // k^I = LayerNorm(W_ik x; k_norm w,b, eps 1e-6) and pooling gate (W_igate x) into cache layer
 // `cache_layer` at its position (via its sequence's block table), then for each row attends over
 // the selected cached tokens j <= t of its own sequence. `fault` reaches select_attended (a
-// negative control, engine_fault.h).
+// negative control, engine_fault.h). `comm` joins the ranks of a KV shard (null without one).
 void mla_layer_forward(const ModelConfig& c, const MlaWeights& w, int cache_layer,
                        const ForwardBatch& batch, LatentCache& cache, const float* x, float* out,
-                       ThreadPool& pool, EngineFault fault = EngineFault::kNone);
+                       ThreadPool& pool, EngineFault fault = EngineFault::kNone,
+                       dist::Communicator* comm = nullptr);
 
 }  // namespace sparkglm::cpu
