@@ -41,7 +41,7 @@ constexpr const char* kUsage = R"(usage: sparkglm <command> [flags]
   plan [--gpu h200|gb10 --gpus N]      the memory plan of a preset on N devices (without --gpu:
        1, 2, 4 H200 and 2, 4 GB10) [--preset P] [--weight-format fp4-local|bf16]
        [--num-layers N] [--max-num-seqs N] [--max-prefill-tokens N] [--kv-cache-dtype D]
-       [--gpu-memory-utilization F]
+       [--gpu-memory-utilization F] [--kv-shard on|off]
   generate (--preset P | --model DIR)  greedy generation on the CPU backend
        [--prompt TEXT] [--max-tokens N] [--prefill-chunk N] [--threads N]
   logits (--preset P | --model DIR) --tokens a,b,c --out FILE.npz [--mtp] [--threads N]
@@ -158,9 +158,13 @@ void print_plan(const ModelConfig& config, const CapacityRequest& r) {
               gib_text(p.demand.weights).c_str(), gib_text(p.demand.state).c_str(),
               gib_text(p.demand.workspace).c_str(), gib_text(p.demand.reserve).c_str());
   if (p.fits) {
-    std::printf("  KV pool %s: %lld tokens (%zu bytes a token, on every device)\n",
+    std::printf("  KV pool %s: %lld tokens (%zu bytes a token on each device",
                 gib_text(p.pool.kv_budget).c_str(), static_cast<long long>(p.kv_tokens),
                 p.demand.per_block / size_t(r.block_size));
+    if (p.kv_shard_gain > 1.0)
+      std::printf("; KV shard: latents split %d ways, %.2fx the tokens of a replicated cache",
+                  r.devices, p.kv_shard_gain);
+    std::printf(")\n");
     return;
   }
   const int depth = deepest_fitting_depth(config, r);
@@ -170,7 +174,8 @@ void print_plan(const ModelConfig& config, const CapacityRequest& r) {
 
 int cmd_plan(const CliArgs& a) {
   a.allow_only({"--preset", "--weight-format", "--gpu", "--gpus", "--num-layers", "--max-num-seqs",
-                "--max-prefill-tokens", "--kv-cache-dtype", "--gpu-memory-utilization"});
+                "--max-prefill-tokens", "--kv-cache-dtype", "--gpu-memory-utilization",
+                "--kv-shard"});
   const std::string preset = a.str("--preset", "glm-5.3-flash");
   ModelConfig config = preset_config(preset);
   if (const int layers = int(a.integer("--num-layers", 0, 0, 1024)); layers > 0)
@@ -180,6 +185,10 @@ int cmd_plan(const CliArgs& a) {
   r.max_num_seqs = int(a.integer("--max-num-seqs", r.max_num_seqs, 1, 1024));
   r.max_tokens_per_step = a.integer("--max-prefill-tokens", r.max_tokens_per_step, 1, 1 << 24);
   r.kv_dtype = kv_dtype_from_string(a.str("--kv-cache-dtype", "fp8_g128"));
+  const std::string shard = a.str("--kv-shard", "on");
+  if (shard != "on" && shard != "off")
+    throw Error(ErrorKind::kInvalidArgument, "--kv-shard " + shard + ": expected on or off");
+  r.kv_shard = shard == "on";
   const std::string share = a.str("--gpu-memory-utilization", "0.9");
   char* end = nullptr;
   r.gpu_memory_utilization = std::strtod(share.c_str(), &end);
@@ -193,12 +202,12 @@ int cmd_plan(const CliArgs& a) {
   if (a.has("--gpu")) setups = {{a.str("--gpu", ""), int(a.integer("--gpus", 1, 1, 64))}};
   a.reject_unread("sparkglm plan");
   std::printf(
-      "%s, %d layers, %s: %s of weights in all; %d state slots, %lld rows a step, %s KV, "
+      "%s, %d layers, %s: %s of weights in all; %d state slots, %lld rows a step, %s KV%s, "
       "--gpu-memory-utilization %g\n",
       preset.c_str(), config.num_hidden_layers, checkpoint_format_name(r.format),
       gib_text(size_t(plan_capacity(config, r).model_bytes)).c_str(), r.max_num_seqs,
       static_cast<long long>(r.max_tokens_per_step), to_string(r.kv_dtype),
-      r.gpu_memory_utilization);
+      r.kv_shard ? " (KV shard on)" : " (KV shard off)", r.gpu_memory_utilization);
   for (const auto& [gpu, n] : setups) {
     r.device = device_kind(gpu);
     r.devices = n;

@@ -78,7 +78,10 @@ CapacityPlan plan_capacity(const ModelConfig& c, const CapacityRequest& r) {
                           ((weight_footprint(c).kda_state_bytes + n - 1) / n));
   p.demand.workspace = workspace_estimate(c, r.max_tokens_per_step);
   p.demand.reserve = kCudaReserveBytes;
-  p.demand.per_block = LatentCache::bytes_per_block(c, r.block_size, r.kv_dtype);
+  const int latent_ranks = r.kv_shard ? r.devices : 1;
+  p.demand.per_block = LatentCache::bytes_per_block(c, r.block_size, r.kv_dtype, latent_ranks);
+  p.kv_shard_gain = double(LatentCache::bytes_per_block(c, r.block_size, r.kv_dtype)) /
+                    double(p.demand.per_block);
   try {
     p.pool = plan_kv_pool({r.device.name, r.device.memory, r.device.memory}, p.demand,
                           r.gpu_memory_utilization, 0, r.block_size, INT_MAX / r.block_size,

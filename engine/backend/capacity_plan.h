@@ -19,8 +19,9 @@
 //              2*moe_inter*n_shared, dense 2*inter), plus one MLA score chunk (256 rows * H * A,
 //              A = index_topk + index_kpool - 1) and one logit chunk (64 rows * vocab)
 //   reserve    kCudaReserveBytes (cuBLAS, captured graphs)
-//   KV pool    every device holds the whole latent cache (the MLA latent is replicated):
-//              LatentCache::bytes_per_block per block_size tokens
+//   KV pool    LatentCache::bytes_per_block per block_size tokens: with kv_shard (the KV shard,
+//              docs/parallel.md) each device holds the latents of every N-th position and every
+//              indexer key and gate (N must divide block_size); without it, every latent
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -54,6 +55,7 @@ struct CapacityRequest {
   int block_size = 16;
   KvDtype kv_dtype = KvDtype::kFp8G128;
   double gpu_memory_utilization = 0.9;
+  bool kv_shard = true;  // split the latents over the devices (--kv-shard)
 };
 
 struct CapacityPlan {
@@ -62,9 +64,14 @@ struct CapacityPlan {
   bool fits = false;
   PoolPlan pool;          // when it fits
   int64_t kv_tokens = 0;  // when it fits: pool blocks * block_size
-  std::string why_not;    // when it does not: plan_kv_pool's message
+  // Bytes a token on each device without the KV shard over bytes with it (1 without a shard):
+  // the factor by which the shard multiplies the pool's tokens in the same memory.
+  double kv_shard_gain = 1.0;
+  std::string why_not;  // when it does not: plan_kv_pool's message
 };
 
+// Throws Error(kInvalidArgument) for fewer than one device, or a KV shard whose device count does
+// not divide block_size.
 CapacityPlan plan_capacity(const ModelConfig& config, const CapacityRequest& request);
 
 // The deepest depth (a multiple of 4, keeping the layer pattern) whose plan fits with at least one

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <functional>
 #include <string>
 
@@ -53,6 +54,26 @@ std::string precision_line(PrecisionMode mode) {
               : ": the checkpoint's weight formats");
 }
 
+// The ranks a CPU pool's latents are split over (1: every rank stores every latent).
+int cpu_latent_ranks(const RunnerRequest& r) {
+  return r.kv_shard && r.comm ? r.comm->world_size() : 1;
+}
+
+// What the KV shard gives: bytes a token on each rank with and without it, and the ratio.
+std::string kv_shard_line(const ModelConfig& mc, const RunnerRequest& r, int ranks) {
+  const size_t whole =
+      LatentCache::bytes_per_block(mc, r.block_size, r.kv_dtype) / size_t(r.block_size);
+  const size_t shard =
+      LatentCache::bytes_per_block(mc, r.block_size, r.kv_dtype, ranks) / size_t(r.block_size);
+  char gain[32];
+  std::snprintf(gain, sizeof gain, "%.2f", double(whole) / double(shard));
+  return "KV shard: each of the " + std::to_string(ranks) +
+         " ranks stores the latents of the positions p % " + std::to_string(ranks) +
+         " = its rank, every rank all indexer keys: " + std::to_string(shard) +
+         " bytes a token on each rank instead of " + std::to_string(whole) + ", " + gain +
+         "x the tokens in the same memory (--kv-shard off: replicated)";
+}
+
 BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
   if (r.profile_steps)
     throw Error(ErrorKind::kUnsupported,
@@ -71,17 +92,19 @@ BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
   const ModelConfig& mc = b.config;
   b.max_seq_len = int(std::min<int64_t>(
       r.max_seq_len > 0 ? r.max_seq_len : mc.max_position_embeddings, INT_MAX / 2));
+  const int latent_ranks = cpu_latent_ranks(r);
+  const size_t block_bytes =
+      LatentCache::bytes_per_block(mc, r.block_size, r.kv_dtype, latent_ranks);
   size_t budget = r.kv_cache_bytes;
   if (budget == 0)
-    budget = std::min(kCpuDefaultKvBudget,
-                      LatentCache::bytes_per_block(mc, r.block_size, r.kv_dtype) *
-                          size_t(int64_t(r.max_num_seqs) * (b.max_seq_len / r.block_size + 1)));
+    budget = std::min(
+        kCpuDefaultKvBudget,
+        block_bytes * size_t(int64_t(r.max_num_seqs) * (b.max_seq_len / r.block_size + 1)));
   if (r.prefix_disk_tier) {
     // The disk tier moves blocks and snapshots through host staging buffers: host memory, like the
     // pool.
     const size_t staging =
-        PrefixStore::staging_bytes(LatentCache::bytes_per_block(mc, r.block_size, r.kv_dtype),
-                                   KdaStatePool::snapshot_bytes(mc));
+        PrefixStore::staging_bytes(block_bytes, KdaStatePool::snapshot_bytes(mc));
     if (staging >= budget)
       throw Error(ErrorKind::kInvalidArgument,
                   "--prefix-cache-dir: the disk tier's host staging (" + std::to_string(staging) +
@@ -91,7 +114,8 @@ BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
     b.log_lines.push_back("prefix cache disk tier: " + std::to_string(staging >> 10) +
                           " KiB of host staging taken from the KV pool's budget");
   }
-  const int num_blocks = LatentCache::blocks_for_budget(mc, r.block_size, r.kv_dtype, budget);
+  const int num_blocks =
+      LatentCache::blocks_for_budget(mc, r.block_size, r.kv_dtype, budget, latent_ranks);
   if (num_blocks < 1)
     throw Error(ErrorKind::kInvalidArgument, "--kv-cache-memory-bytes=" + std::to_string(budget) +
                                                  " holds no KV block of " +
@@ -104,11 +128,13 @@ BuiltRunner build_cpu(const RunnerRequest& r, ThreadPool& pool) {
   o.state_records = r.state_records;
   o.kv_dtype = r.kv_dtype;
   o.comm = r.comm;
+  o.kv_shard = r.kv_shard;
   auto runner = std::make_unique<cpu::CpuModelRunner>(mc, b.host_model->weights, o, pool);
   b.kv_bytes = runner->latent_cache().bytes();
   b.runner = std::move(runner);
   pool_line(b, num_blocks, r.block_size, r.kv_dtype, r.max_num_seqs, r.num_snapshots, b.max_seq_len,
-            "");
+            latent_ranks > 1 ? ", the KV shard's part on each rank" : "");
+  if (latent_ranks > 1) b.log_lines.push_back(kv_shard_line(mc, r, latent_ranks));
   return b;
 }
 

@@ -5,7 +5,8 @@
 //
 // cpu:  weights on the host, converted by the precision mode (engine/model/precision_mode.h) before
 //       the ranks shard them, so every rank's shard is a slice of one converted model; the KV pool
-//       is kv_cache_bytes (or min(1 GiB, max_num_seqs full sequences)).
+//       is kv_cache_bytes (or min(1 GiB, max_num_seqs full sequences)) on each rank, counted with
+//       the KV shard's bytes per block when there are several ranks and kv_shard.
 // cuda: strict only (spark is refused before anything loads); weights on the device in their
 //       stored formats (a preset's dummy weights are generated there in weight_format, never on
 //       the host; a checkpoint is uploaded as stored, DeviceWeights); the KV pool
@@ -62,6 +63,9 @@ struct RunnerRequest {
   // shards the model by rank (engine/backend/cpu/weight_shard.h); CUDA refuses it until its
   // NCCL communicator exists (docs/parallel.md).
   dist::Communicator* comm = nullptr;
+  // With several ranks on the CPU: each stores the latents of the positions p % ranks == rank only
+  // (the KV shard, docs/parallel.md), so the same kv_cache_bytes holds more tokens.
+  bool kv_shard = true;
 };
 
 struct BuiltRunner {

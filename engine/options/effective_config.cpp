@@ -222,6 +222,12 @@ void check_serving(const EffectiveConfig& c) {
   if (c.integer("rank") >= std::max(world, tp))
     bad_argument(shown(c, "rank") + " is not below " +
                  shown(c, tp > world ? "tp-size" : "world-size"));
+  // The KV shard gives rank r the positions p % tp == r of every block: tp divides a block.
+  if (tp > 1 && c.str("kv-shard") == "on" && c.integer("block-size") % tp != 0)
+    bad_argument(shown(c, "block-size") + " is not divisible by " + shown(c, "tp-size") + " with " +
+                 shown(c, "kv-shard") +
+                 ": each rank stores every tp-size-th position of a block (use a multiple of "
+                 "tp-size, or --kv-shard off)");
 }
 
 }  // namespace

@@ -37,6 +37,7 @@ void fill_runner(const EffectiveConfig& c, RunnerRequest& r) {
   r.max_seq_len = int(std::min<int64_t>(c.integer("max-seq-len"), INT_MAX / 2));
   r.kv_dtype = kv_dtype_from_string(c.str("kv-cache-dtype"));
   r.kv_cache_bytes = size_t(c.integer("kv-cache-memory-bytes"));
+  r.kv_shard = c.str("kv-shard") == "on";
   r.gpu_memory_utilization = c.number("gpu-memory-utilization");
   r.cuda_graphs = !c.boolean("enforce-eager");
   r.profile_steps = c.boolean("profile-steps");

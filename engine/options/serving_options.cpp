@@ -171,6 +171,10 @@ std::vector<OptionSpec> serving_table() {
       integer("tp-size", 1, 1, 64, P::kServerArgs,
               "tensor-parallel ranks: heads, widths, routed experts and vocabulary split N ways "
               "(docs/parallel.md)"),
+      choice("kv-shard", runner.kv_shard ? "on" : "off", {"on", "off"}, P::kOptions,
+             "with tp-size N > 1: each rank stores the MLA latents of every N-th position only "
+             "(indexer keys stay whole), about 1.66x the KV pool's tokens at N = 2 (N must "
+             "divide block-size); off: every rank stores every latent (docs/parallel.md)"),
       text("bind", "127.0.0.1", P::kServerArgs, "address the HTTP server listens on"),
       integer("port", 8893, 0, 65535, P::kServerArgs, "HTTP port (0 = any free port)"),
       text("api-key", "", P::kCommandLineOnly,

@@ -74,8 +74,11 @@ Bytes fp4_local_model() {
 
 // MODEL.md: 142,606,336 B of recurrent state a sequence, plus 3 taps of q, k, v history.
 constexpr int64_t kKdaState = 142'606'336 + 34 * 3 * 3 * kHk * 4;
-// fp8_g128 latent (528 B) + indexer key (128 + 4 B) + gate (4 B), 11 MLA layers + MTP.
-constexpr int64_t kKvToken = (528 + 132 + 4) * 12;
+// fp8_g128 latent (528 B) + indexer key (128 + 4 B) + gate (4 B), 11 MLA layers + MTP, on one
+// of n devices: the KV shard keeps every n-th position's latent, every key and gate.
+constexpr int64_t kv_token(int64_t n) {
+  return (528 / n + 132 + 4) * 12;
+}
 
 int64_t workspace(int64_t rows) {
   const int64_t per_row = 2 * 4 * D + 4 * D + 10 * kHk + 64 * (256 + 2 * 512 + 256) + 32 * 128 +
@@ -99,7 +102,8 @@ TEST(CapacityPlan, WeightsStateAndKvTokenMatchMODELmdShapes) {
     EXPECT_EQ(int64_t(p.demand.weights), hand.replicated + (hand.sharded + n - 1) / n) << n;
     EXPECT_EQ(int64_t(p.demand.state), 4 * ((kKdaState + n - 1) / n)) << n;
     EXPECT_EQ(int64_t(p.demand.workspace), workspace(8192));
-    EXPECT_EQ(int64_t(p.demand.per_block), 16 * kKvToken);
+    EXPECT_EQ(int64_t(p.demand.per_block), 16 * kv_token(n)) << n;
+    EXPECT_DOUBLE_EQ(p.kv_shard_gain, double(kv_token(1)) / double(kv_token(n))) << n;
     EXPECT_EQ(p.demand.reserve, kCudaReserveBytes);
   }
   std::printf("fp4-local glm-5.3-flash: %.2f GiB (%.2f GiB split across devices)\n",
@@ -119,9 +123,34 @@ TEST(CapacityPlan, KvPoolInTokensFor2And4H200sAnd2And4Gb10s) {
                           4 * ((kKdaState + n - 1) / n) + workspace(8192) +
                           int64_t(kCudaReserveBytes);
     const int64_t budget = int64_t(0.9 * double(memory)) - fixed;
-    EXPECT_EQ(p.kv_tokens, budget / (16 * kKvToken) * 16) << gpu << " x" << n;
+    EXPECT_EQ(p.kv_tokens, budget / (16 * kv_token(n)) * 16) << gpu << " x" << n;
     std::printf("%d x %s: %lld KV tokens\n", n, gpu, static_cast<long long>(p.kv_tokens));
   }
+}
+
+// The KV shard multiplies the pool's tokens by 664 / 400 = 1.66 on two devices and 664 / 268 =
+// 2.48 on four (in whole blocks); --kv-shard off keeps every latent on every device.
+TEST(CapacityPlan, TheKvShardMultipliesThePoolsTokensByItsStatedGain) {
+  const ModelConfig c = preset_config("glm-5.3-flash");
+  for (const int n : {2, 4}) {
+    CapacityRequest r = request("h200", n);
+    const CapacityPlan shard = plan_capacity(c, r);
+    r.kv_shard = false;
+    const CapacityPlan whole = plan_capacity(c, r);
+    ASSERT_TRUE(shard.fits && whole.fits);
+    EXPECT_EQ(int64_t(whole.demand.per_block), 16 * kv_token(1));
+    EXPECT_EQ(whole.kv_shard_gain, 1.0);
+    EXPECT_EQ(shard.pool.kv_budget, whole.pool.kv_budget);
+    const double gain = double(shard.kv_tokens) / double(whole.kv_tokens);
+    EXPECT_NEAR(gain, shard.kv_shard_gain, 1e-3) << n;
+    std::printf("%d x H200: %lld KV tokens with the KV shard, %lld without: %.3fx\n", n,
+                static_cast<long long>(shard.kv_tokens), static_cast<long long>(whole.kv_tokens),
+                gain);
+  }
+  CapacityRequest three = request("h200", 3);
+  EXPECT_THROW(plan_capacity(c, three), Error);  // 3 does not divide a block of 16
+  three.kv_shard = false;
+  EXPECT_TRUE(plan_capacity(c, three).fits);
 }
 
 TEST(CapacityPlan, OneH200HoldsTheModelOnlyCutToTheDeepestFittingDepth) {

@@ -8,12 +8,16 @@ heads, widths, experts and vocabulary split between them (docs/parallel.md).
 - killing rank 1 ends the request in flight with a device_fault error, new requests get 503, and
   rank 0 exits with status 3 on its own (never a hang);
 - ranks started by hand with different settings refuse to start, naming the setting; a size that
-  does not divide the model is refused naming the dimension.
+  does not divide the model is refused naming the dimension;
+- the KV shard (on by default: each rank stores the latents of every other position) holds
+  392 / 264 = 1.48x TP1's tokens in the same --kv-cache-memory-bytes and says so; --kv-shard off
+  keeps TP1's pool and output.
 
 Run: python3 test_tensor_parallel.py --bin-dir BUILD_DIR
 """
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -87,6 +91,10 @@ def free_port():
         return s.getsockname()[1]
 
 
+def pool_tokens(log):
+    return int(re.search(r"KV pool: \d+ blocks of 16 tokens = (\d+) tokens", log).group(1))
+
+
 class TensorParallelTest(unittest.TestCase):
     def test_tp2_output_equals_tp1_repeats_and_is_the_same_at_c1_and_c4(self):
         with ServerProcess() as one:
@@ -117,6 +125,22 @@ class TensorParallelTest(unittest.TestCase):
         with ServerProcess(*TP2, "--enable-prefix-caching", True) as srv:
             self.assertEqual([completion(srv.port, p, 16) for p in prompts], cold)
             self.assertGreaterEqual(metric(srv.port, "sparkglm_prefix_cache_hits_total"), 2)
+
+    def test_tp2_kv_shard_holds_more_tokens_in_the_same_memory_and_off_keeps_every_latent(self):
+        with ServerProcess() as one:
+            whole = pool_tokens(one.log())
+            expected = completion(one.port, PROMPTS[0])
+        with ServerProcess(*TP2) as srv:
+            shard = pool_tokens(srv.log())
+            self.assertIn("KV shard: each of the 2 ranks stores the latents of the positions p % 2",
+                          srv.log())
+        with ServerProcess(*TP2, "--kv-shard", "off") as srv:
+            self.assertEqual(pool_tokens(srv.log()), whole)
+            self.assertNotIn("KV shard:", srv.log())
+            self.assertEqual(completion(srv.port, PROMPTS[0]), expected)
+        # tinyglm-micro at bf16, the MLA and MTP layers: 2 x (128 latent + 64 key + 4 gate) = 392
+        # bytes a token, 2 x (64 + 68) = 264 on each rank with the shard; the pool is whole blocks.
+        self.assertAlmostEqual(shard / whole, 392 / 264, delta=32 / whole)
 
     def test_killing_rank_1_ends_requests_with_503_and_rank_0_exits_3(self):
         with ServerProcess(*TP2) as srv:
@@ -161,13 +185,19 @@ class TensorParallelTest(unittest.TestCase):
         self.assertIn("rank 0 refused this rank", outs[1])
 
     def test_a_size_that_does_not_divide_the_model_is_refused_naming_the_dimension(self):
-        out = subprocess.run([os.path.join(BIN_DIR, "sparkglm-serve"), "--preset",
-                              "tinyglm-micro", "--port", "0", "--tp-size", "3",
-                              "--master-port", "0", "--threads", "1"],
-                             capture_output=True, text=True, timeout=120)
-        self.assertEqual(out.returncode, 2, out.stderr)
-        self.assertIn("linear_attn_config.num_heads = 4 is not divisible by the tensor-parallel "
-                      "size 3", out.stderr)
+        # With the KV shard (the default) the block of 16 positions is the first thing 3 does not
+        # divide; without it, the model's heads are.
+        for extra, refusal in (
+                ((), "--block-size=16 (default) is not divisible by --tp-size=3 with "
+                     "--kv-shard=on (default)"),
+                (("--kv-shard", "off"), "linear_attn_config.num_heads = 4 is not divisible by "
+                                        "the tensor-parallel size 3")):
+            out = subprocess.run([os.path.join(BIN_DIR, "sparkglm-serve"), "--preset",
+                                  "tinyglm-micro", "--port", "0", "--tp-size", "3",
+                                  "--master-port", "0", "--threads", "1", *extra],
+                                 capture_output=True, text=True, timeout=120)
+            self.assertEqual(out.returncode, 2, out.stderr)
+            self.assertIn(refusal, out.stderr)
 
 
 if __name__ == "__main__":

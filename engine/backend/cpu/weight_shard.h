@@ -8,7 +8,9 @@
 //     down. Their outputs are partial sums: the runner all-reduces each block's output once.
 //   expert-parallel: routed experts [expert_begin, expert_end) run on this rank; the router and
 //     the top-k choice are computed on every rank, so every rank agrees on the routing.
-//   replicated: embedding, norms, mHC, MLA q_a and kv_a, the indexer, and so the latent cache.
+//   replicated: embedding, norms, mHC, MLA q_a and kv_a, the indexer, and so the indexer keys of
+//     the latent cache; its latents are split by position (the KV shard, latent_cache.h) unless
+//     the runner keeps them whole (CpuRunnerOptions::kv_shard off).
 // The views point into the full model's weights, which must outlive the shard.
 #include <cstdint>
 
