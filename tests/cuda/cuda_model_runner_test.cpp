@@ -320,6 +320,40 @@ INSTANTIATE_TEST_SUITE_P(ServedModels, CudaModelRunnerOn,
                            return cuda_test::model_test_name(i.param);
                          });
 
+// check_config (host only, no device needed): the two geometries pass, each field outside them is
+// refused by name.
+TEST(CudaModelRunner, CheckConfigServesProductionAndMicroGeometriesOnly) {
+  for (const char* preset : {"glm-5.3-flash", "tinyglm", "tinyglm-micro"})
+    EXPECT_NO_THROW(cuda::CudaModelRunner::check_config(preset_config(preset))) << preset;
+  EXPECT_NO_THROW(
+      cuda::CudaModelRunner::check_config(cuda_test::served_config(cuda_test::kTrainedMicro)));
+  struct Case {
+    const char* field;
+    void (*change)(ModelConfig&);
+  };
+  const Case cases[] = {
+      {"hidden_size", [](ModelConfig& c) { c.hidden_size = 512; }},
+      {"linear_attn_config.head_dim", [](ModelConfig& c) { c.kda.head_dim = 128; }},
+      {"kv_lora_rank", [](ModelConfig& c) { c.kv_lora_rank = 512; }},
+      {"index_head_dim", [](ModelConfig& c) { c.index_head_dim = 64; }},
+      {"moe_intermediate_size", [](ModelConfig& c) { c.moe_intermediate_size = 48; }},
+      {"hc_mult", [](ModelConfig& c) { c.hc_mult = 2; }},
+  };
+  for (const Case& k : cases) {
+    ModelConfig c = preset_config("tinyglm-micro");
+    k.change(c);
+    try {
+      cuda::CudaModelRunner::check_config(c);
+      ADD_FAILURE() << k.field << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(k.field), std::string::npos) << e.what();
+    }
+  }
+  ModelConfig production = preset_config("tinyglm");
+  production.num_attention_heads = 8;  // production heads come in tensor-core tiles of 16
+  EXPECT_THROW(cuda::CudaModelRunner::check_config(production), Error);
+}
+
 // A geometry neither instantiation serves: tinyglm-micro with the production KDA head dim is
 // refused by name, and the message lists the geometries that are served.
 TEST(CudaModelRunner, RefusesShapesItsKernelsDoNotServe) {
