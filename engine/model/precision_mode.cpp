@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <string>
 
 #include "engine/core/error.h"
@@ -14,6 +15,11 @@ namespace sparkglm {
 namespace {
 
 constexpr int64_t kNvBlock = 16;
+
+// The KDA projections spark converts, as the checkpoint names them under self_attn.
+constexpr const char* kKdaProjections[] = {"q_proj", "k_proj",   "v_proj",   "f_a_proj", "f_b_proj",
+                                           "b_proj", "g_a_proj", "g_b_proj", "o_proj"};
+constexpr const char* kSwiGluProjections[] = {"gate_proj", "up_proj", "down_proj"};
 
 // `w` replaced by its NVFP4 round trip, kept in weights.owned.
 void convert_to_fp4(Linear& w, const std::string& name, ModelWeights& weights) {
@@ -48,40 +54,23 @@ float input_scale(const ModelConfig& c, const TensorSource* src, const std::stri
 }
 
 void apply_spark(const ModelConfig& c, ModelWeights& weights) {
-  const TensorSource* src = weights.source.get();
   auto convert_layer = [&](LayerWeights& l, const std::string& p) {
     if (l.kind == LayerKind::kLinearAttention) {
       KdaWeights& k = l.kda;
-      const std::string a = p + "self_attn.";
-      for (auto [w, n] : {std::pair{&k.q_proj, "q_proj"},
-                          {&k.k_proj, "k_proj"},
-                          {&k.v_proj, "v_proj"},
-                          {&k.f_a, "f_a_proj"},
-                          {&k.f_b, "f_b_proj"},
-                          {&k.b_proj, "b_proj"},
-                          {&k.g_a, "g_a_proj"},
-                          {&k.g_b, "g_b_proj"},
-                          {&k.o_proj, "o_proj"}})
-        convert_to_fp4(*w, a + n + ".weight", weights);
+      Linear* w[] = {&k.q_proj, &k.k_proj, &k.v_proj, &k.f_a,   &k.f_b,
+                     &k.b_proj, &k.g_a,    &k.g_b,    &k.o_proj};
+      for (size_t i = 0; i < std::size(w); ++i)
+        convert_to_fp4(*w[i], p + "self_attn." + kKdaProjections[i] + ".weight", weights);
     }
-    if (l.dense_mlp) return;
-    MoeWeights& m = l.moe;
-    if (m.shared)
-      for (auto [w, n] : {std::pair{&m.shared->gate, "gate_proj"},
-                          {&m.shared->up, "up_proj"},
-                          {&m.shared->down, "down_proj"}})
-        convert_to_fp4(*w, p + "mlp.shared_experts." + n + ".weight", weights);
-    m.fp4_activations.clear();
-    for (size_t e = 0; e < m.experts.size(); ++e) {
-      const std::string ep = p + "mlp.experts." + std::to_string(e) + ".";
-      m.fp4_activations.push_back({std::max(input_scale(c, src, ep + "gate_proj.weight"),
-                                            input_scale(c, src, ep + "up_proj.weight")),
-                                   input_scale(c, src, ep + "down_proj.weight")});
-    }
+    if (l.dense_mlp || !l.moe.shared) return;
+    Linear* w[] = {&l.moe.shared->gate, &l.moe.shared->up, &l.moe.shared->down};
+    for (size_t i = 0; i < std::size(w); ++i)
+      convert_to_fp4(*w[i], p + "mlp.shared_experts." + kSwiGluProjections[i] + ".weight", weights);
   };
   for (size_t i = 0; i < weights.layers.size(); ++i)
     convert_layer(weights.layers[i], layer_prefix(int(i)));
   if (weights.mtp) convert_layer(weights.mtp->layer, layer_prefix(c.mtp_layer()));
+  set_fp4_activation_scales(c, weights);
 }
 
 }  // namespace
@@ -95,6 +84,45 @@ PrecisionMode precision_mode_from_name(std::string_view name) {
 
 const char* precision_mode_name(PrecisionMode mode) {
   return mode == PrecisionMode::kSpark ? "spark" : "strict";
+}
+
+bool spark_converts(const ModelConfig& config, std::string_view name) {
+  const std::string_view layers = "model.layers.";
+  if (name.substr(0, layers.size()) != layers) return false;
+  const std::string_view rest = name.substr(layers.size());
+  const size_t dot = rest.find('.');
+  if (dot == std::string_view::npos || dot == 0) return false;
+  int layer = 0;
+  for (char ch : rest.substr(0, dot)) {
+    if (ch < '0' || ch > '9' || layer > 1000000) return false;
+    layer = layer * 10 + (ch - '0');
+  }
+  const std::string_view tail = rest.substr(dot + 1);
+  for (const char* n : kSwiGluProjections)
+    if (tail == std::string("mlp.shared_experts.") + n + ".weight") return true;
+  if (layer >= config.num_hidden_layers || config.layer_kind(layer) != LayerKind::kLinearAttention)
+    return false;
+  for (const char* n : kKdaProjections)
+    if (tail == std::string("self_attn.") + n + ".weight") return true;
+  return false;
+}
+
+void set_fp4_activation_scales(const ModelConfig& c, ModelWeights& weights) {
+  const TensorSource* src = weights.source.get();
+  auto set_layer = [&](LayerWeights& l, const std::string& p) {
+    if (l.dense_mlp) return;
+    MoeWeights& m = l.moe;
+    m.fp4_activations.clear();
+    for (size_t e = 0; e < m.experts.size(); ++e) {
+      const std::string ep = p + "mlp.experts." + std::to_string(e) + ".";
+      m.fp4_activations.push_back({std::max(input_scale(c, src, ep + "gate_proj.weight"),
+                                            input_scale(c, src, ep + "up_proj.weight")),
+                                   input_scale(c, src, ep + "down_proj.weight")});
+    }
+  };
+  for (size_t i = 0; i < weights.layers.size(); ++i)
+    set_layer(weights.layers[i], layer_prefix(int(i)));
+  if (weights.mtp) set_layer(weights.mtp->layer, layer_prefix(c.mtp_layer()));
 }
 
 void apply_precision_mode(const ModelConfig& config, PrecisionMode mode, ModelWeights& weights) {

@@ -36,4 +36,14 @@ const char* precision_mode_name(PrecisionMode mode);
 // Error(kInvalidCheckpoint) naming it.
 void apply_precision_mode(const ModelConfig& config, PrecisionMode mode, ModelWeights& weights);
 
+// True for a tensor of checkpoint_tensors(config) that spark converts to NVFP4 (a KDA projection
+// of a linear-attention layer, or a shared-expert projection): what a backend converting on its
+// own (the CUDA DeviceWeights) asks of each tensor, so both backends convert the same set.
+bool spark_converts(const ModelConfig& config, std::string_view tensor_name);
+
+// Spark's activation scales alone: every MoE layer's fp4_activations (the MTP layer's too) from
+// weights.source's input_scale tensors (or the derived ones), as apply_precision_mode sets them.
+// Errors as apply_precision_mode's.
+void set_fp4_activation_scales(const ModelConfig& config, ModelWeights& weights);
+
 }  // namespace sparkglm

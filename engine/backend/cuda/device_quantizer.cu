@@ -6,6 +6,9 @@
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_buffer.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/fp4_rounding.cuh"
+#include "engine/backend/cuda/projection.h"
+#include "engine/backend/cuda/stored_weight_value.cuh"
 #include "engine/model/weight_quantizer.h"
 #include "tinyglm/dummy_hash.h"
 
@@ -19,46 +22,11 @@ constexpr int kFp8Block = 128;
 constexpr int kMxBlock = 32;
 constexpr int kNvBlock = 16;
 constexpr double kE4m3Max = 448.0;
-constexpr double kE2m1Max = 6.0;
 
 // The BF16 dummy value the CPU quantizer reads (tinyglm/dummy_weights.cpp stores it as BF16).
 __device__ __forceinline__ float dummy_at(const DummyMatrix& m, int64_t i) {
   return bf16_bits_to_f32(
       f32_to_bf16_bits(dummy::value(m.key, uint64_t(i), m.center, m.half_width)));
-}
-
-// weight_quantizer.cpp's round_e4m3, step for step (rint is nearbyint under the default RNE).
-__device__ uint8_t round_e4m3_dev(double x) {
-  if (isnan(x)) return 0x7f;
-  const uint8_t sign = signbit(x) ? 0x80 : 0x00;
-  const double a = fabs(x);
-  if (a >= kE4m3Max) return uint8_t(sign | 0x7e);
-  int e;
-  frexp(a, &e);
-  const int binade = e - 1 > -6 ? e - 1 : -6;
-  const double quantum = ldexp(1.0, binade - 3);
-  const double q = rint(a / quantum) * quantum;
-  if (q == 0.0) return sign;
-  if (q >= kE4m3Max) return uint8_t(sign | 0x7e);
-  int qe;
-  const double qm = frexp(q, &qe);
-  if (qe - 1 < -6) return uint8_t(sign | uint8_t(ldexp(q, 9)));
-  const uint8_t exp_field = uint8_t(qe - 1 + 7);
-  const uint8_t man_field = uint8_t(ldexp(qm * 2.0 - 1.0, 3));
-  return uint8_t(sign | (exp_field << 3) | man_field);
-}
-
-// weight_quantizer.cpp's round_e2m1.
-__device__ uint8_t round_e2m1_dev(double x) {
-  const uint8_t sign = signbit(x) ? 0x8 : 0x0;
-  const double a = fabs(x);
-  if (a >= kE2m1Max) return uint8_t(sign | 7);
-  const double quantum = a < 2.0 ? 0.5 : (a < 4.0 ? 1.0 : 2.0);
-  const double q = rint(a / quantum) * quantum;
-  // Magnitudes by code: 0, 0.5, 1, 1.5, 2, 3, 4, 6.
-  const uint8_t code =
-      q < 2.0 ? uint8_t(q * 2.0) : (q == 2.0 ? 4 : (q == 3.0 ? 5 : (q == 4.0 ? 6 : 7)));
-  return uint8_t(sign | code);
 }
 
 int grid_for(int64_t n) {
@@ -85,7 +53,7 @@ __global__ void mxfp8_kernel(const __grid_constant__ DummyMatrix m, uint8_t* val
     }
     scale[b] = uint8_t(k + 127);
     for (int i = 0; i < kMxBlock; ++i)
-      values[first + i] = round_e4m3_dev(ldexp(double(dummy_at(m, first + i)), -k));
+      values[first + i] = fp4::round_e4m3(ldexp(double(dummy_at(m, first + i)), -k));
   }
 }
 
@@ -110,42 +78,82 @@ __global__ void fp8_block_kernel(const __grid_constant__ DummyMatrix m, uint8_t*
   if (threadIdx.x == 0) scale_inv[blockIdx.x] = s;
   for (int64_t i = threadIdx.x; i < nr * nc; i += blockDim.x) {
     const int64_t at = (r0 + i / nc) * m.cols + c0 + i % nc;
-    values[at] = round_e4m3_dev(double(dummy_at(m, at)) / double(s));
+    values[at] = fp4::round_e4m3(double(dummy_at(m, at)) / double(s));
   }
 }
 
+// The FP32 values a quantizer reads: a preset's dummy tensor, or a projection already on the
+// device (spark's conversions), each element as the CPU reads it.
+struct DummySource {
+  DummyMatrix m;
+  __device__ float at(int64_t i) const { return dummy_at(m, i); }
+};
+
+struct LinearSource {
+  int64_t rows = 0, cols = 0;
+  const void* dense = nullptr;  // BF16 or FP32 [rows, cols], or null: `q`
+  bool f32 = false;
+  QuantizedWeight q;
+  __device__ float at(int64_t i) const {
+    if (dense)
+      return f32 ? static_cast<const float*>(dense)[i]
+                 : bf16_bits_to_f32(static_cast<const uint16_t*>(dense)[i]);
+    return stored_weight_value(q, i / cols, i % cols);
+  }
+};
+
 // The tensor's amax as FP32 bits: non-negative floats order as their unsigned bits.
-__global__ void amax_kernel(const __grid_constant__ DummyMatrix m, unsigned int* amax_bits) {
+template <typename Source>
+__global__ void amax_kernel(const __grid_constant__ Source s, int64_t n, unsigned int* amax_bits) {
   float a = 0.0f;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < m.rows * m.cols;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    a = fmaxf(a, fabsf(dummy_at(m, i)));
+    a = fmaxf(a, fabsf(s.at(i)));
   a = warp_max(a);
   if ((threadIdx.x & 31) == 0) atomicMax(amax_bits, __float_as_uint(a));
 }
 
 // One thread per 16-value block: weight_quantizer.cpp's nvfp4_block.
-__global__ void nvfp4_kernel(const __grid_constant__ DummyMatrix m, float scale_2, uint8_t* packed,
-                             uint8_t* scale) {
-  const int64_t blocks = m.rows * (m.cols / kNvBlock);
+template <typename Source>
+__global__ void nvfp4_kernel(const __grid_constant__ Source s, int64_t n, float scale_2,
+                             uint8_t* packed, uint8_t* scale) {
+  const int64_t blocks = n / kNvBlock;
   for (int64_t b = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; b < blocks;
        b += int64_t(gridDim.x) * blockDim.x) {
     const int64_t first = b * kNvBlock;
     float x[kNvBlock];
-    float block_amax = 0.0f;
-    for (int i = 0; i < kNvBlock; ++i) {
-      x[i] = dummy_at(m, first + i);
-      block_amax = fmaxf(block_amax, fabsf(x[i]));
-    }
-    const uint8_t code = round_e4m3_dev(double(block_amax) / (kE2m1Max * double(scale_2)));
-    const double d = double(e4m3_to_f32(code)) * double(scale_2);
-    scale[b] = code;
-    for (int i = 0; i < kNvBlock; i += 2) {
-      const uint8_t lo = d > 0.0 ? round_e2m1_dev(double(x[i]) / d) : 0;
-      const uint8_t hi = d > 0.0 ? round_e2m1_dev(double(x[i + 1]) / d) : 0;
-      packed[(first + i) / 2] = uint8_t(lo | (hi << 4));
-    }
+    for (int i = 0; i < kNvBlock; ++i) x[i] = s.at(first + i);
+    uint8_t codes[kNvBlock];
+    scale[b] = fp4::nvfp4_block(x, kNvBlock, scale_2, codes);
+    for (int i = 0; i < kNvBlock; i += 2)
+      packed[(first + i) / 2] = uint8_t(codes[i] | (codes[i + 1] << 4));
   }
+}
+
+// quantize_nvfp4 of the n values of `s` (rows of whole blocks): the tensor's amax read back to
+// the host (synchronising `stream`), then the blocks. Returns weight_scale_2.
+template <typename Source>
+float quantize_nvfp4_from(const Source& s, int64_t n, uint8_t* packed, uint8_t* scale,
+                          cudaStream_t stream) {
+  if (n == 0) return 1.0f;
+  DeviceBuffer amax_bits(sizeof(unsigned int));
+  SPARKGLM_CUDA_CHECK(cudaMemsetAsync(amax_bits.data(), 0, sizeof(unsigned int), stream));
+  // At most kAmaxBlocks blocks: each warp's atomicMax hits one address, so fewer warps are faster.
+  amax_kernel<Source><<<std::min(grid_for(n), kAmaxBlocks), kThreads, 0, stream>>>(
+      s, n, static_cast<unsigned int*>(amax_bits.data()));
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  unsigned int bits = 0;
+  SPARKGLM_CUDA_CHECK(
+      cudaMemcpyAsync(&bits, amax_bits.data(), sizeof(bits), cudaMemcpyDeviceToHost, stream));
+  SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  float amax;
+  static_assert(sizeof(amax) == sizeof(bits));
+  std::memcpy(&amax, &bits, sizeof(amax));
+  const float scale_2 = nvfp4_global_scale(amax);  // the CPU's FP32 division
+  nvfp4_kernel<Source>
+      <<<grid_for(n / kNvBlock), kThreads, 0, stream>>>(s, n, scale_2, packed, scale);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  return scale_2;
 }
 
 }  // namespace
@@ -172,25 +180,23 @@ void quantize_dummy_fp8_block(const DummyMatrix& m, uint8_t* values, float* scal
 float quantize_dummy_nvfp4(const DummyMatrix& m, uint8_t* packed, uint8_t* scale,
                            cudaStream_t stream) {
   SPARKGLM_ASSERT(m.cols % kNvBlock == 0, "NVFP4 needs cols divisible by 16");
-  if (m.rows * m.cols == 0) return 1.0f;
-  DeviceBuffer amax_bits(sizeof(unsigned int));
-  SPARKGLM_CUDA_CHECK(cudaMemsetAsync(amax_bits.data(), 0, sizeof(unsigned int), stream));
-  // At most kAmaxBlocks blocks: each warp's atomicMax hits one address, so fewer warps are faster.
-  amax_kernel<<<std::min(grid_for(m.rows * m.cols), kAmaxBlocks), kThreads, 0, stream>>>(
-      m, static_cast<unsigned int*>(amax_bits.data()));
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
-  unsigned int bits = 0;
-  SPARKGLM_CUDA_CHECK(
-      cudaMemcpyAsync(&bits, amax_bits.data(), sizeof(bits), cudaMemcpyDeviceToHost, stream));
-  SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream));
-  float amax;
-  static_assert(sizeof(amax) == sizeof(bits));
-  std::memcpy(&amax, &bits, sizeof(amax));
-  const float scale_2 = nvfp4_global_scale(amax);  // the CPU's FP32 division
-  const int64_t blocks = m.rows * (m.cols / kNvBlock);
-  nvfp4_kernel<<<grid_for(blocks), kThreads, 0, stream>>>(m, scale_2, packed, scale);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
-  return scale_2;
+  return quantize_nvfp4_from(DummySource{m}, m.rows * m.cols, packed, scale, stream);
+}
+
+float quantize_linear_nvfp4(const Linear& w, uint8_t* packed, uint8_t* scale, cudaStream_t stream) {
+  SPARKGLM_ASSERT(w.cols % kNvBlock == 0, "NVFP4 needs cols divisible by 16");
+  LinearSource s;
+  s.rows = w.rows;
+  s.cols = w.cols;
+  if (w.quantized()) {
+    s.q = quantized_weight(w);
+  } else {
+    SPARKGLM_ASSERT(w.dtype == DType::kBF16 || w.dtype == DType::kF32,
+                    "quantize_linear_nvfp4: a dense source is BF16 or FP32");
+    s.dense = w.data;
+    s.f32 = w.dtype == DType::kF32;
+  }
+  return quantize_nvfp4_from(s, w.rows * w.cols, packed, scale, stream);
 }
 
 }  // namespace sparkglm::cuda

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "engine/model/weights.h"
+
 namespace sparkglm::cuda {
 
 // The dummy tensor to quantize: [rows, cols], key = dummy::tensor_key(seed, name).
@@ -29,5 +31,12 @@ void quantize_dummy_fp8_block(const DummyMatrix& m, uint8_t* values, float* scal
 // `stream`); returns weight_scale_2 = nvfp4_global_scale(amax).
 float quantize_dummy_nvfp4(const DummyMatrix& m, uint8_t* packed, uint8_t* scale,
                            cudaStream_t stream);
+
+// --precision-mode spark's conversion (precision_mode.cpp's convert_to_fp4) of a projection
+// already on the device, BF16, FP32 or in an FP4-Local format: quantize_nvfp4 of its FP32 values
+// as the CPU reads them (Linear::at, or the dequantized value: stored_weight_value.cuh), so the
+// codes are the CPU's, and dequantized they give the CPU's converted FP32 matrix. packed / scale
+// as above; synchronises `stream`; returns weight_scale_2.
+float quantize_linear_nvfp4(const Linear& w, uint8_t* packed, uint8_t* scale, cudaStream_t stream);
 
 }  // namespace sparkglm::cuda

@@ -4,6 +4,7 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/stored_weight_value.cuh"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -33,35 +34,13 @@ struct DequantArgs {
   uint16_t* out;  // [rows, cols] BF16
 };
 
-// One thread per weight: weight_formats.cpp's FP32 value (__fmul_rn: rounded where the CPU
-// rounds), then BF16 round to nearest even.
+// One thread per weight: the CPU's FP32 value (stored_weight_value.cuh), then BF16 round to
+// nearest even.
 __global__ void dequantize_kernel(const __grid_constant__ DequantArgs a) {
   const QuantizedWeight& w = a.w;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < w.rows * w.cols;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = i / w.cols, c = i % w.cols;
-    float v;
-    if (w.format == QuantFormat::kNvfp4) {
-      const uint8_t byte = w.data[i / 2];  // row-major [rows, cols/2], cols even
-      const uint32_t nibble = (c % 2 == 0) ? (byte & 0xfu) : (byte >> 4);
-      const uint32_t exp = (nibble >> 1) & 3u, man = nibble & 1u;
-      const uint32_t mag =
-          exp == 0 ? (man ? 0x3f000000u : 0u) : (((exp + 126u) << 23) | (man << 22));
-      const float e2m1 = __uint_as_float(mag | ((nibble & 8u) << 28));
-      v = __fmul_rn(__fmul_rn(e2m1, e4m3_to_f32(w.scale[r * (w.cols / 16) + c / 16])),
-                    w.global_scale);
-    } else if (w.format == QuantFormat::kMxfp8) {
-      const uint32_t e = w.scale[r * (w.cols / 32) + c / 32];
-      const float s = e == 0xffu
-                          ? __uint_as_float(0x7fc00000u)
-                          : (e == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23));
-      v = __fmul_rn(e4m3_to_f32(w.data[i]), s);
-    } else {
-      const int64_t sc = (w.cols + 127) / 128;
-      v = __fmul_rn(e4m3_to_f32(w.data[i]), w.scale_inv[(r / 128) * sc + c / 128]);
-    }
-    a.out[i] = f32_to_bf16_bits(v);
-  }
+       i += int64_t(gridDim.x) * blockDim.x)
+    a.out[i] = f32_to_bf16_bits(stored_weight_value(w, i / w.cols, i % w.cols));
 }
 
 }  // namespace
