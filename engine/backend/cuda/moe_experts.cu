@@ -221,6 +221,15 @@ void moe_decode_group(const MoeExpertArgs& a, cudaStream_t stream) {
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
+void moe_decode_down(const MoeExpertArgs& a, cudaStream_t stream) {
+  SPARKGLM_ASSERT(a.width % kKMultiple == 0 && a.hidden % kRows == 0 && a.groups && a.down,
+                  "moe_decode_down: width a multiple of 512, hidden of 16, groups and weights");
+  if (a.tokens <= 0) return;
+  down_kernel<<<dim3(unsigned(a.hidden / kRows), unsigned(a.tokens * a.top_k)), kSplitK * 32, 0,
+                stream>>>(a);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
 void moe_decode_combine(const MoeExpertArgs& a, cudaStream_t stream) {
   combine_kernel<<<unsigned(a.tokens), 256, 0, stream>>>(a);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());

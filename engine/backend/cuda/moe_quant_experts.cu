@@ -299,6 +299,22 @@ void shared_linear(const Linear& l, const uint16_t* x, int64_t tokens, float* y,
 
 }  // namespace
 
+void moe_decode_down_quantized(const MoeExpertArgs& a, const MoeQuantOperand& w,
+                               cudaStream_t stream) {
+  SPARKGLM_ASSERT(a.width % kKMultiple == 0 && a.hidden % kRows == 0 && a.groups != nullptr,
+                  "moe_decode_down_quantized: width a multiple of 512, hidden of 16, and groups");
+  const std::string problem = operand_problem(w);
+  if (!problem.empty())
+    throw Error(ErrorKind::kInvalidArgument,
+                "moe_decode_down_quantized: " + std::string(quant_format_name(w.format)) +
+                    " operand: " + problem);
+  if (a.tokens <= 0) return;
+  const QuantDecodeArgs qa{a, MoeQuantOperand{}, MoeQuantOperand{}, w};
+  moe_quant::by_format(w.format, [&](auto f) {
+    launch_down<decltype(f)::value>(qa, unsigned(a.tokens * a.top_k), stream);
+  });
+}
+
 void moe_experts_decode_quantized(const MoeExpertArgs& args, const MoeQuantExperts& q,
                                   cudaStream_t stream, QuantKernel kernel) {
   SPARKGLM_ASSERT(args.hidden % kKMultiple == 0 && args.width % kKMultiple == 0 && args.top_k > 0 &&

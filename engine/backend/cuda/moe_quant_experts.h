@@ -67,4 +67,10 @@ struct MoeQuantExperts {
 void moe_experts_decode_quantized(const MoeExpertArgs& args, const MoeQuantExperts& q,
                                   cudaStream_t stream, QuantKernel kernel = QuantKernel::kCurrent);
 
+// moe_decode_down over quantized weights: y[pair] = gs[e] * (w[e] h[pair]) for every grouped
+// pair, w's experts [hidden, width] (args.down is not read). An operand without the arrays of its
+// format is an Error(kInvalidArgument).
+void moe_decode_down_quantized(const MoeExpertArgs& args, const MoeQuantOperand& w,
+                               cudaStream_t stream);
+
 }  // namespace sparkglm::cuda
