@@ -23,6 +23,7 @@
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
 #include "engine/core/strict_json.h"
+#include "engine/model/precision_mode.h"
 #include "engine/model/step_footprint.h"
 #include "engine/server/token_codec.h"
 #include "engine/text/grammar/compiled_grammar.h"
@@ -83,26 +84,13 @@ int run(const std::vector<std::string>& args) {
     return 0;
   }
   const CliArgs a(args, {"--profile-steps", "--enforce-eager"});
-  a.allow_only({"--device",
-                "--preset",
-                "--num-layers",
-                "--seed",
-                "--weight-format",
-                "--block-size",
-                "--kv-cache-dtype",
-                "--gpu-memory-utilization",
-                "--cells",
-                "--prompt",
-                "--decode-steps",
-                "--warmup-steps",
-                "--runs",
-                "--max-prefill-tokens",
-                "--max-seconds",
-                "--threads",
-                "--out",
-                "--profile-steps",
-                "--enforce-eager",
-                "--temperature",
+  a.allow_only({"--device",        "--preset",         "--num-layers",
+                "--seed",          "--weight-format",  "--precision-mode",
+                "--block-size",    "--kv-cache-dtype", "--gpu-memory-utilization",
+                "--cells",         "--prompt",         "--decode-steps",
+                "--warmup-steps",  "--runs",           "--max-prefill-tokens",
+                "--max-seconds",   "--threads",        "--out",
+                "--profile-steps", "--enforce-eager",  "--temperature",
                 "--schema"});
   const std::string out_path = a.required("--out");
   set_default_thread_count(int(a.integer("--threads", 0, 0, 1024)));
@@ -135,6 +123,7 @@ int run(const std::vector<std::string>& args) {
   r.num_layers = int(a.integer("--num-layers", 0, 0, 1 << 10));
   r.seed = uint64_t(a.integer("--seed", 0, 0, INT64_MAX));
   r.weight_format = checkpoint_format_from_name(a.str("--weight-format", "bf16"));
+  r.precision_mode = precision_mode_from_name(a.str("--precision-mode", "strict"));
   r.block_size = int(a.integer("--block-size", 16, 1, 1 << 12));
   r.profile_steps = a.has("--profile-steps");  // device time by part on stderr at exit (cuda)
   // No step graphs at all (cuda), as sparkglm-serve --enforce-eager; verify cells time their
@@ -209,6 +198,7 @@ int run(const std::vector<std::string>& args) {
       {"num_layers", built.config.num_hidden_layers},
       {"config_sha256", sha256_hex(built.config.to_json().dump())},
       {"weights", built.weights_identity},
+      {"precision_mode", precision_mode_name(r.precision_mode)},
       {"kv_cache_dtype", kv_name},
       {"block_size", r.block_size},
       {"pool_tokens", built.pool_tokens},

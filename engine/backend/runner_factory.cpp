@@ -190,12 +190,14 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
   o.kv_dtype = r.kv_dtype;
   o.graphs = r.cuda_graphs;
   o.profile_steps = r.profile_steps;
+  o.precision_mode = r.precision_mode;
   // A checkpoint is opened (mapped, not read) before the plan: its stored formats size the arena.
   const std::shared_ptr<Checkpoint> checkpoint =
       r.model_dir.empty() ? nullptr : Checkpoint::open(r.model_dir);
   MemoryDemand demand;
-  demand.weights = checkpoint ? cuda::DeviceWeights::arena_bytes(mc, *checkpoint)
-                              : cuda::DeviceWeights::arena_bytes(mc, r.weight_format);
+  demand.weights = checkpoint
+                       ? cuda::DeviceWeights::arena_bytes(mc, *checkpoint, r.precision_mode)
+                       : cuda::DeviceWeights::arena_bytes(mc, r.weight_format, r.precision_mode);
   // The prefix cache's KDA snapshots are state too: taken out of the pool's budget.
   demand.state =
       cuda::CudaModelRunner::state_bytes(mc, r.max_num_seqs, r.num_snapshots, r.state_records);
@@ -212,14 +214,18 @@ BuiltRunner build_cuda(const RunnerRequest& r, ThreadPool& pool) {
 
   std::unique_ptr<cuda::DeviceWeights> dw;
   if (!checkpoint) {
-    dw = cuda::DeviceWeights::generate(mc, r.seed, r.weight_format);
+    dw = cuda::DeviceWeights::generate(mc, r.seed, r.weight_format, r.precision_mode);
     b.model_id = r.preset;
   } else {
-    dw = cuda::DeviceWeights::upload(mc, *checkpoint);
+    dw = cuda::DeviceWeights::upload(mc, *checkpoint, r.precision_mode);
     b.model_id = model_dir_name(r.model_dir);
   }
   b.weights_identity = dw->identity();
-  b.log_lines.push_back(precision_line(r.precision_mode));
+  b.log_lines.push_back(precision_line(r.precision_mode) +
+                        (r.precision_mode == PrecisionMode::kSpark
+                             ? " (emulated on this device: FP4 values in BF16 tensor-core "
+                               "products, docs/cuda-engine.md)"
+                             : ""));
   b.runner = std::make_unique<cuda::CudaModelRunner>(mc, std::move(dw), o);
   b.log_lines.push_back(cuda::CudaModelRunner::graph_plan(mc, o));
   b.kv_bytes = cuda::CudaModelRunner::cache_bytes(mc, o) - demand.state;
@@ -264,13 +270,6 @@ BuiltRunner build_for_device(const RunnerRequest& request, ThreadPool& pool) {
                     "shapes a preset's dummy weights)");
   if (request.device == "cpu") return build_cpu(request, pool);
   if (request.device == "cuda") {
-    if (request.precision_mode != PrecisionMode::kStrict)
-      throw Error(ErrorKind::kUnsupported,
-                  std::string("--precision-mode ") + precision_mode_name(request.precision_mode) +
-                      " with --device cuda: not implemented yet on cuda (its kernels read NVFP4 "
-                      "weights, but do not yet convert KDA and shared-expert weights to NVFP4 "
-                      "or round routed-expert activations through it); spark runs on --device "
-                      "cpu (docs/checkpoint.md)");
 #if SPARKGLM_HAVE_CUDA
     return build_cuda(request, pool);
 #else

@@ -7,9 +7,10 @@
 //       the ranks shard them, so every rank's shard is a slice of one converted model; the KV pool
 //       is kv_cache_bytes (or min(1 GiB, max_num_seqs full sequences)) on each rank, counted with
 //       the KV shard's bytes per block when there are several ranks and kv_shard.
-// cuda: strict only (spark is refused before anything loads); weights on the device in their
-//       stored formats (a preset's dummy weights are generated there in weight_format, never on
-//       the host; a checkpoint is uploaded as stored, DeviceWeights); the KV pool
+// cuda: weights on the device in their stored formats (a preset's dummy weights are generated
+//       there in weight_format, never on the host; a checkpoint is uploaded as stored,
+//       DeviceWeights), in spark with the KDA and shared-expert projections converted to NVFP4
+//       there (the CPU's bytes) and the routed experts through spark_moe.h; the KV pool
 //       is kv_cache_bytes, or what gpu_memory_utilization of the device's memory leaves after
 //       weights, state slots and workspaces.
 #include <cstddef>
@@ -81,9 +82,8 @@ struct BuiltRunner {
 };
 
 // Throws Error(kInvalidArgument) when the budget holds no block, Error(kUnsupported) for a device
-// this build lacks, a precision mode the device has no kernels for or a model the backend cannot
-// serve, Error(kCapacity) naming every part of the memory plan when the device cannot hold the
-// weights, state and workspace.
+// this build lacks or a model the backend cannot serve, Error(kCapacity) naming every part of the
+// memory plan when the device cannot hold the weights, state and workspace.
 BuiltRunner build_runner(const RunnerRequest& request, ThreadPool& pool);
 
 // True when this binary was built with the CUDA backend.

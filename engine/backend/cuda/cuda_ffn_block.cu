@@ -3,7 +3,8 @@
 // rows stream each chosen expert's weights per token; prompt rows are grouped by expert on the
 // device (moe_experts_prefill: grouped GEMMs, no host sync). A layer whose routed experts are
 // quantized (FP4-Local) takes the same two paths over its MoeQuantTable: moe_quant_experts.h
-// dequantizes in registers, moe_prefill_quant.h through a bounded BF16 scratch.
+// dequantizes in registers, moe_prefill_quant.h through a bounded BF16 scratch. In spark mode the
+// MoE runs spark_moe.h's path instead (FP4-rounded routed activations), every row alike.
 #include <algorithm>
 
 #include "engine/backend/cuda/cuda_check.h"
@@ -16,6 +17,7 @@
 #include "engine/backend/cuda/moe_router.h"
 #include "engine/backend/cuda/projection.h"
 #include "engine/backend/cuda/runner_kernels.h"
+#include "engine/backend/cuda/spark_moe.h"
 
 namespace sparkglm::cuda {
 
@@ -38,6 +40,10 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
   route_experts(ws_.router_logits, w.moe.score_bias, T, E, k, config_.norm_topk_prob,
                 config_.routed_scaling_factor, ws_.experts, ws_.expert_weights, stream_);
   profile_.mark("moe.experts", stream_);
+  if (options_.precision_mode == PrecisionMode::kSpark) {
+    spark_moe_block(w, layer, out);
+    return;
+  }
   const ExpertTable& table = experts_.at(layer);
   // Quantized routed experts (FP4-Local): the same paths with weights dequantized on the fly.
   const MoeQuantExperts* quant = table.quant ? &table.quant->experts() : nullptr;
@@ -89,6 +95,45 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
   a.quant_scratch = expert_dequant_.data();
   a.quant_chunk = kMoePrefillQuantChunk;
   moe_experts_prefill(a, gemm_, stream_);
+}
+
+void CudaModelRunner::spark_moe_block(const LayerWeights& w, int layer, float* out) {
+  const int64_t T = step_->rows(), D = config_.hidden_size;
+  const ExpertTable& table = experts_.at(layer);
+  const SwiGluWeights* shared = w.moe.shared ? &*w.moe.shared : nullptr;
+  // Decode and prompt rows alike, in pieces of kDecodeMaxRows: a row's path does not depend on
+  // what it is, and its bits not on the rows beside it (spark_moe.h).
+  for (int64_t r0 = 0; r0 < T; r0 += kDecodeMaxRows) {
+    SparkMoeArgs s;
+    MoeExpertArgs& a = s.a;
+    a.tokens = std::min<int64_t>(kDecodeMaxRows, T - r0);
+    a.top_k = config_.num_experts_per_tok;
+    a.n_experts = config_.n_routed_experts;
+    a.hidden = D;
+    a.width = config_.moe_intermediate_size;
+    a.clamp_limit = config_.swiglu_limit;
+    a.x = ws_.normed_bf16 + r0 * D;
+    a.experts = ws_.experts + r0 * a.top_k;
+    a.weights = ws_.expert_weights + r0 * a.top_k;
+    a.gate_up = table.device_gate_up;
+    a.down = table.device_down;
+    a.h = ws_.moe_h;
+    a.y = ws_.moe_y;
+    a.groups = ws_.moe_groups;
+    a.shared_gu = ws_.moe_shared_gu;
+    a.shared_h = ws_.moe_shared_h;
+    a.shared_y = ws_.moe_shared_y;
+    a.out = out + r0 * D;
+    s.quant = table.quant ? &table.quant->experts() : nullptr;
+    s.x_f32 = ws_.normed + r0 * D;
+    s.scales = table.spark_scales;
+    s.shared_gate = shared ? &shared->gate : nullptr;
+    s.shared_up = shared ? &shared->up : nullptr;
+    s.shared_down = shared ? &shared->down : nullptr;
+    s.xq = ws_.spark_xq;
+    s.gu = ws_.spark_gu;
+    moe_experts_spark(s, stream_);
+  }
 }
 
 }  // namespace sparkglm::cuda

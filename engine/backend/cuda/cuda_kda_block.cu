@@ -19,11 +19,24 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
   profile_.mark("kda.proj", stream_);
   // q_proj, k_proj and v_proj sit back to back in the arena (checkpoint order, elements and
   // scales): one [3*H*K, D] product streams all three, one launch instead of three.
-  const Linear qkv = fused({&w.q_proj, &w.k_proj, &w.v_proj}, "KDA q/k/v");
-  SPARKGLM_ASSERT(qkv.rows == 3 * HK && qkv.cols == D, "KDA q/k/v: [3*H*K, D]");
   const DequantWorkspace dq = weights_->dequant_workspace();
   const int64_t dec = step_->decode_rows();
-  project_step(gemm_, dq, qkv, x, dec, T, ws_.raw_q, stream_);
+  if (options_.precision_mode != PrecisionMode::kSpark) {
+    const Linear qkv = fused({&w.q_proj, &w.k_proj, &w.v_proj}, "KDA q/k/v");
+    SPARKGLM_ASSERT(qkv.rows == 3 * HK && qkv.cols == D, "KDA q/k/v: [3*H*K, D]");
+    project_step(gemm_, dq, qkv, x, dec, T, ws_.raw_q, stream_);
+  } else {
+    // Spark converted q, k and v each with its own NVFP4 global scale (precision_mode.h), so
+    // they cannot share one product: each goes through ws_.f (free until f_b below) into its
+    // third of the [T, 3*H*K] rows.
+    const Linear* parts[3] = {&w.q_proj, &w.k_proj, &w.v_proj};
+    for (int i = 0; i < 3; ++i) {
+      project_step(gemm_, dq, *parts[i], x, dec, T, ws_.f, stream_);  // [T, H*K]
+      SPARKGLM_CUDA_CHECK(cudaMemcpy2DAsync(ws_.raw_q + i * HK, 3 * HK * sizeof(float), ws_.f,
+                                            HK * sizeof(float), HK * sizeof(float), size_t(T),
+                                            cudaMemcpyDeviceToDevice, stream_));
+    }
+  }
   project_step(gemm_, dq, w.f_a, x, dec, T, ws_.low, stream_);  // [T, K]
   cast_f32_to_bf16(ws_.low, T * K, ws_.low_bf16, stream_);
   project_step(gemm_, dq, w.f_b, ws_.low_bf16, dec, T, ws_.f, stream_);  // [T, H*K]

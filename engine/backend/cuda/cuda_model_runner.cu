@@ -91,6 +91,7 @@ RunnerShape CudaModelRunner::runner_shape(const ModelConfig& c, const CudaRunner
   s.table_stride = (o.max_seq_len + o.block_size - 1) / o.block_size;
   s.max_pools = std::min(kIndexMaxPools, std::max(1, o.max_seq_len / c.index_kpool));
   s.attend_max = c.index_topk_pools() * c.index_kpool + c.index_kpool - 1;
+  s.spark = o.precision_mode == PrecisionMode::kSpark;
   return s;
 }
 
@@ -219,6 +220,9 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
     moe_index.push_back(config_.mtp_layer());
   }
   const int64_t E = config_.n_routed_experts;
+  // Spark reads its shared experts (NVFP4 after conversion) through quantized_gemv, whatever the
+  // routed experts' format.
+  const bool spark = options_.precision_mode == PrecisionMode::kSpark;
   std::vector<const uint16_t*> all;
   // Quantized routed experts (FP4-Local) go through MoeQuantTable instead; their BF16 slots stay
   // null.
@@ -228,7 +232,7 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
     any_quant = any_quant || quant;
     for (const auto& e : l->moe.experts) all.push_back(quant ? nullptr : fused(e));
     for (const auto& e : l->moe.experts) all.push_back(quant ? nullptr : e.down.bf16());
-    if (l->moe.shared && !quant) {
+    if (l->moe.shared && !quant && !spark) {
       SPARKGLM_ASSERT(!l->moe.shared->gate.quantized() && !l->moe.shared->down.quantized(),
                       "device weights: a quantized shared expert needs quantized routed experts");
       fused(*l->moe.shared);
@@ -252,7 +256,24 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
                                      config_.moe_intermediate_size);
     experts_[moe_index[i]] = std::move(t);
   }
-  if (any_quant)
+  if (spark) {  // [layer][2E]: s_gu then s_down, from DeviceWeights' fp4_activations
+    std::vector<float> scales;
+    for (size_t i = 0; i < moe_layers.size(); ++i) {
+      const auto& a = moe_layers[i]->moe.fp4_activations;
+      SPARKGLM_ASSERT(int64_t(a.size()) == E,
+                      "spark: the device weights carry no activation scales (not converted)");
+      for (const Fp4ActivationScales& x : a) scales.push_back(x.gate_up);
+      for (const Fp4ActivationScales& x : a) scales.push_back(x.down);
+    }
+    if (!scales.empty()) {
+      spark_scales_ = DeviceBuffer(scales.size() * sizeof(float));
+      spark_scales_.copy_from_host(scales.data(), scales.size() * sizeof(float));
+    }
+    for (size_t i = 0; i < moe_layers.size(); ++i)
+      experts_.at(moe_index[i]).spark_scales =
+          static_cast<const float*>(spark_scales_.data()) + int64_t(i) * 2 * E;
+  }
+  if (any_quant && !spark)  // spark never takes the grouped-GEMM prefill path
     expert_dequant_ = DeviceBuffer(moe_prefill_quant_scratch_bytes(
         kMoePrefillQuantChunk, config_.hidden_size, config_.moe_intermediate_size));
 }

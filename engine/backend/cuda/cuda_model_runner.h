@@ -40,6 +40,7 @@
 #include "engine/backend/cuda/step_profiler.h"
 #include "engine/backend/cuda/token_mask.h"
 #include "engine/model/model_runner.h"
+#include "engine/model/precision_mode.h"
 #include "engine/runtime/latent_cache.h"
 
 namespace sparkglm::cuda {
@@ -59,6 +60,9 @@ struct CudaRunnerOptions {
   bool graphs = true;                 // false: --enforce-eager
   int max_verify_graphs = 64;  // verify step shapes captured; steps of other shapes run eagerly
   bool profile_steps = false;  // device time by model part (StepProfiler), printed at destruction
+  // MODEL.md section 7. spark: the weights come converted (DeviceWeights, same mode) and every
+  // MoE row runs spark_moe.h's FP4-activation path; strict runs exactly as without the field.
+  PrecisionMode precision_mode = PrecisionMode::kStrict;
 };
 
 class CudaModelRunner : public ModelRunner {
@@ -144,6 +148,8 @@ class CudaModelRunner : public ModelRunner {
   void mla_attend(int cache_layer, const MlaWeights& w, int row0, int rows, int seq_index,
                   bool decode, float* out);
   void ffn_block(const LayerWeights& w, int layer, float* out);
+  // Spark's MoE (spark_moe.h) over every row of the step, in pieces of kDecodeMaxRows.
+  void spark_moe_block(const LayerWeights& w, int layer, float* out);
   // The step's logit rows of h [T, D]: hidden states and logits (after `norm`) to the host.
   void head_to_host(const float* h, const float* norm, ForwardOutput& out);
   // A pipelined step's head: logits of every logit row, their picks into picks_ (greedy, or with
@@ -189,11 +195,13 @@ class CudaModelRunner : public ModelRunner {
     std::vector<const uint16_t*> gate_up, down;  // BF16 experts (null for quantized ones)
     const uint16_t* const* device_gate_up = nullptr;
     const uint16_t* const* device_down = nullptr;
-    std::optional<MoeQuantTable> quant;  // quantized routed experts (moe_quant_experts.h)
+    std::optional<MoeQuantTable> quant;   // quantized routed experts (moe_quant_experts.h)
+    const float* spark_scales = nullptr;  // spark: [2E] device, s_gu then s_down (spark_moe.h)
   };
   std::map<int, ExpertTable> experts_;  // by layer index (the MTP layer included)
   DeviceBuffer expert_pointers_;
   DeviceBuffer expert_dequant_;  // prefill's BF16 scratch with quantized experts
+  DeviceBuffer spark_scales_;    // spark: every MoE layer's [2E] activation scales
   std::map<GraphKey, StepGraph> graphs_;
   bool eager_ = false;  // set_eager(true)
   StepGraphStats graph_stats_;

@@ -13,6 +13,7 @@
 #include "engine/backend/cuda/device_quantizer.h"
 #include "engine/backend/cuda/dummy_weights.h"
 #include "engine/core/error.h"
+#include "engine/model/precision_mode.h"
 #include "engine/model/tensor_layout.h"
 #include "engine/model/weight_formats.h"
 #include "tinyglm/dummy_hash.h"
@@ -55,6 +56,7 @@ struct ArenaEntry {
   size_t scale = 0, scale_bytes = 0;               // E4M3/E8M0 scales or FP32 scale_inv
   float global_scale = 1.0f;                       // NVFP4 weight_scale_2
   std::optional<float> input_scale;                // kept beside the weight when stored
+  bool convert = false;  // spark converts it (kept NVFP4, written from a scratch copy)
 };
 
 size_t element_bytes(const TensorSpec& s, WeightFormat f) {
@@ -103,12 +105,16 @@ struct ArenaLayout {
   size_t bytes = 0;
 };
 
-// The one walk: entries come with their stored format (and scalars) already set.
-ArenaLayout lay_out(std::vector<ArenaEntry> entries) {
+// The one walk: entries come with their stored format (and scalars) already set. Spark keeps the
+// projections it converts in NVFP4, whatever they are stored in.
+ArenaLayout lay_out(const ModelConfig& config, std::vector<ArenaEntry> entries,
+                    PrecisionMode mode) {
   ArenaLayout l;
   size_t off = 0;
   for (ArenaEntry& e : entries) {
     e.kept = kept_dense(e.spec) ? WeightFormat::kAsLaidOut : e.stored;
+    e.convert = mode == PrecisionMode::kSpark && spark_converts(config, e.spec.name);
+    if (e.convert) e.kept = WeightFormat::kNvfp4;
     off = align_up(off, e.kept == WeightFormat::kAsLaidOut ? kAlign : kQuantAlign);
     e.data = off;
     e.data_bytes = element_bytes(e.spec, e.kept);
@@ -129,7 +135,7 @@ ArenaLayout lay_out(std::vector<ArenaEntry> entries) {
   return l;
 }
 
-ArenaLayout preset_layout(const ModelConfig& config, CheckpointFormat format) {
+ArenaLayout preset_layout(const ModelConfig& config, CheckpointFormat format, PrecisionMode mode) {
   std::vector<ArenaEntry> entries;
   for (const TensorSpec& s : checkpoint_tensors(config)) {
     ArenaEntry e;
@@ -138,7 +144,7 @@ ArenaLayout preset_layout(const ModelConfig& config, CheckpointFormat format) {
     if (e.stored == WeightFormat::kNvfp4) e.input_scale = routed_expert_input_scale(config, s.name);
     entries.push_back(std::move(e));
   }
-  return lay_out(std::move(entries));
+  return lay_out(config, std::move(entries), mode);
 }
 
 [[noreturn]] void unsupported(const std::string& name, const std::string& what) {
@@ -147,7 +153,8 @@ ArenaLayout preset_layout(const ModelConfig& config, CheckpointFormat format) {
 
 // The stored format of every tensor of `host`, checked (shapes, scales, what the kernels read)
 // without reading an element.
-ArenaLayout checkpoint_layout(const ModelConfig& config, const TensorSource& host) {
+ArenaLayout checkpoint_layout(const ModelConfig& config, const TensorSource& host,
+                              PrecisionMode mode) {
   std::vector<ArenaEntry> entries;
   std::map<std::string, bool> known;
   for (const TensorSpec& s : checkpoint_tensors(config)) {
@@ -158,6 +165,9 @@ ArenaLayout checkpoint_layout(const ModelConfig& config, const TensorSource& hos
     e.spec = s;
     const bool quantized = view->dtype == DType::kF8E4M3 || view->dtype == DType::kU8;
     if (!quantized) {
+      if (mode == PrecisionMode::kSpark && spark_converts(config, s.name) && s.shape[1] % 16 != 0)
+        unsupported(s.name, "--precision-mode spark cannot convert it to NVFP4 (cols " +
+                                std::to_string(s.shape[1]) + " not a multiple of 16)");
       if (view->dtype != s.dtype || view->shape != s.shape)
         unsupported(s.name, "stored as " + std::string(dtype_name(view->dtype)) + " " +
                                 shape_string(view->shape) + "; the CUDA backend loads " +
@@ -195,7 +205,7 @@ ArenaLayout checkpoint_layout(const ModelConfig& config, const TensorSource& hos
     if (!known.count(name))
       throw Error(ErrorKind::kInvalidCheckpoint,
                   "tensor `" + name + "`: unknown to this config (no layer of the model uses it)");
-  return lay_out(std::move(entries));
+  return lay_out(config, std::move(entries), mode);
 }
 
 // Tensors that live in the arena, found by name: what ModelWeights::bind reads (shapes, dtypes,
@@ -280,6 +290,23 @@ Linear stored_view(const ArenaEntry& e, const std::byte* data, const std::byte* 
   return l;
 }
 
+// A stored tensor's bytes somewhere on the device as a Linear: dense BF16/FP32 as laid out, or
+// quantized (stored_view).
+Linear source_view(const ArenaEntry& e, const std::byte* data, const std::byte* scale) {
+  if (e.stored != WeightFormat::kAsLaidOut) return stored_view(e, data, scale);
+  return Linear{e.spec.dtype, rows_of(e.spec), cols_of(e.spec), data};
+}
+
+// Spark's conversion: the tensor as stored (scratch `data`, `scale`) into the arena's NVFP4
+// (precision_mode.cpp's convert_to_fp4, device_quantizer.h). Synchronises before the scratch goes.
+void convert_for_spark(ArenaEntry& e, const std::byte* data, const std::byte* scale,
+                       std::byte* base, cudaStream_t stream) {
+  e.global_scale =
+      quantize_linear_nvfp4(source_view(e, data, scale), reinterpret_cast<uint8_t*>(base + e.data),
+                            reinterpret_cast<uint8_t*>(base + e.scale), stream);
+  SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
 // Host bytes to the device through two pinned buffers: the host read of one piece overlaps the
 // asynchronous copy of the previous one.
 class Stager {
@@ -347,20 +374,23 @@ float quantize_dummy(const ArenaEntry& e, uint64_t seed, std::byte* data, std::b
 
 }  // namespace
 
-size_t DeviceWeights::arena_bytes(const ModelConfig& config, CheckpointFormat format) {
-  return preset_layout(config, format).bytes;
+size_t DeviceWeights::arena_bytes(const ModelConfig& config, CheckpointFormat format,
+                                  PrecisionMode mode) {
+  return preset_layout(config, format, mode).bytes;
 }
 
-size_t DeviceWeights::arena_bytes(const ModelConfig& config, const TensorSource& host) {
-  return checkpoint_layout(config, host).bytes;
+size_t DeviceWeights::arena_bytes(const ModelConfig& config, const TensorSource& host,
+                                  PrecisionMode mode) {
+  return checkpoint_layout(config, host, mode).bytes;
 }
 
 namespace {
 
-// Allocates the arena of `layout`, lets `fill` write each entry, and binds.
+// Allocates the arena of `layout`, lets `fill` write each entry, and binds (spark: with the
+// routed experts' activation scales, set_fp4_activation_scales).
 void build(const ModelConfig& config, ArenaLayout& layout, const std::string& identity,
            DeviceBuffer& arena, const std::function<void(ArenaEntry&, std::byte*)>& fill,
-           ModelWeights& weights, DequantWorkspace& workspace) {
+           PrecisionMode mode, ModelWeights& weights, DequantWorkspace& workspace) {
   arena = DeviceBuffer(layout.bytes);
   auto* base = static_cast<std::byte*>(arena.data());
   auto source = std::make_shared<ArenaTensors>(identity);
@@ -372,21 +402,37 @@ void build(const ModelConfig& config, ArenaLayout& layout, const std::string& id
   workspace = DequantWorkspace{reinterpret_cast<uint16_t*>(base + layout.workspace),
                                layout.workspace_elems};
   weights = ModelWeights::bind(config, source, ModelWeights::Quantized::kKeep);
+  if (mode == PrecisionMode::kSpark) set_fp4_activation_scales(config, weights);
 }
 
 }  // namespace
 
 std::unique_ptr<DeviceWeights> DeviceWeights::generate(const ModelConfig& config, uint64_t seed,
-                                                       CheckpointFormat format) {
+                                                       CheckpointFormat format,
+                                                       PrecisionMode mode) {
   auto out = std::unique_ptr<DeviceWeights>(new DeviceWeights());
   out->identity_ = dummy_identity(seed);
   if (format != CheckpointFormat::kBf16)  // load_model_preset's identity for the same weights
     out->identity_ += std::string(",format=") + checkpoint_format_name(format);
-  ArenaLayout layout = preset_layout(config, format);
+  ArenaLayout layout = preset_layout(config, format, mode);
   auto fill = [&](ArenaEntry& e, std::byte* base) {
     const TensorSpec& s = e.spec;
     std::byte* at = base + e.data;
-    if (e.stored == WeightFormat::kAsLaidOut) {
+    if (e.convert && e.stored != WeightFormat::kAsLaidOut) {  // spark: stored quantized
+      DeviceBuffer data(element_bytes(s, e.stored)), scale(scale_bytes(s, e.stored));
+      auto* d = static_cast<std::byte*>(data.data());
+      auto* sc = static_cast<std::byte*>(scale.data());
+      e.global_scale = quantize_dummy(e, seed, d, sc);
+      convert_for_spark(e, d, sc, base, nullptr);
+    } else if (e.convert) {
+      // spark: the BF16 dummy tensor, converted
+      DeviceBuffer data(element_bytes(s, e.stored));
+      auto* d = static_cast<std::byte*>(data.data());
+      SPARKGLM_ASSERT(s.dtype == DType::kBF16, "spark converts BF16 projections");
+      fill_dummy_bf16(reinterpret_cast<uint16_t*>(d), s.numel(), dummy::tensor_key(seed, s.name),
+                      s.init.center, s.init.half_width, nullptr);
+      convert_for_spark(e, d, nullptr, base, nullptr);
+    } else if (e.stored == WeightFormat::kAsLaidOut) {
       const uint64_t key = dummy::tensor_key(seed, s.name);
       if (s.dtype == DType::kBF16) {
         fill_dummy_bf16(reinterpret_cast<uint16_t*>(at), s.numel(), key, s.init.center,
@@ -407,19 +453,26 @@ std::unique_ptr<DeviceWeights> DeviceWeights::generate(const ModelConfig& config
       e.global_scale = quantize_dummy(e, seed, at, base + e.scale);
     }
   };
-  build(config, layout, out->identity_, out->arena_, fill, out->weights_, out->workspace_);
+  build(config, layout, out->identity_, out->arena_, fill, mode, out->weights_, out->workspace_);
   return out;
 }
 
 std::unique_ptr<DeviceWeights> DeviceWeights::upload(const ModelConfig& config,
-                                                     const TensorSource& host) {
+                                                     const TensorSource& host, PrecisionMode mode) {
   auto out = std::unique_ptr<DeviceWeights>(new DeviceWeights());
   out->identity_ = host.identity();
-  ArenaLayout layout = checkpoint_layout(config, host);  // every check before a byte moves
+  ArenaLayout layout = checkpoint_layout(config, host, mode);  // every check before a byte moves
   Stager stager;
   auto fill = [&](ArenaEntry& e, std::byte* base) {
     const TensorSpec& s = e.spec;
     const TensorView view = *host.find(s.name);
+    if (e.convert && e.stored == WeightFormat::kAsLaidOut) {  // spark: converted from BF16/FP32
+      DeviceBuffer data(view.nbytes);
+      stager.copy(static_cast<std::byte*>(data.data()), view.data, view.nbytes);
+      stager.finish();
+      convert_for_spark(e, static_cast<std::byte*>(data.data()), nullptr, base, stager.stream());
+      return;
+    }
     if (e.stored == WeightFormat::kAsLaidOut) {
       stager.copy(base + e.data, view.data, view.nbytes);
       return;
@@ -430,6 +483,16 @@ std::unique_ptr<DeviceWeights> DeviceWeights::upload(const ModelConfig& config,
     SPARKGLM_ASSERT(
         view.nbytes == element_bytes(s, e.stored) && sv.nbytes == scale_bytes(s, e.stored),
         "checked stored sizes disagree with the arena's");
+    if (e.convert) {  // stored quantized, converted
+      DeviceBuffer data(view.nbytes), scale(sv.nbytes);
+      auto* d = static_cast<std::byte*>(data.data());
+      auto* sc = static_cast<std::byte*>(scale.data());
+      stager.copy(d, view.data, view.nbytes);
+      stager.copy(sc, sv.data, sv.nbytes);
+      stager.finish();
+      convert_for_spark(e, d, sc, base, stager.stream());
+      return;
+    }
     if (e.kept == WeightFormat::kAsLaidOut) {  // stored quantized, kept BF16 (kv_b)
       DeviceBuffer data(view.nbytes), scale(sv.nbytes);
       auto* d = static_cast<std::byte*>(data.data());
@@ -448,7 +511,7 @@ std::unique_ptr<DeviceWeights> DeviceWeights::upload(const ModelConfig& config,
     fill(e, base);
     if (&e == &layout.entries.back()) stager.finish();
   };
-  build(config, layout, out->identity_, out->arena_, fill_and_finish, out->weights_,
+  build(config, layout, out->identity_, out->arena_, fill_and_finish, mode, out->weights_,
         out->workspace_);
   return out;
 }

@@ -19,6 +19,12 @@
 //   workspace  then the BF16 scratch a prefill product dequantizes its weight into (projection.h):
 //              the largest quantized projection the runner's dense path takes, fused ones whole
 //
+// --precision-mode spark (precision_mode.h): every tensor spark_converts names is kept in NVFP4,
+// whatever its stored format: the stored bytes go to a scratch buffer first (generated or
+// uploaded as in strict), then quantize_linear_nvfp4 writes the CPU's codes, global scale and
+// block scales into the arena; the bound weights carry the routed experts' activation scales
+// (set_fp4_activation_scales). Strict lays out and fills exactly as without the mode.
+//
 // Two ways to fill it: generate a preset's dummy weights on the device (the same bits as
 // tinyglm/dummy_weights.cpp, and in fp4-local the same bytes as tinyglm/stored_weights.cpp,
 // quantized on the device: never a host copy), or upload a checkpoint: BF16/FP32 as laid out,
@@ -33,6 +39,7 @@
 #include "engine/backend/cuda/projection.h"
 #include "engine/model/checkpoint_format.h"
 #include "engine/model/config.h"
+#include "engine/model/precision_mode.h"
 #include "engine/model/weights.h"
 
 namespace sparkglm::cuda {
@@ -43,17 +50,21 @@ class DeviceWeights {
   // allocating. For a preset in `format`, or for a checkpoint as `host` stores it (host is
   // checked as upload checks it).
   static size_t arena_bytes(const ModelConfig& config,
-                            CheckpointFormat format = CheckpointFormat::kBf16);
-  static size_t arena_bytes(const ModelConfig& config, const TensorSource& host);
+                            CheckpointFormat format = CheckpointFormat::kBf16,
+                            PrecisionMode mode = PrecisionMode::kStrict);
+  static size_t arena_bytes(const ModelConfig& config, const TensorSource& host,
+                            PrecisionMode mode = PrecisionMode::kStrict);
 
   static std::unique_ptr<DeviceWeights> generate(const ModelConfig& config, uint64_t seed,
-                                                 CheckpointFormat format = CheckpointFormat::kBf16);
+                                                 CheckpointFormat format = CheckpointFormat::kBf16,
+                                                 PrecisionMode mode = PrecisionMode::kStrict);
   // Every tensor is checked before a byte moves (a refused checkpoint allocates nothing): a
   // missing tensor, a shape or dtype other than the layout's, a quantized tensor that is not a
   // projection (or is the embedding), or scales of the wrong dtype or shape is an Error naming the
   // tensor (kUnsupported for a stored form the CUDA kernels do not read, kInvalidCheckpoint for a
   // malformed one).
-  static std::unique_ptr<DeviceWeights> upload(const ModelConfig& config, const TensorSource& host);
+  static std::unique_ptr<DeviceWeights> upload(const ModelConfig& config, const TensorSource& host,
+                                               PrecisionMode mode = PrecisionMode::kStrict);
 
   const ModelWeights& weights() const { return weights_; }
   size_t bytes() const { return arena_.bytes(); }

@@ -75,7 +75,12 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
   w.moe_shared_gu = c.take<float>(dec * 2 * shared_w);
   w.moe_shared_h = c.take<uint16_t>(dec * shared_w);
   w.moe_shared_y = c.take<float>(dec * D);
-  w.moe_prefill_ws = c.take<char>(int64_t(moe_prefill_workspace_bytes(T, int(k), int(E), D, W)));
+  // Spark runs every row through the per-pair path (spark_moe.h) in pieces of `dec` rows: its
+  // inputs and gate/up products instead of the grouped GEMMs' workspace.
+  w.moe_prefill_ws =
+      c.take<char>(s.spark ? 0 : int64_t(moe_prefill_workspace_bytes(T, int(k), int(E), D, W)));
+  w.spark_xq = c.take<uint16_t>(s.spark ? dec * k * D : 0);
+  w.spark_gu = c.take<float>(s.spark ? dec * k * 2 * W : 0);
   const int64_t mlp_w = std::max<int64_t>(m.intermediate_size, shared_w);
   w.gu = c.take<float>(T * 2 * mlp_w);
   w.mlp_h = c.take<uint16_t>(T * mlp_w);

@@ -39,6 +39,7 @@ struct RunnerShape {
   int table_stride;  // blocks per sequence
   int max_pools;     // indexer pools a query can see
   int attend_max;    // entries a sparse query attends: topk_pools * kpool + kpool - 1
+  bool spark;        // --precision-mode spark: the MoE's spark workspaces, no grouped-GEMM one
 };
 
 // Activations of one step.
@@ -62,6 +63,8 @@ struct Workspace {
   int32_t *experts, *moe_groups;
   uint16_t *moe_h, *moe_shared_h, *mlp_h;
   void* moe_prefill_ws;
+  uint16_t* spark_xq;  // [dec * k, D] spark's FP4-rounded routed inputs (spark only)
+  float* spark_gu;     // [dec * k, 2W] spark's gate/up products (spark only)
   // head
   float *head_rows, *logits;
   // Seeded draws on the device (sample_top_k_top_p): the step's RowDraws and the sampler's scratch
