@@ -256,7 +256,7 @@ struct SparkMoe {
       }
       // Inputs of +-2 and h of order 1: global scales near amax / (6 * 448), one per expert.
       scales.push_back(
-          {2.0f / 2688.0f * (1.0f + 0.1f * float(e)), 1.0f / 2688.0f * (1.0f + 0.2f * float(e))});
+          {2.0f / 2688.0f * (1.0f + 0.1f * float(e)), 2.5f / 2688.0f * (1.0f + 0.2f * float(e))});
     }
     shared.push_back(nvfp4_proj(W, D, 900));
     shared.push_back(nvfp4_proj(W, D, 901));

@@ -187,5 +187,18 @@ TEST(RankLockstep, TheBootstrapRefusesARankWhoseSettingsDifferNamingTheSetting) 
   EXPECT_EQ(dist::fingerprint_difference(mine, mine, 1), "");
 }
 
+// A TP group runs one precision mode (spark now runs on cuda as well as cpu): a rank in the other
+// mode is named as the difference.
+TEST(RankLockstep, ARankInAnotherPrecisionModeIsNamed) {
+  const nlohmann::json mine = {{"binary_sha256", "b"},
+                               {"profile_sha256", ""},
+                               {"precision_mode", "strict"},
+                               {"settings", {{"precision-mode", "strict"}}}};
+  nlohmann::json theirs = mine;
+  theirs["precision_mode"] = "spark";
+  EXPECT_EQ(dist::fingerprint_difference(mine, theirs, 1),
+            "rank 1 differs from rank 0 in precision_mode: \"spark\" there, \"strict\" on rank 0");
+}
+
 }  // namespace
 }  // namespace sparkglm
