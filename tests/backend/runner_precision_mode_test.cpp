@@ -3,7 +3,7 @@
 // with apply_precision_mode, one runner; here with the request's KV dtype) and not what strict
 // does; tensor-parallel ranks shard the converted weights, so TP2 spark matches one spark rank
 // within the TP rounding bound; --device cuda with spark is refused only where there is no CUDA
-// backend or device (tests/cuda/spark_cuda_test.cpp checks spark on a GPU).
+// backend or device (tests/cuda/spark_*_cuda_test.cpp check spark on a GPU).
 #include <gtest/gtest.h>
 
 #include <cstdint>
