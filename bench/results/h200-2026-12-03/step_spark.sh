@@ -1,7 +1,12 @@
 set -x
 R=$1
 # --precision-mode spark on the CUDA backend (issue 15), run through ../h200-2026-12-02/dev.sh
-# (copied with this script into .devroot/: `bash .devroot/dev.sh 560 build spark`).
+# (copied with this script into .devroot/: `bash .devroot/dev.sh 560 build spark`). Writes
+# spark.log (the driver's) and spark_tests.json, spark_ab.txt (the printed NMSE / greedy agreement
+# lines, SPARK_AB the whole tinyglm GPU strict vs GPU spark), rb-spark-tinyglm-{bf16,fp4-local}-
+# {strict,spark}.json and the G2 A/B bundle. Spark on the H200 is an emulation (docs/cuda-engine.md,
+# "Precision modes"): its prefill streams the experts per group of 8 pairs, so its speed says
+# nothing about GB10's FP4 tensor cores.
 # 1. The spark tests: the device's FP4 rounding and NVFP4 conversion against the CPU's bit for bit,
 #    the spark MoE and the CUDA runner in spark against the CPU's (tolerance printed), strict's
 #    arena unchanged, and the tinyglm A/B line (SPARK_AB: logit NMSE, greedy agreement).
