@@ -222,11 +222,15 @@ void moe_decode_group(const MoeExpertArgs& a, cudaStream_t stream) {
 }
 
 void moe_decode_down(const MoeExpertArgs& a, cudaStream_t stream) {
-  SPARKGLM_ASSERT(a.width % kKMultiple == 0 && a.hidden % kRows == 0 && a.groups && a.down,
-                  "moe_decode_down: width a multiple of 512, hidden of 16, groups and weights");
+  SPARKGLM_ASSERT(a.width % kNarrowKMultiple == 0 && a.hidden % kRows == 0 && a.groups && a.down,
+                  "moe_decode_down: width a multiple of 32, hidden of 16, groups and weights");
   if (a.tokens <= 0) return;
-  down_kernel<<<dim3(unsigned(a.hidden / kRows), unsigned(a.tokens * a.top_k)), kSplitK * 32, 0,
-                stream>>>(a);
+  // The production kernel where k (width) is a multiple of 512, the narrow one otherwise.
+  const dim3 grid(unsigned(a.hidden / kRows), unsigned(a.tokens * a.top_k));
+  if (a.width % kKMultiple == 0)
+    down_kernel<false><<<grid, kSplitK * 32, 0, stream>>>(a);
+  else
+    down_kernel<true><<<grid, kSplitK * 32, 0, stream>>>(a);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 

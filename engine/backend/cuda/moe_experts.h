@@ -51,7 +51,7 @@ void moe_decode_combine(const MoeExpertArgs& args, cudaStream_t stream);
 
 // The down step alone over groups already built: y[pair] = down[e] h[pair] for every grouped pair,
 // down[e] [hidden, width] BF16, h [T * k, width] BF16, y [T * k, hidden] FP32 (width a multiple of
-// 512, hidden of 16). Spark (spark_moe.h) runs its gate/up products through it as well.
+// 32, hidden of 16). Spark (spark_moe.h) runs its gate/up products through it as well.
 void moe_decode_down(const MoeExpertArgs& args, cudaStream_t stream);
 
 }  // namespace sparkglm::cuda

@@ -114,8 +114,10 @@ void rows_times(const Linear& l, const uint16_t* x, int64_t tokens, float* y, cu
 
 void moe_experts_spark(const SparkMoeArgs& args, cudaStream_t stream) {
   const MoeExpertArgs& in = args.a;
-  if (in.hidden % 512 != 0 || in.width % 512 != 0 || in.top_k <= 0 || in.tokens > 32)
-    refuse("hidden and width multiples of 512, top_k > 0 and at most 32 tokens");
+  if (in.hidden % 32 != 0 || in.width % 32 != 0 || in.top_k <= 0 || in.tokens > 32)
+    refuse("hidden and width multiples of 32, top_k > 0 and at most 32 tokens");
+  if (args.quant && (in.hidden % 512 != 0 || in.width % 512 != 0))
+    refuse("quantized routed experts need hidden and width multiples of 512");
   if (!args.x_f32 || !args.scales || !args.xq || !args.gu || !in.h || !in.y || !in.groups)
     refuse("x_f32, scales and the xq, gu, h, y and groups workspaces are required");
   if (!args.quant && (!in.gate_up || !in.down))
