@@ -262,7 +262,7 @@ void run_quantized_shape(Harness& h, const QuantizedShape& s) {
     h.add_peer("cublas_bf16", c.op, c.shape, [&g, xp, wp, yp, m, s](cudaStream_t st) {
       g.cublaslt(xp, m, wp, s.n, s.k, yp, st);
     });
-    if (s.format == cuda::QuantFormat::kNvfp4)  // the one format whose kernel changed (2026-12-03)
+    if (s.format != cuda::QuantFormat::kMxfp8)  // the formats whose kernel changed (2026-12-03)
       h.add_peer("baseline", c.op, c.shape, [xp, m, qw, yp](cudaStream_t st) {
         cuda::quantized_gemv(xp, m, qw, yp, st, cuda::QuantKernel::kBaseline);
       });

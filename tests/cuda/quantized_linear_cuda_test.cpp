@@ -345,7 +345,8 @@ TEST(CudaQuantizedGemv, ARowsBitsDoNotDependOnTheRowsBesideIt) {
 
 // The current kernel against the 2026-12-02 baseline (QuantKernel::kBaseline, kept for one
 // release as the G1 peer): NVFP4 now decodes through the E2M1 pair table and a BF16x2 scale
-// product, the same values in the same MMA order, so the same bits at every shape and row count.
+// product, and NVFP4 / FP8 block run 3 blocks an SM at 1-8 rows: the same values in the same MMA
+// order, so the same bits at every shape and row count.
 TEST(CudaQuantizedGemv, CurrentKernelMatchesTheBaselineBitForBit) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   for (const Shape& s : kShapes) {

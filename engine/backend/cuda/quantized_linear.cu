@@ -145,13 +145,17 @@ __device__ __forceinline__ void b_fragments(const GemvArgs& p, int64_t xr, int64
 // A rows; lane (g, t) loads rows g and g + 8) against x rows 0 .. 8 kTiles - 1 (B columns, zeros
 // past m). Warp w takes the groups of k [w U / S, (w + 1) U / S) in units U of kUnit groups, in
 // increasing order; the warps' sums are added in warp order by warp 0.
-// kTable: NVFP4 through the E2M1 pair table (the current kernel; 32 KB of shared memory), or
-// through an FP32 decode of each element (the 2026-12-02 baseline). The 8-bit formats ignore it.
-template <QuantFormat F, int kTiles, bool kTable>
-__global__ void __launch_bounds__(kMaxSplit * 32, 2)
+// kCurrent: the current kernel, else the 2026-12-02 baseline (QuantKernel). The current one takes
+// NVFP4 through the E2M1 pair table (32 KB of shared memory) where the baseline decodes each
+// element in FP32, and at 1-8 rows runs NVFP4 and FP8 block at 3 blocks an SM (80 registers,
+// no spills; MXFP8 would spill) where the baseline runs 2. Same code otherwise, same bits.
+template <QuantFormat F>
+constexpr bool kThreeBlocks = F != QuantFormat::kMxfp8;
+template <QuantFormat F, int kTiles, bool kCurrent>
+__global__ void __launch_bounds__(kMaxSplit * 32, kCurrent&& kTiles == 1 && kThreeBlocks<F> ? 3 : 2)
     quantized_gemv_kernel(const __grid_constant__ GemvArgs p) {
   extern __shared__ float partial[];  // [splits - 1][kTiles][32][4]
-  constexpr bool kUseTable = kTable && F == QuantFormat::kNvfp4;
+  constexpr bool kUseTable = kCurrent && F == QuantFormat::kNvfp4;
   __shared__ __align__(16) uint32_t table[kUseTable ? kE2m1TableWords : 4];
   if constexpr (kUseTable) {
     fill_e2m1_table(table);
@@ -268,25 +272,34 @@ int split_for(const QuantizedWeight& w) {
   return splits;
 }
 
-template <QuantFormat F, int kTiles, bool kTable>
+template <QuantFormat F, int kTiles, bool kCurrent>
 void launch(const GemvArgs& a, cudaStream_t stream) {
   const unsigned blocks = unsigned((a.w.rows + kTileRows - 1) / kTileRows);
   const size_t smem = size_t(a.splits - 1) * kTiles * 128 * sizeof(float);
-  quantized_gemv_kernel<F, kTiles, kTable><<<blocks, unsigned(a.splits) * 32, smem, stream>>>(a);
+  quantized_gemv_kernel<F, kTiles, kCurrent><<<blocks, unsigned(a.splits) * 32, smem, stream>>>(a);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
-template <QuantFormat F, bool kTable>
+template <QuantFormat F, bool kCurrent>
 void launch_rows(const GemvArgs& a, cudaStream_t stream) {
   // The tile count only pads B with zero columns; every column's MMA sequence is the same.
   if (a.m <= 8) {
-    launch<F, 1, kTable>(a, stream);
+    launch<F, 1, kCurrent>(a, stream);
   } else if (a.m <= 16) {
-    launch<F, 2, kTable>(a, stream);
+    launch<F, 2, kCurrent>(a, stream);
   } else if (a.m <= 24) {
-    launch<F, 3, kTable>(a, stream);
+    launch<F, 3, kCurrent>(a, stream);
   } else {
-    launch<F, 4, kTable>(a, stream);
+    launch<F, 4, kCurrent>(a, stream);
+  }
+}
+
+template <QuantFormat F>
+void launch_kernel(const GemvArgs& a, QuantKernel kernel, cudaStream_t stream) {
+  if (kernel == QuantKernel::kBaseline) {
+    launch_rows<F, false>(a, stream);
+  } else {
+    launch_rows<F, true>(a, stream);
   }
 }
 
@@ -359,18 +372,14 @@ void quantized_gemv(const uint16_t* x, int64_t m, const QuantizedWeight& w, floa
   if (m == 0) return;
   const GemvArgs a{x, m, w, y, split_for(w)};
   switch (w.format) {
-    case QuantFormat::kNvfp4:  // the one format whose kernels differ (quantized_linear.h)
-      if (kernel == QuantKernel::kBaseline) {
-        launch_rows<QuantFormat::kNvfp4, false>(a, stream);
-      } else {
-        launch_rows<QuantFormat::kNvfp4, true>(a, stream);
-      }
+    case QuantFormat::kNvfp4:
+      launch_kernel<QuantFormat::kNvfp4>(a, kernel, stream);
       break;
-    case QuantFormat::kMxfp8:
+    case QuantFormat::kMxfp8:  // the same kernel in both generations
       launch_rows<QuantFormat::kMxfp8, false>(a, stream);
       break;
     case QuantFormat::kFp8Block:
-      launch_rows<QuantFormat::kFp8Block, false>(a, stream);
+      launch_kernel<QuantFormat::kFp8Block>(a, kernel, stream);
       break;
   }
 }

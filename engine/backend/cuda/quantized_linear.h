@@ -70,9 +70,11 @@ enum class QuantFormat : uint8_t {
 const char* quant_format_name(QuantFormat f);
 
 // Which generation of the quantized decode kernels runs. The engine always takes kCurrent.
-// kBaseline is the 2026-12-02 kernel (NVFP4 decoded per element in FP32; the quantized MoE's own
-// baseline is moe_quant_baseline.h), kept for one release so that bench/cuda/g1_operators times
-// old and new in the same run; both give the same bits (tested). Remove after that run.
+// kBaseline is the 2026-12-02 kernel (NVFP4 decoded per element in FP32, 2 blocks an SM at 1-8
+// rows where the current one runs NVFP4 and FP8 block at 3; MXFP8 is the same kernel in both; the
+// quantized MoE's own baseline is moe_quant_baseline.h), kept for one release so that
+// bench/cuda/g1_operators times old and new in the same run; both give the same bits (tested).
+// Remove after that run.
 enum class QuantKernel : uint8_t { kCurrent, kBaseline };
 
 // A projection weight [rows, cols] (nn.Linear layout: rows = outputs, cols = the reduction) as it
