@@ -132,13 +132,27 @@ ServingArm attach_arm(const std::string& label, const ExternalServer& server,
   return arm;
 }
 
+std::string weights_source(const std::string& weights) {
+  const std::string::size_type at = weights.find(",format=");
+  if (at == std::string::npos) return weights;
+  const std::string::size_type end = weights.find(',', at + 1);
+  return weights.substr(0, at) + (end == std::string::npos ? "" : weights.substr(end));
+}
+
 void check_arms_comparable(const std::vector<ServingArm>& arms) {
   if (arms.size() < 2) return;
-  const json& a = arms[0].identity.identity["model"];
-  const json& b = arms[1].identity.identity["model"];
+  json a = arms[0].identity.identity["model"];
+  json b = arms[1].identity.identity["model"];
+  // The same weights stored in another format (--weight-format) are the change under test, not
+  // another model: compare what the weights were made from. The identities stay in the bundle.
+  for (json* m : {&a, &b})
+    if (m->contains("weights") && (*m)["weights"].is_string())
+      (*m)["weights"] = weights_source((*m)["weights"].get<std::string>());
   if (a != b)
     throw Error(ErrorKind::kInvalidArgument, "the arms serve different models (change.*.model): " +
-                                                 a.dump() + " vs " + b.dump());
+                                                 arms[0].identity.identity["model"].dump() +
+                                                 " vs " +
+                                                 arms[1].identity.identity["model"].dump());
 }
 
 }  // namespace sparkglm::gates

@@ -39,7 +39,10 @@ ServingArm start_arm(const std::string& label, const ArmCommand& cmd,
 ServingArm attach_arm(const std::string& label, const ExternalServer& server,
                       receipts::BundleWriter& bundle, std::ostream& err);
 
-// Both arms must serve the same model: an A/B of two models measures nothing.
+// Both arms must serve the same model: an A/B of two models measures nothing. The weights
+// compare by their source: "dummy:seed=S,format=fp4-local" is "dummy:seed=S" stored in another
+// format (model_loader.cpp), which is what a --weight-format A/B changes.
 void check_arms_comparable(const std::vector<ServingArm>& arms);
+std::string weights_source(const std::string& weights);
 
 }  // namespace sparkglm::gates
