@@ -44,6 +44,23 @@ std::vector<int64_t> checked_rows(int64_t m) {
   return rows;
 }
 
+// The output y [m, n] checked on `rows` only: the reference is cpu::linear of those rows of the
+// BF16 x [m, k] by `w`.
+CaseOutput sampled_output(Harness& h, float* y, int64_t m, int64_t n, int64_t k,
+                          const std::vector<uint16_t>& x_host, const std::vector<int64_t>& rows,
+                          const Linear& w) {
+  CaseOutput out{"y", y, m * n, false, n, {}, {}};
+  std::vector<float> xs(rows.size() * size_t(k));
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (int64_t i = 0; i < k; ++i)
+      xs[r * size_t(k) + size_t(i)] = bf16_to_f32(x_host[size_t(rows[r] * k + i)]);
+  out.reference.resize(rows.size() * size_t(n));
+  cpu::linear(xs.data(), int64_t(rows.size()), w, out.reference.data(), h.pool());
+  for (int64_t r : rows)
+    for (int64_t i = 0; i < n; ++i) out.checked.push_back(r * n + i);
+  return out;
+}
+
 void run_shape(Harness& h, const ProjectionShape& s, const std::vector<int>& row_counts,
                bool decode) {
   const int64_t max_m = *std::max_element(row_counts.begin(), row_counts.end());
@@ -99,16 +116,7 @@ void run_shape(Harness& h, const ProjectionShape& s, const std::vector<int>& row
         g.prefill(xp, m, wp, s.n, s.k, yp, st);
       }
     };
-    CaseOutput out{"y", yp, int64_t(m) * s.n, false, s.n, {}, {}};
-    std::vector<float> xs(rows.size() * size_t(s.k));
-    for (size_t r = 0; r < rows.size(); ++r)
-      for (int64_t i = 0; i < s.k; ++i)
-        xs[r * size_t(s.k) + size_t(i)] = bf16_to_f32(x_host[size_t(rows[r] * s.k + i)]);
-    out.reference.resize(rows.size() * size_t(s.n));
-    cpu::linear(xs.data(), int64_t(rows.size()), lin, out.reference.data(), h.pool());
-    for (int64_t r : rows)
-      for (int64_t i = 0; i < s.n; ++i) out.checked.push_back(r * s.n + i);
-    c.outputs.push_back(std::move(out));
+    c.outputs.push_back(sampled_output(h, yp, m, s.n, s.k, x_host, rows, lin));
     h.run(c);
     h.add_peer("cublas", c.op, c.shape, [&g, xp, wp, yp, m, s](cudaStream_t st) {
       g.cublaslt(xp, m, wp, s.n, s.k, yp, st);
@@ -332,16 +340,7 @@ void run_quantized_prefill_shape(Harness& h, const QuantizedShape& s,
     c.launch = [&g, ws, w, xp, m, yp](cudaStream_t st) {
       cuda::project_prefill(g, ws, w, xp, m, yp, st);
     };
-    CaseOutput out{"y", yp, int64_t(m) * s.n, false, s.n, {}, {}};
-    std::vector<float> xs(rows.size() * size_t(s.k));
-    for (size_t r = 0; r < rows.size(); ++r)
-      for (int64_t i = 0; i < s.k; ++i)
-        xs[r * size_t(s.k) + size_t(i)] = bf16_to_f32(x_host[size_t(rows[r] * s.k + i)]);
-    out.reference.resize(rows.size() * size_t(s.n));
-    cpu::linear(xs.data(), int64_t(rows.size()), ref_w, out.reference.data(), h.pool());
-    for (int64_t r : rows)
-      for (int64_t i = 0; i < s.n; ++i) out.checked.push_back(r * s.n + i);
-    c.outputs.push_back(std::move(out));
+    c.outputs.push_back(sampled_output(h, yp, m, s.n, s.k, x_host, rows, ref_w));
     c.keep = {data, scale, scale_inv, workspace, x, y};
     h.run(c);
     const uint16_t* wp = ptr<uint16_t>(w_bf16);
