@@ -21,6 +21,40 @@
 
 namespace sparkglm::cuda {
 
+template <typename Args>
+void CudaModelRunner::fill_expert_args(Args& a, const SwiGluWeights* shared, int64_t row0,
+                                       int64_t rows, float* out) const {
+  const int64_t D = config_.hidden_size;
+  const int k = config_.num_experts_per_tok;
+  a.tokens = rows;
+  a.top_k = k;
+  a.n_experts = config_.n_routed_experts;
+  a.hidden = D;
+  a.width = config_.moe_intermediate_size;
+  a.clamp_limit = config_.swiglu_limit;
+  a.x = ws_.normed_bf16 + row0 * D;
+  a.experts = ws_.experts + row0 * k;
+  a.weights = ws_.expert_weights + row0 * k;
+  a.shared_gate_up = shared ? shared->gate.bf16() : nullptr;
+  a.shared_down = shared ? shared->down.bf16() : nullptr;
+  a.out = out + row0 * D;
+}
+
+MoeExpertArgs CudaModelRunner::decode_args(const ExpertTable& table, const SwiGluWeights* shared,
+                                           int64_t row0, int64_t rows, float* out) const {
+  MoeExpertArgs a;
+  fill_expert_args(a, shared, row0, rows, out);
+  a.gate_up = table.device_gate_up;
+  a.down = table.device_down;
+  a.h = ws_.moe_h;
+  a.y = ws_.moe_y;
+  a.groups = ws_.moe_groups;
+  a.shared_gu = ws_.moe_shared_gu;
+  a.shared_h = ws_.moe_shared_h;
+  a.shared_y = ws_.moe_shared_y;
+  return a;
+}
+
 void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
   const int64_t T = step_->rows(), D = config_.hidden_size;
   if (w.dense_mlp) {
@@ -34,7 +68,6 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
     return;
   }
   const int E = config_.n_routed_experts, k = config_.num_experts_per_tok;
-  const int64_t W = config_.moe_intermediate_size;
   profile_.mark("moe.router", stream_);
   linear_f32(ws_.normed, T, w.moe.router, E, D, ws_.router_logits, stream_);
   route_experts(ws_.router_logits, w.moe.score_bias, T, E, k, config_.norm_topk_prob,
@@ -53,31 +86,9 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
   // depend on the other tokens (moe_experts.h, grouped_gemm.h), and a token's path depends on what
   // it is, not on how many rows share its step.
   const int64_t dec = step_->decode_rows();
-  auto common = [&](auto& a, int64_t row0, int64_t rows) {
-    a.tokens = rows;
-    a.top_k = k;
-    a.n_experts = E;
-    a.hidden = D;
-    a.width = W;
-    a.clamp_limit = config_.swiglu_limit;
-    a.x = ws_.normed_bf16 + row0 * D;
-    a.experts = ws_.experts + row0 * k;
-    a.weights = ws_.expert_weights + row0 * k;
-    a.shared_gate_up = shared ? shared->gate.bf16() : nullptr;
-    a.shared_down = shared ? shared->down.bf16() : nullptr;
-    a.out = out + row0 * D;
-  };
   for (int64_t r0 = 0; r0 < dec; r0 += kDecodeMaxRows) {
-    MoeExpertArgs a;
-    common(a, r0, std::min<int64_t>(kDecodeMaxRows, dec - r0));
-    a.gate_up = table.device_gate_up;
-    a.down = table.device_down;
-    a.h = ws_.moe_h;
-    a.y = ws_.moe_y;
-    a.groups = ws_.moe_groups;
-    a.shared_gu = ws_.moe_shared_gu;
-    a.shared_h = ws_.moe_shared_h;
-    a.shared_y = ws_.moe_shared_y;
+    const MoeExpertArgs a =
+        decode_args(table, shared, r0, std::min<int64_t>(kDecodeMaxRows, dec - r0), out);
     if (quant)
       moe_experts_decode_quantized(a, *quant, stream_);
     else
@@ -85,7 +96,7 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
   }
   if (T == dec) return;
   MoePrefillArgs a;
-  common(a, dec, T - dec);
+  fill_expert_args(a, shared, dec, T - dec, out);
   a.gate_up = table.gate_up;
   a.down = table.down;
   a.device_gate_up = table.device_gate_up;
@@ -105,25 +116,8 @@ void CudaModelRunner::spark_moe_block(const LayerWeights& w, int layer, float* o
   // what it is, and its bits not on the rows beside it (spark_moe.h).
   for (int64_t r0 = 0; r0 < T; r0 += kDecodeMaxRows) {
     SparkMoeArgs s;
-    MoeExpertArgs& a = s.a;
-    a.tokens = std::min<int64_t>(kDecodeMaxRows, T - r0);
-    a.top_k = config_.num_experts_per_tok;
-    a.n_experts = config_.n_routed_experts;
-    a.hidden = D;
-    a.width = config_.moe_intermediate_size;
-    a.clamp_limit = config_.swiglu_limit;
-    a.x = ws_.normed_bf16 + r0 * D;
-    a.experts = ws_.experts + r0 * a.top_k;
-    a.weights = ws_.expert_weights + r0 * a.top_k;
-    a.gate_up = table.device_gate_up;
-    a.down = table.device_down;
-    a.h = ws_.moe_h;
-    a.y = ws_.moe_y;
-    a.groups = ws_.moe_groups;
-    a.shared_gu = ws_.moe_shared_gu;
-    a.shared_h = ws_.moe_shared_h;
-    a.shared_y = ws_.moe_shared_y;
-    a.out = out + r0 * D;
+    // moe_experts_spark sets the shared expert's BF16 pointers itself (its weights are NVFP4).
+    s.a = decode_args(table, shared, r0, std::min<int64_t>(kDecodeMaxRows, T - r0), out);
     s.quant = table.quant ? &table.quant->experts() : nullptr;
     s.x_f32 = ws_.normed + r0 * D;
     s.scales = table.spark_scales;

@@ -198,6 +198,13 @@ class CudaModelRunner : public ModelRunner {
     std::optional<MoeQuantTable> quant;   // quantized routed experts (moe_quant_experts.h)
     const float* spark_scales = nullptr;  // spark: [2E] device, s_gu then s_down (spark_moe.h)
   };
+  // The routed experts' arguments every MoE path shares (MoeExpertArgs, MoePrefillArgs) for rows
+  // [row0, row0 + rows) of the step, and the decode kernels' workspace (decode_args).
+  template <typename Args>
+  void fill_expert_args(Args& a, const SwiGluWeights* shared, int64_t row0, int64_t rows,
+                        float* out) const;
+  MoeExpertArgs decode_args(const ExpertTable& table, const SwiGluWeights* shared, int64_t row0,
+                            int64_t rows, float* out) const;
   std::map<int, ExpertTable> experts_;  // by layer index (the MTP layer included)
   DeviceBuffer expert_pointers_;
   DeviceBuffer expert_dequant_;  // prefill's BF16 scratch with quantized experts
