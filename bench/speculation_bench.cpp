@@ -1,12 +1,14 @@
-// Speculative decoding on the CPU backend: aggregate decode tok/s and acceptance by draft position
+// Speculative decoding on either backend: aggregate decode tok/s and acceptance by draft position
 // for each --speculative-tokens k, on the same greedy requests, in process (no HTTP). Prompts are
 // the held-out examples of a trained tinyGLM (tokens before reply_from), request i taking example
 // i; requests end at their stop token or --max-tokens. Prints one JSON object; asserts nothing.
 // --rollback records|recompute picks how rejected drafts are rolled back
-// (speculative_rollback.h); each cell reports the KDA state records that needs.
+// (speculative_rollback.h); each cell reports the KDA state records that needs. The runner is
+// build_runner's (runner_factory.h), as sparkglm-serve builds it: on cuda with decode and verify
+// steps in CUDA graphs unless --enforce-eager.
 //
 //   speculation_bench --model DIR --prompts DIR/heldout.json --k 0,1,2,3 --concurrency 1,4
-//       [--rollback records|recompute]
+//       [--rollback records|recompute] [--device cpu|cuda] [--enforce-eager]
 // with DIR = tinyglm/weights/tinyglm-micro-trained.
 //
 // Aggregate decode rate = sum(completion - 1) / (last token - first token) (QUALIFICATION.md),
@@ -24,13 +26,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/backend/cpu/cpu_model_runner.h"
+#include "engine/backend/runner_factory.h"
 #include "engine/core/build_info.h"
 #include "engine/core/cli_args.h"
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
 #include "engine/model/model_loader.h"
 #include "engine/runtime/kda_state_pool.h"
+#include "engine/runtime/latent_cache.h"
 #include "engine/runtime/serving_engine.h"
 #include "engine/runtime/speculation/speculative_rollback.h"
 
@@ -121,22 +124,39 @@ Round run_round(ServingEngine& engine, const std::vector<std::vector<int32_t>>& 
   return round;
 }
 
-nlohmann::json measure(const LoadedModel& model, ThreadPool& pool,
-                       const std::vector<std::vector<int32_t>>& prompts, int k,
-                       SpeculativeRollback rollback, int concurrency, int max_tokens, int reps) {
+struct BenchSettings {
+  std::string device = "cpu";
+  std::string model_dir;
+  bool cuda_graphs = true;
+  SpeculativeRollback rollback = SpeculativeRollback::kRecords;
+  int max_tokens = 128;
+  int reps = 3;
+};
+
+nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, ThreadPool& pool,
+                       const std::vector<std::vector<int32_t>>& prompts, int k, int concurrency) {
+  const SpeculativeRollback rollback = s.rollback;
+  const int max_tokens = s.max_tokens, reps = s.reps;
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
-  const int blocks = concurrency * int((longest + size_t(max_tokens)) / 16 + 2);
-  cpu::CpuRunnerOptions o;
-  o.num_blocks = blocks;
-  o.num_state_slots = concurrency;
+  RunnerRequest o;
+  o.device = s.device;
+  o.model_dir = s.model_dir;
+  o.cuda_graphs = s.cuda_graphs;
+  o.max_num_seqs = concurrency;
   o.kv_dtype = KvDtype::kBF16;
+  const int blocks = concurrency * int((longest + size_t(max_tokens)) / size_t(o.block_size) + 2);
+  o.kv_cache_bytes =
+      size_t(blocks) * LatentCache::bytes_per_block(config, o.block_size, o.kv_dtype);
   o.state_records = speculative_state_records(k, rollback);
-  cpu::CpuModelRunner runner(model.config, model.weights, o, pool);
+  o.decode_slice_rows = speculative_slice_rows(k, rollback);
   SchedulerLimits limits;
   limits.max_num_seqs = limits.max_batch_size = concurrency;
   limits.speculative_tokens = k;
   limits.speculative_rollback = rollback;
+  o.max_tokens_per_step = limits.max_prefill_tokens + concurrency * o.decode_slice_rows;
+  BuiltRunner built = build_runner(o, pool);
+  ModelRunner& runner = *built.runner;
   ServingEngine engine(runner, limits);
   run_round(engine, prompts, concurrency, 8);  // warmup
   const SpeculationCounters before = engine.stats().speculation;
@@ -165,8 +185,9 @@ nlohmann::json measure(const LoadedModel& model, ThreadPool& pool,
     return v[v.size() / 2];
   };
   // The rollback's memory: its KDA state records (each one slot's state and conv history).
-  const size_t record_bytes = KdaStatePool::snapshot_bytes(model.config);
-  return {{"k", k},
+  const size_t record_bytes = KdaStatePool::snapshot_bytes(config);
+  return {{"device", s.device},
+          {"k", k},
           {"rollback", speculative_rollback_name(rollback)},
           {"concurrency", concurrency},
           {"state_records_per_sequence", o.state_records},
@@ -191,30 +212,35 @@ int run(const std::vector<std::string>& args) {
   }
   const CliArgs a(args, {});
   a.allow_only({"--model", "--prompts", "--k", "--concurrency", "--max-tokens", "--reps",
-                "--threads", "--rollback"});
+                "--threads", "--rollback", "--device", "--enforce-eager"});
   set_default_thread_count(int(a.integer("--threads", 0, 0, 1024)));
   ThreadPool& pool = default_thread_pool();
-  const auto model = load_model_dir(a.required("--model"));
+  BenchSettings s;
+  s.model_dir = a.required("--model");
+  s.device = a.str("--device", "cpu");
+  s.cuda_graphs = !a.has("--enforce-eager");
+  const ModelConfig config = ModelConfig::load(s.model_dir + "/config.json");
   const auto prompts = load_prompts(a.required("--prompts"));
   const std::vector<int32_t> ks =
       a.has("--k") ? a.int_list("--k") : std::vector<int32_t>{0, 1, 2, 3};
   const std::vector<int32_t> cs =
       a.has("--concurrency") ? a.int_list("--concurrency") : std::vector<int32_t>{1, 4};
-  const int max_tokens = int(a.integer("--max-tokens", 128, 2, 1 << 16));
-  const int reps = int(a.integer("--reps", 3, 1, 100));
-  const SpeculativeRollback rollback =
-      speculative_rollback_from_name(a.str("--rollback", "records"), "--rollback");
+  s.max_tokens = int(a.integer("--max-tokens", 128, 2, 1 << 16));
+  s.reps = int(a.integer("--reps", 3, 1, 100));
+  s.rollback = speculative_rollback_from_name(a.str("--rollback", "records"), "--rollback");
   nlohmann::json cells = nlohmann::json::array();
   for (int32_t c : cs)
     for (int32_t k : ks) {
       if (c < 1 || c > 64 || k < 0 || k > kMaxSpeculativeTokens)
         throw Error(ErrorKind::kInvalidArgument, "--k 0..4 and --concurrency 1..64");
-      cells.push_back(measure(*model, pool, prompts, k, rollback, c, max_tokens, reps));
+      cells.push_back(measure(s, config, pool, prompts, k, c));
       std::cerr << cells.back().dump() << "\n";
     }
-  std::cout << nlohmann::json{{"threads", pool.size()},
-                              {"max_tokens", max_tokens},
-                              {"rollback", speculative_rollback_name(rollback)},
+  std::cout << nlohmann::json{{"device", s.device},
+                              {"cuda_graphs", s.device == "cuda" && s.cuda_graphs},
+                              {"threads", pool.size()},
+                              {"max_tokens", s.max_tokens},
+                              {"rollback", speculative_rollback_name(s.rollback)},
                               {"cells", cells}}
                    .dump(1)
             << "\n";
