@@ -26,11 +26,14 @@ namespace {
 
 using cuda_test::have_device;
 using cuda_test::nmse;
+using cuda_test::whole_tensor_tolerance;
 
 // End to end the GPU rounds activations to BF16 before each projection (the CPU keeps FP32), so
 // errors compound over the layers; this is the normalised error the whole tinyglm forward must
 // stay under (measured on the H200: see docs/cuda-engine.md).
 constexpr double kLogitTolerance = 1e-3;
+// Each row's median error, for both served models (whole_tensor_tolerance bounds the whole).
+constexpr double kRowMedianTolerance = 1e-4;
 constexpr int kBlock = 16;
 constexpr int kBlocksPerSeq = 176;  // 2816 tokens
 
@@ -145,8 +148,19 @@ TEST_P(CudaModelRunnerOn, PrefillAndDecodeMatchTheCpuReference) {
   const auto p = prompt(0, 77);
   ForwardOutput c = prefill(*f.cpu, 0, p, 64);
   ForwardOutput g = prefill(*f.gpu, 0, p, 64);
-  EXPECT_LT(nmse(g.logits, c.logits), kLogitTolerance);
-  EXPECT_LT(nmse(g.hidden, c.hidden), kLogitTolerance);
+  const double tolerance = whole_tensor_tolerance(GetParam());
+  const std::vector<double> logit_rows = row_nmse(g.logits, c.logits, V);
+  const std::vector<double> hidden_rows = row_nmse(g.hidden, c.hidden, f.host->config.hidden_size);
+  std::printf(
+      "%s prefill of %zu: logits NMSE %.3g (row median %.3g, max %.3g); hidden %.3g "
+      "(row median %.3g, max %.3g)\n",
+      GetParam().c_str(), p.size(), nmse(g.logits, c.logits), median(logit_rows),
+      *std::max_element(logit_rows.begin(), logit_rows.end()), nmse(g.hidden, c.hidden),
+      median(hidden_rows), *std::max_element(hidden_rows.begin(), hidden_rows.end()));
+  EXPECT_LT(nmse(g.logits, c.logits), tolerance);
+  EXPECT_LT(nmse(g.hidden, c.hidden), tolerance);
+  EXPECT_LT(median(logit_rows), kRowMedianTolerance);
+  EXPECT_LT(median(hidden_rows), kRowMedianTolerance);
   int pos = int(p.size());
   for (int step = 0; step < 6; ++step, ++pos) {
     const int token = argmax(c.logits.data(), V);  // the CPU's choice drives both
@@ -155,7 +169,7 @@ TEST_P(CudaModelRunnerOn, PrefillAndDecodeMatchTheCpuReference) {
     c = run(*f.cpu, b);
     g = run(*f.gpu, b);
     const double e = nmse(g.logits, c.logits);
-    EXPECT_LT(e, kLogitTolerance) << "decode step " << step;
+    EXPECT_LT(e, tolerance) << "decode step " << step;
   }
 }
 
@@ -189,7 +203,17 @@ TEST_P(CudaModelRunnerOn, DecodeRowsDoNotDependOnTheBatchOrOnGraphs) {
                            together.logits.begin() + int64_t(s) * V))
         << "sequence " << s;
   }
-  EXPECT_GE(f.gpu->graphs_captured(), 1);
+  // Decode steps run as graphs only when every row attends densely (graph_key): tinyglm's rows
+  // here do; most of the micro's pass its 16-token indexer window and run eagerly.
+  bool dense = true;
+  for (int s = 0; s < 4; ++s)
+    dense = dense && (lengths[size_t(s)] + 1) / f.host->config.index_kpool <=
+                         f.host->config.index_topk_pools();
+  if (dense) {
+    EXPECT_GE(f.gpu->graphs_captured(), 1);
+  } else {
+    EXPECT_EQ(f.gpu->graphs_captured(), 0);
+  }
 }
 
 TEST_P(CudaModelRunnerOn, AMixedStepEqualsItsPartsAndRepeatsBitwise) {
@@ -240,7 +264,7 @@ TEST_P(CudaModelRunnerOn, SparseIndexerRowsMatchTheCpuReference) {
   const auto off = std::count_if(rows.begin(), rows.end(), [](double e) { return e > 1e-4; });
   EXPECT_LT(median(rows), kSparseMedianTolerance);
   EXPECT_LT(double(off) / double(rows.size()), kSparseOffShare) << off << " rows off";
-  EXPECT_LT(nmse(g.logits, c.logits), kLogitTolerance);
+  EXPECT_LT(nmse(g.logits, c.logits), whole_tensor_tolerance(GetParam()));
   // Sparse decode steps from the CPU's greedy tokens: the same rule over eight steps.
   c.logits.erase(c.logits.begin(), c.logits.end() - V);
   std::vector<double> steps;

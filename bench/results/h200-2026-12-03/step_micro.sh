@@ -7,7 +7,7 @@ R=$1
 # 1. The end-to-end runner tests over both served geometries (tinyglm's production shapes and the
 #    trained tinyglm-micro), batch invariance at both, and the refusal of a geometry not served.
 ./build/tests/sparkglm_cuda_tests \
-  --gtest_filter='ServedModels/*:CudaModelRunner.*:CudaOperators.MlaDecode*:CudaOperators.KdaRecurrence*' \
+  --gtest_filter='ServedModels/*:SparkRunner.*' \
   --gtest_output=json:$R/micro_tests.json > $R/micro_tests.txt 2>&1
 tests_rc=$?
 tail -40 $R/micro_tests.txt

@@ -4,13 +4,14 @@ R=$1
 # for k = 0..3 drafts, acceptance by position, output hashes (equal across k when verify is
 # canonical); graphed (the default) with both rollbacks, then k = 0, 1 eager for the graphs' share.
 M=tinyglm/weights/tinyglm-micro-trained
-for rb in records recompute; do
-  ./build/bench/speculation_bench --device cuda --model $M --prompts $M/heldout.json \
-    --k 0,1,2,3 --concurrency 1,4,8 --max-tokens 128 --reps 5 --rollback $rb \
-    > $R/spec-micro-cuda-$rb.json 2> $R/spec-micro-cuda-$rb.log
-done
+./build/bench/speculation_bench --device cuda --model $M --prompts $M/heldout.json \
+  --k 0,1,2,3 --concurrency 1,4 --max-tokens 128 --reps 3 --rollback records \
+  > $R/spec-micro-cuda-records.json 2> $R/spec-micro-cuda-records.log
+./build/bench/speculation_bench --device cuda --model $M --prompts $M/heldout.json \
+  --k 0,1,2,3 --concurrency 1 --max-tokens 128 --reps 3 --rollback recompute \
+  > $R/spec-micro-cuda-recompute.json 2> $R/spec-micro-cuda-recompute.log
 ./build/bench/speculation_bench --device cuda --enforce-eager --model $M --prompts $M/heldout.json \
-  --k 0,1 --concurrency 1 --max-tokens 128 --reps 5 > $R/spec-micro-cuda-eager.json 2> $R/spec-micro-cuda-eager.log
+  --k 0,1 --concurrency 1 --max-tokens 128 --reps 3 > $R/spec-micro-cuda-eager.json 2> $R/spec-micro-cuda-eager.log
 for f in $R/spec-micro-cuda-*.json; do
   echo "== $f"
   python3 -c "
