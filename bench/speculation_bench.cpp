@@ -210,7 +210,7 @@ int run(const std::vector<std::string>& args) {
     std::fputs(version_text("speculation_bench").c_str(), stdout);
     return 0;
   }
-  const CliArgs a(args, {});
+  const CliArgs a(args, {"--enforce-eager"});
   a.allow_only({"--model", "--prompts", "--k", "--concurrency", "--max-tokens", "--reps",
                 "--threads", "--rollback", "--device", "--enforce-eager"});
   set_default_thread_count(int(a.integer("--threads", 0, 0, 1024)));
