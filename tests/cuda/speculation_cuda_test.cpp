@@ -228,8 +228,14 @@ TEST(CudaSpeculation, TheGraphPlanBoundsDecodeAndVerifyGraphsAndNamesEnforceEage
   cuda::CudaRunnerOptions o;
   o.num_state_slots = 4;
   o.max_seq_len = 1024;
+  o.max_sparse_graphs = 9;
   const std::string plain = cuda::CudaModelRunner::graph_plan(c, o);
-  EXPECT_NE(plain.find("decode steps of 1-4 rows x 4 attention length buckets (at most 16 graphs)"),
+  EXPECT_NE(
+      plain.find("decode steps of 1-4 dense rows x 4 attention length buckets (at most 16 graphs)"),
+      std::string::npos)
+      << plain;
+  EXPECT_NE(plain.find("with sparse-indexer rows one graph per (rows, dense rows, length bucket, "
+                       "pool bucket), at most 9, further shapes eager"),
             std::string::npos)
       << plain;
   EXPECT_EQ(plain.find("verify"), std::string::npos) << plain;

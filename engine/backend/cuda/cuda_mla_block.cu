@@ -168,23 +168,26 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
     // dsa_select reads rows `score_stride` apart: decode rows (one sequence each, scored one by
     // one) sit max_pools apart, the rows of one prefill chunk (scored together against their
     // sequence's pools) sit `pools` apart.
-    auto score = [&](int table_seq, int pools, int r, int n) {
+    auto score = [&](int table_seq, int pools, int r, int n, const int32_t* positions) {
       const PooledKeys keys{pooled_pages, step_->tables() + int64_t(table_seq) * stride,
                             options_.block_size / kpool};
       dsa_pool_scores(ws_.iq + int64_t(r) * I * di, ws_.iw + int64_t(r) * I, n, I, keys, pools,
-                      ws_.scores + int64_t(r) * shp.max_pools, stream_, di);
+                      ws_.scores + int64_t(r) * shp.max_pools, stream_, di, positions);
     };
     int64_t score_stride = shp.max_pools;
-    int max_pools = 0;  // the longest row's pools: how many blocks dsa_select gives each row
+    int max_pools = 0;  // no row has more pools: how many blocks dsa_select gives each row
     if (decode) {
+      // Each row over the step's pool bucket, bounded on the device by its own position, so the
+      // launches depend on the bucket only (a graph serves every length up to it).
+      max_pools = pool_bucket_;
       for (int i = 0; i < sparse_rows; ++i) {
-        const int pools = (pos[size_t(s0 + i)] + 1) / kpool;
-        score(s0 + i, pools, i, 1);
-        max_pools = std::max(max_pools, pools);
+        SPARKGLM_ASSERT((pos[size_t(s0 + i)] + 1) / kpool <= max_pools,
+                        "a sparse decode row past the step's pool bucket");
+        score(s0 + i, max_pools, i, 1, step_->positions_device() + s0 + i);
       }
     } else {
       max_pools = (pos[size_t(row0 + rows - 1)] + 1) / kpool;
-      score(seq_index, max_pools, 0, sparse_rows);
+      score(seq_index, max_pools, 0, sparse_rows, nullptr);
       score_stride = max_pools;
     }
     dsa_select(ws_.scores, score_stride, step_->positions_device() + s0, sparse_rows, max_pools,

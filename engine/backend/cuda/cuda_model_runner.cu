@@ -157,10 +157,11 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
                 "CUDA runner: state_records " + std::to_string(options_.state_records) +
                     " and decode_slice_rows " + std::to_string(options_.decode_slice_rows) +
                     " (expected >= 0 and >= 1)");
-  if (options_.max_verify_graphs < 0)
-    throw Error(ErrorKind::kInvalidArgument, "CUDA runner: max_verify_graphs " +
-                                                 std::to_string(options_.max_verify_graphs) +
-                                                 " (expected >= 0)");
+  if (options_.max_verify_graphs < 0 || options_.max_sparse_graphs < 0)
+    throw Error(ErrorKind::kInvalidArgument,
+                "CUDA runner: max_verify_graphs " + std::to_string(options_.max_verify_graphs) +
+                    " and max_sparse_graphs " + std::to_string(options_.max_sparse_graphs) +
+                    " (expected >= 0)");
   graph_stats_.built_with_graphs = options_.graphs;
   SPARKGLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   const RunnerShape s = shape();
@@ -417,7 +418,7 @@ void CudaModelRunner::run_step(const ForwardBatch& batch) {
   resume_records(batch);
   if (!launch_graph()) {
     if (step_->layout().speculative()) ++graph_stats_.verify_eager_steps;
-    length_bucket_ = std::max(1, step_->max_decode_length());
+    set_eager_buckets();
     run_layers();
   }
   copy_snapshots(batch, /*restore=*/false);
@@ -438,7 +439,7 @@ void CudaModelRunner::forward_mtp(const ForwardBatch& batch, const std::vector<f
     return;
   }
   step_->load(batch, stream_);
-  length_bucket_ = std::max(1, step_->max_decode_length());
+  set_eager_buckets();
   const MtpWeights& m = *mw.mtp;
   const float eps = config_.rms_norm_eps;
   // z, the embedding, hnorm(h) and the BF16 concatenation share the residual-stream buffer, which

@@ -4,11 +4,12 @@
 // cache, the KDA state slots and every activation live in device memory; a step moves its token
 // ids and block tables in (one copy) and the requested logits out (one copy).
 //
-// Steps of at most kDecodeMaxRows decode rows that all attend densely are captured in CUDA
-// graphs and replayed (cuda_step_graphs.cu): the launches of a step cost one graph launch instead
-// of ~20 per layer. Plain decode steps: one graph per (rows, length bucket); verify steps: one per
-// (rows of each wave, length bucket, records kept), at most max_verify_graphs of them. Prefill
-// chunks and sparse-indexer rows run eagerly (their launch shapes depend on the data).
+// Steps of at most kDecodeMaxRows decode rows are captured in CUDA graphs and replayed
+// (cuda_step_graphs.cu): the launches of a step cost one graph launch instead of ~20 per layer.
+// Plain decode steps: one graph per (rows, dense rows, length bucket, pool bucket), those with
+// sparse-indexer rows at most max_sparse_graphs; verify steps: one per (rows of each wave, dense
+// rows, length bucket, pool bucket, records kept), at most max_verify_graphs of them. Prefill
+// chunks run eagerly (their launch shapes depend on the data).
 //
 // Speculative decoding (docs/speculative-decoding.md): a verify slice (a decode slice of several
 // rows) runs each row as a one-row decode row (step_layout.h: a sequence of its own; the KDA
@@ -59,6 +60,7 @@ struct CudaRunnerOptions {
   KvDtype kv_dtype = KvDtype::kBF16;  // bf16 or fp8_g128 latent records
   bool graphs = true;                 // false: --enforce-eager
   int max_verify_graphs = 64;  // verify step shapes captured; steps of other shapes run eagerly
+  int max_sparse_graphs = 64;  // plain decode shapes with sparse rows captured; the rest eager
   bool profile_steps = false;  // device time by model part (StepProfiler), printed at destruction
   // MODEL.md section 7. spark: the weights come converted (DeviceWeights, same mode) and every
   // MoE row runs spark_moe.h's FP4-activation path; strict runs exactly as without the field.
@@ -161,7 +163,9 @@ class CudaModelRunner : public ModelRunner {
   // bucket, and whether the step keeps KDA records after / before its rows.
   struct GraphKey {
     std::vector<int> groups;
+    int dense = 0;  // dense decode rows: the step's first rows (step_layout.h)
     int bucket = 0;
+    int pool_bucket = 0;  // 0: no sparse row
     bool records_after = false, records_before = false;
     bool verify() const { return groups.size() > 1 || records_after || records_before; }
     bool operator<(const GraphKey& o) const;
@@ -171,8 +175,8 @@ class CudaModelRunner : public ModelRunner {
     size_t first_mark = 0;           // profile marks before its capture (profiling on)
     std::vector<const char*> parts;  // the parts it marked
   };
-  // The loaded step's key, or none when it runs eagerly (graphs off, prompt or sparse rows, more
-  // than kDecodeMaxRows rows).
+  // The loaded step's key, or none when it runs eagerly (graphs off, prompt rows, more than
+  // kDecodeMaxRows rows).
   std::optional<GraphKey> graph_key() const;
   // Launches the loaded step's graph, capturing it first when new; false (nothing launched) when
   // the step runs eagerly: no key, or a new verify shape beyond max_verify_graphs.
@@ -215,6 +219,12 @@ class CudaModelRunner : public ModelRunner {
   uint64_t graph_replays_ = 0;
   StepProfiler profile_;   // options_.profile_steps: device time by part (graphs included)
   int length_bucket_ = 0;  // the max_len the current decode step's attention is launched with
+  // The pools the current step's sparse decode rows are scored over, a bound (dsa_pool_scores
+  // with positions): a power of two, so graphs serve every length up to it.
+  int pool_bucket_ = 0;
+  int sparse_decode_graphs_ = 0;   // plain decode graphs with sparse rows (max_sparse_graphs)
+  int sparse_pool_bucket() const;  // pool_bucket_ for the loaded step
+  void set_eager_buckets();        // length_bucket_ and pool_bucket_ of an eager step
 
   // Pipelined steps: at most two queued; picks of queued step i land in pinned_picks_[parity].
   struct QueuedStep {

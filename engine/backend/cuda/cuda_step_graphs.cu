@@ -1,17 +1,22 @@
-// CUDA graphs of the CUDA runner's steps. A step whose rows are all dense decode rows (at most
+// CUDA graphs of the CUDA runner's steps. A step whose rows are all decode rows (at most
 // kDecodeMaxRows) launches the same kernels with the same arguments whenever it has the same
 // GraphKey: the rows of each KDA group (the decode rows as one group, or a verify step's waves:
-// step_layout.h), the attention's length bucket (mla_decode's split grid), and whether it keeps
-// KDA state records after or before its rows (kda_records.h). Everything else it reads sits at
-// fixed device addresses: StepInputs' arrays (tokens, page rows, lengths, slots, block tables,
-// record words), the caches and the workspace. So the first step of a key is captured and later
-// ones replay it, verify steps as plain decode steps; a verify row computes the same bits graphed
-// or eager (the same launches), and the bits of a one-row decode row (the same kernels).
+// step_layout.h), how many of its rows attend densely (they come first; the rest use the
+// indexer), the attention's length bucket (mla_decode's split grid), the pool bucket its sparse
+// rows are scored over (dsa_pool_scores bounded by the rows' positions, dsa_select's grid), and
+// whether it keeps KDA state records after or before its rows (kda_records.h). Everything else it
+// reads sits at fixed device addresses: StepInputs' arrays (tokens, page rows, positions,
+// lengths, slots, block tables, record words), the caches and the workspace. So the first step of
+// a key is captured and later ones replay it, verify steps as plain decode steps; a row computes
+// the same bits graphed or eager (the same launches, the same buckets), and a verify row the bits
+// of a one-row decode row (the same kernels). A sparse row's scores and attended set do not
+// depend on the pool bucket: each pool is scored alone, and the selection is a rule on them.
 //
-// Bounds: plain decode keys are at most min(kDecodeMaxRows, slots) row counts times the length
-// buckets; verify keys are capped at max_verify_graphs (first come), a step of a new verify shape
-// beyond the cap runs eagerly. graph_plan() states the bound at start; graph_stats() counts the
-// captures, the steps they ran and the device memory they took.
+// Bounds: plain decode keys of dense rows only are at most min(kDecodeMaxRows, slots) row counts
+// times the length buckets; those with sparse rows are capped at max_sparse_graphs and verify
+// keys at max_verify_graphs (first come), a step of a new shape beyond its cap runs eagerly.
+// graph_plan() states the bounds at start; graph_stats() counts the captures, the steps they ran
+// and the device memory they took.
 #include <algorithm>
 #include <set>
 #include <string>
@@ -34,11 +39,33 @@ int length_bucket(int length, int attend_max) {
   return std::min(bucket, attend_max);
 }
 
+// The pools sparse decode rows of at most `pools` pools are scored over: a power of two from
+// kMinPoolBucket, capped by the workspace's max_pools.
+constexpr int kMinPoolBucket = 64;
+int pool_bucket(int pools, int max_pools) {
+  int bucket = kMinPoolBucket;
+  while (bucket < pools) bucket *= 2;
+  return std::min(bucket, max_pools);
+}
+
 }  // namespace
 
 bool CudaModelRunner::GraphKey::operator<(const GraphKey& o) const {
-  return std::tie(groups, bucket, records_after, records_before) <
-         std::tie(o.groups, o.bucket, o.records_after, o.records_before);
+  return std::tie(groups, dense, bucket, pool_bucket, records_after, records_before) <
+         std::tie(o.groups, o.dense, o.bucket, o.pool_bucket, o.records_after, o.records_before);
+}
+
+int CudaModelRunner::sparse_pool_bucket() const {
+  const std::vector<int32_t>& pos = step_->positions();
+  int pools = 0;
+  for (int r = step_->dense_decode_rows(); r < step_->decode_rows(); ++r)
+    pools = std::max(pools, (pos[size_t(r)] + 1) / config_.index_kpool);
+  return pools > 0 ? pool_bucket(pools, shape().max_pools) : 0;
+}
+
+void CudaModelRunner::set_eager_buckets() {
+  length_bucket_ = std::max(1, step_->max_decode_length());
+  pool_bucket_ = sparse_pool_bucket();
 }
 
 std::string CudaModelRunner::graph_plan(const ModelConfig& config,
@@ -51,15 +78,19 @@ std::string CudaModelRunner::graph_plan(const ModelConfig& config,
     if (length >= options.max_seq_len) break;
   }
   const int rows = std::min(kDecodeMaxRows, options.num_state_slots);
-  std::string line = "CUDA graphs: decode steps of 1-" + std::to_string(rows) + " rows x " +
+  std::string line = "CUDA graphs: decode steps of 1-" + std::to_string(rows) + " dense rows x " +
                      std::to_string(buckets.size()) + " attention length buckets (at most " +
-                     std::to_string(rows * int(buckets.size())) + " graphs)";
+                     std::to_string(rows * int(buckets.size())) +
+                     " graphs); with sparse-indexer rows one graph per (rows, dense rows, length "
+                     "bucket, pool bucket), at most " +
+                     std::to_string(options.max_sparse_graphs) + ", further shapes eager";
   if (options.decode_slice_rows > 1 || options.state_records > 0) {
     const int verify_rows =
         std::min(kDecodeMaxRows, options.num_state_slots * options.decode_slice_rows);
     line += "; verify steps of up to " + std::to_string(verify_rows) + " rows (slices of up to " +
             std::to_string(options.decode_slice_rows) +
-            "), one graph per (rows of each wave, length bucket, records kept), at most " +
+            "), one graph per (rows of each wave, dense rows, length bucket, pool bucket, records "
+            "kept), at most " +
             std::to_string(options.max_verify_graphs) + " graphs, further shapes eager";
   }
   return line + "; each capture's device memory is counted (graph_stats)";
@@ -73,11 +104,13 @@ bool CudaModelRunner::set_eager(bool eager) {
 
 std::optional<CudaModelRunner::GraphKey> CudaModelRunner::graph_key() const {
   if (!options_.graphs || eager_ || step_->rows() == 0 || step_->decode_rows() != step_->rows() ||
-      step_->dense_decode_rows() != step_->rows() || step_->rows() > kDecodeMaxRows)
+      step_->rows() > kDecodeMaxRows)
     return std::nullopt;
   GraphKey key;
   for (const StepGroup& g : step_->layout().decode_groups()) key.groups.push_back(g.rows);
+  key.dense = step_->dense_decode_rows();
   key.bucket = length_bucket(step_->max_decode_length(), shape().attend_max);
+  key.pool_bucket = sparse_pool_bucket();
   key.records_after = step_->layout().records_after();
   key.records_before = step_->layout().records_before();
   return key;
@@ -86,10 +119,16 @@ std::optional<CudaModelRunner::GraphKey> CudaModelRunner::graph_key() const {
 bool CudaModelRunner::launch_graph() {
   const std::optional<GraphKey> key = graph_key();
   if (!key) return false;
-  length_bucket_ = key->bucket;  // what mla_decode is launched with, captured or replayed
+  // What mla_decode and the indexer are launched with, captured or replayed (an eager step of a
+  // shape past the caps sets the same, set_eager_buckets).
+  length_bucket_ = key->bucket;
+  pool_bucket_ = key->pool_bucket;
   auto it = graphs_.find(*key);
   if (it == graphs_.end()) {
     if (key->verify() && graph_stats_.verify_graphs >= options_.max_verify_graphs) return false;
+    const bool sparse_decode = !key->verify() && key->pool_bucket > 0;
+    if (sparse_decode && sparse_decode_graphs_ >= options_.max_sparse_graphs) return false;
+    sparse_decode_graphs_ += sparse_decode ? 1 : 0;
     StepGraph g;
     g.first_mark = profile_.marks();
     profile_.reserve(size_t(16) * size_t(config_.num_hidden_layers + 1));  // no creation in capture

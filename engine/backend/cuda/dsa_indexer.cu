@@ -67,8 +67,9 @@ struct ScoreParams {
   const float* w;
   PooledKeys pooled;
   float* scores;
-  int64_t pools;
+  int64_t pools;  // the row stride of scores, and the pools scored when positions is null
   int heads;
+  const int32_t* positions;  // per row: it scores its visible pools only (dsa_pool_scores)
 };
 
 // Pool `pool`'s d_i values (PooledKeys' layout).
@@ -87,7 +88,10 @@ __global__ void __launch_bounds__(256) score_kernel(const __grid_constant__ Scor
   __shared__ float keys[kPoolTile][kDim + 1];
   __shared__ float logits[kMaxHeads][kPoolTile + 1];
   const int64_t row = blockIdx.y, p0 = int64_t(blockIdx.x) * kPoolTile;
-  const int npool = p.pools - p0 < kPoolTile ? int(p.pools - p0) : kPoolTile;
+  int64_t pools = p.pools;
+  if (p.positions != nullptr) pools = min(pools, int64_t(p.positions[row] + 1) / kIndexKpool);
+  if (p0 >= pools) return;  // the whole block: a tile past what this row sees
+  const int npool = pools - p0 < kPoolTile ? int(pools - p0) : kPoolTile;
   for (int i = threadIdx.x; i < kPoolTile * (kDim / 4); i += blockDim.x) {
     const int j = i / (kDim / 4), c4 = i % (kDim / 4);
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -257,17 +261,17 @@ void dsa_pool_completed(const float* key_pages, const float* gate_pages, const f
 
 void dsa_pool_scores(const float* q, const float* w, int64_t rows, int heads,
                      const PooledKeys& pooled, int64_t pools, float* scores, cudaStream_t stream,
-                     int dim) {
+                     int dim, const int32_t* positions) {
   check_dim(dim);
   SPARKGLM_ASSERT(heads > 0 && heads <= kMaxHeads, "dsa_pool_scores: at most 64 indexer heads");
   SPARKGLM_ASSERT(pooled.table == nullptr || pooled.pools_per_block > 0,
                   "dsa_pool_scores: paged pools need pools_per_block");
   if (rows <= 0 || pools <= 0) return;
-  const ScoreParams params{q, w, pooled, scores, pools, heads};
+  const ScoreParams params{q, w, pooled, scores, pools, heads, positions};
   if (dim == kIndexMicroDim) {
     const dim3 grid(unsigned((pools + kPoolTile - 1) / kPoolTile), unsigned(rows));
     score_kernel<kIndexMicroDim><<<grid, 256, 0, stream>>>(params);
-  } else if (rows >= kTileRows && heads == kTileHeads) {
+  } else if (positions == nullptr && rows >= kTileRows && heads == kTileHeads) {
     static bool configured = false;
     if (!configured) {
       SPARKGLM_CUDA_CHECK(cudaFuncSetAttribute(

@@ -41,9 +41,13 @@ void dsa_pool_completed(const float* key_pages, const float* gate_pages, const f
 
 // scores[r][p] = (sum_h w[r][h] ReLU(q[r][h] . pooled[p])) / sqrt(d_i * heads), heads summed in
 // increasing h, for p < pools. q: [rows, heads, d_i]; w: [rows, heads]; scores: [rows, pools].
+// With `positions` ([rows], device), row r scores only the pools it sees, p < min(pools,
+// (positions[r] + 1) / 4), and leaves the rest of its row as it was (dsa_select reads no further):
+// `pools` is then a bound that sizes the grid, so a captured launch serves rows of any length up
+// to it. A pool's score does not depend on the bound (one-row kernel: the decode rows' path).
 void dsa_pool_scores(const float* q, const float* w, int64_t rows, int heads,
                      const PooledKeys& pooled, int64_t pools, float* scores, cudaStream_t stream,
-                     int dim = kIndexDim);
+                     int dim = kIndexDim, const int32_t* positions = nullptr);
 
 // The attended positions of query r at position positions[r] (ascending) and their count.
 // scores: [rows, score_stride]; out: [rows, out_stride] with out_stride >= topk_pools * 4 + 3 and
