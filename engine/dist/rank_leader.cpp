@@ -66,7 +66,11 @@ void RankLeader::submit(const ForwardBatch& batch, const StepSampling& sampling)
   m.sampling.token_from = sampling.token_from;
   m.sampling.mask_row = sampling.mask_row;
   m.sampling.mask_words = sampling.mask_words;
-  lockstep(encode_step(m), [&] { inner_->submit(batch, sampling); });
+  // Drafts inside the step are not sent to the ranks (their steps must run the same
+  // collectives): the drafter runs the MTP module itself, through forward_mtp.
+  StepSampling local = sampling;
+  local.draft_on_picks = false;
+  lockstep(encode_step(m), [&] { inner_->submit(batch, local); });
 }
 
 void RankLeader::collect(StepResult& result) {

@@ -76,9 +76,35 @@ void ModelRunner::step(ForwardBatch& batch, const StepSampling& sampling, StepRe
                          &out.logits[size_t(i * vocab)], vocab);
       result.tokens[size_t(i)] = greedy_token(&out.logits[size_t(i * vocab)], vocab);
     }
+  if (sampling.draft_on_picks) draft_on_picks(batch, out, result);
   result.logits = std::move(out.logits);
   result.hidden = std::move(out.hidden);
   last_tokens_ = result.tokens;
+}
+
+void ModelRunner::draft_on_picks(const ForwardBatch& batch, const ForwardOutput& out,
+                                 StepResult& result) {
+  const int64_t n = int64_t(batch.logit_rows.size()), vocab = config().vocab_size;
+  if (config().mtp_layer() < 0 || n != batch.num_rows()) return;
+  std::vector<int32_t> picks(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    if (batch.logit_rows[size_t(i)] != int32_t(i)) return;  // rows out of order: not asked for
+    picks[size_t(i)] = greedy_token(&out.logits[size_t(i * vocab)], vocab);
+    if (picks[size_t(i)] < 0) return;  // no token to embed: the drafter's own path decides
+  }
+  // Each slice again at its positions, its rows now on the picks (MtpDrafter's first call).
+  ForwardBatch mtp;
+  for (const SequenceSlice& s : batch.seqs) {
+    const auto first = picks.begin() + s.first_row;
+    mtp.add_sequence({first, first + s.num_rows}, s.start_position, s.state_slot, s.block_table,
+                     /*want_logits=*/true, /*all_logits=*/true);
+    mtp.seqs.back().decode = false;
+  }
+  ForwardOutput drafts;
+  forward_mtp(mtp, out.hidden, drafts);
+  result.draft_tokens = std::move(picks);
+  result.draft_logits = std::move(drafts.logits);
+  result.draft_hidden = std::move(drafts.hidden);
 }
 
 }  // namespace sparkglm

@@ -111,6 +111,9 @@ class ModelRunner {
   void run(QueuedStep& q);  // step() into q, keeping what it throws
   // One step of the default pipeline: token_from, forward(), greedy picks on the host.
   void step(ForwardBatch& batch, const StepSampling& sampling, StepResult& result);
+  // StepSampling::draft_on_picks for the default pipeline: forward_mtp over the step's rows on the
+  // greedy picks of `out`; leaves `result`'s draft rows empty when the batch does not qualify.
+  void draft_on_picks(const ForwardBatch& batch, const ForwardOutput& out, StepResult& result);
   std::deque<QueuedStep> queued_;
   std::vector<int32_t> last_tokens_;  // the picks of the last step run (for token_from)
 };

@@ -39,6 +39,13 @@ struct StepSampling {
   std::vector<int32_t> mask_row;
   int32_t mask_words = 0;
   std::function<void(uint32_t* masks)> fill_masks;
+  // Drafts inside the step (speculative decoding, docs/speculative-decoding.md): also run the MTP
+  // module (ModelRunner::forward_mtp's arithmetic) on every logit row, row i taking the main
+  // model's greedy pick at i as its next token and the row's hidden state, and return what it
+  // computed (StepResult::draft_*). The scheduler asks it only for steps whose rows are all logit
+  // rows, in batch order, none picked by the runner; a runner that cannot (no MTP module, a shape
+  // it does not serve) returns no draft rows, and the drafter then runs the module itself.
+  bool draft_on_picks = false;
 
   int32_t mask_rows() const {
     int32_t n = 0;
@@ -56,6 +63,12 @@ struct StepResult {
   // [logit_rows, D]: ForwardOutput::hidden, what a drafter (the MTP module) reads. Empty from a
   // runner that does not return it (speculation then needs ModelRunner's default collect).
   std::vector<float> hidden;
+  // StepSampling::draft_on_picks, when the runner ran it (else all three empty): per logit row,
+  // the greedy pick the MTP module took as its next token (-1: none), and the module's logits
+  // ([logit_rows, vocab]) and output state ([logit_rows, D]) there.
+  std::vector<int32_t> draft_tokens;
+  std::vector<float> draft_logits;
+  std::vector<float> draft_hidden;
 };
 
 // The greedy rule of runtime/sampler.h without masks or penalties: the lowest id among the

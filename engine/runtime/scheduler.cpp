@@ -31,7 +31,8 @@ Scheduler::Scheduler(ModelRunner& runner, const SchedulerLimits& limits,
     spec_ = std::make_unique<Speculator>(
         limits_.speculative_tokens, limits_.speculative_rollback, std::move(drafter),
         runner_.config(), blocks_, geometry_.block_size, limits_.max_seq_len,
-        [this](Sequence& s, const SampledToken& t) { emit_token(s, t); });
+        [this](Sequence& s, const SampledToken& t) { emit_token(s, t); },
+        limits_.speculative_draft_in_step);
   }
 }
 
@@ -393,6 +394,12 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     if (!s.answer) counters_.prompt_tokens += uint64_t(end - start);
   }
   if (!sampling.token_from.empty()) sampling.token_from.resize(batch.tokens.size(), -1);
+  // A step of verify slices only, every row a logit row (no replayed rows): the runner may run
+  // the drafter's MTP rows inside it (speculator.h).
+  sampling.draft_on_picks =
+      spec_ && spec_->drafts_in_step() && !q.role.empty() &&
+      std::all_of(q.role.begin(), q.role.end(), [](SpecRole r) { return r == SpecRole::kVerify; }) &&
+      batch.logit_rows.size() == size_t(batch.num_rows());
   if (masked.empty()) {
     sampling.mask_row.clear();
   } else {

@@ -91,6 +91,9 @@ struct SchedulerLimits {
   int speculative_tokens = 0;
   // --speculative-rollback (speculative_rollback.h).
   SpeculativeRollback speculative_rollback = SpeculativeRollback::kRecords;
+  // Verify steps run the MTP drafter's first forward inside them (StepSampling::draft_on_picks).
+  // Not an option: off only to measure it (bench/speculation_bench --draft-in-step off).
+  bool speculative_draft_in_step = true;
   // Error(kInvalidArgument) naming the option of a bad user limit; a bad engine constant
   // (prefill_align, reserve_output_tokens) is a defect and asserts.
   void validate(const CacheGeometry& g) const;

@@ -212,6 +212,35 @@ TEST_P(SpeculativeRollbackTest, GreedyWithMtpDraftsEqualsGreedyWithoutAtC1AndC4)
   }
 }
 
+// A verify step of verify slices only runs the MTP module on its own greedy picks
+// (StepSampling::draft_on_picks, here through ModelRunner's default pipeline): the drafter then
+// starts from the step's row. Those rows are what its own first forward computes, so the drafts,
+// their acceptance and the output are the same as with the drafter's forward alone.
+TEST_P(SpeculativeRollbackTest, DraftsFromInsideTheVerifyStepAreTheDraftersOwn) {
+  const auto requests = four();
+  for (int k : {1, 3}) {
+    SpeculationCounters with{}, without{};
+    std::vector<Outcome> out[2];
+    for (bool in_step : {true, false}) {
+      auto r = runner_k(64, k);
+      SchedulerLimits l = limits_k(k);
+      l.speculative_draft_in_step = in_step;
+      out[in_step] = run(*r, l, requests);
+      (in_step ? with : without) = scheduler->counters().speculation;
+      EXPECT_EQ(scheduler->blocks().num_free(), 64) << "k=" << k;
+    }
+    expect_same(out[1], out[0], "k=" + std::to_string(k));
+    EXPECT_EQ(with.drafted, without.drafted) << "k=" << k;
+    EXPECT_EQ(with.accepted, without.accepted) << "k=" << k;
+    EXPECT_EQ(with.verify_tokens, without.verify_tokens) << "k=" << k;
+    EXPECT_EQ(without.step_drafts, 0u) << "k=" << k;
+    // Rollback by recompute replays rows after a rejection: those steps draft the old way.
+    if (rollback() == SpeculativeRollback::kRecords) {
+      EXPECT_GT(with.step_drafts, with.verify_steps / 2) << "k=" << k;
+    }
+  }
+}
+
 TEST_P(SpeculativeRollbackTest, MostlyRightDraftsAreAcceptedAndChangeNothing) {
   const auto requests = four();
   auto plain_runner = runner(64, 0);

@@ -25,6 +25,11 @@ struct DraftJob {
   // Drafts wanted (0: only observe the rows). When > 0 the rows end just before the sequence's
   // last token (first_position + rows == tokens->size() - 1), and the drafts continue it.
   int32_t want = 0;
+  // The MTP module already ran over the rows inside the verify step (StepSampling::draft_on_picks,
+  // each row on the token that was then committed): its logits ([vocab]) and output state ([D])
+  // at the last row. Null: it did not (the drafter runs the rows itself).
+  const float* step_logits = nullptr;
+  const float* step_hidden = nullptr;
   std::vector<int32_t> drafts;  // out: at most `want` tokens
 };
 
@@ -33,6 +38,8 @@ class Drafter {
   virtual ~Drafter() = default;
   // Fills each job's drafts. Called on the engine thread with no step queued in the runner.
   virtual void draft(std::vector<DraftJob>& jobs) = 0;
+  // Whether it reads DraftJob::step_logits (then the scheduler asks verify steps for them).
+  virtual bool reads_step_drafts() const { return false; }
 };
 
 }  // namespace sparkglm

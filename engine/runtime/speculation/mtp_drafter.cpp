@@ -12,47 +12,61 @@ MtpDrafter::MtpDrafter(ModelRunner& runner) : runner_(runner) {
 
 void MtpDrafter::draft(std::vector<DraftJob>& jobs) {
   const int64_t d = runner_.config().hidden_size, vocab = runner_.config().vocab_size;
-  // The first call: every job's computed rows, each on its committed next token.
+  // The first call: every job's computed rows, each on its committed next token (none for a job
+  // whose verify step ran them already).
   ForwardBatch batch;
-  std::vector<float> hidden;    // [rows, D]
-  std::vector<size_t> wanting;  // per logit row: its job
+  std::vector<float> hidden;  // [rows, D]
+  struct Chain {              // a job still drafting: the module's logits and state at its tip
+    size_t job;
+    const float* logits;
+    const float* hidden;
+  };
+  std::vector<Chain> wanting;
+  std::vector<size_t> from_call;  // jobs whose tip is a logit row of the first call, in order
   for (size_t j = 0; j < jobs.size(); ++j) {
     DraftJob& job = jobs[j];
     job.drafts.clear();
     if (job.rows <= 0) continue;
     SPARKGLM_ASSERT(size_t(job.first_position + job.rows) < job.tokens->size(),
                     "MTP drafter: a computed row without its next token");
+    if (job.step_logits) {
+      if (job.want > 0) wanting.push_back({j, job.step_logits, job.step_hidden});
+      continue;
+    }
     const auto first = job.tokens->begin() + job.first_position + 1;
     batch.add_sequence({first, first + job.rows}, job.first_position, job.state_slot,
                        *job.block_table, job.want > 0);
     batch.seqs.back().decode = false;
     hidden.insert(hidden.end(), job.hidden, job.hidden + int64_t(job.rows) * d);
-    if (job.want > 0) wanting.push_back(j);
+    if (job.want > 0) from_call.push_back(j);
   }
-  if (batch.seqs.empty()) return;
   ForwardOutput out;
-  runner_.forward_mtp(batch, hidden, out);
+  if (!batch.seqs.empty()) runner_.forward_mtp(batch, hidden, out);
+  for (size_t i = 0; i < from_call.size(); ++i)
+    wanting.push_back({from_call[i], &out.logits[i * size_t(vocab)], &out.hidden[i * size_t(d)]});
   // Then one position on per call, on the last draft and the module's own output state.
   for (int32_t step = 1; !wanting.empty(); ++step) {
     ForwardBatch next;
     std::vector<float> next_hidden;  // [jobs still drafting, D]
     std::vector<size_t> still;
-    for (size_t i = 0; i < wanting.size(); ++i) {
-      DraftJob& job = jobs[wanting[i]];
-      const int32_t token = greedy_token(&out.logits[i * size_t(vocab)], vocab);
+    for (const Chain& c : wanting) {
+      DraftJob& job = jobs[c.job];
+      const int32_t token = greedy_token(c.logits, vocab);
       if (token < 0) continue;  // NaN draft logits: no draft is better than a wrong one
       job.drafts.push_back(token);
       if (int32_t(job.drafts.size()) >= job.want) continue;
       next.add_sequence({token}, job.first_position + job.rows - 1 + step, job.state_slot,
                         *job.block_table);
-      next_hidden.insert(next_hidden.end(), out.hidden.begin() + int64_t(i) * d,
-                         out.hidden.begin() + int64_t(i + 1) * d);
-      still.push_back(wanting[i]);
+      next_hidden.insert(next_hidden.end(), c.hidden, c.hidden + d);
+      still.push_back(c.job);
     }
-    wanting.swap(still);
-    if (wanting.empty()) break;
-    out = ForwardOutput{};
-    runner_.forward_mtp(next, next_hidden, out);
+    if (still.empty()) break;
+    ForwardOutput chained;
+    runner_.forward_mtp(next, next_hidden, chained);
+    out = std::move(chained);
+    wanting.clear();
+    for (size_t i = 0; i < still.size(); ++i)
+      wanting.push_back({still[i], &out.logits[i * size_t(vocab)], &out.hidden[i * size_t(d)]});
   }
 }
 

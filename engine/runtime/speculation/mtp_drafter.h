@@ -6,7 +6,8 @@
 // runs again one position on, on draft j - 1 and its own previous output state. Drafts are the
 // argmax of the draft logits (a point-mass proposal, which the verify rule of draft_check.h
 // accepts with the target probability of the draft). Every job is one slice of each call, so
-// one call serves the whole batch.
+// one call serves the whole batch. A job whose rows the verify step already ran through the
+// module (DraftJob::step_logits) skips the first call: its draft 1 comes from the step's row.
 #include "engine/model/model_runner.h"
 #include "engine/runtime/speculation/drafter.h"
 
@@ -17,6 +18,7 @@ class MtpDrafter : public Drafter {
   // Error(kInvalidArgument) when the model has no MTP module.
   explicit MtpDrafter(ModelRunner& runner);
   void draft(std::vector<DraftJob>& jobs) override;
+  bool reads_step_drafts() const override { return true; }
 
  private:
   ModelRunner& runner_;

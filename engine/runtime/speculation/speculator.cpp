@@ -9,7 +9,7 @@ namespace sparkglm {
 
 Speculator::Speculator(int tokens, SpeculativeRollback rollback, std::unique_ptr<Drafter> drafter,
                        const ModelConfig& config, BlockAllocator& blocks, int block_size,
-                       int max_seq_len, Emit emit)
+                       int max_seq_len, Emit emit, bool draft_in_step)
     : tokens_(tokens),
       rollback_(rollback),
       drafter_(std::move(drafter)),
@@ -18,6 +18,7 @@ Speculator::Speculator(int tokens, SpeculativeRollback rollback, std::unique_ptr
       block_size_(block_size),
       max_seq_len_(max_seq_len),
       emit_(std::move(emit)) {
+  drafts_in_step_ = draft_in_step && drafter_ && drafter_->reads_step_drafts();
   SPARKGLM_ASSERT(tokens >= 1 && tokens <= kMaxSpeculativeTokens && drafter_,
                   "Speculator: 1..4 tokens and a drafter");
 }
@@ -56,6 +57,7 @@ void Speculator::commit(Sequence& s, SpecRole role, int rows, int first_logit,
   auto logits = [&](int i) { return result.logits.data() + int64_t(first_logit + i) * vocab; };
   const int start = s.computed - rows;
   int observed = rows;
+  const float *step_logits = nullptr, *step_hidden = nullptr;
   if (role == SpecRole::kVerify) {
     const int k = rows - 1;
     SPARKGLM_ASSERT(int(s.drafts.size()) == k, "Speculator: drafts changed under a verify slice");
@@ -80,14 +82,25 @@ void Speculator::commit(Sequence& s, SpecRole role, int rows, int first_logit,
     s.rewind_row = accepted < k ? accepted : -1;
     trim_blocks(s);
     observed = accepted + 1;
+    // The step's MTP rows are the drafter's when each took the token committed after its row.
+    bool same = !result.draft_logits.empty();
+    for (int i = 0; same && i <= accepted; ++i)
+      same = result.draft_tokens[size_t(first_logit + i)] == s.tokens[size_t(start + i + 1)];
+    if (same) {
+      step_logits = result.draft_logits.data() + int64_t(first_logit + accepted) * vocab;
+      step_hidden =
+          result.draft_hidden.data() + int64_t(first_logit + accepted) * config_.hidden_size;
+      ++counters_.step_drafts;
+    }
   } else if (role == SpecRole::kSampleLast) {
     emit_(s, check_draft(*s.sampler, logits(rows - 1), vocab, config_.eos_token_ids, -1).token);
     if (s.finish != FinishReason::kNone) return;
   }
   SPARKGLM_ASSERT(result.hidden.size() >= size_t(first_logit + rows) * size_t(config_.hidden_size),
                   "Speculator: the runner returned no hidden states (StepResult::hidden)");
-  observed_.push_back(
-      {&s, start, observed, result.hidden.data() + int64_t(first_logit) * config_.hidden_size});
+  observed_.push_back({&s, start, observed,
+                       result.hidden.data() + int64_t(first_logit) * config_.hidden_size,
+                       step_logits, step_hidden});
 }
 
 int Speculator::drafts_wanted(const Sequence& s) const {
@@ -119,6 +132,8 @@ void Speculator::draft(int reserve) {
     job.first_position = o.first_position;
     job.rows = o.rows;
     job.hidden = o.hidden;
+    job.step_logits = o.step_logits;
+    job.step_hidden = o.step_hidden;
     // Rows in a block another sequence holds (a prefix-cache hit) are that block's, not ours.
     while (job.rows > 0 &&
            blocks_.ref_count(s.blocks[size_t(job.first_position / block_size_)]) > 1) {

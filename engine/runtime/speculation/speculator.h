@@ -24,6 +24,10 @@
 //    to the prefix cache): no attention reads past a sequence's end, and the next rows overwrite
 //    them.
 //  - draft: the drafter (drafter.h) observes the committed rows and proposes the next drafts.
+//    A step of verify slices only asks the runner to run the MTP module inside it, on each row's
+//    greedy pick (StepSampling::draft_on_picks): where every pick up to the last accepted row is
+//    the token committed there (always, for a greedy sequence), those rows are what the drafter
+//    would compute, and the drafter starts from the step's row instead of its own forward.
 //    A drafter writes only positions in blocks no other sequence holds (rows in shared prefix
 //    blocks are not observed), and drafts take free blocks only beyond one per running sequence,
 //    so speculation never makes the scheduler preempt.
@@ -61,6 +65,9 @@ struct SpeculationCounters {
   std::array<uint64_t, kMaxSpeculativeTokens> drafted{}, accepted{};
   uint64_t draft_failures = 0;  // drafter calls that threw (those sequences went on undrafted)
   uint64_t replayed_rows = 0;   // rows run again by rollback by recompute (speculative_rollback.h)
+  // Verify slices whose next first draft came from the MTP rows of the verify step itself
+  // (StepSampling::draft_on_picks), with no forward of the drafter's own for it.
+  uint64_t step_drafts = 0;
 };
 
 // A member's part in speculation, per queued step.
@@ -75,11 +82,14 @@ class Speculator {
  public:
   using Emit = std::function<void(Sequence&, const SampledToken&)>;
   // tokens: k in 1..kMaxSpeculativeTokens. emit: the scheduler's emit_token.
+  // draft_in_step: ask verify steps for the drafter's first forward (when the drafter reads it).
   Speculator(int tokens, SpeculativeRollback rollback, std::unique_ptr<Drafter> drafter,
              const ModelConfig& config, BlockAllocator& blocks, int block_size, int max_seq_len,
-             Emit emit);
+             Emit emit, bool draft_in_step = true);
 
   int tokens() const { return tokens_; }
+  // Whether verify steps should run the MTP module on their picks (StepSampling::draft_on_picks).
+  bool drafts_in_step() const { return drafts_in_step_; }
   bool applies_to(const Sequence& s) const;
   // Adds the verify slice of `s` (any replayed rows, its last token, then its drafts) to `batch`;
   // returns its rows past s.computed (those with logits, that the commit checks).
@@ -96,12 +106,15 @@ class Speculator {
     Sequence* seq;
     int32_t first_position, rows;
     const float* hidden;  // [rows, D]
+    const float* step_logits = nullptr;  // DraftJob::step_logits, step_hidden
+    const float* step_hidden = nullptr;
   };
   int drafts_wanted(const Sequence& s) const;
   // Releases draft-only blocks past what the sequence's next step reaches.
   void trim_blocks(Sequence& s);
 
   int tokens_;
+  bool drafts_in_step_ = false;
   SpeculativeRollback rollback_;
   std::unique_ptr<Drafter> drafter_;
   const ModelConfig& config_;
