@@ -396,10 +396,10 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
   if (!sampling.token_from.empty()) sampling.token_from.resize(batch.tokens.size(), -1);
   // A step of verify slices only, every row a logit row (no replayed rows): the runner may run
   // the drafter's MTP rows inside it (speculator.h).
-  sampling.draft_on_picks =
-      spec_ && spec_->drafts_in_step() && !q.role.empty() &&
-      std::all_of(q.role.begin(), q.role.end(), [](SpecRole r) { return r == SpecRole::kVerify; }) &&
-      batch.logit_rows.size() == size_t(batch.num_rows());
+  sampling.draft_on_picks = spec_ && spec_->drafts_in_step() && !q.role.empty() &&
+                            std::all_of(q.role.begin(), q.role.end(),
+                                        [](SpecRole r) { return r == SpecRole::kVerify; }) &&
+                            batch.logit_rows.size() == size_t(batch.num_rows());
   if (masked.empty()) {
     sampling.mask_row.clear();
   } else {

@@ -105,7 +105,7 @@ class Speculator {
   struct Observed {  // a committed run of rows for the drafter
     Sequence* seq;
     int32_t first_position, rows;
-    const float* hidden;  // [rows, D]
+    const float* hidden;                 // [rows, D]
     const float* step_logits = nullptr;  // DraftJob::step_logits, step_hidden
     const float* step_hidden = nullptr;
   };
