@@ -9,7 +9,10 @@
 //
 //   speculation_bench --model DIR --prompts DIR/heldout.json --k 0,1,2,3 --concurrency 1,4
 //       [--rollback records|recompute] [--device cpu|cuda] [--enforce-eager]
-// with DIR = tinyglm/weights/tinyglm-micro-trained.
+//       [--draft-in-step on|off]
+// with DIR = tinyglm/weights/tinyglm-micro-trained. --draft-in-step off makes the drafter run its
+// first MTP forward itself instead of inside the verify step (SchedulerLimits::
+// speculative_draft_in_step): the two ways in one run.
 //
 // Aggregate decode rate = sum(completion - 1) / (last token - first token) (QUALIFICATION.md),
 // per repetition; output_sha256 hashes every request's tokens, so equal hashes across k show that
@@ -129,6 +132,7 @@ struct BenchSettings {
   std::string model_dir;
   bool cuda_graphs = true;
   SpeculativeRollback rollback = SpeculativeRollback::kRecords;
+  bool draft_in_step = true;
   int max_tokens = 128;
   int reps = 3;
 };
@@ -154,6 +158,7 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
   limits.max_num_seqs = limits.max_batch_size = concurrency;
   limits.speculative_tokens = k;
   limits.speculative_rollback = rollback;
+  limits.speculative_draft_in_step = s.draft_in_step;
   o.max_tokens_per_step = limits.max_prefill_tokens + concurrency * o.decode_slice_rows;
   BuiltRunner built = build_runner(o, pool);
   ModelRunner& runner = *built.runner;
@@ -202,6 +207,9 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
            steps > 0 ? double(after.verify_tokens - before.verify_tokens) / steps : 1.0},
           {"replayed_rows_per_verify_step",
            steps > 0 ? double(after.replayed_rows - before.replayed_rows) / steps : 0.0},
+          {"draft_in_step", s.draft_in_step},
+          {"step_drafts_per_verify_step",
+           steps > 0 ? double(after.step_drafts - before.step_drafts) / steps : 0.0},
           {"output_sha256", sha256_hex(outputs)}};
 }
 
@@ -212,7 +220,7 @@ int run(const std::vector<std::string>& args) {
   }
   const CliArgs a(args, {"--enforce-eager"});
   a.allow_only({"--model", "--prompts", "--k", "--concurrency", "--max-tokens", "--reps",
-                "--threads", "--rollback", "--device", "--enforce-eager"});
+                "--threads", "--rollback", "--device", "--enforce-eager", "--draft-in-step"});
   set_default_thread_count(int(a.integer("--threads", 0, 0, 1024)));
   ThreadPool& pool = default_thread_pool();
   BenchSettings s;
@@ -228,6 +236,10 @@ int run(const std::vector<std::string>& args) {
   s.max_tokens = int(a.integer("--max-tokens", 128, 2, 1 << 16));
   s.reps = int(a.integer("--reps", 3, 1, 100));
   s.rollback = speculative_rollback_from_name(a.str("--rollback", "records"), "--rollback");
+  const std::string in_step = a.str("--draft-in-step", "on");
+  if (in_step != "on" && in_step != "off")
+    throw Error(ErrorKind::kInvalidArgument, "--draft-in-step: on or off, got '" + in_step + "'");
+  s.draft_in_step = in_step == "on";
   nlohmann::json cells = nlohmann::json::array();
   for (int32_t c : cs)
     for (int32_t k : ks) {

@@ -16,7 +16,9 @@
 //  - through the scheduler, greedy output with k = 1, 2, 3 drafts (the MTP module's, and an
 //    oracle's that are mostly right) is the output without speculation, tokens and logprobs, at
 //    C1 and C4, with either rollback, with graphs (verify steps replayed from graphs) and
-//    without; every block returns to the pool.
+//    without; every block returns to the pool;
+//  - the drafter's first forward run inside the verify step (StepSampling::draft_on_picks)
+//    changes no token and drafts as well as the drafter's own forward.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -444,8 +446,10 @@ std::vector<GenerationRequest> requests(int count) {
 
 std::vector<Outcome> generate(ModelRunner& runner, int k, SpeculativeRollback rollback,
                               const std::vector<GenerationRequest>& reqs,
-                              std::unique_ptr<Drafter> drafter, SpeculationCounters* counters) {
+                              std::unique_ptr<Drafter> drafter, SpeculationCounters* counters,
+                              bool draft_in_step = true) {
   SchedulerLimits l;
+  l.speculative_draft_in_step = draft_in_step;
   l.max_num_seqs = 4;
   l.max_batch_size = 4;
   l.max_prefill_tokens = 64;  // prompts longer than a chunk prefill in pieces
@@ -513,6 +517,44 @@ TEST_P(CudaSpeculationRollback, GreedyWithDraftsEqualsGreedyWithoutAtC1AndC4) {
       g.decode_graphs, g.verify_graphs, (unsigned long long)g.decode_graph_steps,
       (unsigned long long)g.verify_graph_steps, (unsigned long long)g.verify_eager_steps,
       g.graph_bytes);
+}
+
+// The drafter's first forward inside the verify step (StepSampling::draft_on_picks: the head,
+// the device's greedy picks and the MTP module on them, in the step's graph): greedy output is
+// the output without speculation either way, the drafts come from the step where the picks were
+// committed, and they are the drafter's own closely enough to be accepted as often (the module
+// runs there as decode rows, in its own forward as prompt rows: the bits may differ).
+TEST_P(CudaSpeculationRollback, DraftsFromInsideTheVerifyStepChangeNoTokenAndAreAcceptedAsOften) {
+  if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
+  const auto runner = spec_runner();
+  cuda::CudaModelRunner& r = *runner;
+  r.set_eager(false);
+  const auto reqs = requests(4);
+  const auto plain = generate(r, 0, rollback(), reqs, nullptr, nullptr);
+  r.set_eager(!graphs());
+  for (int k : {1, 3}) {
+    SCOPED_TRACE("k " + std::to_string(k));
+    SpeculationCounters in_step, own;
+    const auto a = generate(r, k, rollback(), reqs, nullptr, &in_step, true);
+    const auto b = generate(r, k, rollback(), reqs, nullptr, &own, false);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      EXPECT_EQ(a[i].tokens, plain[i].tokens) << "request " << i;
+      EXPECT_EQ(a[i].logprobs, plain[i].logprobs) << "request " << i;
+      EXPECT_EQ(b[i].tokens, plain[i].tokens) << "request " << i;
+    }
+    EXPECT_EQ(own.step_drafts, 0u);
+    if (rollback() == SpeculativeRollback::kRecords) {
+      EXPECT_GT(in_step.step_drafts, in_step.verify_steps / 2);
+    }
+    const double accepted_in_step = double(in_step.accepted[0]) / double(in_step.drafted[0]);
+    const double accepted_own = double(own.accepted[0]) / double(own.drafted[0]);
+    std::printf("[ drafts   ] k %d: %llu of %llu verify steps drafted in the step; first-draft "
+                "acceptance %.3f in the step, %.3f by the drafter's own forward\n",
+                k, (unsigned long long)in_step.step_drafts,
+                (unsigned long long)in_step.verify_steps, accepted_in_step, accepted_own);
+    EXPECT_NEAR(accepted_in_step, accepted_own, 0.1);
+  }
+  if (graphs()) expect_graphed_verify_steps(r);
 }
 
 }  // namespace

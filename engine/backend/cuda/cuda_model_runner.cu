@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <string>
 
 #include "engine/backend/cuda/cuda_check.h"
@@ -92,6 +93,7 @@ RunnerShape CudaModelRunner::runner_shape(const ModelConfig& c, const CudaRunner
   s.max_pools = std::min(kIndexMaxPools, std::max(1, o.max_seq_len / c.index_kpool));
   s.attend_max = c.index_topk_pools() * c.index_kpool + c.index_kpool - 1;
   s.spark = o.precision_mode == PrecisionMode::kSpark;
+  s.drafts = c.mtp_layer() >= 0 && (o.state_records > 0 || o.decode_slice_rows > 1);
   return s;
 }
 
@@ -198,6 +200,18 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
     SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_picks_[p], row_ints));
     SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&picks_copied_[p], cudaEventDisableTiming));
   }
+  if (s.drafts) {
+    std::vector<int32_t> identity(static_cast<size_t>(kDecodeMaxRows));
+    std::iota(identity.begin(), identity.end(), 0);
+    SPARKGLM_CUDA_CHECK(cudaMemcpy(ws_.draft_from, identity.data(),
+                                   identity.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+    const size_t rows = size_t(kDecodeMaxRows);
+    SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_draft_logits_,
+                                       sizeof(float) * rows * size_t(config_.vocab_size)));
+    SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_draft_hidden_,
+                                       sizeof(float) * rows * size_t(config_.hidden_size)));
+    SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_draft_picks_, sizeof(int32_t) * rows));
+  }
 
   // Expert operand tables. The arena keeps each gate_proj directly before its up_proj, which is
   // what lets one [2W, D] product compute both.
@@ -287,6 +301,9 @@ CudaModelRunner::~CudaModelRunner() {
   cudaEventDestroy(from_copied_);
   cudaFreeHost(pinned_draws_);
   cudaEventDestroy(draws_copied_);
+  cudaFreeHost(pinned_draft_logits_);
+  cudaFreeHost(pinned_draft_hidden_);
+  cudaFreeHost(pinned_draft_picks_);
   for (int p = 0; p < 2; ++p) {
     cudaFreeHost(pinned_picks_[p]);
     cudaEventDestroy(picks_copied_[p]);
@@ -420,6 +437,7 @@ void CudaModelRunner::run_step(const ForwardBatch& batch) {
     if (step_->layout().speculative()) ++graph_stats_.verify_eager_steps;
     set_eager_buckets();
     run_layers();
+    if (step_drafts_) run_draft_rows();
   }
   copy_snapshots(batch, /*restore=*/false);
 }
@@ -440,23 +458,33 @@ void CudaModelRunner::forward_mtp(const ForwardBatch& batch, const std::vector<f
   }
   step_->load(batch, stream_);
   set_eager_buckets();
-  const MtpWeights& m = *mw.mtp;
-  const float eps = config_.rms_norm_eps;
-  // z, the embedding, hnorm(h) and the BF16 concatenation share the residual-stream buffer, which
-  // the MTP layer (plain residual) does not otherwise use.
-  float* z = ws_.X;
-  float* e = ws_.X + T * D;
-  float* hn = ws_.X + 2 * T * D;
-  auto* cat = reinterpret_cast<uint16_t*>(ws_.X + 3 * T * D);
+  // The hidden states in step order, where mtp_module normalises them (in place).
+  float* h = ws_.X + 2 * T * D;
   std::vector<float> ordered(size_t(T * D));  // hidden in step order
   for (int64_t r = 0; r < T; ++r)
     std::memcpy(&ordered[size_t(r * D)], &hidden[size_t(step_->batch_row(int(r)) * D)],
                 size_t(D) * 4);
   SPARKGLM_CUDA_CHECK(
-      cudaMemcpyAsync(hn, ordered.data(), size_t(T * D) * 4, cudaMemcpyHostToDevice, stream_));
-  embed_tokens(mw.embed.bf16(), config_.vocab_size, D, step_->tokens(), T, 1, e, stream_);
+      cudaMemcpyAsync(h, ordered.data(), size_t(T * D) * 4, cudaMemcpyHostToDevice, stream_));
+  float* z = mtp_module(step_->tokens(), h);
+  head_to_host(z, mw.mtp->head_norm, out);
+  SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `ordered` is pageable: keep it alive
+}
+
+float* CudaModelRunner::mtp_module(const int32_t* tokens, const float* h) {
+  const ModelWeights& mw = weights_->weights();
+  const MtpWeights& m = *mw.mtp;
+  const int64_t T = step_->rows(), D = config_.hidden_size;
+  const float eps = config_.rms_norm_eps;
+  // z, the embedding, hnorm(h) and the BF16 concatenation share the residual-stream buffer, which
+  // the MTP layer (plain residual) does not otherwise use; h may be hnorm's place itself.
+  float* z = ws_.X;
+  float* e = ws_.X + T * D;
+  float* hn = ws_.X + 2 * T * D;
+  auto* cat = reinterpret_cast<uint16_t*>(ws_.X + 3 * T * D);
+  embed_tokens(mw.embed.bf16(), config_.vocab_size, D, tokens, T, 1, e, stream_);
   rms_norm_rows(e, m.enorm, eps, T, D, e, nullptr, stream_);
-  rms_norm_rows(hn, m.hnorm, eps, T, D, hn, nullptr, stream_);
+  rms_norm_rows(h, m.hnorm, eps, T, D, hn, nullptr, stream_);
   concat_bf16(e, hn, T, D, cat, stream_);
   project_step(gemm_, weights_->dequant_workspace(), m.eh_proj, cat, step_->decode_rows(), T, z,
                stream_);  // [T, D]
@@ -467,8 +495,7 @@ void CudaModelRunner::forward_mtp(const ForwardBatch& batch, const std::vector<f
   rms_norm_rows(z, m.layer.post_attn_norm, eps, T, D, ws_.normed, ws_.normed_bf16, stream_);
   ffn_block(m.layer, config_.mtp_layer(), ws_.block_out);
   add_in_place(z, ws_.block_out, T * D, stream_);
-  head_to_host(z, m.head_norm, out);
-  SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `ordered` is pageable: keep it alive
+  return z;
 }
 
 }  // namespace sparkglm::cuda

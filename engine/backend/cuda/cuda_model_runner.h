@@ -154,6 +154,19 @@ class CudaModelRunner : public ModelRunner {
   void spark_moe_block(const LayerWeights& w, int layer, float* out);
   // The step's logit rows of h [T, D]: hidden states and logits (after `norm`) to the host.
   void head_to_host(const float* h, const float* norm, ForwardOutput& out);
+  // The MTP module (MODEL.md section 6) over the loaded step's rows: row r on token tokens[r]
+  // (device, step order) and the main model's state h[r] ([T, D], read only); its output state
+  // lands in ws_.X ([T, D]), which it returns.
+  float* mtp_module(const int32_t* tokens, const float* h);
+  // Drafts inside a verify step (cuda_speculation.cu, StepSampling::draft_on_picks): whether the
+  // loaded step qualifies (every row a decode row and a logit row, none picked by a draw, at most
+  // kDecodeMaxRows); the launches (the main head over every row, the greedy picks, the MTP module
+  // on them, its head), run after run_layers and captured with it; and their results to `q`
+  // (logit order), with the step's picks copied for `parity`.
+  bool drafts_fit(const StepSampling& sampling) const;
+  void run_draft_rows();
+  struct QueuedStep;
+  void drafts_to_host(int parity, QueuedStep& q);
   // A pipelined step's head: logits of every logit row, their picks into picks_ (greedy, or with
   // `draws` the seeded draws of ws_.draws) and then the pinned picks of `parity`; with `logits`,
   // the logits to the host too (synchronising).
@@ -167,6 +180,7 @@ class CudaModelRunner : public ModelRunner {
     int bucket = 0;
     int pool_bucket = 0;  // 0: no sparse row
     bool records_after = false, records_before = false;
+    bool drafts = false;  // the draft rows after the layers (run_draft_rows)
     bool verify() const { return groups.size() > 1 || records_after || records_before; }
     bool operator<(const GraphKey& o) const;
   };
@@ -232,7 +246,16 @@ class CudaModelRunner : public ModelRunner {
     int64_t logit_rows = 0;
     std::vector<float> logits;  // filled at submission when a row is not picked here
     std::vector<float> hidden;  // [logit_rows, D], filled with `logits` (the drafter's input)
+    // A step with draft rows (StepResult::draft_*), filled at submission; draft_tokens are also
+    // the step's picks.
+    std::vector<int32_t> draft_tokens;
+    std::vector<float> draft_logits, draft_hidden;
   };
+  bool step_drafts_ = false;  // the step being launched runs its draft rows
+  // [kDecodeMaxRows] rows of MTP logits, states and picks (RunnerShape::drafts, else null).
+  float* pinned_draft_logits_ = nullptr;
+  float* pinned_draft_hidden_ = nullptr;
+  int32_t* pinned_draft_picks_ = nullptr;
   std::deque<QueuedStep> queued_;
   int next_parity_ = 0;
   DeviceBuffer picks_, token_from_;  // int32 [max_rows] each

@@ -1,6 +1,9 @@
 // Speculative decoding on the CUDA runner (docs/speculative-decoding.md): the KDA state records
-// of verify slices and their resumes, and the head-reduced states of a step's logit rows for the
-// drafter. A verify slice's rows themselves are one-row decode rows of the step's layout
+// of verify slices and their resumes, the head-reduced states of a step's logit rows for the
+// drafter, and the drafter's first forward inside a verify step (StepSampling::draft_on_picks):
+// after the layers, in the same launches (the same graph), the head over every row, each row's
+// greedy pick on the device, and the MTP module on (pick, h) as decode rows of the step, so the
+// step returns the next drafts' logits with one wait instead of two forwards. A verify slice's rows themselves are one-row decode rows of the step's layout
 // (step_layout.h), computed by the decode kernels exactly as a one-row decode slice is.
 #include <algorithm>
 #include <cstring>
@@ -8,7 +11,10 @@
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_model_runner.h"
 #include "engine/backend/cuda/kda_records.h"
+#include "engine/backend/cuda/norms.h"
+#include "engine/backend/cuda/projection.h"
 #include "engine/backend/cuda/runner_kernels.h"
+#include "engine/backend/cuda/sampling.h"
 
 namespace sparkglm::cuda {
 
@@ -64,6 +70,64 @@ void CudaModelRunner::hidden_to_host(const float* h, std::vector<float>& hidden)
                                         cudaMemcpyDeviceToHost, stream_));
     SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
     std::memcpy(hidden.data() + c0 * D, pinned_hidden_, size_t(m * D) * 4);
+  }
+}
+
+bool CudaModelRunner::drafts_fit(const StepSampling& sampling) const {
+  const int64_t T = step_->rows();
+  if (!sampling.draft_on_picks || !shape().drafts || T == 0 || T > kDecodeMaxRows ||
+      step_->decode_rows() != T || int64_t(step_->logit_rows().size()) != T)
+    return false;
+  return std::none_of(sampling.picked.begin(), sampling.picked.end(),
+                      [](uint8_t p) { return p != 0; });
+}
+
+void CudaModelRunner::run_draft_rows() {
+  const ModelWeights& mw = weights_->weights();
+  const int64_t T = step_->rows(), D = config_.hidden_size, V = config_.vocab_size;
+  // The head over every row (all are logit rows; step order) and each row's greedy pick, the
+  // module's input token (a row with no pick embeds token 0: its drafts are not used).
+  profile_.mark("head", stream_);
+  rms_norm_rows(ws_.y, mw.final_norm, config_.rms_norm_eps, T, D, ws_.head_rows, ws_.head_bf16,
+                stream_);
+  project_decode(gemm_, mw.lm_head, ws_.head_bf16, T, ws_.logits, stream_);
+  sample_greedy(ws_.logits, T, V, ws_.draft_picks, stream_,
+                static_cast<unsigned long long*>(greedy_keys_.data()));
+  take_picked_tokens(ws_.draft_from, ws_.draft_picks, T, ws_.draft_tokens, stream_);
+  profile_.mark("mtp", stream_);
+  const float* z = mtp_module(ws_.draft_tokens, ws_.y);
+  rms_norm_rows(z, mw.mtp->head_norm, config_.rms_norm_eps, T, D, ws_.head_rows, ws_.head_bf16,
+                stream_);
+  project_decode(gemm_, mw.lm_head, ws_.head_bf16, T, ws_.draft_logits, stream_);
+}
+
+void CudaModelRunner::drafts_to_host(int parity, QueuedStep& q) {
+  const int64_t T = step_->rows(), D = config_.hidden_size, V = config_.vocab_size;
+  auto to_host = [&](void* host, const void* device, size_t bytes) {
+    SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_));
+  };
+  to_host(pinned_logits_, ws_.logits, size_t(T * V) * 4);
+  to_host(pinned_hidden_, ws_.y, size_t(T * D) * 4);
+  to_host(pinned_draft_logits_, ws_.draft_logits, size_t(T * V) * 4);
+  to_host(pinned_draft_hidden_, ws_.X, size_t(T * D) * 4);  // mtp_module's output state
+  to_host(pinned_draft_picks_, ws_.draft_picks, size_t(T) * sizeof(int32_t));
+  SPARKGLM_CUDA_CHECK(cudaEventRecord(picks_copied_[parity], stream_));
+  profile_.end_step(stream_, "decode");
+  SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  // Step order to logit order: logit row i is step row logit_rows()[i].
+  q.logits.resize(size_t(T * V));
+  q.hidden.resize(size_t(T * D));
+  q.draft_logits.resize(size_t(T * V));
+  q.draft_hidden.resize(size_t(T * D));
+  q.draft_tokens.resize(size_t(T));
+  const std::vector<int32_t>& rows = step_->logit_rows();
+  for (int64_t i = 0; i < T; ++i) {
+    const int64_t r = rows[size_t(i)];
+    std::copy_n(pinned_logits_ + r * V, V, q.logits.data() + i * V);
+    std::copy_n(pinned_hidden_ + r * D, D, q.hidden.data() + i * D);
+    std::copy_n(pinned_draft_logits_ + r * V, V, q.draft_logits.data() + i * V);
+    std::copy_n(pinned_draft_hidden_ + r * D, D, q.draft_hidden.data() + i * D);
+    q.draft_tokens[size_t(i)] = pinned_draft_picks_[r];
   }
 }
 

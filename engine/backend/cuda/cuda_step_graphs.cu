@@ -4,7 +4,8 @@
 // step_layout.h), how many of its rows attend densely (they come first; the rest use the
 // indexer), the attention's length bucket (mla_decode's split grid), the pool bucket its sparse
 // rows are scored over (dsa_pool_scores bounded by the rows' positions, dsa_select's grid), and
-// whether it keeps KDA state records after or before its rows (kda_records.h). Everything else it
+// whether it keeps KDA state records after or before its rows (kda_records.h), and whether it
+// runs the draft rows of speculative decoding after the layers. Everything else it
 // reads sits at fixed device addresses: StepInputs' arrays (tokens, page rows, positions,
 // lengths, slots, block tables, record words), the caches and the workspace. So the first step of
 // a key is captured and later ones replay it, verify steps as plain decode steps; a row computes
@@ -51,8 +52,9 @@ int pool_bucket(int pools, int max_pools) {
 }  // namespace
 
 bool CudaModelRunner::GraphKey::operator<(const GraphKey& o) const {
-  return std::tie(groups, dense, bucket, pool_bucket, records_after, records_before) <
-         std::tie(o.groups, o.dense, o.bucket, o.pool_bucket, o.records_after, o.records_before);
+  return std::tie(groups, dense, bucket, pool_bucket, records_after, records_before, drafts) <
+         std::tie(o.groups, o.dense, o.bucket, o.pool_bucket, o.records_after, o.records_before,
+                  o.drafts);
 }
 
 int CudaModelRunner::sparse_pool_bucket() const {
@@ -113,6 +115,7 @@ std::optional<CudaModelRunner::GraphKey> CudaModelRunner::graph_key() const {
   key.pool_bucket = sparse_pool_bucket();
   key.records_after = step_->layout().records_after();
   key.records_before = step_->layout().records_before();
+  key.drafts = step_drafts_;
   return key;
 }
 
@@ -136,6 +139,7 @@ bool CudaModelRunner::launch_graph() {
     SPARKGLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     try {
       run_layers();
+      if (key->drafts) run_draft_rows();
     } catch (...) {
       cudaStreamEndCapture(stream_, &graph);
       if (graph) cudaGraphDestroy(graph);

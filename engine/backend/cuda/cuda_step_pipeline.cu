@@ -43,7 +43,20 @@ void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& samp
                          static_cast<const int32_t*>(picks_.data()), rows, step_->tokens_to_patch(),
                          stream_);
     }
-    run_step(batch);
+    step_drafts_ = drafts_fit(sampling);
+    try {
+      run_step(batch);
+    } catch (...) {
+      step_drafts_ = false;
+      throw;
+    }
+    if (step_drafts_) {  // the head and the picks ran with the layers: only copies are left
+      step_drafts_ = false;
+      drafts_to_host(q.parity, q);
+      next_parity_ ^= 1;
+      queued_.push_back(std::move(q));
+      return;
+    }
     // Grammar masks: computed on the host now, while the device runs the layers just launched.
     masks_.upload(sampling, n, stream_);
     bool host_logits = false, draws = false;
@@ -84,9 +97,16 @@ void CudaModelRunner::collect(StepResult& result) {
   queued_.pop_front();
   const int32_t* picks = pinned_picks_[q.parity];
   SPARKGLM_CUDA_CHECK(cudaEventSynchronize(picks_copied_[q.parity]));  // the step has run
-  result.tokens.assign(picks, picks + q.logit_rows);
+  if (q.draft_tokens.empty()) {
+    result.tokens.assign(picks, picks + q.logit_rows);
+  } else {
+    result.tokens = q.draft_tokens;  // the greedy picks the draft rows took
+  }
   result.logits = std::move(q.logits);
   result.hidden = std::move(q.hidden);
+  result.draft_tokens = std::move(q.draft_tokens);
+  result.draft_logits = std::move(q.draft_logits);
+  result.draft_hidden = std::move(q.draft_hidden);
 }
 
 void CudaModelRunner::head_picks(int parity, std::vector<float>* logits, bool draws) {

@@ -90,6 +90,11 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
   w.logits = c.take<float>(kLogitChunk * int64_t(m.vocab_size));
   w.draws = c.take<SampleParams>(T);
   w.sample_scratch = c.take<char>(int64_t(sample_scratch_bytes(kLogitChunk, m.vocab_size)));
+  const int64_t drafts = s.drafts ? kDecodeMaxRows : 0;
+  w.draft_logits = c.take<float>(drafts * int64_t(m.vocab_size));
+  w.draft_picks = c.take<int32_t>(drafts);
+  w.draft_tokens = c.take<int32_t>(drafts);
+  w.draft_from = c.take<int32_t>(drafts);
   return w;
 }
 

@@ -40,6 +40,7 @@ struct RunnerShape {
   int max_pools;     // indexer pools a query can see
   int attend_max;    // entries a sparse query attends: topk_pools * kpool + kpool - 1
   bool spark;        // --precision-mode spark: the MoE's spark workspaces, no grouped-GEMM one
+  bool drafts;       // speculative decoding with an MTP module: the draft rows of a verify step
 };
 
 // Activations of one step.
@@ -72,6 +73,12 @@ struct Workspace {
   SampleParams* draws;
   void* sample_scratch;
   uint16_t* head_bf16;
+  // Drafts inside a verify step (StepSampling::draft_on_picks; empty unless RunnerShape::drafts):
+  // for its at most kDecodeMaxRows rows in step order, the MTP module's logits, each row's greedy
+  // pick, the pick as the module's input token (-1 -> 0), and the identity row map that
+  // take_picked_tokens reads. The main model's logits of those rows are in `logits`.
+  float* draft_logits;
+  int32_t *draft_picks, *draft_tokens, *draft_from;
 
   static Workspace carve(Carve& c, const ModelConfig& m, const RunnerShape& s);
 };
