@@ -39,6 +39,7 @@
 #include "engine/runtime/speculation/speculative_rollback.h"
 #include "engine/runtime/speculation/speculator.h"
 #include "tests/cuda/cuda_test_support.h"
+#include "tests/cuda/served_models.h"
 #include "tinyglm/dummy_weights.h"
 
 namespace sparkglm {
@@ -46,8 +47,9 @@ namespace {
 
 // tinyglm with four slots, state records for k = 4 drafts (or widths up to 5) and decode slices
 // of up to 7 rows (2k + 1 for k = 3 with recompute).
-std::unique_ptr<cuda::CudaModelRunner> spec_runner(int snapshots = 0, int max_verify_graphs = 64) {
-  const ModelConfig c = preset_config("tinyglm");
+std::unique_ptr<cuda::CudaModelRunner> spec_runner(int snapshots = 0, int max_verify_graphs = 64,
+                                                   const std::string& model = "tinyglm") {
+  const ModelConfig c = cuda_test::served_config(model);
   cuda::CudaRunnerOptions o;
   o.num_blocks = 4 * 64;
   o.block_size = 16;
@@ -58,8 +60,7 @@ std::unique_ptr<cuda::CudaModelRunner> spec_runner(int snapshots = 0, int max_ve
   o.max_rows = 256 + 4 * 7;
   o.max_seq_len = 1024;
   o.max_verify_graphs = max_verify_graphs;
-  return std::make_unique<cuda::CudaModelRunner>(
-      c, cuda::DeviceWeights::generate(c, kDefaultDummySeed), o);
+  return std::make_unique<cuda::CudaModelRunner>(c, cuda_test::served_device_weights(model, c), o);
 }
 
 std::vector<int32_t> tokens_of(int n, int salt) {
@@ -524,12 +525,30 @@ TEST_P(CudaSpeculationRollback, GreedyWithDraftsEqualsGreedyWithoutAtC1AndC4) {
 // the output without speculation either way, the drafts come from the step where the picks were
 // committed, and they are the drafter's own closely enough to be accepted as often (the module
 // runs there as decode rows, in its own forward as prompt rows: the bits may differ).
+// On the trained micro (dummy weights draft nothing right), over text prompts in its byte
+// vocabulary.
 TEST_P(CudaSpeculationRollback, DraftsFromInsideTheVerifyStepChangeNoTokenAndAreAcceptedAsOften) {
   if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
-  const auto runner = spec_runner();
+  const auto runner = spec_runner(0, 64, cuda_test::kTrainedMicro);
   cuda::CudaModelRunner& r = *runner;
   r.set_eager(false);
-  const auto reqs = requests(4);
+  const char* texts[] = {
+      "Task: repeat the following text exactly.\nThe river runs past the old mill and on to the "
+      "sea.\n",
+      "The code of item K7 is 40213377. The code of item B2 is 99120456. The code of item K7 is ",
+      "Task: output one JSON object with the fields name and age.\n{\"name\": \"Ada\", \"age\": ",
+      "Continue this text in the same style. The morning was cold and the streets were empty, "
+      "and "};
+  std::vector<GenerationRequest> reqs;
+  for (const char* t : texts) {
+    GenerationRequest q;
+    for (const char* c = t; *c; ++c) q.prompt.push_back(int32_t(static_cast<unsigned char>(*c)));
+    q.sampling.temperature = 0.0f;
+    q.sampling.max_tokens = 48;
+    q.sampling.ignore_eos = true;
+    q.sampling.logprobs = true;
+    reqs.push_back(std::move(q));
+  }
   const auto plain = generate(r, 0, rollback(), reqs, nullptr, nullptr);
   r.set_eager(!graphs());
   for (int k : {1, 3}) {
@@ -548,10 +567,12 @@ TEST_P(CudaSpeculationRollback, DraftsFromInsideTheVerifyStepChangeNoTokenAndAre
     }
     const double accepted_in_step = double(in_step.accepted[0]) / double(in_step.drafted[0]);
     const double accepted_own = double(own.accepted[0]) / double(own.drafted[0]);
-    std::printf("[ drafts   ] k %d: %llu of %llu verify steps drafted in the step; first-draft "
-                "acceptance %.3f in the step, %.3f by the drafter's own forward\n",
-                k, (unsigned long long)in_step.step_drafts,
-                (unsigned long long)in_step.verify_steps, accepted_in_step, accepted_own);
+    std::printf(
+        "[ drafts   ] k %d: %llu of %llu verify steps drafted in the step; first-draft "
+        "acceptance %.3f in the step, %.3f by the drafter's own forward\n",
+        k, (unsigned long long)in_step.step_drafts, (unsigned long long)in_step.verify_steps,
+        accepted_in_step, accepted_own);
+    EXPECT_GT(accepted_own, 0.2) << "the trained MTP head drafts right often enough to compare";
     EXPECT_NEAR(accepted_in_step, accepted_own, 0.1);
   }
   if (graphs()) expect_graphed_verify_steps(r);
