@@ -206,10 +206,10 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
     SPARKGLM_CUDA_CHECK(cudaMemcpy(ws_.draft_from, identity.data(),
                                    identity.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
     const size_t rows = size_t(kDecodeMaxRows);
-    SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_draft_logits_,
-                                       sizeof(float) * rows * size_t(config_.vocab_size)));
-    SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_draft_hidden_,
-                                       sizeof(float) * rows * size_t(config_.hidden_size)));
+    SPARKGLM_CUDA_CHECK(
+        cudaMallocHost(&pinned_draft_logits_, sizeof(float) * rows * size_t(config_.vocab_size)));
+    SPARKGLM_CUDA_CHECK(
+        cudaMallocHost(&pinned_draft_hidden_, sizeof(float) * rows * size_t(config_.hidden_size)));
     SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_draft_picks_, sizeof(int32_t) * rows));
   }
 

@@ -3,8 +3,9 @@
 // drafter, and the drafter's first forward inside a verify step (StepSampling::draft_on_picks):
 // after the layers, in the same launches (the same graph), the head over every row, each row's
 // greedy pick on the device, and the MTP module on (pick, h) as decode rows of the step, so the
-// step returns the next drafts' logits with one wait instead of two forwards. A verify slice's rows themselves are one-row decode rows of the step's layout
-// (step_layout.h), computed by the decode kernels exactly as a one-row decode slice is.
+// step returns the next drafts' logits with one wait instead of two forwards. A verify slice's rows
+// themselves are one-row decode rows of the step's layout (step_layout.h), computed by the decode
+// kernels exactly as a one-row decode slice is.
 #include <algorithm>
 #include <cstring>
 
