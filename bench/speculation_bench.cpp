@@ -9,14 +9,19 @@
 //
 //   speculation_bench --model DIR --prompts DIR/heldout.json --k 0,1,2,3 --concurrency 1,4
 //       [--rollback records|recompute] [--device cpu|cuda] [--enforce-eager]
-//       [--draft-in-step on|off]
+//       [--draft-in-step on|off] [--profile-steps]
 // with DIR = tinyglm/weights/tinyglm-micro-trained. --draft-in-step off makes the drafter run its
 // first MTP forward itself instead of inside the verify step (SchedulerLimits::
-// speculative_draft_in_step): the two ways in one run.
+// speculative_draft_in_step): the two ways in one run. --profile-steps prints each cell's device
+// time by model part to stderr (CudaRunnerOptions::profile_steps; it synchronises every step, so
+// its cells' tok/s are not the unprofiled ones).
 //
 // Aggregate decode rate = sum(completion - 1) / (last token - first token) (QUALIFICATION.md),
 // per repetition; output_sha256 hashes every request's tokens, so equal hashes across k show that
-// speculation changed no output.
+// speculation changed no output. The JSON states its schema ("sparkglm.speculation_bench/1") and
+// the identity a bundle binds (commit, clean_tree, binary_sha256, model_dir, weights,
+// config_sha256, reps): `sparkglm-qualify measure --speculation-bench FILE` makes it a receipt
+// judged by G2.json's speculation_targets (gates/speculation_bundle.h).
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -127,18 +132,34 @@ Round run_round(ServingEngine& engine, const std::vector<std::vector<int32_t>>& 
   return round;
 }
 
+// This binary's bytes, hashed: the identity a bundle binds the numbers to (as runner_bench).
+std::string self_sha256() {
+  std::ifstream in("/proc/self/exe", std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return sha256_hex(bytes.str());
+}
+
+// What the runner loaded, as build_runner states it: the same for every cell of a run.
+struct LoadedIdentity {
+  std::string weights;        // the checkpoint's shard hashes (Checkpoint::identity)
+  std::string config_sha256;  // of ModelConfig::to_json().dump(), as sparkglm-serve states it
+};
+
 struct BenchSettings {
   std::string device = "cpu";
   std::string model_dir;
   bool cuda_graphs = true;
   SpeculativeRollback rollback = SpeculativeRollback::kRecords;
   bool draft_in_step = true;
+  bool profile_steps = false;
   int max_tokens = 128;
   int reps = 3;
 };
 
 nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, ThreadPool& pool,
-                       const std::vector<std::vector<int32_t>>& prompts, int k, int concurrency) {
+                       const std::vector<std::vector<int32_t>>& prompts, int k, int concurrency,
+                       LoadedIdentity& loaded) {
   const SpeculativeRollback rollback = s.rollback;
   const int max_tokens = s.max_tokens, reps = s.reps;
   size_t longest = 0;
@@ -147,6 +168,7 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
   o.device = s.device;
   o.model_dir = s.model_dir;
   o.cuda_graphs = s.cuda_graphs;
+  o.profile_steps = s.profile_steps;
   o.max_num_seqs = concurrency;
   o.kv_dtype = KvDtype::kBF16;
   const int blocks = concurrency * int((longest + size_t(max_tokens)) / size_t(o.block_size) + 2);
@@ -161,6 +183,7 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
   limits.speculative_draft_in_step = s.draft_in_step;
   o.max_tokens_per_step = limits.max_prefill_tokens + concurrency * o.decode_slice_rows;
   BuiltRunner built = build_runner(o, pool);
+  loaded = {built.weights_identity, sha256_hex(built.config.to_json().dump())};
   ModelRunner& runner = *built.runner;
   ServingEngine engine(runner, limits);
   run_round(engine, prompts, concurrency, 8);  // warmup
@@ -185,6 +208,7 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
     acceptance.push_back(drafted > 0 ? accepted / drafted : 0.0);
   }
   const double steps = double(after.verify_steps - before.verify_steps);
+  // The element n / 2 of the sorted samples (gates/speculation_bench_file.h checks it so).
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -218,15 +242,17 @@ int run(const std::vector<std::string>& args) {
     std::fputs(version_text("speculation_bench").c_str(), stdout);
     return 0;
   }
-  const CliArgs a(args, {"--enforce-eager"});
+  const CliArgs a(args, {"--enforce-eager", "--profile-steps"});
   a.allow_only({"--model", "--prompts", "--k", "--concurrency", "--max-tokens", "--reps",
-                "--threads", "--rollback", "--device", "--enforce-eager", "--draft-in-step"});
+                "--threads", "--rollback", "--device", "--enforce-eager", "--draft-in-step",
+                "--profile-steps"});
   set_default_thread_count(int(a.integer("--threads", 0, 0, 1024)));
   ThreadPool& pool = default_thread_pool();
   BenchSettings s;
   s.model_dir = a.required("--model");
   s.device = a.str("--device", "cpu");
   s.cuda_graphs = !a.has("--enforce-eager");
+  s.profile_steps = a.has("--profile-steps");
   const ModelConfig config = ModelConfig::load(s.model_dir + "/config.json");
   const auto prompts = load_prompts(a.required("--prompts"));
   const std::vector<int32_t> ks =
@@ -241,19 +267,32 @@ int run(const std::vector<std::string>& args) {
     throw Error(ErrorKind::kInvalidArgument, "--draft-in-step: on or off, got '" + in_step + "'");
   s.draft_in_step = in_step == "on";
   nlohmann::json cells = nlohmann::json::array();
+  LoadedIdentity loaded;
   for (int32_t c : cs)
     for (int32_t k : ks) {
       if (c < 1 || c > 64 || k < 0 || k > kMaxSpeculativeTokens)
         throw Error(ErrorKind::kInvalidArgument, "--k 0..4 and --concurrency 1..64");
-      cells.push_back(measure(s, config, pool, prompts, k, c));
+      cells.push_back(measure(s, config, pool, prompts, k, c, loaded));
       std::cerr << cells.back().dump() << "\n";
     }
-  std::cout << nlohmann::json{{"device", s.device},
+  // The identity fields are what `sparkglm-qualify measure --speculation-bench` binds the
+  // bundle's candidate to (gates/speculation_bench_file.h).
+  const BuildInfo& b = build_info();
+  std::cout << nlohmann::json{{"schema", "sparkglm.speculation_bench/1"},
+                              {"device", s.device},
+                              {"model_dir", s.model_dir},
+                              {"weights", loaded.weights},
+                              {"config_sha256", loaded.config_sha256},
                               {"cuda_graphs", s.device == "cuda" && s.cuda_graphs},
+                              {"profile_steps", s.profile_steps},
                               {"threads", pool.size()},
                               {"max_tokens", s.max_tokens},
+                              {"reps", s.reps},
                               {"rollback", speculative_rollback_name(s.rollback)},
-                              {"cells", cells}}
+                              {"cells", cells},
+                              {"binary_sha256", self_sha256()},
+                              {"commit", b.commit},
+                              {"clean_tree", std::string(b.clean_tree) == "true"}}
                    .dump(1)
             << "\n";
   return 0;

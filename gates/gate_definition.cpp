@@ -106,6 +106,9 @@ GateDefinition load_gate(const std::string& gates_dir, const std::string& id) {
     g.engine_targets = parse_engine_targets(j["engine_targets"], path + ".engine_targets");
   if (j.contains("quality_targets"))
     g.quality_targets = parse_quality_targets(j["quality_targets"], path + ".quality_targets");
+  if (j.contains("speculation_targets"))
+    g.speculation_targets =
+        parse_speculation_targets(j["speculation_targets"], path + ".speculation_targets");
   return g;
 }
 

@@ -10,6 +10,7 @@
 
 #include "gates/engine_targets.h"
 #include "gates/quality_targets.h"
+#include "gates/speculation_targets.h"
 
 namespace sparkglm::gates {
 
@@ -33,7 +34,9 @@ struct GateDefinition {
   std::vector<Criterion> criteria;
   std::optional<EngineTargets> engine_targets;    // "engine_targets" (G2): what `measure` judges
   std::optional<QualityTargets> quality_targets;  // "quality_targets" (G2): what `quality` judges
-  std::string sha256;                             // of the definition file's bytes
+  // "speculation_targets" (G2): what `measure --speculation-bench` judges
+  std::optional<SpeculationTargets> speculation_targets;
+  std::string sha256;  // of the definition file's bytes
 };
 
 // Errors name the file and the field.

@@ -14,6 +14,8 @@
 #include "gates/gate_definition.h"
 #include "gates/promotion.h"
 #include "gates/qualification_run.h"
+#include "gates/speculation_bundle.h"
+#include "gates/verdict_rederivation.h"
 #include "receipts/bundle_verifier.h"
 #include "reports/report_commands.h"
 
@@ -222,13 +224,16 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
 
 int measure_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   try {
-    // --runner-bench and --limitation may repeat; CliArgs keeps one value per flag, so those
-    // are gathered here.
+    // --runner-bench, --speculation-bench and --limitation may repeat; CliArgs keeps one value
+    // per flag, so those are gathered here.
     MeasureRequest r;
+    std::vector<fs::path> speculation;
     std::vector<std::string> rest;
     for (size_t i = 0; i < args.size(); ++i)
       if (args[i] == "--runner-bench" && i + 1 < args.size())
         r.runner_bench.push_back(args[++i]);
+      else if (args[i] == "--speculation-bench" && i + 1 < args.size())
+        speculation.push_back(args[++i]);
       else if (args[i] == "--limitation" && i + 1 < args.size())
         r.notes.push_back(args[++i]);
       else
@@ -237,6 +242,13 @@ int measure_command(const std::vector<std::string>& args, std::ostream& out, std
     a.allow_only({"--torch-peer", "--title", "--id", "--out", "--gates"});
     if (!a.positional().empty())
       throw Error(ErrorKind::kInvalidArgument, "unexpected argument \"" + a.positional()[0] + "\"");
+    // One bundle judges one kind of bench under one set of targets.
+    if (!speculation.empty() && !r.runner_bench.empty())
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--speculation-bench and --runner-bench: one kind of bench file per bundle");
+    if (!speculation.empty() && a.has("--torch-peer"))
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--torch-peer: only with --runner-bench (a speculation bundle has no peer)");
     r.torch_peer = a.str("--torch-peer", "");
     r.gates = a.str("--gates", "gates");
     r.title = a.required("--title");
@@ -245,6 +257,18 @@ int measure_command(const std::vector<std::string>& args, std::ostream& out, std
     if (r.out.filename() != r.id)
       throw Error(ErrorKind::kInvalidArgument,
                   "--out: the bundle folder's name must be the id " + r.id);
+    if (!speculation.empty()) {
+      const nlohmann::json record =
+          write_speculation_bundle(r.out, {speculation, r.title, r.id, r.notes, r.gates});
+      // In full: the verdict is judged again from the carried files, as `verify` does.
+      const receipts::Problems problems =
+          receipts::verify_bundle(r.out, full_verification(receipts::kTrustedKeysFolder, r.gates));
+      for (const receipts::Problem& p : problems) err << "verify: " << p.to_string() << '\n';
+      if (!problems.empty()) return 2;
+      err << "bundle " << r.out.string() << " verifies\n";
+      out << reports::render_all(r.out).card;
+      return record["gates"][0]["status"] == "fail" ? 1 : 0;
+    }
     const nlohmann::json record = write_engine_measurement(r);
     const receipts::Problems problems = receipts::verify_bundle(r.out);
     for (const receipts::Problem& p : problems) err << "verify: " << p.to_string() << '\n';

@@ -20,6 +20,7 @@
 #include "gates/operator_gate.h"
 #include "gates/quality_bundle.h"
 #include "gates/serving_gate.h"
+#include "gates/speculation_bundle.h"
 #include "harness/request_record.h"
 #include "receipts/bundle_file.h"
 #include "workloads/request_plan.h"
@@ -258,6 +259,14 @@ Problems rederive_verdicts(const fs::path& bundle, const json& record,
     } catch (const std::exception& e) {
       return {{kManifest + "gates",
                "G2 cannot be read to judge a quality bundle: " + std::string(e.what())}};
+    }
+  }
+  if (is_speculation_record(record)) {
+    try {
+      return rederive_speculation(bundle, record, definitions_of(options.gates, "G2"));
+    } catch (const std::exception& e) {
+      return {{kManifest + "gates",
+               "G2 cannot be read to judge a speculation bundle: " + std::string(e.what())}};
     }
   }
   Problems problems;
