@@ -128,29 +128,6 @@ std::vector<harness::TaskLoss> parse_task_scores(const json& s) {
   return tasks;
 }
 
-// The recorded gate against the one judged again: status, then each criterion in order.
-Problems compare_gate(const json& recorded, const GateResult& derived, const std::string& at) {
-  Problems p;
-  const std::string status = recorded.value("status", "");
-  if (status != derived.status)
-    p.push_back({at + ".status", "says " + shown(status) +
-                                     "; judged again from heldout-scores.json under G2's "
-                                     "quality_targets it is " +
-                                     derived.status + " (" + derived.summary + ")"});
-  const json want = derived.to_json()["criteria"];
-  const json got = recorded.value("criteria", json::array());
-  if (got.size() != want.size()) {
-    p.push_back({at + ".criteria", std::to_string(got.size()) +
-                                       " criteria; judged again: " + std::to_string(want.size())});
-    return p;
-  }
-  for (size_t i = 0; i < want.size(); ++i)
-    if (!close_json(got[i], want[i]))
-      p.push_back({at + ".criteria[" + std::to_string(i) + "]",
-                   "says " + shown(got[i]) + "; judged again: " + shown(want[i])});
-  return p;
-}
-
 // The bindings: the carried files' checksums, training.json's shard, sources and identity.
 void check_bindings(const fs::path& bundle, const json& record, const json& q, Problems& p) {
   const json& files = object(q, "quality", "files");
@@ -423,8 +400,9 @@ Problems rederive_quality(const fs::path& bundle, const json& record,
     std::optional<Problems> closest;
     for (const GateDefinition& d : g2) {
       if (!d.quality_targets) continue;
-      Problems found =
-          compare_gate(gates[0], judge_quality(*d.quality_targets, scores), kManifest + "gates[0]");
+      Problems found = compare_judged_gate(gates[0], judge_quality(*d.quality_targets, scores),
+                                           kManifest + "gates[0]",
+                                           "heldout-scores.json under G2's quality_targets");
       if (!close_json(targets, d.quality_targets->to_json()))
         found.push_back({kManifest + "quality.targets", "are not G2.json's quality_targets " +
                                                             shown(d.quality_targets->to_json()) +

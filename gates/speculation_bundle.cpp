@@ -202,34 +202,12 @@ std::vector<SpeculationBench> carried_benches(const fs::path& bundle, const json
   return whole ? benches : std::vector<SpeculationBench>{};
 }
 
-// The recorded gate against the one judged again: status, then each criterion in order.
-Problems compare_gate(const json& recorded, const GateResult& derived, const std::string& at) {
-  Problems p;
-  if (recorded.value("status", "") != derived.status)
-    p.push_back({at + ".status", "says " + shown(recorded.value("status", json())) +
-                                     "; judged again from the carried speculation_bench files "
-                                     "it is " +
-                                     derived.status + " (" + derived.summary + ")"});
-  const json want = derived.to_json()["criteria"];
-  const json got = recorded.value("criteria", json::array());
-  if (got.size() != want.size()) {
-    p.push_back({at + ".criteria", std::to_string(got.size()) +
-                                       " criteria; judged again: " + std::to_string(want.size())});
-    return p;
-  }
-  for (size_t i = 0; i < want.size(); ++i)
-    if (!close_json(got[i], want[i]))
-      p.push_back({at + ".criteria[" + std::to_string(i) + "]",
-                   "says " + shown(got[i]) + "; judged again: " + shown(want[i])});
-  return p;
-}
-
 // The gate and its limitations under one definition's targets.
 Problems judged_under(const SpeculationTargets& t, const std::string& sha256, const json& record,
                       const std::vector<SpeculationBench>& benches) {
   std::vector<std::string> limits;
-  Problems p = compare_gate(record["gates"][0], judge_speculation(t, benches, &limits),
-                            kManifest + "gates[0]");
+  Problems p = compare_judged_gate(record["gates"][0], judge_speculation(t, benches, &limits),
+                                   kManifest + "gates[0]", "the carried speculation_bench files");
   const json targets = record["speculation"].value("targets", json());
   if (!close_json(targets, t.to_json()))
     p.push_back({kManifest + "speculation.targets", "are not G2.json's speculation_targets " +

@@ -377,6 +377,27 @@ Problems rederive_verdicts(const fs::path& bundle, const json& record,
   return problems;
 }
 
+Problems compare_judged_gate(const json& recorded, const GateResult& derived, const std::string& at,
+                             const std::string& judged_from) {
+  Problems p;
+  const std::string status = recorded.value("status", "");
+  if (status != derived.status)
+    p.push_back({at + ".status", "says " + shown(status) + "; judged again from " + judged_from +
+                                     " it is " + derived.status + " (" + derived.summary + ")"});
+  const json want = derived.to_json()["criteria"];
+  const json got = recorded.value("criteria", json::array());
+  if (got.size() != want.size()) {
+    p.push_back({at + ".criteria", std::to_string(got.size()) +
+                                       " criteria; judged again: " + std::to_string(want.size())});
+    return p;
+  }
+  for (size_t i = 0; i < want.size(); ++i)
+    if (!close_json(got[i], want[i]))
+      p.push_back({at + ".criteria[" + std::to_string(i) + "]",
+                   "says " + shown(got[i]) + "; judged again: " + shown(want[i])});
+  return p;
+}
+
 receipts::VerifyOptions full_verification(const fs::path& trusted_keys, const fs::path& gates) {
   receipts::VerifyOptions options;
   options.trusted_keys = trusted_keys;

@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gates/gate_definition.h"
 #include "receipts/bundle_verifier.h"
 #include "receipts/problem.h"
 
@@ -36,6 +37,11 @@ receipts::Problems rederive_verdicts(const std::filesystem::path& bundle,
 // Equal, numbers up to the last bits a decimal round trip may lose (objects and arrays member by
 // member): how a recorded number is compared with the one derived again.
 bool close_json(const nlohmann::json& a, const nlohmann::json& b);
+
+// A bundle's one recorded gate against the one judged again from `judged_from` (the raw record it
+// carries), whatever the status: the status, then each criterion in order. Problems name `at`.
+receipts::Problems compare_judged_gate(const nlohmann::json& recorded, const GateResult& derived,
+                                       const std::string& at, const std::string& judged_from);
 
 // VerifyOptions with rederive_verdicts, the trusted keys and gate definitions of a checkout.
 receipts::VerifyOptions full_verification(
