@@ -1,6 +1,7 @@
 #include "gates/speculation_targets.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include "engine/core/error.h"
 
