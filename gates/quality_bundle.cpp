@@ -397,25 +397,22 @@ Problems rederive_quality(const fs::path& bundle, const json& record,
     const json& targets = object(q, "quality", "targets");
     // The current definition first, then the superseded ones: the first that yields the recorded
     // gate and names the recorded targets re-derives it.
-    std::optional<Problems> closest;
-    for (const GateDefinition& d : g2) {
-      if (!d.quality_targets) continue;
-      Problems found = compare_judged_gate(gates[0], judge_quality(*d.quality_targets, scores),
-                                           kManifest + "gates[0]",
-                                           "heldout-scores.json under G2's quality_targets");
-      if (!close_json(targets, d.quality_targets->to_json()))
-        found.push_back({kManifest + "quality.targets", "are not G2.json's quality_targets " +
-                                                            shown(d.quality_targets->to_json()) +
-                                                            " (sha256 " + d.sha256 + ")"});
-      if (found.empty()) return p;
-      if (!closest) closest = std::move(found);
-    }
-    if (!closest)
-      p.push_back({kManifest + "gates[0]",
-                   "no G2 definition (current or in gates/history/) has "
-                   "quality_targets to judge it by"});
-    else
-      p.insert(p.end(), closest->begin(), closest->end());
+    const Problems judged = under_first_definition(
+        g2,
+        [&](const GateDefinition& d) -> std::optional<Problems> {
+          if (!d.quality_targets) return std::nullopt;
+          Problems found = compare_judged_gate(gates[0], judge_quality(*d.quality_targets, scores),
+                                               kManifest + "gates[0]",
+                                               "heldout-scores.json under G2's quality_targets");
+          if (!close_json(targets, d.quality_targets->to_json()))
+            found.push_back(
+                {kManifest + "quality.targets", "are not G2.json's quality_targets " +
+                                                    shown(d.quality_targets->to_json()) +
+                                                    " (sha256 " + d.sha256 + ")"});
+          return found;
+        },
+        "quality_targets");
+    p.insert(p.end(), judged.begin(), judged.end());
   } catch (const std::exception& e) {
     p.push_back({kManifest + "quality",
                  "the quality bundle cannot be re-derived: " + std::string(e.what())});

@@ -256,19 +256,14 @@ Problems rederive_speculation(const fs::path& bundle, const json& record,
                    "says " + shown(got[i]) + "; the carried files give " + shown(want[i])});
   // The current definition first, then the superseded ones: the first under which the recorded
   // gate, targets and limitations all re-derive is the one it was judged by.
-  std::optional<Problems> closest;
-  for (const GateDefinition& d : g2) {
-    if (!d.speculation_targets) continue;
-    Problems found = judged_under(*d.speculation_targets, d.sha256, record, benches);
-    if (found.empty()) return p;
-    if (!closest) closest = std::move(found);
-  }
-  if (!closest)
-    p.push_back({kManifest + "gates[0]",
-                 "no G2 definition (current or in gates/history/) has speculation_targets to "
-                 "judge it by"});
-  else
-    p.insert(p.end(), closest->begin(), closest->end());
+  const Problems judged = under_first_definition(
+      g2,
+      [&](const GateDefinition& d) -> std::optional<Problems> {
+        if (!d.speculation_targets) return std::nullopt;
+        return judged_under(*d.speculation_targets, d.sha256, record, benches);
+      },
+      "speculation_targets");
+  p.insert(p.end(), judged.begin(), judged.end());
   return p;
 }
 

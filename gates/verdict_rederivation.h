@@ -20,6 +20,9 @@
 // project no longer computes (renamed since the bundle was written) is left as written; every
 // other metric must equal what case_metrics computes from requests.jsonl.
 #include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -42,6 +45,25 @@ bool close_json(const nlohmann::json& a, const nlohmann::json& b);
 // carries), whatever the status: the status, then each criterion in order. Problems name `at`.
 receipts::Problems compare_judged_gate(const nlohmann::json& recorded, const GateResult& derived,
                                        const std::string& at, const std::string& judged_from);
+
+// A bundle judged by G2 again under each of `definitions` (the current one first, then those of
+// gates/history/): no problems under the first that re-derives it, else the problems under the
+// first that could judge it. `judge` returns nullopt for a definition without the targets it
+// needs; `needs` names them ("quality_targets") for when none has them.
+template <typename Judge>
+receipts::Problems under_first_definition(const std::vector<GateDefinition>& definitions,
+                                          const Judge& judge, const std::string& needs) {
+  std::optional<receipts::Problems> closest;
+  for (const GateDefinition& d : definitions) {
+    std::optional<receipts::Problems> found = judge(d);
+    if (!found) continue;
+    if (found->empty()) return {};
+    if (!closest) closest = std::move(found);
+  }
+  if (closest) return *closest;
+  return {{"qualification.json: gates[0]",
+           "no G2 definition (current or in gates/history/) has " + needs + " to judge it by"}};
+}
 
 // VerifyOptions with rederive_verdicts, the trusted keys and gate definitions of a checkout.
 receipts::VerifyOptions full_verification(

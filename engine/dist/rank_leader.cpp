@@ -67,7 +67,12 @@ void RankLeader::submit(const ForwardBatch& batch, const StepSampling& sampling)
   m.sampling.mask_row = sampling.mask_row;
   m.sampling.mask_words = sampling.mask_words;
   // Drafts inside the step are not sent to the ranks (their steps must run the same
-  // collectives): the drafter runs the MTP module itself, through forward_mtp.
+  // collectives): the drafter runs the MTP module itself, through forward_mtp. Only such a step
+  // is copied to drop the request.
+  if (!sampling.draft_on_picks) {
+    lockstep(encode_step(m), [&] { inner_->submit(batch, sampling); });
+    return;
+  }
   StepSampling local = sampling;
   local.draft_on_picks = false;
   lockstep(encode_step(m), [&] { inner_->submit(batch, local); });
