@@ -9,6 +9,9 @@ namespace sparkglm::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+// Blocks a row of hc_finish_kernel (the width is cut into this many parts; 4 divides D / 4 of
+// every width).
+constexpr int kFinishSlices = 4;
 
 // The kernels are instantiated for the two widths the runner serves (mhc.h): kHcWidth and
 // kHcMicroWidth. Every constant below follows from D, so the production instantiation is the
@@ -239,8 +242,11 @@ __device__ float sinkhorn_lanes(float v, int iters, float eps) {
   return v;
 }
 
-// Grid: T. Sums the slices' partials (one thread per sum, slices in order), then pre, post and
-// the Sinkhorn-balanced comb (warp 0) and y = sum_s pre[s] X[s], as hc_reduce_kernel does.
+// Grid: (T, kFinishSlices). Sums the slices' partials (one thread per sum, slices in order),
+// then pre, and y = sum_s pre[s] X[s] over this block's quarter of the width, as hc_reduce_kernel
+// does; block 0 of a row also writes post and the Sinkhorn-balanced comb (warp 0). Every block
+// computes pre from the same partials by the same code, so the same bits; the width is cut so
+// that the row's 4 x D reads run on four multiprocessors instead of one.
 template <int kD, int kMix>
 __global__ void __launch_bounds__(kThreads)
     hc_finish_kernel(const __grid_constant__ HcParams p, const float* partials) {
@@ -248,6 +254,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float mixes[kMix + 1];
   __shared__ float pre[kHcStreams];
   const int64_t t = blockIdx.x;
+  const bool first = blockIdx.y == 0;
   if (threadIdx.x <= kMix) {
     float sum = 0.0f;
     for (int b = 0; b < S::kSlices; ++b)
@@ -260,7 +267,7 @@ __global__ void __launch_bounds__(kThreads)
     const float rs = 1.0f / sqrtf(mixes[kMix] / float(S::kN) + p.k.rms_eps);
     if (lane < kHcStreams)
       pre[lane] = sigmoidf_dev(mixes[lane] * rs * p.scale[0] + p.base[lane]) + p.k.hc_eps;
-    if (kMix > kHcStreams) {
+    if (kMix > kHcStreams && first) {
       if (lane < kHcStreams)
         p.post[t * kHcStreams + lane] =
             2.0f *
@@ -274,7 +281,10 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   const float4* x4 = reinterpret_cast<const float4*>(p.X + t * S::kN);
   float4* y4 = reinterpret_cast<float4*>(p.y + t * kD);
-  for (int c = threadIdx.x; c < kD / 4; c += blockDim.x) {
+  constexpr int kPer = kD / 4 / kFinishSlices;
+  static_assert(kPer * kFinishSlices * 4 == kD, "hc_finish_kernel: the slices must cut the width");
+  for (int c = int(blockIdx.y) * kPer + threadIdx.x; c < int(blockIdx.y + 1) * kPer;
+       c += blockDim.x) {
     float4 acc = make_float4(0, 0, 0, 0);
 #pragma unroll
     for (int s = 0; s < kHcStreams; ++s) {
@@ -326,7 +336,8 @@ void launch_reduce(const HcParams& p, int64_t T, float* partials, cudaStream_t s
     hc_partial_kernel<kD, kMix>
         <<<dim3(S::kSlices, unsigned(T)), S::kSliceVec, 0, stream>>>(p, partials);
     SPARKGLM_CUDA_CHECK(cudaGetLastError());
-    hc_finish_kernel<kD, kMix><<<unsigned(T), kThreads, 0, stream>>>(p, partials);
+    hc_finish_kernel<kD, kMix>
+        <<<dim3(unsigned(T), kFinishSlices), kThreads, 0, stream>>>(p, partials);
   } else {
     hc_reduce_kernel<kD, kMix><<<unsigned(T), S::kReduceThreads, 0, stream>>>(p);
   }

@@ -249,13 +249,14 @@ __global__ void __launch_bounds__(kSplitK * 32, 4)
   }
 }
 
-// Grid: T; the shared expert's h = SwiGLU(g, u) from its gate [T, W] and up [T, W] products.
+// Grid: (T, ceil(W / 256)), one element a thread; the shared expert's h = SwiGLU(g, u) from its
+// gate [T, W] and up [T, W] products.
 __global__ void __launch_bounds__(256)
     shared_swiglu_kernel(const float* gu, int64_t tokens, int64_t width, float limit, uint16_t* h) {
-  const int64_t t = blockIdx.x;
-  for (int64_t n = threadIdx.x; n < width; n += blockDim.x)
-    h[t * width + n] = f32_to_bf16_bits(
-        moe_decode::swiglu(gu[t * width + n], gu[(tokens + t) * width + n], limit));
+  const int64_t t = blockIdx.x, n = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (n >= width) return;
+  h[t * width + n] =
+      f32_to_bf16_bits(moe_decode::swiglu(gu[t * width + n], gu[(tokens + t) * width + n], limit));
 }
 
 template <QuantFormat F>
@@ -369,8 +370,8 @@ void moe_experts_decode_quantized(const MoeExpertArgs& args, const MoeQuantExper
     const int64_t T = a.tokens, W = a.width;
     shared_linear(*q.shared_gate, a.x, T, a.shared_gu, stream, kernel);
     shared_linear(*q.shared_up, a.x, T, a.shared_gu + T * W, stream, kernel);
-    shared_swiglu_kernel<<<unsigned(T), 256, 0, stream>>>(a.shared_gu, T, W, a.clamp_limit,
-                                                          a.shared_h);
+    shared_swiglu_kernel<<<dim3(unsigned(T), unsigned((W + 255) / 256)), 256, 0, stream>>>(
+        a.shared_gu, T, W, a.clamp_limit, a.shared_h);
     SPARKGLM_CUDA_CHECK(cudaGetLastError());
     shared_linear(*q.shared_down, a.shared_h, T, a.shared_y, stream, kernel);
   }
