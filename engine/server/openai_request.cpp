@@ -1,5 +1,6 @@
 #include "engine/server/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -15,6 +16,11 @@ using nlohmann::json;
 namespace {
 
 constexpr int kMaxTopLogprobs = 20;
+// Every stop string is searched for after every token, on the thread that serves all streams, and
+// every stop id is compared with every sampled token: their counts are bounded so that one request
+// cannot slow the others' decoding.
+constexpr size_t kMaxStopStrings = 256;
+constexpr size_t kMaxStopTokenIds = 1024;
 
 // Typed reads of one object's members; a wrong type is a 400 naming the member.
 class Fields {
@@ -57,9 +63,9 @@ class Fields {
   static int64_t integer_value(const json& v, const std::string& name, int64_t min, int64_t max) {
     const std::string range =
         "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
-    if (v.is_number_unsigned()) {
+    if (v.is_number_unsigned()) {  // every non-negative integer parses as unsigned
       const uint64_t u = v.get<uint64_t>();
-      if (u > uint64_t(max))
+      if (u > uint64_t(max) || (min > 0 && u < uint64_t(min)))
         throw ApiError::invalid_request("`" + name + "` must be " + range, name);
       return int64_t(u);
     }
@@ -78,16 +84,36 @@ float as_float(double v) {
   return float(v);
 }
 
-// A token-id array: every id in [0, vocab_size).
-std::vector<int32_t> read_ids(const json& v, const std::string& name, int64_t vocab_size) {
+ApiError too_many(const std::string& name, size_t given, size_t limit, const char* what) {
+  return ApiError::invalid_request("`" + name + "` has " + std::to_string(given) + " " + what +
+                                       "; at most " + std::to_string(limit) + " are accepted",
+                                   name);
+}
+
+// A token-id array of at most `max_count` ids, each in [0, vocab_size). The count is checked
+// before any id is read; an id's name is spelled out only for its error.
+std::vector<int32_t> read_ids(const json& v, const std::string& name, int64_t vocab_size,
+                              size_t max_count) {
   if (!v.is_array()) throw ApiError::wrong_type(name, "an array of token ids");
+  if (v.size() > max_count) throw too_many(name, v.size(), max_count, "token ids");
+  const int64_t max_id = vocab_size > 0 ? vocab_size - 1 : std::numeric_limits<int32_t>::max();
   std::vector<int32_t> ids;
   ids.reserve(v.size());
-  for (size_t i = 0; i < v.size(); ++i)
-    ids.push_back(int32_t(Fields::integer_value(
-        v[i], name + "[" + std::to_string(i) + "]", 0,
-        vocab_size > 0 ? vocab_size - 1 : std::numeric_limits<int32_t>::max())));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& id = v[i];
+    if (id.is_number_unsigned() && id.get<uint64_t>() <= uint64_t(max_id)) {
+      ids.push_back(int32_t(id.get<uint64_t>()));
+      continue;
+    }
+    ids.push_back(
+        int32_t(Fields::integer_value(id, name + "[" + std::to_string(i) + "]", 0, max_id)));
+  }
   return ids;
+}
+
+// Token ids that stand for a sequence's tokens: no more than one sequence holds (--max-seq-len).
+size_t max_sequence_ids(const ServedModel& model) {
+  return model.max_seq_len > 0 ? size_t(model.max_seq_len) : std::numeric_limits<size_t>::max();
 }
 
 // The engine's validation messages name the field in backticks; the field becomes `param`.
@@ -160,7 +186,7 @@ GenerationFields read_fields(const json& body, const ServedModel& model) {
     s.min_tokens = int32_t(*v);
   if (auto v = f.boolean("ignore_eos")) s.ignore_eos = *v;
   if (const json* ids = f.get("stop_token_ids"))
-    s.stop_token_ids = read_ids(*ids, "stop_token_ids", model.vocab_size);
+    s.stop_token_ids = read_ids(*ids, "stop_token_ids", model.vocab_size, kMaxStopTokenIds);
 
   constexpr int64_t kMaxTokens = std::numeric_limits<int32_t>::max();
   if (auto v = f.integer("max_tokens", 1, kMaxTokens)) g.max_tokens = int32_t(*v);
@@ -170,6 +196,8 @@ GenerationFields read_fields(const json& body, const ServedModel& model) {
     if (stop->is_string()) {
       g.stop.push_back(stop->get<std::string>());
     } else if (stop->is_array()) {
+      if (stop->size() > kMaxStopStrings)
+        throw too_many("stop", stop->size(), kMaxStopStrings, "strings");
       for (size_t i = 0; i < stop->size(); ++i) {
         if (!(*stop)[i].is_string())
           throw ApiError::wrong_type("stop[" + std::to_string(i) + "]", "a string");
@@ -284,7 +312,13 @@ CompletionRequest parse_completion(const json& body, const ServedModel& model) {
     if (p.is_string()) {
       r.prompt_text = p.get<std::string>();
     } else if (p.is_array()) {
-      r.prompt_ids = read_ids(p, name, model.vocab_size);
+      // A prompt as long as the context leaves no room for output (the route's check, made
+      // before a single id is read).
+      if (model.max_seq_len > 0 && p.size() >= size_t(model.max_seq_len))
+        throw ApiError::prompt_too_long(
+            int(std::min<size_t>(p.size(), std::numeric_limits<int32_t>::max())), model.max_seq_len,
+            "prompt");
+      r.prompt_ids = read_ids(p, name, model.vocab_size, max_sequence_ids(model));
       if (r.prompt_ids.empty())
         throw ApiError::invalid_request("`" + name + "` must not be an empty array", "prompt");
     } else {
@@ -335,7 +369,7 @@ DetokenizeRequest parse_detokenize(const json& body, const ServedModel& model) {
   check_model(r.model, model);
   const json* tokens = f.get("tokens");
   if (!tokens) throw ApiError::invalid_request("`tokens` is required", "tokens");
-  r.tokens = read_ids(*tokens, "tokens", model.vocab_size);
+  r.tokens = read_ids(*tokens, "tokens", model.vocab_size, max_sequence_ids(model));
   if (auto v = f.boolean("skip_special_tokens")) r.skip_special_tokens = *v;
   return r;
 }

@@ -175,6 +175,35 @@ TEST(ParseChatCompletion, OutOfRangeValuesNameTheField) {
   EXPECT_EQ(chat_error(chat({{"min_tokens", 5}, {"max_tokens", 2}})).param(), "min_tokens");
 }
 
+// A non-negative integer parses as unsigned; a count that starts at 1 must still refuse 0 (n = 0
+// once reached the engine as a request with no choices, whose answer never came).
+TEST(ParseChatCompletion, ZeroIsBelowCountsThatStartAtOne) {
+  for (const char* field : {"n", "max_tokens", "max_completion_tokens"}) {
+    const ApiError e = chat_error(chat({{field, 0}}));
+    EXPECT_EQ(e.status(), 400) << field;
+    EXPECT_EQ(e.param(), field) << e.what();
+  }
+  EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"n", 0}}).param(), "n");
+  EXPECT_EQ(parse_chat_completion(chat({{"n", 1}}), kModel).fields.n, 1);
+}
+
+// Stop strings are searched for after every token and stop ids compared with every token, on the
+// thread that serves every stream: one request may not bring 10^5 of them.
+TEST(ParseChatCompletion, StopListsAreBounded) {
+  EXPECT_EQ(parse_chat_completion(chat({{"stop", std::vector<std::string>(256, "a")}}), kModel)
+                .fields.stop.size(),
+            256u);
+  const ApiError e = chat_error(chat({{"stop", std::vector<std::string>(100000, "a")}}));
+  EXPECT_EQ(e.status(), 400);
+  EXPECT_EQ(e.param(), "stop");
+  EXPECT_NE(std::string(e.what()).find("100000"), std::string::npos) << e.what();
+  EXPECT_EQ(parse_chat_completion(chat({{"stop_token_ids", std::vector<int>(1024, 7)}}), kModel)
+                .fields.sampling.stop_token_ids.size(),
+            1024u);
+  EXPECT_EQ(chat_error(chat({{"stop_token_ids", std::vector<int>(1025, 7)}})).param(),
+            "stop_token_ids");
+}
+
 TEST(ParseChatCompletion, MessagesErrorsNameThePath) {
   const ApiError e =
       chat_error(json{{"messages", json::array({{{"role", "user"}, {"content", 5}}})}});
@@ -324,6 +353,28 @@ TEST(ParseCompletion, BadPromptsAre400) {
   EXPECT_NE(std::string(e.what()).find("prompt[1]"), std::string::npos) << e.what();
   EXPECT_EQ(completion_error(json{{"prompt", {1, -1}}}).status(), 400);
   EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"echo", true}}).status(), 400);
+}
+
+// Token-id arrays are bounded by the context before any id is read: a 60 MB body of ids once took
+// a request worker most of a minute.
+TEST(ParseCompletion, TokenIdArraysLongerThanTheContextAreRefusedUnread) {
+  const std::vector<int> fits(kModel.max_seq_len - 1, 7), full(kModel.max_seq_len, 7);
+  EXPECT_EQ(parse_completion(json{{"prompt", fits}}, kModel).prompt_ids.size(), fits.size());
+  for (const json& prompt : {json(full), json::array({full})}) {
+    const ApiError e = completion_error(json{{"prompt", prompt}});
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.code(), "context_length_exceeded") << e.what();
+    EXPECT_EQ(e.param(), "prompt");
+  }
+  const std::vector<int> window(kModel.max_seq_len, 7), beyond(kModel.max_seq_len + 1, 7);
+  EXPECT_EQ(parse_detokenize(json{{"tokens", window}}, kModel).tokens.size(), window.size());
+  const ApiError e = error_of(parse_detokenize, json{{"tokens", beyond}});
+  EXPECT_EQ(e.status(), 400);
+  EXPECT_EQ(e.param(), "tokens");
+  // A bad id is still named by its index.
+  std::vector<int> one_bad(10, 7);
+  one_bad[9] = 320;
+  EXPECT_EQ(error_of(parse_detokenize, json{{"tokens", one_bad}}).param(), "tokens[9]");
 }
 
 TEST(ParseCompletion, LogprobsIsACount) {
