@@ -88,6 +88,9 @@ void Connection::on_header(beast::error_code ec) {
     return reply_and_close(ApiError::body_too_large(server_.options.max_body_bytes));
   if (malformed(ec))
     return reply_and_close(ApiError::invalid_request("malformed HTTP request: " + ec.message()));
+  if (ec == http::error::partial_message)  // a FIN inside the header: see on_body
+    return reply_and_close(ApiError::invalid_request(
+        "malformed HTTP request: the header ended before its closing blank line"));
   if (ec) return close();  // timeout, reset or end of stream
   const auto& req = parser_->get();
   if (const std::string problem = framing_problem(framing_of(req)); !problem.empty())
@@ -103,6 +106,17 @@ void Connection::on_header(beast::error_code ec) {
 void Connection::on_body(beast::error_code ec) {
   if (ec == http::error::body_limit)
     return reply_and_close(ApiError::body_too_large(server_.options.max_body_bytes));
+  // The client ended its input (a FIN) inside the body. It may have only half-closed and still
+  // read, as a client that half-closes after a whole request does: it is told why, not dropped.
+  if (ec == http::error::partial_message) {
+    const auto& req = parser_->get();
+    const auto declared = parser_->content_length();
+    return reply_and_close(ApiError::invalid_request(
+        "malformed HTTP request: the body ended after " + std::to_string(req.body().size()) +
+        " bytes" +
+        (declared ? " of the " + std::to_string(*declared) + " its Content-Length declares"
+                  : ", before its last chunk")));
+  }
   if (malformed(ec))
     return reply_and_close(ApiError::invalid_request("malformed HTTP request: " + ec.message()));
   if (ec) return close();
