@@ -144,8 +144,8 @@ void check_torch_peer(const json& peer, const std::string& file) {
 }
 
 json read_json(const fs::path& path, const std::string& flag) {
-  return parse_json(receipts::read_file(path), flag + " " + path.string(),
-                    ErrorKind::kInvalidArgument, json_limits::kReceipt);
+  return parse_json(receipts::read_file(path, json_limits::kReceipt.max_bytes),
+                    flag + " " + path.string(), ErrorKind::kInvalidArgument, json_limits::kReceipt);
 }
 
 }  // namespace sparkglm::gates

@@ -267,8 +267,8 @@ json write_engine_measurement(const MeasureRequest& r) {
   std::vector<json> benches;
   std::vector<std::string> bytes;
   for (const fs::path& p : r.runner_bench) {
+    benches.push_back(read_json(p, "--runner-bench"));  // refuses a file too large to hold first
     bytes.push_back(receipts::read_file(p));
-    benches.push_back(read_json(p, "--runner-bench"));
     check_runner_bench(benches.back(), p.string());
   }
   json peer;  // null without --torch-peer

@@ -54,7 +54,7 @@ int gate_level(const std::string& id) {
 }
 
 GateFile read_gate_file(const std::string& path) {
-  const std::string bytes = receipts::read_file(path);
+  const std::string bytes = receipts::read_file(path, json_limits::kGate.max_bytes);
   GateFile file;
   file.json = parse_json(bytes, path, ErrorKind::kInvalidConfig, json_limits::kGate);
   file.sha256 = sha256_hex(bytes);

@@ -9,10 +9,9 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "engine/options/profile.h"
 #include "operator/folder_lock.h"
 #include "operator/state_folder.h"
@@ -76,11 +75,7 @@ std::string write_backup(const std::string& path) {
 }  // namespace
 
 std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::kIo, "cannot read " + path);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
+  return read_json_text(path, ErrorKind::kInvalidConfig, json_limits::kProfile);
 }
 
 void write_file_atomically(const std::string& path, const std::string& text, unsigned mode) {

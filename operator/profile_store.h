@@ -40,7 +40,8 @@ class ProfileStore {
   std::string dir_, state_dir_;
 };
 
-std::string read_text_file(const std::string& path);  // Error(kIo) naming the path
+// A profile's text: Error(kIo) naming the path, Error(kInvalidConfig) over the size of a profile.
+std::string read_text_file(const std::string& path);
 // Writes through a temporary file beside `path` created with `mode`, then rename (no backup).
 void write_file_atomically(const std::string& path, const std::string& text, unsigned mode = 0644);
 

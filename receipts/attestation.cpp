@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "engine/core/utc_time.h"
 #include "receipts/bundle_file.h"
 #include "receipts/bundle_verifier.h"
@@ -145,7 +146,8 @@ Problems sign_bundle(const fs::path& bundle, const fs::path& private_pem, const 
                      const VerifyOptions& options, const std::string& state) {
   if (by.empty()) throw Error(ErrorKind::kInvalidArgument, "--by: expected the reviewer's name");
   const fs::path manifest = bundle / kManifestName;
-  json record = parse_record_text(read_file(manifest), manifest.string());
+  json record =
+      parse_record_text(read_file(manifest, json_limits::kReceipt.max_bytes), manifest.string());
   if (!record.is_object() || !record.contains("attestation") || !record["attestation"].is_object())
     return {{manifest.string() + ": attestation", "missing (required) or not an object"}};
   if (!state.empty()) record["state"] = state;

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <vector>
 
 #include "engine/core/error.h"
@@ -61,13 +60,24 @@ FileDigest digest_file(const fs::path& path) {
   return digest;
 }
 
-std::string read_file(const fs::path& path) {
+std::string read_file(const fs::path& path, uint64_t max_bytes) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (ec) io_error(path, "cannot open for reading: " + ec.message());
+  if (!fs::is_regular_file(status)) io_error(path, "not a regular file");
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) io_error(path, "cannot open for reading: " + ec.message());
+  if (size > max_bytes)
+    io_error(path, std::to_string(size) + " bytes, larger than the limit of " +
+                       std::to_string(max_bytes) + " bytes for a file read whole");
   std::ifstream in(path, std::ios::binary);
   if (!in) io_error(path, "cannot open for reading");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
+  // Only the bytes the size allowed: a file that grows meanwhile cannot enlarge the read.
+  std::string bytes(size_t(size), '\0');
+  in.read(bytes.data(), std::streamsize(size));
   if (in.bad()) io_error(path, "read failed");
-  return bytes.str();
+  bytes.resize(size_t(in.gcount()));
+  return bytes;
 }
 
 void write_file_atomically(const fs::path& path, std::string_view bytes) {

@@ -36,7 +36,7 @@ std::vector<std::pair<std::string, fs::file_type>> results_entries(const fs::pat
 json index_entry(const fs::path& receipts, const std::string& folder) {
   const std::string path = std::string(kResultsFolder) + "/" + folder;
   const std::string name = path + "/" + kManifestName;
-  const std::string bytes = read_file(receipts / name);
+  const std::string bytes = read_file(receipts / name, json_limits::kReceipt.max_bytes);
   const json record = parse_record_text(bytes, name);
   json entry = {{"path", path}, {"qualification_sha256", sha256_hex(bytes)}};
   for (const char* key : {"id", "level", "state", "title", "created_at"}) {
@@ -101,7 +101,12 @@ Problems stale_index_problems(const fs::path& receipts) {
   std::error_code ec;
   if (!fs::is_regular_file(fs::symlink_status(file, ec)))
     return {{kIndexName, std::string("missing") + kHint}};
-  const std::string committed = read_file(file);
+  std::string committed;
+  try {
+    committed = read_file(file, json_limits::kReceipt.max_bytes);
+  } catch (const Error& e) {
+    return {{kIndexName, e.message()}};
+  }
   if (committed == index_file_text(expected)) return {};
 
   json actual;

@@ -3,13 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <optional>
 #include <regex>
 #include <set>
-#include <sstream>
 
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
@@ -372,11 +370,7 @@ WorkloadSpec parse_workload(const json& j, const std::string& source) {
 }
 
 WorkloadSpec load_workload(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::kIo, path + ": cannot open the workload spec");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  const std::string text = bytes.str();
+  const std::string text = read_json_text(path, ErrorKind::kInvalidConfig, json_limits::kWorkload);
   const json j = parse_json(text, path, ErrorKind::kInvalidConfig, json_limits::kWorkload);
   WorkloadSpec w = parse_workload(j, path);
   const std::string stem = std::filesystem::path(path).stem().string();

@@ -2,7 +2,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <set>
 #include <system_error>
 #include <vector>
@@ -89,17 +88,29 @@ nlohmann::json parse_json_unique_keys(std::string_view bytes, const std::string&
   return j;
 }
 
-nlohmann::json parse_json_file(const std::string& path, ErrorKind kind, JsonLimits limits) {
+std::string read_json_text(const std::string& path, ErrorKind kind, JsonLimits limits) {
   std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (ec) throw Error(ErrorKind::kIo, "cannot read " + path + ": " + ec.message());
+  if (!std::filesystem::is_regular_file(status))
+    throw Error(ErrorKind::kIo, "cannot read " + path + ": not a regular file");
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) throw Error(ErrorKind::kIo, "cannot read " + path + ": " + ec.message());
   if (size > limits.max_bytes)
-    throw Error(kind, path + ": JSON larger than " + std::to_string(limits.max_bytes) +
-                          " bytes (got " + std::to_string(size) + ")");
+    throw Error(kind, path + ": " + std::to_string(size) + " bytes, larger than the limit of " +
+                          std::to_string(limits.max_bytes) + " bytes for this JSON file");
   std::ifstream in(path, std::ios::binary);
-  std::string bytes(std::istreambuf_iterator<char>(in), {});
-  if (!in && !in.eof()) throw Error(ErrorKind::kIo, "cannot read " + path);
-  return parse_json(bytes, path, kind, limits);
+  if (!in) throw Error(ErrorKind::kIo, "cannot read " + path);
+  // Only the bytes the size allowed: a file that grows meanwhile cannot enlarge the read.
+  std::string bytes(size_t(size), '\0');
+  in.read(bytes.data(), std::streamsize(size));
+  if (in.bad()) throw Error(ErrorKind::kIo, "cannot read " + path);
+  bytes.resize(size_t(in.gcount()));
+  return bytes;
+}
+
+nlohmann::json parse_json_file(const std::string& path, ErrorKind kind, JsonLimits limits) {
+  return parse_json(read_json_text(path, kind, limits), path, kind, limits);
 }
 
 }  // namespace sparkglm

@@ -70,8 +70,13 @@ nlohmann::ordered_json parse_ordered_json(std::string_view bytes, const std::str
 nlohmann::json parse_json_unique_keys(std::string_view bytes, const std::string& where,
                                       ErrorKind kind, JsonLimits limits = json_limits::kReceipt);
 
-// Reads a whole file, refusing one over limits.max_bytes before reading it (Error(kIo) when it
-// cannot be read), then parse_json with the path as `where`.
+// The bytes of a JSON file, refused before any is read when the file is not a regular file (a FIFO
+// would block the open, /dev/zero never ends) or is over limits.max_bytes: Error(kind, "<path>: N
+// bytes, larger than the limit of M"). Error(kIo) when it cannot be read. A file that grows while
+// it is read yields no more than the size it had when checked.
+std::string read_json_text(const std::string& path, ErrorKind kind, JsonLimits limits);
+
+// read_json_text, then parse_json with the path as `where`.
 nlohmann::json parse_json_file(const std::string& path, ErrorKind kind, JsonLimits limits);
 
 }  // namespace sparkglm

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -46,12 +44,8 @@ std::string checked_shard_path(const std::string& shard, const std::string& wher
 // tensor -> shard file, relative to the checkpoint directory.
 std::map<std::string, std::string> read_weight_map(const fs::path& index_path) {
   const std::string where = index_path.string();
-  std::ifstream in(index_path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::kIo, "cannot read " + where);
-  std::stringstream text;
-  text << in.rdbuf();
   const json j =
-      parse_json(text.str(), where, ErrorKind::kInvalidCheckpoint, json_limits::kCheckpointIndex);
+      parse_json_file(where, ErrorKind::kInvalidCheckpoint, json_limits::kCheckpointIndex);
   if (!j.is_object()) {
     invalid(where + " is a JSON " + j.type_name() + "; expected an object with \"weight_map\"");
   }

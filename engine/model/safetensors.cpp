@@ -216,7 +216,9 @@ SafetensorsHeader parse_safetensors_header(const std::byte* data, size_t size) {
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO named like a shard would otherwise wait for a writer forever
+  // before the regular-file check below could refuse it. It changes nothing for a regular file.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) io_error("cannot open " + path);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
@@ -56,11 +54,7 @@ const json& required(const json& root, const std::string& path, const char* fiel
 }
 
 std::string file_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  if (in) bytes << in.rdbuf();
-  if (!in || in.bad()) throw Error(ErrorKind::kIo, "cannot read profile " + path);
-  return bytes.str();
+  return read_json_text(path, ErrorKind::kInvalidConfig, json_limits::kProfile);
 }
 
 }  // namespace

@@ -2,12 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <mutex>
 #include <queue>
 #include <shared_mutex>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -110,11 +108,9 @@ BpeTokenizer::~BpeTokenizer() = default;
 
 BpeTokenizer BpeTokenizer::load(const std::string& tokenizer_json_path) {
   const std::string where = "tokenizer.json '" + tokenizer_json_path + "'";
-  std::ifstream file(tokenizer_json_path, std::ios::binary);
-  if (!file) throw Error(ErrorKind::kIo, where + ": cannot open");
-  std::stringstream text;
-  text << file.rdbuf();
-  return parse(text.str(), where);
+  return parse(
+      read_json_text(tokenizer_json_path, ErrorKind::kInvalidCheckpoint, json_limits::kTokenizer),
+      where);
 }
 
 BpeTokenizer BpeTokenizer::parse(const std::string& tokenizer_json, const std::string& where) {

@@ -1,7 +1,11 @@
 #include "engine/core/strict_json.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "engine/core/error.h"
@@ -47,6 +51,43 @@ TEST(StrictJson, BracketsInsideStringsDoNotNest) {
 TEST(StrictJson, SizeIsCheckedBeforeAnything) {
   const std::string big = "\"" + std::string(1200, 'x') + "\"";
   EXPECT_EQ(error_of(big), "doc.json: JSON larger than 1000 bytes (got 1202)");
+}
+
+std::string file_error(const std::string& path, JsonLimits limits = kSmall) {
+  try {
+    (void)parse_json_file(path, ErrorKind::kInvalidConfig, limits);
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "";
+}
+
+// A file that claims gigabytes is refused by its size, before a byte is read or held: the sparse
+// file occupies no disk, and reading it whole would ask for 8 GiB.
+TEST(StrictJson, FileOverTheLimitIsRefusedBeforeItIsRead) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("strict_json_big_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << "[]";
+  std::filesystem::resize_file(path, uintmax_t(8) << 30);
+  EXPECT_EQ(file_error(path.string()), path.string() +
+                                           ": 8589934592 bytes, larger than the limit of 1000 "
+                                           "bytes for this JSON file");
+  std::filesystem::resize_file(path, 2);
+  EXPECT_EQ(file_error(path.string()), "");
+  std::filesystem::remove(path);
+}
+
+// A FIFO would block the open until a writer came; /dev/zero never ends; a folder is no file.
+TEST(StrictJson, FileThatIsNotARegularFileIsRefusedWithoutOpeningIt) {
+  const auto fifo = std::filesystem::temp_directory_path() /
+                    ("strict_json_fifo_" + std::to_string(::getpid()) + ".json");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(file_error(fifo.string()), "cannot read " + fifo.string() + ": not a regular file");
+  std::filesystem::remove(fifo);
+  EXPECT_EQ(file_error("/dev/zero"), "cannot read /dev/zero: not a regular file");
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  EXPECT_EQ(file_error(dir), "cannot read " + dir + ": not a regular file");
+  EXPECT_EQ(file_error("/no/such/file.json").rfind("cannot read /no/such/file.json: ", 0), 0u);
 }
 
 TEST(StrictJson, HostileDepthsFailCleanlyForEveryKindOfInput) {

@@ -195,6 +195,28 @@ TEST(EngineMeasurement, MalformedInputNamesTheFieldAndExitsNonZero) {
   }
 }
 
+// A runner-bench file claiming 8 GiB (sparse: no disk) or one that never ends is refused by name
+// before it is read whole, and nothing is written.
+TEST(EngineMeasurement, HugeOrEndlessInputIsRefusedBeforeItIsRead) {
+  TempDir t;
+  const fs::path huge = t.path / "huge.json";
+  std::ofstream(huge) << "{}";
+  fs::resize_file(huge, uintmax_t(8) << 30);
+  for (const std::string& file : {huge.string(), std::string("/dev/zero")}) {
+    SCOPED_TRACE(file);
+    std::ostringstream out, err;
+    const int code = measure_command({"--runner-bench", file, "--title", "t", "--id", "m3", "--out",
+                                      (t.path / "m3").string(), "--gates", kGates.string()},
+                                     out, err);
+    EXPECT_EQ(code, 2);
+    const std::string why = file == huge.string()
+                                ? "8589934592 bytes, larger than the limit of 268435456 bytes"
+                                : "not a regular file";
+    EXPECT_NE(err.str().find(file + ": " + why), std::string::npos) << err.str();
+    EXPECT_FALSE(fs::exists(t.path / "m3" / "qualification.json"));
+  }
+}
+
 // A _schema cell (bench/runner/constrained_cell.h): 2 rows, masks of 20/30/10 us per step.
 json schema_cell() {
   json c = cell("decode_c2_schema", 200, 10, 0.5);

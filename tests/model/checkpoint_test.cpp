@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -147,6 +148,20 @@ TEST_F(CheckpointTest, IndexThatIsNotJsonIsRejected) {
   text("model.safetensors.index.json", "{\"weight_map\": ");
   EXPECT_TRUE(Mentions(open_error(), "invalid checkpoint|"));
   EXPECT_TRUE(Mentions(open_error(), "model.safetensors.index.json: not valid JSON"));
+}
+
+// An index claiming 8 GiB (sparse: no disk) is refused by its size, a FIFO by its type; neither is
+// read (one would ask for 8 GiB, the other would block).
+TEST_F(CheckpointTest, HugeOrNonRegularIndexIsRefusedBeforeItIsRead) {
+  text("model.safetensors.index.json", "{}");
+  fs::resize_file(dir_ / "model.safetensors.index.json", uintmax_t(8) << 30);
+  EXPECT_TRUE(Mentions(open_error(), "invalid checkpoint|"));
+  EXPECT_TRUE(Mentions(open_error(),
+                       "model.safetensors.index.json: 8589934592 bytes, larger than "
+                       "the limit of 67108864 bytes"));
+  fs::remove(dir_ / "model.safetensors.index.json");
+  ASSERT_EQ(::mkfifo((dir_ / "model.safetensors.index.json").c_str(), 0600), 0);
+  EXPECT_TRUE(Mentions(open_error(), "model.safetensors.index.json: not a regular file"));
 }
 
 TEST_F(CheckpointTest, DeeplyNestedIndexIsRejectedByName) {

@@ -1,6 +1,7 @@
 #include "engine/model/safetensors.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -357,6 +358,18 @@ TEST_F(SafetensorsFileTest, MissingFileIsAnIoError) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kIo);
     EXPECT_TRUE(Mentions(e.what(), "absent.safetensors"));
+  }
+}
+
+// A FIFO named like a shard: a blocking open would wait for a writer forever.
+TEST_F(SafetensorsFileTest, FifoIsRefusedAsNotARegularFileWithoutWaiting) {
+  ASSERT_EQ(::mkfifo(path("model.safetensors").c_str(), 0600), 0);
+  try {
+    SafetensorsFile f(path("model.safetensors"));
+    ADD_FAILURE() << "opened a FIFO";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIo);
+    EXPECT_TRUE(Mentions(e.what(), "model.safetensors is not a regular file")) << e.what();
   }
 }
 

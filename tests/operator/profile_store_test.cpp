@@ -1,6 +1,7 @@
 #include "operator/profile_store.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,6 +41,25 @@ const char* const kMicro = R"({
   "limits": {"max_num_seqs": 2, "max_seq_len": 4096, "max_prefill_tokens": 256}
 }
 )";
+
+// `profile show` and `diff` print what read_text_file reads: a profile claiming 8 GiB (sparse: no
+// disk) or a FIFO is refused before it is read.
+TEST_F(ProfileStoreTest, HugeOrNonRegularProfileTextIsRefusedBeforeItIsRead) {
+  const fs::path huge = root_ / "huge.json";
+  std::ofstream(huge) << "{}";
+  fs::resize_file(huge, uintmax_t(8) << 30);
+  try {
+    read_text_file(huge.string());
+    ADD_FAILURE() << "an 8 GiB profile was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.message(), huge.string() +
+                               ": 8589934592 bytes, larger than the limit of "
+                               "16777216 bytes for this JSON file");
+  }
+  const fs::path fifo = root_ / "fifo.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THROW(read_text_file(fifo.string()), Error);
+}
 
 TEST_F(ProfileStoreTest, WritesANewFileAndKeepsABackupOfAReplacedOne) {
   const ProfileStore store((root_ / "profiles").string(), (root_ / "state").string());

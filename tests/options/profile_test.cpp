@@ -132,6 +132,21 @@ TEST(Profile, UnknownNameListsTheAvailableProfiles) {
   }
 }
 
+// A profile claiming 8 GiB (sparse: no disk) is refused by its size before it is read whole.
+TEST_F(ProfileFiles, HugeProfileIsRefusedBeforeItIsRead) {
+  const std::string path = write("huge", "{}");
+  fs::resize_file(path, uintmax_t(8) << 30);
+  try {
+    Profile::load(path, "", serving_options());
+    ADD_FAILURE() << "an 8 GiB profile was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidConfig);
+    EXPECT_EQ(e.message(), path +
+                               ": 8589934592 bytes, larger than the limit of 16777216 bytes "
+                               "for this JSON file");
+  }
+}
+
 TEST_F(ProfileFiles, ShaIsOfTheFileBytes) {
   const std::string bytes =
       R"({"name": "tiny", "description": "t", "model": "tinyglm", "precision_mode": "strict", )"

@@ -72,6 +72,13 @@ TEST_F(ResultsIndex, ReformattedOrMissingIndexIsStale) {
   EXPECT_PROBLEM(verify_all(receipts_), "index.json", "missing");
 }
 
+// An index claiming 8 GiB (sparse: no disk) is a problem named by its size, not a read of it.
+TEST_F(ResultsIndex, HugeIndexIsAProblemNotARead) {
+  fs::resize_file(receipts_ / "index.json", uintmax_t(8) << 30);
+  EXPECT_PROBLEM(verify_all(receipts_), "index.json",
+                 "8589934592 bytes, larger than the limit of 268435456 bytes");
+}
+
 TEST_F(ResultsIndex, VerifyAllNamesTheBundleAndFileThatFail) {
   write(results_ / "a-first" / "requests.jsonl", "tampered\n");
   write(results_ / "README.md", "not a bundle\n");

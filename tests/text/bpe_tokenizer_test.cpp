@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -90,6 +91,23 @@ Ids bytes_of(std::string_view s) {
   Ids ids;
   for (char c : s) ids.push_back(static_cast<unsigned char>(c));
   return ids;
+}
+
+// A tokenizer.json claiming 8 GiB (sparse: no disk) is refused by its size before it is read whole.
+TEST(BpeTokenizer, HugeFileIsRefusedBeforeItIsRead) {
+  const std::string path = ::testing::TempDir() + "bpe_tokenizer_test_huge.json";
+  std::ofstream(path) << "{}";
+  std::filesystem::resize_file(path, uintmax_t(8) << 30);
+  try {
+    BpeTokenizer::load(path);
+    ADD_FAILURE() << "an 8 GiB tokenizer.json was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidCheckpoint);
+    EXPECT_EQ(e.message(), path +
+                               ": 8589934592 bytes, larger than the limit of 536870912 bytes "
+                               "for this JSON file");
+  }
+  std::filesystem::remove(path);
 }
 
 // A tokenizer.json whose fields nest far deeper than any real one (issue 14: it crashed `serve`) is

@@ -7,6 +7,7 @@
 #include <set>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
@@ -40,6 +41,25 @@ TEST(WorkloadSpec, EveryCommittedSpecParsesAndValidates) {
     ids.insert(w.id);
   }
   EXPECT_EQ(ids, expected);
+}
+
+// A workload claiming 8 GiB (sparse: no disk) is refused by its size before it is read whole.
+TEST(WorkloadSpec, HugeWorkloadFileIsRefusedBeforeItIsRead) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() /
+      ("sparkglm_workload_huge_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << "{}";
+  std::filesystem::resize_file(path, uintmax_t(8) << 30);
+  try {
+    load_workload(path.string());
+    ADD_FAILURE() << "an 8 GiB workload was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidConfig);
+    EXPECT_EQ(e.message(), path.string() +
+                               ": 8589934592 bytes, larger than the limit of "
+                               "67108864 bytes for this JSON file");
+  }
+  std::filesystem::remove(path);
 }
 
 TEST(WorkloadSpec, ShaIsTheFileBytes) {
