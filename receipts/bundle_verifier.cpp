@@ -1,9 +1,11 @@
 #include "receipts/bundle_verifier.h"
 
+#include <iterator>
 #include <map>
 #include <set>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "receipts/attestation.h"
 #include "receipts/bundle_file.h"
 #include "receipts/qualification_record.h"
@@ -33,6 +35,21 @@ std::string not_regular(const fs::path& path) {
   return "";
 }
 
+// The folder of `path` (relative, already checked by is_artifact_path) that is a symbolic link, or
+// "": a file reached through a linked folder lies outside the bundle, and is neither hashed nor
+// read.
+std::string linked_folder(const fs::path& bundle, const std::string& path) {
+  fs::path folder = bundle;
+  const fs::path rel(path);
+  for (auto it = rel.begin(); std::next(it) != rel.end(); ++it) {
+    folder /= *it;
+    std::error_code ec;
+    if (fs::symlink_status(folder, ec).type() == fs::file_type::symlink)
+      return folder.lexically_relative(bundle).generic_string();
+  }
+  return "";
+}
+
 // The listed artifacts: each present, unchanged and listed once. Returns the set of paths listed;
 // `intact` gains those present and unchanged.
 std::set<std::string> check_artifacts(const fs::path& bundle, const json& record,
@@ -55,6 +72,11 @@ std::set<std::string> check_artifacts(const fs::path& bundle, const json& record
       continue;
     }
     listed.insert(path);
+    if (const std::string link = linked_folder(bundle, path); !link.empty()) {
+      problems.push_back(
+          {path, "inside " + link + ", a symbolic link (not followed), but listed in " + at});
+      continue;
+    }
     if (const std::string why = not_regular(bundle / path); !why.empty()) {
       problems.push_back({path, why + ", but listed in " + at});
       continue;
@@ -216,7 +238,7 @@ Problems verify_bundle(const fs::path& bundle, const VerifyOptions& options) {
   if (const std::string why = not_regular(manifest); !why.empty()) return {{kManifestName, why}};
   json record;
   try {
-    record = parse_record_text(read_file(manifest), kManifestName);
+    record = parse_record_text(read_file(manifest, json_limits::kReceipt.max_bytes), kManifestName);
   } catch (const Error& e) {
     // The message starts with the file's name, which `where` already says.
     const std::string prefix = std::string(kManifestName) + ": ";

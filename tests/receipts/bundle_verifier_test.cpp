@@ -134,6 +134,22 @@ TEST_F(BundleVerifier, SymbolicLinksAreProblemsAndNotFollowed) {
   EXPECT_FALSE(has(problems, "linked/", "")) << text(problems);
 }
 
+// A listed file whose folder is a link to an identical copy outside: the file is reached through
+// the link, so it is refused by that folder's name and never hashed or read.
+TEST_F(BundleVerifier, ArtifactsInsideALinkedFolderAreRefusedNotRead) {
+  std::string path;
+  for (const json& a : pristine_["artifacts"])
+    if (a["path"].get<std::string>().find('/') != std::string::npos) path = a["path"];
+  ASSERT_FALSE(path.empty());
+  const std::string folder = path.substr(0, path.find('/'));
+  fs::copy(bundle_ / folder, root_ / "outside", fs::copy_options::recursive);
+  fs::remove_all(bundle_ / folder);
+  fs::create_directory_symlink(root_ / "outside", bundle_ / folder);
+  const Problems problems = verify_bundle(bundle_);
+  EXPECT_PROBLEM(problems, path, "inside " + folder + ", a symbolic link (not followed)");
+  EXPECT_PROBLEM(problems, folder, "a symbolic link");
+}
+
 TEST_F(BundleVerifier, IdMustMatchTheFolderAndThePattern) {
   EXPECT_PROBLEM(after_edit([](json& r) { r["id"] = "another-bundle"; }), "qualification.json: id",
                  "does not match the folder name \"2026-11-29-g2-tinyglm-micro-cpu\"");
@@ -235,6 +251,13 @@ TEST_F(BundleVerifier, MissingMalformedOrAmbiguousManifestIsNamed) {
   fs::remove(bundle_ / kManifestName);
   EXPECT_PROBLEM(verify_bundle(bundle_), "qualification.json", "missing");
   EXPECT_PROBLEM(verify_bundle(root_ / "no-such-bundle"), "no-such-bundle", "not a folder");
+}
+
+// A manifest claiming 8 GiB (sparse: it takes no disk) is refused by its size before it is read.
+TEST_F(BundleVerifier, HugeManifestIsRefusedBeforeItIsRead) {
+  fs::resize_file(bundle_ / kManifestName, uintmax_t(8) << 30);
+  EXPECT_PROBLEM(verify_bundle(bundle_), "qualification.json",
+                 "8589934592 bytes, larger than the limit of 268435456 bytes");
 }
 
 TEST_F(BundleVerifier, LeftoverTemporaryFileIsUnlisted) {
