@@ -84,9 +84,19 @@ std::optional<double> optional_seconds(const json& j, const std::string& key) {
 int32_t int32(const json& j, const std::string& key) {
   const json& v = field(j, key);
   if (!v.is_number_integer()) bad_field(key, "an integer");
+  // An unsigned value above INT64_MAX would read back as a negative int64_t: 2^64 - 1 as -1.
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT32_MAX))
+    bad_field(key, "a 32-bit integer");
   const int64_t x = v.get<int64_t>();
   if (x < INT32_MIN || x > INT32_MAX) bad_field(key, "a 32-bit integer");
   return int32_t(x);
+}
+
+// A token count or an HTTP status: never negative.
+int32_t count(const json& j, const std::string& key) {
+  const int32_t x = int32(j, key);
+  if (x < 0) bad_field(key, "a non-negative 32-bit integer");
+  return x;
 }
 
 json optional_json(const std::optional<double>& v) {
@@ -155,13 +165,13 @@ RequestRecord record_from_json(const json& j) {
   const json& ok = field(j, "ok");
   if (!ok.is_boolean()) bad_field("ok", "true or false");
   r.ok = ok.get<bool>();
-  r.http_status = int32(j, "http_status");
+  r.http_status = count(j, "http_status");
   r.error = text(j, "error");
   r.finish_reason = text(j, "finish_reason");
-  r.prompt_tokens = int32(j, "prompt_tokens");
-  r.completion_tokens = int32(j, "completion_tokens");
-  r.cached_tokens = int32(j, "cached_tokens");
-  r.reasoning_tokens = int32(j, "reasoning_tokens");
+  r.prompt_tokens = count(j, "prompt_tokens");
+  r.completion_tokens = count(j, "completion_tokens");
+  r.cached_tokens = count(j, "cached_tokens");
+  r.reasoning_tokens = count(j, "reasoning_tokens");
   const json& ids = field(j, "token_ids");
   if (!ids.is_array()) bad_field("token_ids", "an array of token ids");
   for (const json& id : ids) {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <optional>
 
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
@@ -67,16 +69,34 @@ void Transfer::on_event(const std::string& data, double t) {
   on_chunk(chunk, t);
 }
 
+// A usage count or a token id as the server sent it, when it is an integer in [0, 2^31 - 1].
+// Anything else (-5, 1e20, 2^64 - 1) fails the request: converted, it would be recorded as an
+// observation, and 1e20 into an int is undefined.
+std::optional<int32_t> non_negative_int32(const json& v) {
+  if (v.is_number_unsigned())  // read as uint64_t: 2^64 - 1 would be -1 as int64_t
+    return v.get<uint64_t>() <= uint64_t(INT32_MAX) ? std::optional(int32_t(v.get<uint64_t>()))
+                                                    : std::nullopt;
+  if (v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= INT32_MAX)
+    return int32_t(v.get<int64_t>());
+  return std::nullopt;
+}
+
 void Transfer::on_chunk(const json& chunk, double t) {
   RequestRecord& r = *record;
   if (auto u = chunk.find("usage"); u != chunk.end() && u->is_object()) {
     usage_seen = true;
-    r.prompt_tokens = u->value("prompt_tokens", 0);
-    r.completion_tokens = u->value("completion_tokens", 0);
+    const auto count = [&](const json& obj, const char* key, int32_t& out) {
+      const auto it = obj.find(key);
+      const std::optional<int32_t> n = it == obj.end() ? 0 : non_negative_int32(*it);
+      if (!n) fail(std::string("usage ") + key + " is not a count: " + it->dump().substr(0, 200));
+      out = n.value_or(0);
+    };
+    count(*u, "prompt_tokens", r.prompt_tokens);
+    count(*u, "completion_tokens", r.completion_tokens);
     if (auto d = u->find("prompt_tokens_details"); d != u->end() && d->is_object())
-      r.cached_tokens = d->value("cached_tokens", 0);
+      count(*d, "cached_tokens", r.cached_tokens);
     if (auto d = u->find("completion_tokens_details"); d != u->end() && d->is_object())
-      r.reasoning_tokens = d->value("reasoning_tokens", 0);
+      count(*d, "reasoning_tokens", r.reasoning_tokens);
   }
   auto choices = chunk.find("choices");
   if (choices == chunk.end() || !choices->is_array()) return fail("a chunk without `choices`");
@@ -92,7 +112,11 @@ void Transfer::on_chunk(const json& chunk, double t) {
     }
     size_t tokens = 0;
     if (auto ids = c.find("token_ids"); ids != c.end() && ids->is_array()) {
-      for (const json& id : *ids) r.token_ids.push_back(id.get<int32_t>());
+      for (const json& id : *ids) {
+        const std::optional<int32_t> n = non_negative_int32(id);
+        if (!n) return fail("token id " + id.dump().substr(0, 200) + " is not a 32-bit token id");
+        r.token_ids.push_back(*n);
+      }
       tokens = ids->size();
     }
     if (auto f = c.find("finish_reason"); f != c.end() && f->is_string()) r.finish_reason = *f;

@@ -65,24 +65,34 @@ std::string text_of(const Lookup& l) {
   return "";
 }
 
+// A count the recipe states: a non-negative whole number below 2^40 (far above any context length
+// or concurrency), so that neither 2^64 - 1 read as int64_t nor a "K"/"M" multiple can wrap.
 std::optional<int64_t> count_of(const Lookup& l, const std::string& where) {
+  constexpr int64_t kMaxCount = int64_t(1) << 40;
   if (!l.value) return std::nullopt;
-  if (l.value->is_number_integer()) return l.value->get<int64_t>();
-  if (l.value->is_string()) {
+  const auto bounded = [](int64_t n) { return n >= 0 && n <= kMaxCount; };
+  if (l.value->is_number_unsigned()) {  // read as uint64_t: 2^64 - 1 would be -1 as int64_t
+    if (l.value->get<uint64_t>() <= uint64_t(kMaxCount)) return l.value->get<int64_t>();
+  } else if (l.value->is_number_integer()) {
+    if (bounded(l.value->get<int64_t>())) return l.value->get<int64_t>();
+  } else if (l.value->is_string()) {
     // "1M", "128K" and "131072" are all seen in the wild.
     const std::string s = l.value->get<std::string>();
     size_t used = 0;
     try {
       const long long n = std::stoll(s, &used);
       const std::string unit = s.substr(used);
-      if (unit.empty()) return n;
-      if (unit == "K" || unit == "k") return n * 1024;
-      if (unit == "M" || unit == "m") return n * 1024 * 1024;
+      const int64_t scale = unit.empty()                   ? 1
+                            : (unit == "K" || unit == "k") ? 1024
+                            : (unit == "M" || unit == "m") ? 1024 * 1024
+                                                           : 0;
+      if (scale != 0 && bounded(n) && n <= kMaxCount / scale) return n * scale;
     } catch (const std::exception&) {
     }
   }
-  throw Error(ErrorKind::kInvalidConfig,
-              where + ": " + l.field + ": expected a whole number, got " + l.value->dump());
+  throw Error(
+      ErrorKind::kInvalidConfig,
+      where + ": " + l.field + ": expected a whole number from 0 to 2^40, got " + l.value->dump());
 }
 
 }  // namespace

@@ -101,5 +101,30 @@ TEST(RequestRecord, BadFieldsAreNamed) {
   EXPECT_THROW(record_from_json(nlohmann::json::array()), Error);
 }
 
+// 2^64 - 1 is an unsigned JSON integer that reads back as -1 through int64_t; a negative count of
+// tokens or a negative HTTP status is no observation either.
+TEST(RequestRecord, CountsThatWrapOrAreNegativeAreNamed) {
+  const nlohmann::json good = to_json(filled());
+  for (const char* field : {"prompt_tokens", "completion_tokens", "cached_tokens",
+                            "reasoning_tokens", "http_status", "index", "repetition"}) {
+    SCOPED_TRACE(field);
+    nlohmann::json j = good;
+    j[field] = 18446744073709551615ull;
+    expect_error_naming(j, field);
+    j[field] = 2147483648ull;
+    expect_error_naming(j, field);
+  }
+  for (const char* field :
+       {"prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "http_status"}) {
+    SCOPED_TRACE(field);
+    nlohmann::json j = good;
+    j[field] = -13;
+    expect_error_naming(j, field);
+  }
+  nlohmann::json warmup = good;
+  warmup["repetition"] = -2;  // warmups are numbered below zero
+  EXPECT_EQ(record_from_json(warmup).repetition, -2);
+}
+
 }  // namespace
 }  // namespace sparkglm::harness

@@ -314,5 +314,34 @@ TEST(SseClient, TruncatedStreamsAreFailedRecords) {
   }
 }
 
+// A server under test is not trusted: a count or token id that is negative, fractional or past
+// 32 bits fails the request, naming the value, where a conversion would record it as observed.
+TEST(SseClient, UsageCountsAndTokenIdsOutOfRangeAreFailedRecords) {
+  struct Case {
+    std::string stream, why;
+  };
+  json negative = kUsage, huge = kUsage, fraction = kUsage;
+  negative["usage"]["prompt_tokens"] = -5;
+  huge["usage"]["completion_tokens"] = 18446744073709551615ull;
+  fraction["usage"]["prompt_tokens_details"]["cached_tokens"] = 1e20;
+  const std::string head = std::string(kSseHead) + event(text_chunk("a", 65)) + event(kFinish);
+  for (const Case& c :
+       {Case{head + event(negative) + "data: [DONE]\n\n", "usage prompt_tokens is not a count: -5"},
+        Case{head + event(huge) + "data: [DONE]\n\n",
+             "usage completion_tokens is not a count: 18446744073709551615"},
+        Case{head + event(fraction) + "data: [DONE]\n\n", "usage cached_tokens is not a count"},
+        Case{std::string(kSseHead) + event(text_chunk("a", -1)) + event(kFinish) + event(kUsage) +
+                 "data: [DONE]\n\n",
+             "token id -1 is not a 32-bit token id"}}) {
+    ScriptedServer server({c.stream}, std::chrono::milliseconds(0));
+    const RequestRecord r = stream_request(server.base_url(), completion_spec(), "", Clock::now());
+    EXPECT_FALSE(r.ok) << c.why;
+    EXPECT_NE(r.error.find(c.why), std::string::npos) << r.error;
+    EXPECT_GE(r.prompt_tokens, 0);
+    EXPECT_GE(r.completion_tokens, 0);
+    EXPECT_GE(r.cached_tokens, 0);
+  }
+}
+
 }  // namespace
 }  // namespace sparkglm::harness

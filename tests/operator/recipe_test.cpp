@@ -96,5 +96,22 @@ TEST(Recipe, AcceptsCountsWrittenWithUnitsAndListsUnreadFields) {
   EXPECT_THROW(parse_recipe(json{{"cmd", "serve"}, {"context", "lots"}}, "r"), Error);
 }
 
+// 2^64 - 1 read as int64_t is -1, and "8796093022208M" is 2^63: neither may wrap into a count.
+TEST(Recipe, CountsThatAreNegativeOrWrapAreRefusedNamingTheField) {
+  for (const json& bad : {json(-5), json(18446744073709551615ull), json("8796093022208M"),
+                          json("-128K"), json("9223372036854775807"), json(1.5)}) {
+    SCOPED_TRACE(bad.dump());
+    try {
+      parse_recipe(json{{"cmd", "serve"}, {"context_length", bad}}, "r");
+      ADD_FAILURE() << "accepted context_length " << bad.dump();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidConfig);
+      EXPECT_EQ(e.message(),
+                "r: context_length: expected a whole number from 0 to 2^40, got " + bad.dump());
+    }
+  }
+  EXPECT_EQ(parse_recipe(json{{"cmd", "serve"}, {"concurrency", "1M"}}, "r").concurrency, 1048576);
+}
+
 }  // namespace
 }  // namespace sparkglm::operator_tool
