@@ -1,6 +1,10 @@
 #include "engine/server/openai_routes.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstddef>
+#include <string>
+#include <string_view>
 
 #include "engine/core/build_info.h"
 #include "engine/server/api_error.h"
@@ -133,9 +137,15 @@ OpenAiRoutes::Continuation OpenAiRoutes::prepare(const HttpRequest& request,
 
 bool OpenAiRoutes::authorized(const HttpRequest& request) const {
   if (options_.api_key.empty()) return true;
-  const std::string prefix = "Bearer ";
-  if (request.authorization.rfind(prefix, 0) != 0) return false;
-  return same_secret(request.authorization.substr(prefix.size()), options_.api_key);
+  // RFC 9110 section 11.1: the scheme name is case-insensitive ("bearer" is "Bearer"), and one
+  // or more spaces separate it from the token.
+  const std::string& a = request.authorization;
+  constexpr std::string_view kScheme = "bearer";
+  if (a.size() <= kScheme.size() || a[kScheme.size()] != ' ') return false;
+  for (size_t i = 0; i < kScheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) != kScheme[i]) return false;
+  const size_t token = a.find_first_not_of(' ', kScheme.size());
+  return token != std::string::npos && same_secret(a.substr(token), options_.api_key);
 }
 
 HttpResponse OpenAiRoutes::models() const {

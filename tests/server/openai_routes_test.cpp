@@ -36,6 +36,13 @@ TEST_F(RoutesTest, ApiKeyGuardsEveryRouteButHealth) {
   EXPECT_EQ(call("GET", "/metrics")->response->status, 401);
   EXPECT_EQ(call("POST", "/tokenize", {{"prompt", "a"}}, "Bearer k3y")->response->status, 200);
   EXPECT_EQ(call("GET", "/metrics", nullptr, "Bearer k3y")->response->status, 200);
+  // The scheme name is case-insensitive (RFC 9110); the key is not, and it needs its space.
+  EXPECT_EQ(call("GET", "/v1/models", nullptr, "bearer k3y")->response->status, 200);
+  EXPECT_EQ(call("GET", "/v1/models", nullptr, "BEARER  k3y")->response->status, 200);
+  EXPECT_EQ(call("GET", "/v1/models", nullptr, "Bearer K3Y")->response->status, 401);
+  EXPECT_EQ(call("GET", "/v1/models", nullptr, "Bearerk3y")->response->status, 401);
+  EXPECT_EQ(call("GET", "/v1/models", nullptr, "Basic k3y")->response->status, 401);
+  EXPECT_EQ(call("GET", "/v1/models", nullptr, "Bearer ")->response->status, 401);
 }
 
 TEST_F(RoutesTest, ModelsHealthAndMetrics) {
