@@ -39,6 +39,7 @@
 #include "engine/core/cli_args.h"
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
+#include "engine/core/strict_json.h"
 #include "engine/model/model_loader.h"
 #include "engine/runtime/kda_state_pool.h"
 #include "engine/runtime/latent_cache.h"
@@ -50,16 +51,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kMaxPromptsFile = size_t(64) << 20;
-
 std::vector<std::vector<int32_t>> load_prompts(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::kInvalidArgument, "--prompts " + path + ": cannot be read");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (text.str().size() > kMaxPromptsFile)
-    throw Error(ErrorKind::kInvalidArgument, "--prompts " + path + ": larger than 64 MiB");
-  const nlohmann::json j = nlohmann::json::parse(text.str());
+  // A held-out set (tinyglm/train/heldout.py): tens of thousands of token ids, shallow.
+  const nlohmann::json j = parse_json_file(path, ErrorKind::kInvalidArgument,
+                                           json_limits::kWorkload);
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& e : j.at("examples")) {
     const auto tokens = e.at("tokens").get<std::vector<int32_t>>();

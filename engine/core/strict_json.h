@@ -49,6 +49,9 @@ inline constexpr JsonLimits kReceipt{256 * kMiB, 64};
 inline constexpr JsonLimits kWorkload{64 * kMiB, 32};
 inline constexpr JsonLimits kGate{16 * kMiB, 32};
 inline constexpr JsonLimits kOperatorState{16 * kMiB, 32};  // engine.json and kin
+// A rank's fingerprint in the rendezvous (rank_bootstrap.cpp): key, then settings, then values;
+// the frame itself is capped at 1 MiB.
+inline constexpr JsonLimits kRankFingerprint{1 * kMiB, 8};
 // What a server under test answers (the harness's replies, SSE chunks, /v1/models).
 inline constexpr JsonLimits kServerReply{256 * kMiB, 64};
 }  // namespace json_limits

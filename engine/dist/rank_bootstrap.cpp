@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/core/strict_json.h"
 #include "engine/dist/rank_fingerprint.h"
 
 namespace sparkglm::dist {
@@ -150,8 +151,17 @@ std::unique_ptr<SocketCommunicator> accept_ranks(const RankAddress& a, const nlo
       } else if (peers[size_t(r)] >= 0) {
         refusal = "rank " + std::to_string(r) + " joined twice";
       } else {
-        refusal =
-            fingerprint_difference(mine, nlohmann::json::parse(hello.text, nullptr, false), r);
+        // Anyone can connect to this port: the fingerprint is bounded before it is parsed
+        // (the comparison and the message recurse once per level).
+        try {
+          refusal = fingerprint_difference(
+              mine,
+              parse_json(hello.text, "rank " + std::to_string(r) + "'s fingerprint",
+                         ErrorKind::kInvalidArgument, json_limits::kRankFingerprint),
+              r);
+        } catch (const Error& e) {
+          refusal = e.what();
+        }
       }
       send_frame(fd, {kMagic, refusal.empty() ? 0u : 1u, 0, refusal});
       if (!refusal.empty()) {

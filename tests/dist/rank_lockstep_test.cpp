@@ -187,6 +187,34 @@ TEST(RankLockstep, TheBootstrapRefusesARankWhoseSettingsDifferNamingTheSetting) 
   EXPECT_EQ(dist::fingerprint_difference(mine, mine, 1), "");
 }
 
+// Anyone can reach rank 0's port: a fingerprint nested deeper than a fingerprint nests is refused
+// by name before anything walks it.
+TEST(RankLockstep, AFingerprintNestedTooDeepIsRefusedBeforeItIsWalked) {
+  const nlohmann::json mine = {{"binary_sha256", "b"}, {"settings", {{"seed", 1}}}};
+  nlohmann::json deep = 1;
+  for (int i = 0; i < 50; ++i) deep = nlohmann::json::array({deep});
+  const nlohmann::json theirs = {{"binary_sha256", deep}, {"settings", {{"seed", 1}}}};
+  const int fd = dist::listen_for_ranks("127.0.0.1", 0);
+  dist::RankAddress a{2, 0, "127.0.0.1", dist::listening_port(fd), 30};
+  std::thread rank1([&] {
+    dist::RankAddress b = a;
+    b.rank = 1;
+    try {
+      dist::join_ranks(b, theirs);
+    } catch (const Error&) {  // refused, as it should be
+    }
+  });
+  try {
+    dist::join_ranks(a, mine, fd);
+    ADD_FAILURE() << "rank 0 accepted a fingerprint nested 51 levels deep";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1's fingerprint: JSON nested deeper than 8 levels"),
+              std::string::npos)
+        << e.what();
+  }
+  rank1.join();
+}
+
 // A TP group runs one precision mode (spark now runs on cuda as well as cpu): a rank in the other
 // mode is named as the difference.
 TEST(RankLockstep, ARankInAnotherPrecisionModeIsNamed) {
