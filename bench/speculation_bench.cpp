@@ -53,8 +53,8 @@ using Clock = std::chrono::steady_clock;
 
 std::vector<std::vector<int32_t>> load_prompts(const std::string& path) {
   // A held-out set (tinyglm/train/heldout.py): tens of thousands of token ids, shallow.
-  const nlohmann::json j = parse_json_file(path, ErrorKind::kInvalidArgument,
-                                           json_limits::kWorkload);
+  const nlohmann::json j =
+      parse_json_file(path, ErrorKind::kInvalidArgument, json_limits::kWorkload);
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& e : j.at("examples")) {
     const auto tokens = e.at("tokens").get<std::vector<int32_t>>();
