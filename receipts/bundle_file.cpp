@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/core/bounded_file.h"
 #include "engine/core/error.h"
 
 namespace sparkglm::receipts {
@@ -61,23 +62,24 @@ FileDigest digest_file(const fs::path& path) {
 }
 
 std::string read_file(const fs::path& path, uint64_t max_bytes) {
-  std::error_code ec;
-  const fs::file_status status = fs::status(path, ec);
-  if (ec) io_error(path, "cannot open for reading: " + ec.message());
-  if (!fs::is_regular_file(status)) io_error(path, "not a regular file");
-  const uintmax_t size = fs::file_size(path, ec);
-  if (ec) io_error(path, "cannot open for reading: " + ec.message());
-  if (size > max_bytes)
-    io_error(path, std::to_string(size) + " bytes, larger than the limit of " +
-                       std::to_string(max_bytes) + " bytes for a file read whole");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) io_error(path, "cannot open for reading");
-  // Only the bytes the size allowed: a file that grows meanwhile cannot enlarge the read.
-  std::string bytes(size_t(size), '\0');
-  in.read(bytes.data(), std::streamsize(size));
-  if (in.bad()) io_error(path, "read failed");
-  bytes.resize(size_t(in.gcount()));
-  return bytes;
+  using Problem = BoundedFile::Problem;
+  BoundedFile f = read_bounded_file(path, max_bytes);
+  switch (f.problem) {
+    case Problem::kNone:
+      return std::move(f.bytes);
+    case Problem::kStat:
+      io_error(path, "cannot open for reading: " + f.detail);
+    case Problem::kNotRegular:
+      io_error(path, "not a regular file");
+    case Problem::kTooLarge:
+      io_error(path, std::to_string(f.size) + " bytes, larger than the limit of " +
+                         std::to_string(max_bytes) + " bytes for a file read whole");
+    case Problem::kOpen:
+      io_error(path, "cannot open for reading");
+    case Problem::kRead:
+      break;
+  }
+  io_error(path, "read failed");
 }
 
 void write_file_atomically(const fs::path& path, std::string_view bytes) {

@@ -1,10 +1,11 @@
 #include "engine/core/strict_json.h"
 
-#include <filesystem>
-#include <fstream>
 #include <set>
-#include <system_error>
+#include <string>
+#include <utility>
 #include <vector>
+
+#include "engine/core/bounded_file.h"
 
 namespace sparkglm {
 
@@ -89,24 +90,23 @@ nlohmann::json parse_json_unique_keys(std::string_view bytes, const std::string&
 }
 
 std::string read_json_text(const std::string& path, ErrorKind kind, JsonLimits limits) {
-  std::error_code ec;
-  const std::filesystem::file_status status = std::filesystem::status(path, ec);
-  if (ec) throw Error(ErrorKind::kIo, "cannot read " + path + ": " + ec.message());
-  if (!std::filesystem::is_regular_file(status))
-    throw Error(ErrorKind::kIo, "cannot read " + path + ": not a regular file");
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) throw Error(ErrorKind::kIo, "cannot read " + path + ": " + ec.message());
-  if (size > limits.max_bytes)
-    throw Error(kind, path + ": " + std::to_string(size) + " bytes, larger than the limit of " +
-                          std::to_string(limits.max_bytes) + " bytes for this JSON file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::kIo, "cannot read " + path);
-  // Only the bytes the size allowed: a file that grows meanwhile cannot enlarge the read.
-  std::string bytes(size_t(size), '\0');
-  in.read(bytes.data(), std::streamsize(size));
-  if (in.bad()) throw Error(ErrorKind::kIo, "cannot read " + path);
-  bytes.resize(size_t(in.gcount()));
-  return bytes;
+  using Problem = BoundedFile::Problem;
+  BoundedFile f = read_bounded_file(path, limits.max_bytes);
+  switch (f.problem) {
+    case Problem::kNone:
+      return std::move(f.bytes);
+    case Problem::kStat:
+      throw Error(ErrorKind::kIo, "cannot read " + path + ": " + f.detail);
+    case Problem::kNotRegular:
+      throw Error(ErrorKind::kIo, "cannot read " + path + ": not a regular file");
+    case Problem::kTooLarge:
+      throw Error(kind, path + ": " + std::to_string(f.size) + " bytes, larger than the limit of " +
+                            std::to_string(limits.max_bytes) + " bytes for this JSON file");
+    case Problem::kOpen:
+    case Problem::kRead:
+      break;
+  }
+  throw Error(ErrorKind::kIo, "cannot read " + path);
 }
 
 nlohmann::json parse_json_file(const std::string& path, ErrorKind kind, JsonLimits limits) {
