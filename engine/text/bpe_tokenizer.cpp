@@ -156,6 +156,8 @@ void BpeTokenizer::load_model(const json& model) {
 
   if (!model.contains("vocab") || !model["vocab"].is_object())
     malformed("model.vocab", "missing; expected an object of token -> id");
+  if (model["vocab"].empty())  // every id would decode to nothing and every text encode to nothing
+    malformed("model.vocab", "is empty; expected an object of token -> id");
   for (const auto& [token, id_json] : model["vocab"].items()) {
     const int32_t id = token_id(id_json, "model.vocab[" + shown(json(token)) + "]");
     if (static_cast<size_t>(id) >= tokens_.size()) tokens_.resize(static_cast<size_t>(id) + 1);

@@ -264,6 +264,8 @@ TEST(BpeTokenizer, MalformedFilesAreErrorsNamingTheField) {
       {[](json& j) { j["model"].erase("type"); }, ErrorKind::kInvalidCheckpoint, "model.type"},
       {[](json& j) { j.erase("model"); }, ErrorKind::kInvalidCheckpoint, "model"},
       {[](json& j) { j["model"].erase("vocab"); }, ErrorKind::kInvalidCheckpoint, "model.vocab"},
+      {[](json& j) { j["model"]["vocab"] = json::object(); }, ErrorKind::kInvalidCheckpoint,
+       "model.vocab: is empty"},
       {[](json& j) { j["model"]["vocab"]["q"] = -4; }, ErrorKind::kInvalidCheckpoint,
        "model.vocab[\"q\"]"},
       {[](json& j) { j["model"]["vocab"]["q"] = 7; }, ErrorKind::kInvalidCheckpoint, "id 7"},
