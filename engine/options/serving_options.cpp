@@ -142,8 +142,8 @@ std::vector<OptionSpec> serving_table() {
               P::kOptions,
               "draft tokens the MTP module proposes per sequence and step, all verified in one "
               "forward (0 = off; greedy output is unchanged and sampled output keeps its "
-              "distribution; requests with an output grammar or disable_mtp are not drafted "
-              "for; one rank only for now)"),
+              "distribution, output grammars included; requests with disable_mtp are not "
+              "drafted for; one rank only for now)"),
       choice("speculative-rollback", speculative_rollback_name(limits.speculative_rollback),
              {"records", "recompute"}, P::kOptions,
              "how a verify step's rejected drafts are rolled back, both exactly: records keeps "

@@ -384,13 +384,13 @@ RowDraw SequenceSampler::row_draw(int index) const {
 }
 
 void SequenceSampler::target_weights(const float* logits, int64_t vocab,
-                                     const std::vector<int>& eos_ids,
-                                     std::vector<float>& weights) const {
+                                     const std::vector<int>& eos_ids, std::vector<float>& weights,
+                                     const uint32_t* allowed) const {
   Scratch& s = scratch();
   s.logits.resize(size_t(vocab));
   float* x = s.logits.data();
   for (int64_t i = 0; i < vocab; ++i) x[i] = std::isnan(logits[i]) ? kNegInf : logits[i];
-  apply_masks_and_penalties(x, vocab, eos_ids, nullptr);
+  apply_masks_and_penalties(x, vocab, eos_ids, allowed);
   const float m = max_of(x, vocab);
   if (m == kNegInf) nothing_to_sample(vocab, generated_, params_.min_tokens);
   weights.assign(size_t(vocab), 0.0f);

@@ -71,9 +71,9 @@ class SequenceSampler {
   // The distribution sample() draws from, as weights over the vocab (any scale; w[i] / sum w is
   // the probability of i): steps 1, 2, 4 and 5 without the draw. Greedy: 1 at the token sample()
   // picks, 0 elsewhere. Speculative decoding's rejection rule keeps this distribution
-  // (runtime/speculation/draft_check.h). Throws as sample() does.
+  // (runtime/speculation/draft_check.h). `allowed` as for sample(). Throws as sample() does.
   void target_weights(const float* logits, int64_t vocab, const std::vector<int>& eos_ids,
-                      std::vector<float>& weights) const;
+                      std::vector<float>& weights, const uint32_t* allowed = nullptr) const;
 
   // True when the token at output index `index` is greedy_token() of the raw logits (model/
   // step_sampling.h), so a runner may pick it: temperature 0, no penalties, no logprobs, and

@@ -2,7 +2,9 @@
 right often enough to be accepted): with --speculative-tokens 2 greedy answers to concurrent chat
 and completion requests are the answers of a server without speculation, with either
 --speculative-rollback (records, recompute: only recompute replays rows), drafts are accepted at
-both positions (/metrics), and "disable_mtp": true requests draft nothing. --device cuda with
+both positions (/metrics), and "disable_mtp": true requests draft nothing. Requests with an output
+grammar (JSON schema, JSON mode, a forced tool call) are drafted for and answer as without
+speculation. --device cuda with
 --speculative-tokens is refused at start with the reason.
 
 Run: python3 test_server_speculation.py --bin-dir BUILD_DIR
@@ -37,6 +39,37 @@ def ask(port, i, extra=None):
     assert status == 200, out
     choice = out["choices"][0]
     return choice["text"] if "text" in choice else choice["message"]["content"]
+
+
+SCHEMA = {"type": "object", "additionalProperties": False, "required": ["name", "count", "ok"],
+          "properties": {"name": {"type": "string", "maxLength": 16},
+                         "count": {"type": "integer", "minimum": 0, "maximum": 999},
+                         "ok": {"type": "boolean"}}}
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+CONSTRAINED = [
+    {"messages": [{"role": "user", "content": "Task: output one JSON object that follows this "
+                   "schema, and nothing else. name is kiwi, count is 42, ok is true."}],
+     "response_format": {"type": "json_schema",
+                         "json_schema": {"name": "item", "schema": SCHEMA}}},
+    {"messages": [{"role": "user", "content": "Give a JSON object with the key color."}],
+     "response_format": {"type": "json_object"}},
+    {"messages": [{"role": "user", "content": "What is the weather in Oslo?"}],
+     "tools": [WEATHER],
+     "tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+]
+
+
+def ask_constrained(port, i):
+    body = dict(CONSTRAINED[i], max_tokens=48, temperature=0)
+    status, out = post_json(port, "/v1/chat/completions", body)
+    assert status == 200, out
+    message = out["choices"][0]["message"]
+    calls = [(c["function"]["name"], c["function"]["arguments"])  # ids are random per call
+             for c in message.get("tool_calls") or []]
+    return message.get("content"), calls, out["choices"][0]["finish_reason"]
 
 
 def ask_all(port, extra=None):
@@ -113,6 +146,24 @@ class SpeculationServerTest(unittest.TestCase):
             # disable_mtp: the same answers, and not one more draft.
             self.assertEqual(ask_all(spec.port, {"disable_mtp": True}), want)
             self.assertEqual(spec_counters(spec.port), c)
+            self.assertEqual(spec.stop(), 0)
+
+    def test_constrained_answers_are_the_same_and_drafted_for(self):
+        # Output grammars (a JSON schema, JSON mode, a forced tool call) are drafted for, each
+        # verify row checked under the grammar's mask there: the answers are the plain server's.
+        with self.serve() as plain:
+            want = [ask_constrained(plain.port, i) for i in range(len(CONSTRAINED))]
+            self.assertEqual(plain.stop(), 0)
+        with self.serve("--speculative-tokens", "2") as spec:
+            before = spec_counters(spec.port)
+            got = [ask_constrained(spec.port, i) for i in range(len(CONSTRAINED))]
+            self.assertEqual(got, want)
+            c = spec_counters(spec.port)
+            for pos in ("1", "2"):
+                key = 'sparkglm_spec_draft_tokens_total{position="%s"}' % pos
+                self.assertGreater(c[key], before.get(key, 0), pos)
+            key = 'sparkglm_spec_accepted_tokens_total{position="1"}'
+            self.assertGreater(c[key], before.get(key, 0))
             self.assertEqual(spec.stop(), 0)
 
     def test_cuda_is_not_refused_for_speculation(self):

@@ -79,6 +79,46 @@ TEST(DraftCheckTest, SpeculativeSamplingMatchesTheNonSpeculativeSampler) {
   }
 }
 
+TEST(DraftCheckTest, UnderAGrammarMaskTheTargetIsTheMaskedDistribution) {
+  // An output grammar's mask at the row (ids 1 and 7, the two likeliest, refused): committed
+  // tokens follow the masked sampler's distribution, and a refused draft is never accepted.
+  SamplingParams p;
+  p.temperature = 0.9f;
+  const std::vector<float> logits = {1.0f, 2.5f, 0.3f, 2.0f, -1.0f, 1.7f, 0.9f, 2.2f};
+  const uint32_t allowed = 0xffu & ~((1u << 1) | (1u << 7));
+  const std::vector<int> eos;
+  const int n = 60000;
+  std::vector<float> w;
+  SequenceSampler(p, {}, 0).target_weights(logits.data(), 8, eos, w, &allowed);
+  EXPECT_EQ(w[1], 0.0f);
+  EXPECT_EQ(w[7], 0.0f);
+  for (int32_t draft : {1, 3, 7}) {  // refused, likely, refused
+    std::vector<int> spec(8, 0), plain(8, 0);
+    int accepted = 0;
+    for (int seed = 0; seed < n; ++seed) {
+      p.seed = uint64_t(seed);
+      const SequenceSampler s(p, {}, 0);
+      const DraftCheck c = check_draft(s, logits.data(), 8, eos, draft, &allowed);
+      ++spec[size_t(c.token.token)];
+      accepted += c.accepted;
+      ++plain[size_t(s.sample(logits.data(), 8, eos, &allowed).token)];
+    }
+    EXPECT_LT(chi_square(spec, w, n), critical(5)) << "draft " << draft;
+    EXPECT_LT(chi_square(plain, w, n), critical(5)) << "the sampler itself, draft " << draft;
+    if (draft != 3) {
+      EXPECT_EQ(accepted, 0) << "draft " << draft << " is refused by the mask";
+    }
+  }
+  // Greedy: the masked argmax (id 3), never the refused maximum (id 1).
+  p.temperature = 0.0f;
+  const SequenceSampler g(p, {}, 0);
+  for (int32_t draft : {1, 3}) {
+    const DraftCheck c = check_draft(g, logits.data(), 8, eos, draft, &allowed);
+    EXPECT_EQ(c.token.token, 3);
+    EXPECT_EQ(c.accepted, draft == 3);
+  }
+}
+
 TEST(DraftCheckTest, AGreedyRowCommitsTheSamplersTokenAndAcceptsOnlyIt) {
   SamplingParams p;
   p.temperature = 0.0f;

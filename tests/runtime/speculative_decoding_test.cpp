@@ -3,9 +3,9 @@
 // logprob (bitwise: a verify row computes what a decode row computes), at C1 and C4, whether the
 // drafts are mostly wrong (the dummy model's MTP head) or mostly right (an oracle drafter that
 // knows the answer and errs where told), through split prefill, stop tokens, max_tokens,
-// preemption and the prefix cache, with either rollback (state records or recompute; a rollback
-// that never restores the state fails the same checks); rollback returns every block, and
-// requests that opt out are not drafted for.
+// preemption, the prefix cache and an output grammar, with either rollback (state records or
+// recompute; a rollback that never restores the state fails the same checks); rollback returns
+// every block, and requests that opt out are not drafted for.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -14,6 +14,7 @@
 #include "engine/backend/cpu/cpu_model_runner.h"
 #include "engine/core/error.h"
 #include "engine/runtime/scheduler.h"
+#include "engine/runtime/speculation/mtp_drafter.h"
 #include "engine/text/grammar/compiled_grammar.h"
 #include "tests/support/micro_model.h"
 
@@ -373,23 +374,85 @@ TEST_F(SpeculativeDecodingTest, RequestsThatOptOutAreNotDrafted) {
   EXPECT_EQ(scheduler->counters().speculation.verify_steps, 0u);
 }
 
-TEST_F(SpeculativeDecodingTest, AConstrainedRequestIsNotDraftedAndKeepsItsOutput) {
+// Wraps a drafter and checks what it leaves behind for constrained sequences: every draft is
+// one the sequence's grammar allows in turn, and the matcher is as the drafter found it.
+class GrammarCheckingDrafter : public Drafter {
+ public:
+  explicit GrammarCheckingDrafter(std::unique_ptr<Drafter> inner) : inner_(std::move(inner)) {}
+  void draft(std::vector<DraftJob>& jobs) override {
+    std::vector<std::vector<uint32_t>> before;
+    for (const DraftJob& job : jobs) before.push_back(mask_of(job.grammar));
+    inner_->draft(jobs);
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      GrammarMatcher* g = jobs[j].grammar;
+      if (!g) continue;
+      EXPECT_EQ(mask_of(g), before[j]) << "the drafter left the matcher advanced";
+      int accepted = 0;
+      for (int32_t t : jobs[j].drafts) {
+        if (!g->accept_token(t)) break;
+        ++accepted;
+      }
+      g->rollback(accepted);
+      constrained_drafts += jobs[j].drafts.size();
+      refused_drafts += jobs[j].drafts.size() - size_t(accepted);
+    }
+  }
+  bool reads_step_drafts() const override { return inner_->reads_step_drafts(); }
+  size_t constrained_drafts = 0, refused_drafts = 0;
+
+  static std::vector<uint32_t> mask_of(const GrammarMatcher* g) {
+    if (!g) return {};
+    std::vector<uint32_t> m(size_t(g->mask_words()));
+    g->fill_mask(m.data());
+    return m;
+  }
+
+ private:
+  std::unique_ptr<Drafter> inner_;
+};
+
+// A request with an output grammar is drafted for: each verify row is checked under the mask
+// the row has without speculation (the matcher advanced by every token committed before it),
+// so its output is the plain run's, alone and among unconstrained requests, with the MTP
+// module's drafts (drafted under the grammar) and with an oracle's, of which every third is off
+// by one (mostly a token the grammar refuses there, which the mask rejects).
+TEST_P(SpeculativeRollbackTest, AConstrainedRequestIsDraftedForAndKeepsItsOutput) {
   OutputConstraint c;
   c.kind = OutputConstraint::Kind::kJsonSchema;
-  c.schema = nlohmann::json::parse(R"({"type":"object","properties":{"id":{"type":"integer"}},
-      "required":["id"],"additionalProperties":false})");
+  c.schema = nlohmann::json::parse(R"({"type":"object","properties":{
+      "id":{"type":"integer","minimum":0,"maximum":999},"tag":{"enum":["alpha","beta","gamma"]},
+      "ok":{"type":"boolean"}},"required":["id","tag","ok"],"additionalProperties":false})");
   std::vector<GenerationRequest> requests = four();
+  const int vocab = micro.config.vocab_size;
   requests[1].constraint = c;
   requests[1].grammar = compile_output_constraint(
-      c, TokenVocabulary::for_byte_tokenizer(micro.config.vocab_size, micro.config.eos_token_ids));
+      c, TokenVocabulary::for_byte_tokenizer(vocab, micro.config.eos_token_ids));
   requests[1].sampling.ignore_eos = false;
+  requests[1].sampling.max_tokens = 160;
   auto plain_runner = runner(64, 0);
   const auto plain = run(*plain_runner, limits_with(0), requests);
-  auto r = runner(64, 3);
-  expect_same(run(*r, limits_with(2), {requests[1]}), {plain[1]}, "constrained alone");
-  EXPECT_EQ(scheduler->counters().speculation.drafted[0], 0u);
-  expect_same(run(*r, limits_with(2), requests), plain, "constrained among drafted ones");
-  EXPECT_GT(scheduler->counters().speculation.drafted[0], 0u);
+  ASSERT_EQ(plain[1].finish, FinishReason::kStop) << "the constrained value did not complete";
+  for (int k : {1, 3}) {
+    const std::string at = "k=" + std::to_string(k);
+    auto r = runner_k(64, k);
+    auto mtp = std::make_unique<GrammarCheckingDrafter>(std::make_unique<MtpDrafter>(*r));
+    GrammarCheckingDrafter& checked = *mtp;
+    expect_same(run(*r, limits_k(k), {requests[1]}, std::move(mtp)), {plain[1]},
+                "constrained alone, " + at);
+    EXPECT_GT(scheduler->counters().speculation.verify_steps, 0u) << at;
+    EXPECT_GT(checked.constrained_drafts, 0u) << at;
+    EXPECT_EQ(checked.refused_drafts, 0u) << "the MTP drafter drafted outside the grammar, " << at;
+    expect_same(run(*r, limits_k(k), requests), plain, "constrained among drafted ones, " + at);
+    EXPECT_EQ(scheduler->blocks().num_free(), 64) << at;
+
+    auto oracle_runner = runner_k(64, k);
+    auto oracle = std::make_unique<OracleDrafter>(answers(requests, plain), 3, vocab);
+    expect_same(run(*oracle_runner, limits_k(k), {requests[1]}, std::move(oracle)), {plain[1]},
+                "constrained, oracle drafts, " + at);
+    const SpeculationCounters s = scheduler->counters().speculation;
+    EXPECT_GT(s.accepted[0], 0u) << at;
+    EXPECT_LT(s.accepted[0], s.drafted[0]) << "the wrong drafts were rejected, " << at;
+  }
 }
 
 TEST_F(SpeculativeDecodingTest, ARunnerWithoutStateRecordsIsRefusedNamingTheOption) {

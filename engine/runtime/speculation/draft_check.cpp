@@ -34,16 +34,16 @@ int32_t resolve_draft(const std::vector<float>& w, int32_t draft, double u_accep
 }
 
 DraftCheck check_draft(const SequenceSampler& sampler, const float* logits, int64_t vocab,
-                       const std::vector<int>& eos_ids, int32_t draft) {
+                       const std::vector<int>& eos_ids, int32_t draft, const uint32_t* allowed) {
   DraftCheck c;
   if (draft < 0 || sampler.params().greedy()) {
-    c.token = sampler.sample(logits, vocab, eos_ids);
+    c.token = sampler.sample(logits, vocab, eos_ids, allowed);
     c.accepted = draft >= 0 && c.token.token == draft;
     return c;
   }
   SPARKGLM_ASSERT(!sampler.params().logprobs, "check_draft: a sampled row with logprobs");
   thread_local std::vector<float> w;
-  sampler.target_weights(logits, vocab, eos_ids, w);
+  sampler.target_weights(logits, vocab, eos_ids, w, allowed);
   const uint64_t index = uint64_t(sampler.generated());
   const uint64_t stream = sampler.seed() ^ kVerifyStream;
   c.token.token = resolve_draft(w, draft, sampling_uniform(stream, 2 * index),

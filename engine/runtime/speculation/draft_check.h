@@ -24,9 +24,12 @@ struct DraftCheck {
 };
 
 // draft < 0: the row has no draft (the last row of a verify slice): sample() itself.
+// allowed: null, or the output grammar's mask at this row (sample()'s): the target distribution
+// is the masked one, so a draft the grammar refuses is never accepted.
 // Sampled rows (temperature > 0) must not ask for logprobs (Speculator::applies_to).
 DraftCheck check_draft(const SequenceSampler& sampler, const float* logits, int64_t vocab,
-                       const std::vector<int>& eos_ids, int32_t draft);
+                       const std::vector<int>& eos_ids, int32_t draft,
+                       const uint32_t* allowed = nullptr);
 
 // The rule on weights w ([vocab], p = w / sum w): accepted when u_accept * sum w < w[draft];
 // otherwise the inverse CDF, in increasing id order, of w without the draft at u_residual.

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/text/grammar/grammar_matcher.h"
+
 namespace sparkglm {
 
 struct DraftJob {
@@ -30,6 +32,10 @@ struct DraftJob {
   // at the last row. Null: it did not (the drafter runs the rows itself).
   const float* step_logits = nullptr;
   const float* step_hidden = nullptr;
+  // The sequence's output grammar at its committed tokens, or null. A drafter may use it to
+  // draft only tokens the grammar allows (accept_token through its drafts), and must leave it
+  // as it found it (rollback), also when it throws. A refused draft costs only its row.
+  GrammarMatcher* grammar = nullptr;
   std::vector<int32_t> drafts;  // out: at most `want` tokens
 };
 

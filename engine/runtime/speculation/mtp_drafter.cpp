@@ -1,8 +1,37 @@
 #include "engine/runtime/speculation/mtp_drafter.h"
 
+#include <vector>
+
 #include "engine/core/error.h"
+#include "engine/model/step_sampling.h"
 
 namespace sparkglm {
+
+namespace {
+
+// The module's greedy pick at a chain's tip, among the tokens the job's grammar allows there (when
+// it has one, which then accepts the pick); -1 when nothing can be picked.
+int32_t pick(DraftJob& job, const float* logits, int64_t vocab, std::vector<float>& masked,
+             std::vector<uint32_t>& mask) {
+  if (!job.grammar) return greedy_token(logits, vocab);
+  mask.resize(size_t(job.grammar->mask_words()));
+  job.grammar->fill_mask(mask.data());
+  masked.assign(logits, logits + vocab);
+  apply_token_mask(mask.data(), masked.data(), vocab);
+  const int32_t token = greedy_token(masked.data(), vocab);
+  return token >= 0 && job.grammar->accept_token(token) ? token : -1;
+}
+
+// Rolls each job's grammar back over the drafts it accepted, however drafting ends.
+struct GrammarRestore {
+  std::vector<DraftJob>& jobs;
+  ~GrammarRestore() {
+    for (DraftJob& job : jobs)
+      if (job.grammar) job.grammar->rollback(int(job.drafts.size()));
+  }
+};
+
+}  // namespace
 
 MtpDrafter::MtpDrafter(ModelRunner& runner) : runner_(runner) {
   if (runner.config().mtp_layer() < 0)
@@ -23,9 +52,12 @@ void MtpDrafter::draft(std::vector<DraftJob>& jobs) {
   };
   std::vector<Chain> wanting;
   std::vector<size_t> from_call;  // jobs whose tip is a logit row of the first call, in order
+  for (DraftJob& job : jobs) job.drafts.clear();
+  const GrammarRestore restore{jobs};
+  std::vector<float> masked;
+  std::vector<uint32_t> mask;
   for (size_t j = 0; j < jobs.size(); ++j) {
     DraftJob& job = jobs[j];
-    job.drafts.clear();
     if (job.rows <= 0) continue;
     SPARKGLM_ASSERT(size_t(job.first_position + job.rows) < job.tokens->size(),
                     "MTP drafter: a computed row without its next token");
@@ -51,8 +83,9 @@ void MtpDrafter::draft(std::vector<DraftJob>& jobs) {
     std::vector<size_t> still;
     for (const Chain& c : wanting) {
       DraftJob& job = jobs[c.job];
-      const int32_t token = greedy_token(c.logits, vocab);
-      if (token < 0) continue;  // NaN draft logits: no draft is better than a wrong one
+      // NaN draft logits, or nothing the grammar allows: no draft is better than a wrong one.
+      const int32_t token = pick(job, c.logits, vocab, masked, mask);
+      if (token < 0) continue;
       job.drafts.push_back(token);
       if (int32_t(job.drafts.size()) >= job.want) continue;
       next.add_sequence({token}, job.first_position + job.rows - 1 + step, job.state_slot,

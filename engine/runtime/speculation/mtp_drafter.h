@@ -5,7 +5,9 @@
 // sequence, as in training); the last row's logits give draft 1. Drafts 2..k chain: the module
 // runs again one position on, on draft j - 1 and its own previous output state. Drafts are the
 // argmax of the draft logits (a point-mass proposal, which the verify rule of draft_check.h
-// accepts with the target probability of the draft). Every job is one slice of each call, so
+// accepts with the target probability of the draft), among the tokens the job's output grammar
+// allows at that position when it has one (the matcher advanced through the drafts before it,
+// and rolled back after). Every job is one slice of each call, so
 // one call serves the whole batch. A job whose rows the verify step already ran through the
 // module (DraftJob::step_logits) skips the first call: its draft 1 comes from the step's row.
 #include "engine/model/model_runner.h"

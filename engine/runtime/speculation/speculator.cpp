@@ -26,8 +26,14 @@ Speculator::Speculator(int tokens, SpeculativeRollback rollback, std::unique_ptr
 bool Speculator::applies_to(const Sequence& s) const {
   const SamplingParams& p = s.request.sampling;
   // An answer (the prefix cache's) only prefills: no token, no sampler, nothing to draft.
-  return !s.answer && !s.request.disable_speculation && !s.request.grammar &&
-         (p.greedy() || !p.logprobs);
+  return !s.answer && !s.request.disable_speculation && (p.greedy() || !p.logprobs);
+}
+
+const uint32_t* Speculator::grammar_mask(const Sequence& s) {
+  if (!s.matcher) return nullptr;
+  mask_.resize(size_t(s.matcher->mask_words()));
+  s.matcher->fill_mask(mask_.data());
+  return mask_.data();
 }
 
 int Speculator::add_verify_slice(Sequence& s, ForwardBatch& batch) {
@@ -65,7 +71,8 @@ void Speculator::commit(Sequence& s, SpecRole role, int rows, int first_logit,
     for (int i = 0; i < k; ++i) ++counters_.drafted[size_t(i)];
     for (int i = 0; i <= k; ++i) {
       const int32_t draft = i < k ? s.drafts[size_t(i)] : -1;
-      const DraftCheck c = check_draft(*s.sampler, logits(i), vocab, config_.eos_token_ids, draft);
+      const DraftCheck c =
+          check_draft(*s.sampler, logits(i), vocab, config_.eos_token_ids, draft, grammar_mask(s));
       emit_(s, c.token);
       ++committed;
       if (s.finish != FinishReason::kNone || !c.accepted) break;
@@ -93,7 +100,9 @@ void Speculator::commit(Sequence& s, SpecRole role, int rows, int first_logit,
       ++counters_.step_drafts;
     }
   } else if (role == SpecRole::kSampleLast) {
-    emit_(s, check_draft(*s.sampler, logits(rows - 1), vocab, config_.eos_token_ids, -1).token);
+    emit_(s, check_draft(*s.sampler, logits(rows - 1), vocab, config_.eos_token_ids, -1,
+                         grammar_mask(s))
+                 .token);
     if (s.finish != FinishReason::kNone) return;
   }
   SPARKGLM_ASSERT(result.hidden.size() >= size_t(first_logit + rows) * size_t(config_.hidden_size),
@@ -155,6 +164,7 @@ void Speculator::draft(int reserve) {
     }
     job.state_slot = s.slot;
     job.block_table = &s.blocks;
+    job.grammar = s.matcher ? &*s.matcher : nullptr;
     jobs.push_back(std::move(job));
     owners.push_back(&s);
   }

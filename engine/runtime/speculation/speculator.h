@@ -34,9 +34,16 @@
 // A step with such members is collected before the next one is built (no pipelining): the next
 // step's rows depend on what was accepted.
 //
-// Requests it does not apply to run as without speculation: those with an output grammar
-// (per-position masks would need matcher rollback), those with disable_speculation (the API's
-// disable_mtp), and sampled requests asking for logprobs (the rejection rule draws no logprob).
+// A request with an output grammar is drafted for like any other. Each verify row is checked
+// under the grammar's mask at that row: the matcher has accepted every token committed before
+// the row (the scheduler's emit advances it), which is the mask the row would have without
+// speculation, so a draft the grammar refuses is rejected and the output is unchanged. The
+// drafter is handed the matcher to draft allowed tokens only, and rolls it back after drafting
+// (drafter.h).
+//
+// Requests it does not apply to run as without speculation: those with disable_speculation (the
+// API's disable_mtp), and sampled requests asking for logprobs (the rejection rule draws no
+// logprob).
 // Nor do the prefix cache's answers (prefill only): the MTP layer's entries of the blocks they
 // publish are left as they were, which only lowers the acceptance of a later hit there.
 #include <array>
@@ -112,6 +119,8 @@ class Speculator {
   int drafts_wanted(const Sequence& s) const;
   // Releases draft-only blocks past what the sequence's next step reaches.
   void trim_blocks(Sequence& s);
+  // The output grammar's mask for the sequence's next token (in mask_), or null without one.
+  const uint32_t* grammar_mask(const Sequence& s);
 
   int tokens_;
   bool drafts_in_step_ = false;
@@ -122,6 +131,7 @@ class Speculator {
   int block_size_, max_seq_len_;
   Emit emit_;
   std::vector<Observed> observed_;
+  std::vector<uint32_t> mask_;
   SpeculationCounters counters_;
 };
 
