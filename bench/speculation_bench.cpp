@@ -9,12 +9,15 @@
 //
 //   speculation_bench --model DIR --prompts DIR/heldout.json --k 0,1,2,3 --concurrency 1,4
 //       [--rollback records|recompute] [--device cpu|cuda] [--enforce-eager]
-//       [--draft-in-step on|off] [--profile-steps]
+//       [--draft-in-step on|off] [--profile-steps] [--tasks json,tool] [--json-mode]
 // with DIR = tinyglm/weights/tinyglm-micro-trained. --draft-in-step off makes the drafter run its
 // first MTP forward itself instead of inside the verify step (SchedulerLimits::
 // speculative_draft_in_step): the two ways in one run. --profile-steps prints each cell's device
 // time by model part to stderr (CudaRunnerOptions::profile_steps; it synchronises every step, so
-// its cells' tok/s are not the unprofiled ones).
+// its cells' tok/s are not the unprofiled ones). --tasks keeps the held-out examples of those
+// tasks only; --json-mode constrains every request to a JSON object, the grammar sparkglm-serve
+// compiles for `response_format: {"type": "json_object"}` with the model's tokenizer (structured
+// output is drafted for under its grammar: docs/structured-output.md).
 //
 // Aggregate decode rate = sum(completion - 1) / (last token - first token) (QUALIFICATION.md),
 // per repetition; output_sha256 hashes every request's tokens, so equal hashes across k show that
@@ -45,25 +48,34 @@
 #include "engine/runtime/latent_cache.h"
 #include "engine/runtime/serving_engine.h"
 #include "engine/runtime/speculation/speculative_rollback.h"
+#include "engine/server/token_codec.h"
+#include "engine/text/grammar/compiled_grammar.h"
 
 namespace sparkglm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<std::vector<int32_t>> load_prompts(const std::string& path) {
+// The held-out examples' prompts, those of `tasks` only when it is not empty.
+std::vector<std::vector<int32_t>> load_prompts(const std::string& path,
+                                               const std::vector<std::string>& tasks) {
   // A held-out set (tinyglm/train/heldout.py): tens of thousands of token ids, shallow.
   const nlohmann::json j =
       parse_json_file(path, ErrorKind::kInvalidArgument, json_limits::kWorkload);
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& e : j.at("examples")) {
+    if (!tasks.empty() &&
+        std::find(tasks.begin(), tasks.end(), e.at("task").get<std::string>()) == tasks.end())
+      continue;
     const auto tokens = e.at("tokens").get<std::vector<int32_t>>();
     const size_t end = e.at("reply_from").get<size_t>();
     if (end == 0 || end > tokens.size())
       throw Error(ErrorKind::kInvalidArgument, "--prompts " + path + ": reply_from outside tokens");
     prompts.emplace_back(tokens.begin(), tokens.begin() + int64_t(end));
   }
-  if (prompts.empty()) throw Error(ErrorKind::kInvalidArgument, "--prompts " + path + ": none");
+  if (prompts.empty())
+    throw Error(ErrorKind::kInvalidArgument,
+                "--prompts " + path + ": no example" + (tasks.empty() ? "" : " of --tasks"));
   return prompts;
 }
 
@@ -77,7 +89,8 @@ struct Round {
 };
 
 Round run_round(ServingEngine& engine, const std::vector<std::vector<int32_t>>& prompts,
-                int concurrency, int max_tokens) {
+                int concurrency, int max_tokens,
+                const std::shared_ptr<const CompiledGrammar>& grammar) {
   std::mutex m;
   std::condition_variable cv;
   std::vector<std::vector<Clock::time_point>> times(static_cast<size_t>(concurrency));
@@ -90,6 +103,10 @@ Round run_round(ServingEngine& engine, const std::vector<std::vector<int32_t>>& 
     r.prompt = prompts[size_t(c) % prompts.size()];
     r.sampling.temperature = 0.0f;
     r.sampling.max_tokens = max_tokens;
+    if (grammar) {
+      r.constraint.kind = OutputConstraint::Kind::kJsonObject;
+      r.grammar = grammar;
+    }
     r.on_event = [&, c](const RequestEvent& e) {
       std::lock_guard<std::mutex> lock(m);
       for (const auto& t : e.tokens) {
@@ -150,6 +167,7 @@ struct BenchSettings {
   bool profile_steps = false;
   int max_tokens = 128;
   int reps = 3;
+  std::shared_ptr<const CompiledGrammar> grammar;  // --json-mode: every request's
 };
 
 nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, ThreadPool& pool,
@@ -181,13 +199,13 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
   loaded = {built.weights_identity, sha256_hex(built.config.to_json().dump())};
   ModelRunner& runner = *built.runner;
   ServingEngine engine(runner, limits);
-  run_round(engine, prompts, concurrency, 8);  // warmup
+  run_round(engine, prompts, concurrency, 8, s.grammar);  // warmup
   const SpeculationCounters before = engine.stats().speculation;
   std::vector<double> rates, steady;
   std::string outputs;
   int64_t completion_tokens = 0;
   for (int r = 0; r < reps; ++r) {
-    const Round round = run_round(engine, prompts, concurrency, max_tokens);
+    const Round round = run_round(engine, prompts, concurrency, max_tokens, s.grammar);
     rates.push_back(round.rate);
     steady.push_back(round.steady_rate);
     completion_tokens = round.completion_tokens;
@@ -237,10 +255,10 @@ int run(const std::vector<std::string>& args) {
     std::fputs(version_text("speculation_bench").c_str(), stdout);
     return 0;
   }
-  const CliArgs a(args, {"--enforce-eager", "--profile-steps"});
+  const CliArgs a(args, {"--enforce-eager", "--profile-steps", "--json-mode"});
   a.allow_only({"--model", "--prompts", "--k", "--concurrency", "--max-tokens", "--reps",
                 "--threads", "--rollback", "--device", "--enforce-eager", "--draft-in-step",
-                "--profile-steps"});
+                "--profile-steps", "--tasks", "--json-mode"});
   set_default_thread_count(int(a.integer("--threads", 0, 0, 1024)));
   ThreadPool& pool = default_thread_pool();
   BenchSettings s;
@@ -249,7 +267,20 @@ int run(const std::vector<std::string>& args) {
   s.cuda_graphs = !a.has("--enforce-eager");
   s.profile_steps = a.has("--profile-steps");
   const ModelConfig config = ModelConfig::load(s.model_dir + "/config.json");
-  const auto prompts = load_prompts(a.required("--prompts"));
+  std::vector<std::string> tasks;  // --tasks a,b
+  for (std::stringstream list(a.str("--tasks", "")); list.good();) {
+    std::string task;
+    std::getline(list, task, ',');
+    if (!task.empty()) tasks.push_back(task);
+  }
+  const auto prompts = load_prompts(a.required("--prompts"), tasks);
+  if (a.has("--json-mode")) {
+    OutputConstraint json_object;
+    json_object.kind = OutputConstraint::Kind::kJsonObject;
+    const auto codec = server::codec_for_model_dir(s.model_dir, config.vocab_size);
+    s.grammar = compile_output_constraint(
+        json_object, server::grammar_vocabulary(*codec, config.vocab_size, config.eos_token_ids));
+  }
   const std::vector<int32_t> ks =
       a.has("--k") ? a.int_list("--k") : std::vector<int32_t>{0, 1, 2, 3};
   const std::vector<int32_t> cs =
@@ -284,6 +315,8 @@ int run(const std::vector<std::string>& args) {
                               {"max_tokens", s.max_tokens},
                               {"reps", s.reps},
                               {"rollback", speculative_rollback_name(s.rollback)},
+                              {"tasks", tasks},
+                              {"constraint", s.grammar ? "json_object" : "none"},
                               {"cells", cells},
                               {"binary_sha256", self_sha256()},
                               {"commit", b.commit},

@@ -1,0 +1,52 @@
+"""speculation_bench on the CPU with the trained tinyGLM, in JSON mode on the held-out JSON tasks
+(--tasks json --json-mode): the file states its tasks and constraint, every k draws the same
+greedy output as k = 0 at each concurrency, drafts under the grammar are accepted, and a --tasks
+that selects nothing is refused naming the flag.
+
+Run: python3 test_speculation_bench.py --bin-dir BUILD_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import test_server_lifecycle as harness  # noqa: E402  (the shared --bin-dir main)
+
+BIN_DIR = None
+TRAINED = os.path.join(HERE, "..", "..", "tinyglm", "weights", "tinyglm-micro-trained")
+
+
+def bench(*extra):
+    return subprocess.run(
+        [os.path.join(BIN_DIR, "bench", "speculation_bench"), "--model", TRAINED, "--prompts",
+         os.path.join(TRAINED, "heldout.json"), "--threads", "2", *extra],
+        capture_output=True, text=True, timeout=600)
+
+
+class SpeculationBenchJsonMode(unittest.TestCase):
+    def test_json_mode_cells_keep_their_output_and_accept_drafts(self):
+        proc = bench("--tasks", "json", "--json-mode", "--k", "0,2", "--concurrency", "1,2",
+                     "--reps", "1", "--max-tokens", "24")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        out = json.loads(proc.stdout)
+        self.assertEqual(out["tasks"], ["json"])
+        self.assertEqual(out["constraint"], "json_object")
+        cells = out["cells"]
+        self.assertEqual(len(cells), 4)
+        for c in (1, 2):
+            by_k = {cell["k"]: cell for cell in cells if cell["concurrency"] == c}
+            self.assertEqual(by_k[2]["output_sha256"], by_k[0]["output_sha256"], f"C{c}")
+            self.assertGreater(by_k[2]["acceptance_by_position"][0], 0, f"C{c}")
+            self.assertGreater(by_k[2]["tokens_per_verify_step"], 1, f"C{c}")
+
+    def test_tasks_that_select_nothing_are_refused(self):
+        proc = bench("--tasks", "no-such-task", "--k", "0", "--reps", "1")
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("no example of --tasks", proc.stderr)
+
+
+if __name__ == "__main__":
+    harness.parse_args_and_run(globals())
