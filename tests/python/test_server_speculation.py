@@ -4,8 +4,8 @@ and completion requests are the answers of a server without speculation, with ei
 --speculative-rollback (records, recompute: only recompute replays rows), drafts are accepted at
 both positions (/metrics), and "disable_mtp": true requests draft nothing. Requests with an output
 grammar (JSON schema, JSON mode, a forced tool call) are drafted for and answer as without
-speculation. --device cuda with
---speculative-tokens is refused at start with the reason.
+speculation. --device cuda with --speculative-tokens is not refused for the drafts (without a GPU
+the one refusal names the device).
 
 Run: python3 test_server_speculation.py --bin-dir BUILD_DIR
 """
