@@ -1,7 +1,8 @@
 #pragma once
 // One sequence's position in its CompiledGrammar: the live automaton stacks after the tokens
 // accepted so far. fill_mask() gives the tokens allowed next, accept_token() advances by one,
-// rollback() undoes the last accepted tokens (for speculative decoding's rejected drafts).
+// rollback() undoes the last accepted tokens (the MTP drafter advances a sequence's matcher through
+// its drafts and rolls it back: runtime/speculation/drafter.h).
 //
 // With the grammar's after_reasoning, every token but eos is allowed until end_reasoning_id
 // ("</think>") has been accepted; the grammar starts after it. eos is allowed exactly when the
