@@ -74,6 +74,9 @@ struct StepResult {
 // The greedy rule of runtime/sampler.h without masks or penalties: the lowest id among the
 // maxima, NaN counted as -inf; -1 when every logit is NaN or -inf.
 int32_t greedy_token(const float* logits, int64_t vocab);
+// The same among the tokens of `allowed` ([ceil(vocab / 32)] words, as apply_token_mask's): what
+// greedy_token returns after apply_token_mask, without writing the logits.
+int32_t greedy_token(const float* logits, int64_t vocab, const uint32_t* allowed);
 
 // Sets the logits of tokens outside `allowed` ([vocab] logits, [ceil(vocab / 32)] words) to -inf.
 void apply_token_mask(const uint32_t* allowed, float* logits, int64_t vocab);

@@ -500,12 +500,7 @@ void Scheduler::collect_oldest() {
           throw Error(ErrorKind::kInvalidArgument,
                       "no token can be drawn: every logit is NaN or -inf");
       } else {
-        const uint32_t* allowed = nullptr;
-        if (s.matcher) {
-          mask.resize(size_t(s.matcher->mask_words()));
-          s.matcher->fill_mask(mask.data());
-          allowed = mask.data();
-        }
+        const uint32_t* allowed = s.matcher ? s.matcher->fill_mask(mask) : nullptr;
         t = s.sampler->sample(result.logits.data() + int64_t(row) * vocab, vocab, c.eos_token_ids,
                               allowed);
       }

@@ -401,9 +401,8 @@ class GrammarCheckingDrafter : public Drafter {
   size_t constrained_drafts = 0, refused_drafts = 0;
 
   static std::vector<uint32_t> mask_of(const GrammarMatcher* g) {
-    if (!g) return {};
-    std::vector<uint32_t> m(size_t(g->mask_words()));
-    g->fill_mask(m.data());
+    std::vector<uint32_t> m;
+    if (g) g->fill_mask(m);
     return m;
   }
 

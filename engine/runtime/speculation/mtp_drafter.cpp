@@ -11,14 +11,9 @@ namespace {
 
 // The module's greedy pick at a chain's tip, among the tokens the job's grammar allows there (when
 // it has one, which then accepts the pick); -1 when nothing can be picked.
-int32_t pick(DraftJob& job, const float* logits, int64_t vocab, std::vector<float>& masked,
-             std::vector<uint32_t>& mask) {
+int32_t pick(DraftJob& job, const float* logits, int64_t vocab, std::vector<uint32_t>& mask) {
   if (!job.grammar) return greedy_token(logits, vocab);
-  mask.resize(size_t(job.grammar->mask_words()));
-  job.grammar->fill_mask(mask.data());
-  masked.assign(logits, logits + vocab);
-  apply_token_mask(mask.data(), masked.data(), vocab);
-  const int32_t token = greedy_token(masked.data(), vocab);
+  const int32_t token = greedy_token(logits, vocab, job.grammar->fill_mask(mask));
   return token >= 0 && job.grammar->accept_token(token) ? token : -1;
 }
 
@@ -54,7 +49,6 @@ void MtpDrafter::draft(std::vector<DraftJob>& jobs) {
   std::vector<size_t> from_call;  // jobs whose tip is a logit row of the first call, in order
   for (DraftJob& job : jobs) job.drafts.clear();
   const GrammarRestore restore{jobs};
-  std::vector<float> masked;
   std::vector<uint32_t> mask;
   for (size_t j = 0; j < jobs.size(); ++j) {
     DraftJob& job = jobs[j];
@@ -84,7 +78,7 @@ void MtpDrafter::draft(std::vector<DraftJob>& jobs) {
     for (const Chain& c : wanting) {
       DraftJob& job = jobs[c.job];
       // NaN draft logits, or nothing the grammar allows: no draft is better than a wrong one.
-      const int32_t token = pick(job, c.logits, vocab, masked, mask);
+      const int32_t token = pick(job, c.logits, vocab, mask);
       if (token < 0) continue;
       job.drafts.push_back(token);
       if (int32_t(job.drafts.size()) >= job.want) continue;

@@ -30,10 +30,7 @@ bool Speculator::applies_to(const Sequence& s) const {
 }
 
 const uint32_t* Speculator::grammar_mask(const Sequence& s) {
-  if (!s.matcher) return nullptr;
-  mask_.resize(size_t(s.matcher->mask_words()));
-  s.matcher->fill_mask(mask_.data());
-  return mask_.data();
+  return s.matcher ? s.matcher->fill_mask(mask_) : nullptr;
 }
 
 int Speculator::add_verify_slice(Sequence& s, ForwardBatch& batch) {

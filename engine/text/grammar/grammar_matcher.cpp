@@ -82,6 +82,12 @@ bool GrammarMatcher::is_complete() const {
   return false;
 }
 
+const uint32_t* GrammarMatcher::fill_mask(std::vector<uint32_t>& bits) const {
+  bits.resize(size_t(mask_words()));
+  fill_mask(bits.data());
+  return bits.data();
+}
+
 void GrammarMatcher::fill_mask(uint32_t* bits) const {
   const int32_t words = grammar_->mask_words();
   const TokenVocabulary& v = grammar_->vocabulary();

@@ -38,6 +38,8 @@ class GrammarMatcher {
 
   // Writes the allowed-token bitset [mask_words()] (bit id % 32 of word id / 32).
   void fill_mask(uint32_t* bits) const;
+  // The same into `bits`, sized to mask_words(); returns bits.data().
+  const uint32_t* fill_mask(std::vector<uint32_t>& bits) const;
   // The value is complete: eos may come now.
   bool is_complete() const;
   bool is_terminated() const { return state_.terminated; }
