@@ -252,12 +252,20 @@ void run_quantized_shape(Harness& h, const QuantizedShape& s) {
     c.note = "quantized_gemv (" + format +
              " dequantized exactly to BF16 MMA fragments in registers, scales the fragments "
              "cannot carry applied in FP32 to each group's MMA sum; 16 W rows a block, k split "
-             "over up to 16 warps by the weight's shape, 8 groups of loads in flight a warp, a "
-             "fixed order over k): HBM-bound up to 32 rows. Peers: the BF16 GEMV and cuBLASLt "
-             "on the dequantized weights rounded to BF16 (twice or more the bytes)";
+             "over up to 8 warps, and over blocks for weights of few tiles, by the weight's "
+             "shape; each warp streams its rows through shared memory with cp.async, a stage of "
+             "8 groups in flight while it computes the previous; a fixed order over k): "
+             "HBM-bound up to 32 rows. Peers: the 2026-12-02 kernel (8-byte fragment loads from "
+             "global memory; the same bits), the current kernel without the split over blocks "
+             "(unsplit), the BF16 GEMV and cuBLASLt on the dequantized weights rounded to BF16 "
+             "(twice or more the bytes)";
     const uint16_t* xp = ptr<uint16_t>(x);
     float* yp = ptr<float>(y);
-    c.launch = [xp, m, qw, yp](cudaStream_t st) { cuda::quantized_gemv(xp, m, qw, yp, st); };
+    // The split-k room the engine lends (projection.cu: Gemm's).
+    const cuda::GemvPartials partials{h.gemm().split_partials(), h.gemm().split_partial_floats()};
+    c.launch = [xp, m, qw, yp, partials](cudaStream_t st) {
+      cuda::quantized_gemv(xp, m, qw, yp, st, cuda::QuantKernel::kCurrent, partials);
+    };
     CaseOutput out{"y", yp, int64_t(m) * s.n, false, s.n, {}, {}};
     out.reference.assign(reference.begin(), reference.begin() + int64_t(m) * s.n);
     c.outputs.push_back(std::move(out));
@@ -270,10 +278,13 @@ void run_quantized_shape(Harness& h, const QuantizedShape& s) {
     h.add_peer("cublas_bf16", c.op, c.shape, [&g, xp, wp, yp, m, s](cudaStream_t st) {
       g.cublaslt(xp, m, wp, s.n, s.k, yp, st);
     });
-    if (s.format != cuda::QuantFormat::kMxfp8)  // the formats whose kernel changed (2026-12-03)
-      h.add_peer("baseline", c.op, c.shape, [xp, m, qw, yp](cudaStream_t st) {
-        cuda::quantized_gemv(xp, m, qw, yp, st, cuda::QuantKernel::kBaseline);
-      });
+    h.add_peer("baseline", c.op, c.shape, [xp, m, qw, yp, partials](cudaStream_t st) {
+      cuda::quantized_gemv(xp, m, qw, yp, st, cuda::QuantKernel::kBaseline, partials);
+    });
+    // The current kernel with k split over each block's warps only (no room lent): what the split
+    // over blocks gives a weight of few tiles (the same plan, so the same time, for the others).
+    h.add_peer("unsplit", c.op, c.shape,
+               [xp, m, qw, yp](cudaStream_t st) { cuda::quantized_gemv(xp, m, qw, yp, st); });
   }
 }
 
@@ -389,6 +400,8 @@ void run_quantized_linear_cases(Harness& h) {
       {"nvfp4.expert_up", cuda::QuantFormat::kNvfp4, m.moe_intermediate_size, d},
       {"nvfp4.expert_down", cuda::QuantFormat::kNvfp4, d, m.moe_intermediate_size},
       {"mxfp8.kda_qkv", cuda::QuantFormat::kMxfp8, kda_hk, d},
+      // KDA's low-rank f_a / g_a: 8 tiles of 16 rows, k split over blocks.
+      {"mxfp8.kda_f_a", cuda::QuantFormat::kMxfp8, m.kda.head_dim, d},
       {"mxfp8.dense_down", cuda::QuantFormat::kMxfp8, d, m.intermediate_size},
       {"mxfp8.lm_head", cuda::QuantFormat::kMxfp8, m.vocab_size, d},
       {"fp8_block.mla_q_a", cuda::QuantFormat::kFp8Block, m.q_lora_rank, d},

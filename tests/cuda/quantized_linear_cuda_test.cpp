@@ -11,7 +11,9 @@
 //     and MXFP8 scale codes near 0 and 254 give the CPU's bits (the kernel applies them in FP32).
 // Shapes: one production shape per format (glm-5.3-flash) and odd ones (1 or 4 rows as the
 // runner's gates, rows not a multiple of 16, cols from 272 to 16384, cols a multiple of 16 but
-// not of 32, FP8-block rows not a multiple of 128 and a partial 128-column block).
+// not of 32, FP8-block rows not a multiple of 128 and a partial 128-column block), and weights of
+// few 16-row tiles, whose k is split over blocks when room for the partial sums is lent (every
+// check runs with it lent; the bound and the baseline's bits also without).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -21,6 +23,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/backend/cuda/cuda_check.h"
@@ -64,6 +67,12 @@ const Shape kShapes[] = {
     {QuantFormat::kNvfp4, 24, 512},  // rows 16 + 8
     {QuantFormat::kFp8Block, 1, 512},
     {QuantFormat::kFp8Block, 20, 7168},  // 56 column blocks over 8 warps
+    // Few 16-row tiles: with room lent, k is split over blocks (KDA's low-rank f_a / g_a, 8
+    // tiles; its b_proj, 4 tiles; a shared expert's slice).
+    {QuantFormat::kMxfp8, 128, 4096},
+    {QuantFormat::kMxfp8, 64, 4096},
+    {QuantFormat::kNvfp4, 128, 4096},
+    {QuantFormat::kFp8Block, 128, 4096},
 };
 
 template <typename T>
@@ -186,12 +195,27 @@ std::vector<uint16_t> activations(int64_t m, int64_t k) {
   return x;
 }
 
+// Room for the partial sums of k split over blocks, as much as Gemm lends (16 MiB): weights of
+// few 16-row tiles take that split when it is lent (quantized_linear.h).
+const cuda::DeviceBuffer& partial_room() {
+  static const cuda::DeviceBuffer room(size_t(16) << 20);
+  return room;
+}
+
+enum class Split { kLent, kNone };
+
 std::vector<float> run(const Weight& w, const cuda::DeviceBuffer& x, int64_t m,
-                       cuda::QuantKernel kernel = cuda::QuantKernel::kCurrent) {
+                       cuda::QuantKernel kernel = cuda::QuantKernel::kCurrent,
+                       Split split = Split::kLent) {
   cuda::DeviceBuffer y(size_t(m * w.shape.rows) * 4);
   SPARKGLM_CUDA_CHECK(cudaMemset(y.data(), 0xff, y.bytes()));  // NaN: every output must be written
+  cuda::GemvPartials partials;
+  if (split == Split::kLent) {
+    SPARKGLM_CUDA_CHECK(cudaMemset(partial_room().data(), 0xff, partial_room().bytes()));
+    partials = {static_cast<float*>(partial_room().data()), partial_room().bytes() / 4};
+  }
   cuda::quantized_gemv(static_cast<const uint16_t*>(x.data()), m, w.device(),
-                       static_cast<float*>(y.data()), nullptr, kernel);
+                       static_cast<float*>(y.data()), nullptr, kernel, partials);
   return to_host<float>(y, size_t(m * w.shape.rows));
 }
 
@@ -289,17 +313,20 @@ TEST(CudaQuantizedGemv, EqualsTheExactProductWithinTheFp32SummationBound) {
     for (size_t i = 0; i < x.size(); ++i) xf[i] = bf16_to_f32(x[i]);
     // Each output is a chain of MMAs (exact products; the tensor core may align its addends to
     // the largest and truncate: counted as two roundings of 2^-23 a step) over at most
-    // ceil(cols / 16) steps, at most ceil(cols / 32) scale FMAs, up to 7 additions of the warp
-    // sums and one global-scale product: no term passes through more than
-    // L = 3 ceil(cols / 16) + 20 roundings of relative size u = 2^-23, so
+    // ceil(cols / 16) steps, at most ceil(cols / 32) scale FMAs, up to 63 additions of the warp
+    // and block sums (8 warps, or 4 warps in each of up to 16 blocks) and one global-scale
+    // product: no term passes through more than L = 3 ceil(cols / 16) + 80 roundings of
+    // relative size u = 2^-23, so
     // |y - exact| <= gamma_L sum |x w| with gamma_L = L u / (1 - L u) (Higham, Accuracy and
     // Stability, 4.2). The exact value is the double sum (its own error, ~1e-16 relative, is far
     // inside the bound). A wrong scale or column breaks it by orders of magnitude; the one-hot
     // test checks every weight's bits.
-    const double L = double(3 * ((s.cols + 15) / 16) + 20), u = std::ldexp(1.0, -23);
+    const double L = double(3 * ((s.cols + 15) / 16) + 80), u = std::ldexp(1.0, -23);
     const double gamma = L * u / (1 - L * u);
-    for (int64_t m : {1, 3, 8, 32}) {
-      const auto y = run(*w, dx, m);
+    for (const auto& [m, split] :
+         {std::pair{1, Split::kLent}, std::pair{3, Split::kLent}, std::pair{8, Split::kLent},
+          std::pair{32, Split::kLent}, std::pair{1, Split::kNone}, std::pair{32, Split::kNone}}) {
+      const auto y = run(*w, dx, m, cuda::QuantKernel::kCurrent, split);
       size_t bad = 0;
       double worst = 0;
       for (int64_t i = 0; i < m; ++i)
@@ -316,7 +343,9 @@ TEST(CudaQuantizedGemv, EqualsTheExactProductWithinTheFp32SummationBound) {
           worst = std::max(worst, err / bound);
           bad += !(err <= bound);  // NaN (an unwritten output) counts
         }
-      EXPECT_EQ(bad, 0u) << describe(s) << " m " << m << " worst error / bound " << worst;
+      EXPECT_EQ(bad, 0u) << describe(s) << " m " << m
+                         << (split == Split::kLent ? " (split room lent)" : " (no split room)")
+                         << " worst error / bound " << worst;
     }
   }
 }
@@ -344,21 +373,23 @@ TEST(CudaQuantizedGemv, ARowsBitsDoNotDependOnTheRowsBesideIt) {
 }
 
 // The current kernel against the 2026-12-02 baseline (QuantKernel::kBaseline, kept for one
-// release as the G1 peer): NVFP4 now decodes through the E2M1 pair table and a BF16x2 scale
-// product, and NVFP4 / FP8 block run 3 blocks an SM at 1-8 rows: the same values in the same MMA
-// order, so the same bits at every shape and row count.
+// release as the G1 peer): the current one streams each warp's rows through shared memory
+// (cp.async), NVFP4 decodes through the E2M1 pair table and a BF16x2 scale product, and it runs
+// 3 blocks an SM at 1-8 rows: the same values in the same MMA order, so the same bits at every
+// shape and row count, with and without k split over blocks (the same plan for both).
 TEST(CudaQuantizedGemv, CurrentKernelMatchesTheBaselineBitForBit) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   for (const Shape& s : kShapes) {
     const auto w = make_weight(s);
     const auto x = activations(32, s.cols);
     const auto dx = to_device(x);
-    for (int64_t m : {1, 4, 8, 32}) {
-      const auto now = run(*w, dx, m);
-      const auto base = run(*w, dx, m, cuda::QuantKernel::kBaseline);
-      EXPECT_EQ(std::memcmp(now.data(), base.data(), now.size() * 4), 0)
-          << describe(s) << " m " << m;
-    }
+    for (Split split : {Split::kLent, Split::kNone})
+      for (int64_t m : {1, 4, 8, 32}) {
+        const auto now = run(*w, dx, m, cuda::QuantKernel::kCurrent, split);
+        const auto base = run(*w, dx, m, cuda::QuantKernel::kBaseline, split);
+        EXPECT_EQ(std::memcmp(now.data(), base.data(), now.size() * 4), 0)
+            << describe(s) << " m " << m << (split == Split::kLent ? " (split lent)" : "");
+      }
   }
 }
 

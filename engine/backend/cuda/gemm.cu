@@ -169,13 +169,14 @@ __global__ void __launch_bounds__(kSplitK * 32)
     }
 }
 
-// y[i] = sum over s (increasing) of partial[s][i]: the k slices of a split GEMV, in a fixed order.
-__global__ void sum_splits_kernel(const float* partial, int splits, int64_t count, float* y) {
+// y[i] = (sum over s, increasing, of partial[s][i]) * scale: the k slices of a split GEMV.
+__global__ void sum_splits_kernel(const float* partial, int splits, int64_t count, float scale,
+                                  float* y) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
        i += int64_t(gridDim.x) * blockDim.x) {
     float v = partial[i];
-    for (int s = 1; s < splits; ++s) v = v + partial[s * count + i];
-    y[i] = v;
+    for (int s = 1; s < splits; ++s) v = __fadd_rn(v, partial[s * count + i]);
+    y[i] = __fmul_rn(v, scale);
   }
 }
 
@@ -231,6 +232,14 @@ void gemv_bf16(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64
   } else {
     launch_gemv<8>(p, stream);
   }
+}
+
+void sum_split_partials(const float* partial, int splits, int64_t count, float scale, float* y,
+                        cudaStream_t stream) {
+  if (count <= 0) return;
+  sum_splits_kernel<<<unsigned(std::min<int64_t>((count + 255) / 256, 4096)), 256, 0, stream>>>(
+      partial, splits, count, scale, y);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
 Gemm::Gemm()
@@ -289,10 +298,7 @@ void Gemm::decode(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, in
     }
     GemvParams p{xr, w, static_cast<float*>(split_partials_.data()), rows, n, k, splits};
     launch_gemv_mma_tiles(p, stream);
-    const int64_t count = rows * n;
-    sum_splits_kernel<<<unsigned(std::min<int64_t>((count + 255) / 256, 4096)), 256, 0, stream>>>(
-        p.y, splits, count, yr);
-    SPARKGLM_CUDA_CHECK(cudaGetLastError());
+    sum_split_partials(p.y, splits, rows * n, 1.0f, yr, stream);
   }
 }
 

@@ -54,6 +54,11 @@ struct BatchedGemmArgs {
 void gemv_bf16(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
                cudaStream_t stream);
 
+// y[i] = (partial[0][i] + partial[1][i] + ... + partial[splits - 1][i]) * scale, added in slice
+// order: the k slices of a GEMV split over blocks (partial: [splits][count] FP32).
+void sum_split_partials(const float* partial, int splits, int64_t count, float scale, float* y,
+                        cudaStream_t stream);
+
 class Gemm {
  public:
   Gemm();
@@ -77,6 +82,10 @@ class Gemm {
   // One cublasGemmStridedBatchedEx (BatchedGemmArgs). It shares the cuBLASLt workspace, so like
   // every call of this class it must stay on one stream at a time.
   void batched(const BatchedGemmArgs& args, cudaStream_t stream);
+  // The room decode() keeps for the partial sums of a GEMV split over blocks, lent to the
+  // quantized GEMV (projection.cu) on the same stream.
+  float* split_partials() const { return static_cast<float*>(split_partials_.data()); }
+  size_t split_partial_floats() const { return split_partials_.bytes() / sizeof(float); }
 
  private:
   cublasLtHandle_t handle_ = nullptr;

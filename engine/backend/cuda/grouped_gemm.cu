@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "engine/backend/cuda/cp_async.cuh"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
 #include "engine/core/error.h"
@@ -31,26 +32,6 @@ struct Params {
   float* y;     // plain: [rows, n] FP32
   uint16_t* h;  // SwiGLU: [rows, n] BF16
 };
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return uint32_t(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, bypassing L1; src-size 0 writes zeros and reads nothing.
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0)
-               : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-}
 
 // Four 8x8 BF16 matrices; lanes 8i..8i+7 give the row addresses of matrix i, and register i of
 // lane l holds row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of matrix i (lower column in the

@@ -111,9 +111,13 @@ void project_decode(Gemm& gemm, const Linear& w, const uint16_t* x, int64_t m, f
     return;
   }
   const QuantizedWeight q = quantized_weight(w);
+  // Gemm::decode's split-k room, free between its own calls on this stream: a weight of few rows
+  // splits k over blocks there (quantized_linear.h).
+  const GemvPartials partials{gemm.split_partials(), gemm.split_partial_floats()};
   for (int64_t r0 = 0; r0 < m; r0 += kQuantGemvMaxRows) {
     const int64_t rows = m - r0 < kQuantGemvMaxRows ? m - r0 : kQuantGemvMaxRows;
-    quantized_gemv(x + r0 * w.cols, rows, q, y + r0 * w.rows, stream);
+    quantized_gemv(x + r0 * w.cols, rows, q, y + r0 * w.rows, stream, QuantKernel::kCurrent,
+                   partials);
   }
 }
 

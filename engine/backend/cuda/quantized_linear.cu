@@ -3,8 +3,10 @@
 #include <string>
 
 #include "engine/backend/cuda/bf16_pairs.cuh"
+#include "engine/backend/cuda/cp_async.cuh"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/scale_codes.cuh"
 #include "engine/core/error.h"
 
@@ -19,13 +21,33 @@ constexpr int kGroup = 32;     // k per group: two MMAs, one MXFP8 scale
 constexpr int kMaxSplit = 8;
 // A grid of more warps than this (tiles x splits) runs 4 warps a block: long k ranges a warp.
 constexpr int64_t kTargetWarps = 8192;
+// A weight of fewer 16-row tiles than this (half the H200's 132 SMs) leaves SMs idle with one
+// block a tile: its k is split over blocks too, up to about two blocks an SM.
+constexpr int64_t kSplitBelowTiles = 66;
+constexpr int64_t kSplitTargetBlocks = 264;
+constexpr int kMaxBlockSplits = 16;
+constexpr int kStage = 8;  // groups a warp loads ahead of their use
 
 struct GemvArgs {
   const uint16_t* x;  // [m, cols] BF16
   int64_t m;
   QuantizedWeight w;
-  float* y;  // [m, rows]
-  int splits;
+  float* y;          // [m, rows]; with block_splits > 1 the partials [block_splits][m][rows]
+  int splits;        // warps a block, each a contiguous part of the block's k
+  int block_splits;  // blocks a 16-row tile (blockIdx.y), each a contiguous part of k
+};
+
+// One warp's shared-memory stage: its 16 rows' bytes of kStage groups, each row padded so that
+// the fragment reads of a warp hit 32 different banks (8-bit: lanes read 8 bytes at row g * 288
+// + 8 t, i.e. banks 8 g + 2 t + {0, 1} mod 32 within a half warp; NVFP4: 4 bytes at g * 144 +
+// 4 t, banks 4 g + t).
+template <QuantFormat F>
+struct Stage {
+  static constexpr int kGroupBytes = F == QuantFormat::kNvfp4 ? 16 : 32;  // a row's, a group
+  static constexpr int kRowBytes = kStage * kGroupBytes;
+  static constexpr int kRowStride = kRowBytes + (F == QuantFormat::kNvfp4 ? 16 : 32);
+  static constexpr int kBytes = kTileRows * kRowStride;
+  static constexpr int kChunksPerRow = kRowBytes / 16;
 };
 
 // 8 bytes of the weight stream, not kept in L1 (each byte is read once).
@@ -52,13 +74,30 @@ struct RawGroup<QuantFormat::kNvfp4> {
   uint32_t s[2];  // the rows' E4M3 block scale codes
 };
 
+// The scales of group `gi` of rows r0 (= g) and r1 (= g + 8) into r.s (none for FP8 block).
+template <QuantFormat F>
+__device__ __forceinline__ void load_scales(const QuantizedWeight& w, int64_t r0, int64_t r1,
+                                            int64_t gi, int t, RawGroup<F>& r) {
+  const int64_t c = gi * kGroup + 8 * t;  // the lane's first column
+  const bool in = c < w.cols;             // cols is a multiple of 16: all 8 or none
+  const int64_t rows[2] = {r0, r1};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if constexpr (F == QuantFormat::kNvfp4) {
+      r.s[h] = in ? __ldg(w.scale + rows[h] * (w.cols / 16) + c / 16) : 0u;
+    } else if constexpr (F == QuantFormat::kMxfp8) {
+      r.s[h] = e8m0_to_f32_dev(__ldg(w.scale + rows[h] * (w.cols / 32) + gi));
+    }
+  }
+}
+
 // Group `gi` of rows r0 (= g) and r1 (= g + 8); lanes whose 8 columns lie past cols read zeros.
 template <QuantFormat F>
 __device__ __forceinline__ RawGroup<F> load_group(const QuantizedWeight& w, int64_t r0, int64_t r1,
                                                   int64_t gi, int t) {
   RawGroup<F> r;
-  const int64_t c = gi * kGroup + 8 * t;  // the lane's first column
-  const bool in = c < w.cols;             // cols is a multiple of 16: all 8 or none
+  const int64_t c = gi * kGroup + 8 * t;
+  const bool in = c < w.cols;
   const int64_t rows[2] = {r0, r1};
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -66,14 +105,52 @@ __device__ __forceinline__ RawGroup<F> load_group(const QuantizedWeight& w, int6
       r.v[h] =
           in ? __ldg(reinterpret_cast<const unsigned int*>(w.data + rows[h] * (w.cols / 2) + c / 2))
              : 0u;
-      r.s[h] = in ? __ldg(w.scale + rows[h] * (w.cols / 16) + c / 16) : 0u;
     } else {
       r.v[h] = in ? load_stream8(w.data + rows[h] * w.cols + c) : make_uint2(0, 0);
-      if constexpr (F == QuantFormat::kMxfp8)
-        r.s[h] = e8m0_to_f32_dev(__ldg(w.scale + rows[h] * (w.cols / 32) + gi));
     }
   }
+  load_scales<F>(w, r0, r1, gi, t, r);
   return r;
+}
+
+// The same values from a warp's shared-memory stage (`stage` holds groups gb .. gb + kStage - 1
+// of the tile's 16 rows; u = gi - gb); the scales come separately (load_scales).
+template <QuantFormat F>
+__device__ __forceinline__ void read_group(const QuantizedWeight& w, const uint8_t* stage, int u,
+                                           int64_t gi, int g, int t, RawGroup<F>& r) {
+  using S = Stage<F>;
+  const bool in = gi * kGroup + 8 * t < w.cols;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* p = stage + (g + 8 * h) * S::kRowStride + u * S::kGroupBytes;
+    if constexpr (F == QuantFormat::kNvfp4) {
+      r.v[h] = in ? *reinterpret_cast<const uint32_t*>(p + 4 * t) : 0u;
+    } else {
+      r.v[h] = in ? *reinterpret_cast<const uint2*>(p + 8 * t) : make_uint2(0, 0);
+    }
+  }
+}
+
+// Issues the copies of groups [gb, min(gb + kStage, g_end)) of the tile's 16 rows (o0 ..) into a
+// warp's stage: 16 contiguous bytes a lane, consecutive lanes along a row. Rows past the weight
+// repeat its last row; bytes past g_end or the row's end are not copied (read_group zeroes what
+// lies past cols, and no group past g_end is read).
+template <QuantFormat F>
+__device__ __forceinline__ void issue_stage(const QuantizedWeight& w, int64_t o0, int64_t gb,
+                                            int64_t g_end, uint8_t* stage, int lane) {
+  using S = Stage<F>;
+  const int64_t row_bytes = F == QuantFormat::kNvfp4 ? w.cols / 2 : w.cols;
+  const int64_t end = min(g_end * S::kGroupBytes, row_bytes);
+#pragma unroll
+  for (int i = 0; i < kTileRows * S::kChunksPerRow / 32; ++i) {
+    const int c = i * 32 + lane;
+    const int r = c / S::kChunksPerRow, j = c % S::kChunksPerRow;
+    const int64_t off = gb * S::kGroupBytes + 16 * j;
+    const int64_t row = min(o0 + r, w.rows - 1);
+    if (off + 16 <= end)
+      cp_async16(smem_addr(stage + r * S::kRowStride + 16 * j), w.data + row * row_bytes + off);
+  }
+  cp_async_commit();
 }
 
 // The group's A fragments for its two MMAs: a[q][0..3] for the MMA over the lane's columns
@@ -141,29 +218,74 @@ __device__ __forceinline__ void b_fragments(const GemvArgs& p, int64_t xr, int64
   }
 }
 
-// Grid: ceil(rows / 16) blocks of `splits` warps. Block b takes W rows 16b .. 16b + 15 (the MMA's
-// A rows; lane (g, t) loads rows g and g + 8) against x rows 0 .. 8 kTiles - 1 (B columns, zeros
-// past m). Warp w takes the groups of k [w U / S, (w + 1) U / S) in units U of kUnit groups, in
-// increasing order; the warps' sums are added in warp order by warp 0.
-// kCurrent: the current kernel, else the 2026-12-02 baseline (QuantKernel). The current one takes
-// NVFP4 through the E2M1 pair table (32 KB of shared memory) where the baseline decodes each
-// element in FP32, and at 1-8 rows runs NVFP4 and FP8 block at 3 blocks an SM (80 registers,
-// no spills; MXFP8 would spill) where the baseline runs 2. Same code otherwise, same bits.
-template <QuantFormat F>
-constexpr bool kThreeBlocks = F != QuantFormat::kMxfp8;
-template <QuantFormat F, int kTiles, bool kCurrent>
-__global__ void __launch_bounds__(kMaxSplit * 32, kCurrent&& kTiles == 1 && kThreeBlocks<F> ? 3 : 2)
+// One group's MMAs: its A fragments (a_fragments), then for each x tile the two MMAs and the
+// scale FMAs of its format. u is the group's place in its stage of kStage (a multiple of kUnit
+// from the warp's first group), unit_scale the FP8-block scale of its 128 columns.
+template <QuantFormat F, int kTiles, bool kTable>
+__device__ __forceinline__ void mma_group(const GemvArgs& p, const RawGroup<F>& raw,
+                                          const uint32_t* lut, int u, int64_t gi, int64_t g_end,
+                                          float unit_scale, int g, int t, float (&acc)[kTiles][4],
+                                          float (&part)[kTiles][4]) {
+  constexpr int kUnit = F == QuantFormat::kFp8Block ? 4 : 1;
+  uint32_t a[2][4];
+  a_fragments<F, kTable>(raw, lut, a);
+  if constexpr (F != QuantFormat::kNvfp4) {
+    if (u % kUnit == 0) {
+#pragma unroll
+      for (int j = 0; j < kTiles; ++j) part[j][0] = part[j][1] = part[j][2] = part[j][3] = 0.0f;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j) {
+    uint32_t b[2][2];
+    b_fragments<F>(p, int64_t(j) * 8 + g, gi, t, b);
+    float* c = F == QuantFormat::kNvfp4 ? acc[j] : part[j];
+#pragma unroll
+    for (int q = 0; q < 2; ++q) mma_bf16(c, a[q][0], a[q][1], a[q][2], a[q][3], b[q][0], b[q][1]);
+  }
+  if constexpr (F == QuantFormat::kMxfp8) {
+    // Each group's sums times its rows' scales: c0, c1 belong to row g, c2, c3 to row g + 8.
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][e] = __fmaf_rn(part[j][e], raw.s[e >> 1], acc[j][e]);
+  } else if constexpr (F == QuantFormat::kFp8Block) {
+    if (u % kUnit == kUnit - 1 || gi == g_end - 1) {  // the unit's last group
+#pragma unroll
+      for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] = __fmaf_rn(part[j][e], unit_scale, acc[j][e]);
+    }
+  }
+}
+
+// Shared memory a warp needs: kStream's two stages (whose first bytes take the warp's sums at the
+// end), or the baseline's room for its sums alone.
+template <QuantFormat F, int kTiles, bool kStream>
+constexpr int kWarpBytes = kStream ? 2 * Stage<F>::kBytes : kTiles * 128 * 4;
+
+// Grid: ceil(rows / 16) x B blocks of S warps. Block (b, y) takes W rows 16b .. 16b + 15 (the
+// MMA's A rows; lane (g, t) reads rows g and g + 8) against x rows 0 .. 8 kTiles - 1 (B columns,
+// zeros past m) over the units [y U / B, (y + 1) U / B) of k (units of kUnit groups); its warp w
+// takes the w-th of S contiguous parts of them, in increasing order. Warp 0 adds the warps' sums
+// in warp order and writes y (B = 1) or the block's partial sum (B > 1: sum_split_partials adds
+// them in block order).
+// kStream: each warp's loads go through its own two shared-memory stages (issue_stage: the next
+// stage in flight while the current one is computed) and NVFP4 decodes through the E2M1 pair
+// table (32 KB of shared memory); at 1-8 rows 3 blocks share an SM. Else the 2026-12-02 baseline
+// (QuantKernel): 8-byte fragment loads from global memory, NVFP4 decoded per element in FP32,
+// 2 blocks an SM. The same values reach the same MMAs in the same order: the same bits.
+template <QuantFormat F, int kTiles, bool kStream>
+__global__ void __launch_bounds__(kMaxSplit * 32, kStream&& kTiles == 1 ? 3 : 2)
     quantized_gemv_kernel(const __grid_constant__ GemvArgs p) {
-  extern __shared__ float partial[];  // [splits - 1][kTiles][32][4]
-  constexpr bool kUseTable = kCurrent && F == QuantFormat::kNvfp4;
+  extern __shared__ __align__(16) uint8_t smem[];  // [S][kWarpBytes]
+  constexpr bool kUseTable = kStream && F == QuantFormat::kNvfp4;
   __shared__ __align__(16) uint32_t table[kUseTable ? kE2m1TableWords : 4];
   if constexpr (kUseTable) {
     fill_e2m1_table(table);
     __syncthreads();
   }
-  // Groups per scale unit (a warp's range is whole units) and groups loaded ahead of their use.
-  constexpr int kUnit = F == QuantFormat::kFp8Block ? 4 : 1;
-  constexpr int kStage = 8;
+  constexpr int kUnit = F == QuantFormat::kFp8Block ? 4 : 1;  // groups a scale unit
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const QuantizedWeight& w = p.w;
@@ -172,134 +294,167 @@ __global__ void __launch_bounds__(kMaxSplit * 32, kCurrent&& kTiles == 1 && kThr
   const int64_t r0 = min(o0 + g, w.rows - 1), r1 = min(o0 + g + 8, w.rows - 1);
   const int64_t groups = (w.cols + kGroup - 1) / kGroup;
   const int64_t units = (groups + kUnit - 1) / kUnit;
-  const int64_t g_begin = warp * units / p.splits * kUnit;
-  const int64_t g_end = min((warp + 1) * units / p.splits * kUnit, groups);
+  const int64_t u_begin = int64_t(blockIdx.y) * units / p.block_splits;
+  const int64_t u_count = (int64_t(blockIdx.y) + 1) * units / p.block_splits - u_begin;
+  const int64_t g_begin = (u_begin + warp * u_count / p.splits) * kUnit;
+  const int64_t g_end = min((u_begin + (warp + 1) * u_count / p.splits) * kUnit, groups);
   const int64_t scale_cols = (w.cols + 127) / 128;  // FP8 block: scale_inv's row length
+  constexpr int kMine = kWarpBytes<F, kTiles, kStream>;
+  uint8_t* mine = smem + warp * kMine;
 
   float acc[kTiles][4];
 #pragma unroll
   for (int j = 0; j < kTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
   float part[kTiles][4];  // the current scale unit's sums (8-bit formats)
-
-  for (int64_t gb = g_begin; gb < g_end; gb += kStage) {
-    // Every load of the stage is issued before any is used: a decode GEMV is a weight stream,
-    // and only bytes in flight hide the memory latency.
-    RawGroup<F> raw[kStage];
-    float unit_scale[kStage / kUnit];
-#pragma unroll
-    for (int u = 0; u < kStage; ++u) {
-      if (gb + u < g_end) raw[u] = load_group<F>(w, r0, r1, gb + u, t);
-    }
+  // The FP8-block scales of a stage's units.
+  auto unit_scales = [&](int64_t gb, float(&us)[kStage / kUnit]) {
     if constexpr (F == QuantFormat::kFp8Block) {
 #pragma unroll
       for (int u = 0; u < kStage / kUnit; ++u) {
         const int64_t gi = gb + u * kUnit;
-        unit_scale[u] =
-            gi < g_end ? __ldg(w.scale_inv + (o0 / 128) * scale_cols + gi / kUnit) : 0.0f;
+        us[u] = gi < g_end ? __ldg(w.scale_inv + (o0 / 128) * scale_cols + gi / kUnit) : 0.0f;
       }
     }
+  };
+
+  if constexpr (kStream) {
+    // The stage being computed and the next one: its bytes in `mine` (two halves), its scales in
+    // registers, both requested a stage ahead.
+    RawGroup<F> cur[kStage], next[kStage];
+    float unit_cur[kStage / kUnit] = {}, unit_next[kStage / kUnit] = {};
+    auto fetch = [&](int64_t gb, uint8_t* stage, RawGroup<F>(&s)[kStage],
+                     float(&us)[kStage / kUnit]) {
+      issue_stage<F>(w, o0, gb, g_end, stage, lane);
 #pragma unroll
-    for (int u = 0; u < kStage; ++u) {
-      const int64_t gi = gb + u;
-      if (gi >= g_end) break;  // uniform across the warp
-      uint32_t a[2][4];
-      a_fragments<F, kUseTable>(raw[u], table + lane, a);
-      if constexpr (F != QuantFormat::kNvfp4) {
-        if (u % kUnit == 0) {
-#pragma unroll
-          for (int j = 0; j < kTiles; ++j) part[j][0] = part[j][1] = part[j][2] = part[j][3] = 0.0f;
-        }
+      for (int u = 0; u < kStage; ++u)
+        if (gb + u < g_end) load_scales<F>(w, r0, r1, gb + u, t, s[u]);
+      unit_scales(gb, us);
+    };
+    int half = 0;
+    if (g_begin < g_end) fetch(g_begin, mine, cur, unit_cur);
+    for (int64_t gb = g_begin; gb < g_end; gb += kStage, half ^= 1) {
+      if (gb + kStage < g_end) {
+        fetch(gb + kStage, mine + (half ^ 1) * Stage<F>::kBytes, next, unit_next);
+      } else {
+        cp_async_commit();  // an empty group: the wait below leaves only the newest in flight
       }
+      cp_async_wait<1>();
+      __syncwarp();  // the stage's bytes, copied by every lane, are visible to every lane
+      const uint8_t* stage = mine + half * Stage<F>::kBytes;
 #pragma unroll
-      for (int j = 0; j < kTiles; ++j) {
-        uint32_t b[2][2];
-        b_fragments<F>(p, int64_t(j) * 8 + g, gi, t, b);
-        float* c = F == QuantFormat::kNvfp4 ? acc[j] : part[j];
-#pragma unroll
-        for (int q = 0; q < 2; ++q)
-          mma_bf16(c, a[q][0], a[q][1], a[q][2], a[q][3], b[q][0], b[q][1]);
+      for (int u = 0; u < kStage; ++u) {
+        const int64_t gi = gb + u;
+        if (gi >= g_end) break;  // uniform across the warp
+        RawGroup<F> raw = cur[u];
+        read_group<F>(w, stage, u, gi, g, t, raw);
+        mma_group<F, kTiles, kUseTable>(p, raw, table + lane, u, gi, g_end, unit_cur[u / kUnit], g,
+                                        t, acc, part);
       }
-      if constexpr (F == QuantFormat::kMxfp8) {
-        // Each group's sums times its rows' scales: c0, c1 belong to row g, c2, c3 to row g + 8.
+      __syncwarp();  // every lane has read this stage before the next fetch refills it
 #pragma unroll
-        for (int j = 0; j < kTiles; ++j)
+      for (int u = 0; u < kStage; ++u) cur[u] = next[u];
 #pragma unroll
-          for (int e = 0; e < 4; ++e)
-            acc[j][e] = __fmaf_rn(part[j][e], raw[u].s[e >> 1], acc[j][e]);
-      } else if constexpr (F == QuantFormat::kFp8Block) {
-        if (u % kUnit == kUnit - 1 || gi == g_end - 1) {  // the unit's last group
+      for (int u = 0; u < kStage / kUnit; ++u) unit_cur[u] = unit_next[u];
+    }
+    cp_async_wait<0>();
+    __syncwarp();
+  } else {
+    for (int64_t gb = g_begin; gb < g_end; gb += kStage) {
+      // Every load of the stage is issued before any is used: a decode GEMV is a weight stream,
+      // and only bytes in flight hide the memory latency.
+      RawGroup<F> raw[kStage];
+      float unit_scale[kStage / kUnit] = {};
 #pragma unroll
-          for (int j = 0; j < kTiles; ++j)
+      for (int u = 0; u < kStage; ++u) {
+        if (gb + u < g_end) raw[u] = load_group<F>(w, r0, r1, gb + u, t);
+      }
+      unit_scales(gb, unit_scale);
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
-              acc[j][e] = __fmaf_rn(part[j][e], unit_scale[u / kUnit], acc[j][e]);
-        }
+      for (int u = 0; u < kStage; ++u) {
+        const int64_t gi = gb + u;
+        if (gi >= g_end) break;  // uniform across the warp
+        mma_group<F, kTiles, kUseTable>(p, raw[u], table + lane, u, gi, g_end,
+                                        unit_scale[u / kUnit], g, t, acc, part);
       }
     }
   }
 
   if (warp > 0) {
+    float* sums = reinterpret_cast<float*>(mine);
 #pragma unroll
     for (int j = 0; j < kTiles; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        partial[((warp - 1) * kTiles + j) * 128 + lane * 4 + e] = acc[j][e];
+      for (int e = 0; e < 4; ++e) sums[j * 128 + lane * 4 + e] = acc[j][e];
   }
   __syncthreads();
   if (warp != 0) return;
+  const bool block_part = p.block_splits > 1;
+  float* out = block_part ? p.y + int64_t(blockIdx.y) * p.m * w.rows : p.y;
 #pragma unroll
   for (int j = 0; j < kTiles; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       float v = acc[j][e];
       for (int s = 1; s < p.splits; ++s)
-        v = __fadd_rn(v, partial[((s - 1) * kTiles + j) * 128 + lane * 4 + e]);
-      if constexpr (F == QuantFormat::kNvfp4) v = __fmul_rn(v, w.global_scale);
+        v = __fadd_rn(v, reinterpret_cast<const float*>(smem + s * kMine)[j * 128 + lane * 4 + e]);
+      if constexpr (F == QuantFormat::kNvfp4) {
+        if (!block_part) v = __fmul_rn(v, w.global_scale);  // else sum_split_partials does
+      }
       const int64_t o = o0 + g + (e >= 2 ? 8 : 0);
       const int64_t xr = int64_t(j) * 8 + 2 * t + (e & 1);
-      if (o < w.rows && xr < p.m) p.y[xr * w.rows + o] = v;
+      if (o < w.rows && xr < p.m) out[xr * w.rows + o] = v;
     }
 }
 
-// Warps per block (k split): from the weight's shape alone, never from m.
-int split_for(const QuantizedWeight& w) {
+struct GemvPlan {
+  int splits = 1;        // warps a block
+  int block_splits = 1;  // blocks a tile
+};
+
+// From the weight's shape and the lent room alone, never from m (the room is judged at 32 rows).
+GemvPlan plan_for(const QuantizedWeight& w, const GemvPartials& partials) {
   const int64_t tiles = (w.rows + kTileRows - 1) / kTileRows;
   const int64_t unit_cols = w.format == QuantFormat::kFp8Block ? 128 : kGroup;
   const int64_t units = (w.cols + unit_cols - 1) / unit_cols;
-  int splits = kMaxSplit;
-  while (splits > 4 && tiles * splits > kTargetWarps) splits /= 2;
-  while (splits > 1 && splits > units) splits /= 2;
-  return splits;
+  GemvPlan plan;
+  plan.splits = kMaxSplit;
+  while (plan.splits > 4 && tiles * plan.splits > kTargetWarps) plan.splits /= 2;
+  while (plan.splits > 1 && plan.splits > units) plan.splits /= 2;
+  if (tiles >= kSplitBelowTiles || !partials.data) return plan;
+  // Few tiles: blocks of up to 4 warps over parts of k, doubling while the grid stays within
+  // about two blocks an SM, every warp keeps at least 2 units, and the partial sums fit.
+  const int splits = plan.splits < 4 ? plan.splits : 4;
+  int blocks = 1;
+  while (blocks < kMaxBlockSplits && tiles * blocks * 2 <= kSplitTargetBlocks &&
+         units >= int64_t(splits) * blocks * 2 * 2 &&
+         size_t(blocks) * 2 * kQuantGemvMaxRows * size_t(w.rows) <= partials.floats)
+    blocks *= 2;
+  if (blocks > 1) plan = {splits, blocks};
+  return plan;
 }
 
-template <QuantFormat F, int kTiles, bool kCurrent>
+template <QuantFormat F, int kTiles, bool kStream>
 void launch(const GemvArgs& a, cudaStream_t stream) {
-  const unsigned blocks = unsigned((a.w.rows + kTileRows - 1) / kTileRows);
-  const size_t smem = size_t(a.splits - 1) * kTiles * 128 * sizeof(float);
-  quantized_gemv_kernel<F, kTiles, kCurrent><<<blocks, unsigned(a.splits) * 32, smem, stream>>>(a);
+  const unsigned tiles = unsigned((a.w.rows + kTileRows - 1) / kTileRows);
+  const size_t smem = size_t(a.splits) * kWarpBytes<F, kTiles, kStream>;
+  auto* kernel = quantized_gemv_kernel<F, kTiles, kStream>;
+  SPARKGLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           int(kMaxSplit * kWarpBytes<F, kTiles, kStream>)));
+  kernel<<<dim3(tiles, unsigned(a.block_splits)), unsigned(a.splits) * 32, smem, stream>>>(a);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
-template <QuantFormat F, bool kCurrent>
+template <QuantFormat F, bool kStream>
 void launch_rows(const GemvArgs& a, cudaStream_t stream) {
   // The tile count only pads B with zero columns; every column's MMA sequence is the same.
   if (a.m <= 8) {
-    launch<F, 1, kCurrent>(a, stream);
+    launch<F, 1, kStream>(a, stream);
   } else if (a.m <= 16) {
-    launch<F, 2, kCurrent>(a, stream);
+    launch<F, 2, kStream>(a, stream);
   } else if (a.m <= 24) {
-    launch<F, 3, kCurrent>(a, stream);
+    launch<F, 3, kStream>(a, stream);
   } else {
-    launch<F, 4, kCurrent>(a, stream);
-  }
-}
-
-template <QuantFormat F>
-void launch_kernel(const GemvArgs& a, QuantKernel kernel, cudaStream_t stream) {
-  if (kernel == QuantKernel::kBaseline) {
-    launch_rows<F, false>(a, stream);
-  } else {
-    launch_rows<F, true>(a, stream);
+    launch<F, 4, kStream>(a, stream);
   }
 }
 
@@ -357,7 +512,7 @@ const char* quantized_weight_problem(const QuantizedWeight& w) {
 }
 
 void quantized_gemv(const uint16_t* x, int64_t m, const QuantizedWeight& w, float* y,
-                    cudaStream_t stream, QuantKernel kernel) {
+                    cudaStream_t stream, QuantKernel kernel, const GemvPartials& partials) {
   const std::string problem = quantized_weight_problem(w);
   if (!problem.empty()) {
     throw Error(ErrorKind::kInvalidArgument,
@@ -370,17 +525,32 @@ void quantized_gemv(const uint16_t* x, int64_t m, const QuantizedWeight& w, floa
                     "), x 16-byte aligned and y");
   }
   if (m == 0) return;
-  const GemvArgs a{x, m, w, y, split_for(w)};
+  const GemvPlan plan = plan_for(w, partials);
+  const bool block_part = plan.block_splits > 1;
+  const GemvArgs a{x, m, w, block_part ? partials.data : y, plan.splits, plan.block_splits};
+  // The stream path copies 16-byte pieces of each row: rows of a multiple of 16 bytes, aligned.
+  // MXFP8 past 16 rows (3-4 x tiles) keeps the baseline's loads: streamed, its 4-tile kernel
+  // spills and ran 0.56-0.79x the baseline at 32 rows (bundle 2026-12-04-g1-quant-stream-h200).
+  // Either path gives the same bits, so the choice by m changes no row's result.
+  const bool stream_rows = kernel == QuantKernel::kCurrent && w.data_row_bytes() % 16 == 0 &&
+                           aligned(w.data, 16) && !(w.format == QuantFormat::kMxfp8 && m > 16);
   switch (w.format) {
     case QuantFormat::kNvfp4:
-      launch_kernel<QuantFormat::kNvfp4>(a, kernel, stream);
+      stream_rows ? launch_rows<QuantFormat::kNvfp4, true>(a, stream)
+                  : launch_rows<QuantFormat::kNvfp4, false>(a, stream);
       break;
-    case QuantFormat::kMxfp8:  // the same kernel in both generations
-      launch_rows<QuantFormat::kMxfp8, false>(a, stream);
+    case QuantFormat::kMxfp8:
+      stream_rows ? launch_rows<QuantFormat::kMxfp8, true>(a, stream)
+                  : launch_rows<QuantFormat::kMxfp8, false>(a, stream);
       break;
     case QuantFormat::kFp8Block:
-      launch_kernel<QuantFormat::kFp8Block>(a, kernel, stream);
+      stream_rows ? launch_rows<QuantFormat::kFp8Block, true>(a, stream)
+                  : launch_rows<QuantFormat::kFp8Block, false>(a, stream);
       break;
+  }
+  if (block_part) {
+    sum_split_partials(partials.data, plan.block_splits, m * w.rows,
+                       w.format == QuantFormat::kNvfp4 ? w.global_scale : 1.0f, y, stream);
   }
 }
 

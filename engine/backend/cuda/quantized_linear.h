@@ -16,8 +16,16 @@
 //
 // Kernel: tensor cores (mma.m16n8k16, BF16 operands, FP32 accumulate), as gemv_bf16. A block
 // takes 16 W rows (the A operand) against all m x rows (B columns, ceil(m / 8) tiles of 8, zero
-// columns past m); its S <= 8 warps split k into contiguous ranges. W is dequantized in registers
-// to BF16 fragments EXACTLY, and the scales BF16 cannot carry are applied in FP32 outside the MMA:
+// columns past m); its S <= 8 warps split k into contiguous ranges. A weight of few 16-row tiles
+// (fewer than half the SMs' worth) also splits k over B blocks when the caller lends room for
+// their partial sums (GemvPartials), which a second kernel adds in block order.
+// Loads (kCurrent): each warp streams its rows' bytes into its own shared memory with cp.async,
+// 16 contiguous bytes a lane (a warp's load covers 2 rows x 256 bytes, or 4 x 128 for NVFP4), two
+// stages of 8 groups in flight, and reads its MMA fragments from there (rows padded so that the
+// reads hit 32 banks); kBaseline reads each fragment's 4 or 8 bytes straight from global memory.
+// Both read the same values into the same MMAs in the same order: the same bits.
+// W is dequantized in registers to BF16 fragments EXACTLY, and the scales BF16 cannot carry are
+// applied in FP32 outside the MMA:
 //   NVFP4      A = e2m1 * e4m3 block scale (at most 6 significant bits, 2^-10 .. 2688: exact in
 //              BF16), made as each byte's E2M1 pair from a 32 KB shared-memory table times the
 //              scale in one BF16x2 FMA (bf16_pairs.cuh); the FP32 global scale multiplies the
@@ -31,15 +39,17 @@
 // where the CPU rounds). E4M3 NaN codes (0x7f, 0xff; no quantizer emits them) read as +-480.
 //
 // Numerical contract (batch invariance, docs/cuda-operators.md): x is BF16 (the activation dtype
-// gemv_bf16 takes); y is FP32. k is cut into 32-column groups; warp w of S takes the groups of
-// units [w U / S, (w + 1) U / S) (U units of 1 group, 4 for FP8 block; S from rows and cols
-// alone: quantized_linear.cu's split_for) in increasing order, each group as two MMAs over the
-// lane quads' columns 8t .. 8t + 3 and 8t + 4 .. 8t + 7; warp 0 adds the S warp sums in warp
-// order. The MMA of one output column never reads another column, and the order depends on the
-// weight's shape alone: never on m or the rows beside a row, so a row's bits are the same alone
-// or among 32 (tested bitwise). Error: each term passes through at most cols / 16 MMA steps (the
-// tensor core adds exact products; it may align and truncate, 2^-23 relative), cols / 32 FMAs,
-// S - 1 <= 7 additions and one global-scale product (tests state the bound).
+// gemv_bf16 takes); y is FP32. k is cut into 32-column groups; block b of B takes the units
+// [b U / B, (b + 1) U / B) (U units of 1 group, 4 for FP8 block) and its warp w of S the w-th of S
+// contiguous parts of them (S and B from the weight's shape and whether partial room is lent:
+// quantized_linear.cu's plan_for), in increasing order, each group as two MMAs over the lane
+// quads' columns 8t .. 8t + 3 and 8t + 4 .. 8t + 7; warp 0 adds the S warp sums in warp order,
+// then the B block sums are added in block order. The MMA of one output column never reads
+// another column, and the order depends on the weight's shape alone: never on m or the rows
+// beside a row, so a row's bits are the same alone or among 32 (tested bitwise). Error: each term
+// passes through at most cols / 16 MMA steps (the tensor core adds exact products; it may align
+// and truncate, 2^-23 relative), cols / 32 FMAs, S B - 1 <= 63 additions and one global-scale
+// product (tests state the bound).
 //
 // Roofline (H200: ~4.2-4.8 TB/s, 132 SMs, ~18 B/clock/SM of HBM): an SM must consume ~32
 // NVFP4 or ~18 8-bit weights a clock. Dequantizing costs ~1.5 integer/BF16x2 instructions per
@@ -48,11 +58,13 @@
 // cost ~20, measured); one MMA consumes 256 weights for up to 8 rows, and the scale FMAs cost 4 per
 // 256 weights a tile: ~20-35 % of the issue rate at the 8-bit floor, so the kernel stays bound by
 // HBM up to 32 rows (x tiles multiply MMAs and x loads, not weight bytes). Latency: each warp
-// issues 8 groups of loads (4 KB a warp for 8-bit) before using any; with 16-20 resident warps
-// (two blocks of 8, or five of 4) an SM keeps ~48-64 KB in flight, above the ~36 KB that ~1 us
-// of latency at 18 B/clock needs.
-// Expect ~75-85 % of the floor on the large shapes; small ones (routed experts, ~1-5 us) are
-// bound by launch and one load latency.
+// keeps the next stage of 8 groups (4 KB for 8-bit) in flight while it computes the current one;
+// with 12-24 resident warps an SM keeps ~48-96 KB in flight, above the ~36 KB that ~1 us of
+// latency at 18 B/clock needs. The baseline issued each warp's 8 groups as 8-byte loads of 32
+// bytes a row and used them before issuing more: 1.1-1.5 TB/s on the large shapes (Nsight
+// Compute, bench/results/h200-2026-12-03-s14), and 15 us for a 0.6 MB weight of 8 tiles.
+// Expect ~75-85 % of the floor on the large shapes; small ones (~1-5 us) are bound by launch and
+// one load latency.
 //
 // No allocation, no host synchronisation: safe to capture in a CUDA graph.
 #include <cuda_runtime.h>
@@ -70,12 +82,21 @@ enum class QuantFormat : uint8_t {
 const char* quant_format_name(QuantFormat f);
 
 // Which generation of the quantized decode kernels runs. The engine always takes kCurrent.
-// kBaseline is the 2026-12-02 kernel (NVFP4 decoded per element in FP32, 2 blocks an SM at 1-8
-// rows where the current one runs NVFP4 and FP8 block at 3; MXFP8 is the same kernel in both; the
-// quantized MoE's own baseline is moe_quant_baseline.h), kept for one release so that
-// bench/cuda/g1_operators times old and new in the same run; both give the same bits (tested).
-// Remove after that run.
+// kBaseline is the 2026-12-02 kernel (each fragment loaded from global memory into registers,
+// NVFP4 decoded per element in FP32, 2 blocks an SM; the quantized MoE's own baseline is
+// moe_quant_baseline.h), kept for one release so that bench/cuda/g1_operators times old and new
+// in the same run; both give the same bits (tested). kCurrent streams through shared memory where
+// a row's bytes are a multiple of 16 and the data 16-byte aligned (every production shape), and
+// runs the baseline's loads otherwise. Remove kBaseline after that run.
 enum class QuantKernel : uint8_t { kCurrent, kBaseline };
+
+// Room for the partial sums of a GEMV whose k is split over blocks (Gemm::split_partials): the
+// split is taken only when [B][32][rows] floats fit, judged at 32 rows whatever m is, so that a
+// row's bits never depend on m. Empty: k is split over each block's warps only.
+struct GemvPartials {
+  float* data = nullptr;
+  size_t floats = 0;
+};
 
 // A projection weight [rows, cols] (nn.Linear layout: rows = outputs, cols = the reduction) as it
 // lies on the device in its checkpoint format. A loader fills it from the checkpoint's tensors
@@ -102,7 +123,9 @@ inline constexpr int kQuantGemvMaxRows = 32;
 
 // x: [m, w.cols] BF16 bits, 16-byte aligned, 1 <= m <= 32 (decode rows); y: [m, w.rows] FP32.
 // m beyond 32 or an unsupported weight is an Error(kInvalidArgument); m == 0 does nothing.
+// `partials`, when lent, is used on `stream` only and must not be in use by another stream.
 void quantized_gemv(const uint16_t* x, int64_t m, const QuantizedWeight& w, float* y,
-                    cudaStream_t stream, QuantKernel kernel = QuantKernel::kCurrent);
+                    cudaStream_t stream, QuantKernel kernel = QuantKernel::kCurrent,
+                    const GemvPartials& partials = {});
 
 }  // namespace sparkglm::cuda
