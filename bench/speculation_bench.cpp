@@ -184,9 +184,13 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
   o.profile_steps = s.profile_steps;
   o.max_num_seqs = concurrency;
   o.kv_dtype = KvDtype::kBF16;
+  // On the CPU the pool holds the cell's requests and little more. On CUDA a block also holds
+  // the indexer's keys, which LatentCache::bytes_per_block does not count (the same bytes would
+  // hold fewer blocks there), so the device sizes its pool (--gpu-memory-utilization's default).
   const int blocks = concurrency * int((longest + size_t(max_tokens)) / size_t(o.block_size) + 2);
-  o.kv_cache_bytes =
-      size_t(blocks) * LatentCache::bytes_per_block(config, o.block_size, o.kv_dtype);
+  if (s.device != "cuda")
+    o.kv_cache_bytes =
+        size_t(blocks) * LatentCache::bytes_per_block(config, o.block_size, o.kv_dtype);
   o.state_records = speculative_state_records(k, rollback);
   o.decode_slice_rows = speculative_slice_rows(k, rollback);
   SchedulerLimits limits;

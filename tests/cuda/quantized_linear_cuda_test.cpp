@@ -71,6 +71,10 @@ const Shape kShapes[] = {
     // tiles; its b_proj, 4 tiles; a shared expert's slice).
     {QuantFormat::kMxfp8, 128, 4096},
     {QuantFormat::kMxfp8, 64, 4096},
+    // 66 tiles (no split over blocks), 9 groups a warp: a full stage, then a partial one, and the
+    // warps' MXFP8 scale rows not 8-byte aligned (the stream path's byte-wise scale loads).
+    {QuantFormat::kMxfp8, 1056, 2304},
+    {QuantFormat::kNvfp4, 1056, 2304},
     {QuantFormat::kNvfp4, 128, 4096},
     {QuantFormat::kFp8Block, 128, 4096},
 };

@@ -153,6 +153,71 @@ __device__ __forceinline__ void issue_stage(const QuantizedWeight& w, int64_t o0
   cp_async_commit();
 }
 
+// The scales of one stage as the stream path holds them, a stage ahead: MXFP8 the 8 E8M0 codes of
+// each of the lane's two rows packed into two words (4 registers, where 16 decoded floats spill
+// the 80-register kernel), NVFP4 each group's two E4M3 codes, FP8 block none (unit_scales).
+template <QuantFormat F>
+struct StageScales {
+  uint32_t code[kStage][2];
+};
+template <>
+struct StageScales<QuantFormat::kMxfp8> {
+  uint32_t packed[2][2];  // [row][word]: the code of group u in byte u % 4 of word u / 4
+};
+template <>
+struct StageScales<QuantFormat::kFp8Block> {};
+
+// Stage gb's scales of rows r0, r1 (groups past g_end read as 0; unused). words8: the 8 codes of
+// a row are one aligned 8-byte word (the scales 8-byte aligned, the warp's first group and the
+// scale row length multiples of 8), read in one load.
+template <QuantFormat F>
+__device__ __forceinline__ void load_stage_scales(const QuantizedWeight& w, int64_t r0, int64_t r1,
+                                                  int gb, int g_end, int t, bool full, bool words8,
+                                                  StageScales<F>& sc) {
+  if constexpr (F == QuantFormat::kMxfp8) {
+    const int64_t rows[2] = {r0, r1};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* row = w.scale + rows[h] * (w.cols / 32) + gb;
+      if (full && words8) {
+        const uint2 v = __ldg(reinterpret_cast<const uint2*>(row));
+        sc.packed[h][0] = v.x;
+        sc.packed[h][1] = v.y;
+      } else {
+        uint32_t word[2] = {0, 0};
+#pragma unroll
+        for (int u = 0; u < kStage; ++u)
+          if (full || gb + u < g_end) word[u / 4] |= uint32_t(__ldg(row + u)) << (8 * (u % 4));
+        sc.packed[h][0] = word[0];
+        sc.packed[h][1] = word[1];
+      }
+    }
+  } else if constexpr (F == QuantFormat::kNvfp4) {
+#pragma unroll
+    for (int u = 0; u < kStage; ++u) {
+      if (full || gb + u < g_end) {
+        RawGroup<F> r;
+        load_scales<F>(w, r0, r1, gb + u, t, r);
+        sc.code[u][0] = r.s[0];
+        sc.code[u][1] = r.s[1];
+      }
+    }
+  }
+}
+
+// Group u's scales from its stage's, into raw.s as load_scales gives them.
+template <QuantFormat F>
+__device__ __forceinline__ void group_scales(const StageScales<F>& sc, int u, RawGroup<F>& raw) {
+  if constexpr (F == QuantFormat::kMxfp8) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      raw.s[h] = e8m0_to_f32_dev((sc.packed[h][u / 4] >> (8 * (u % 4))) & 0xffu);
+  } else if constexpr (F == QuantFormat::kNvfp4) {
+    raw.s[0] = sc.code[u][0];
+    raw.s[1] = sc.code[u][1];
+  }
+}
+
 // The group's A fragments for its two MMAs: a[q][0..3] for the MMA over the lane's columns
 // 8t + 4q .. 8t + 4q + 3 (quantized_linear.h gives the slot order). NVFP4 with kTable (the
 // current kernel): each byte's E2M1 pair from the table (`lut`: this lane's column of it) times
@@ -200,11 +265,7 @@ __device__ __forceinline__ void a_fragments(const RawGroup<F>& r, const uint32_t
 // The B fragments of x row `xr` (or zeros past m or cols) for the group's two MMAs, in the same
 // column order as a_fragments.
 template <QuantFormat F>
-__device__ __forceinline__ void b_fragments(const GemvArgs& p, int64_t xr, int64_t gi, int t,
-                                            uint32_t (&b)[2][2]) {
-  const int64_t c = gi * kGroup + 8 * t;
-  uint4 xv = make_uint4(0, 0, 0, 0);
-  if (xr < p.m && c < p.w.cols) xv = __ldg(reinterpret_cast<const uint4*>(p.x + xr * p.w.cols + c));
+__device__ __forceinline__ void pack_b(uint4 xv, uint32_t (&b)[2][2]) {
   if constexpr (F == QuantFormat::kNvfp4) {
     b[0][0] = xv.x;
     b[0][1] = xv.y;
@@ -218,13 +279,23 @@ __device__ __forceinline__ void b_fragments(const GemvArgs& p, int64_t xr, int64
   }
 }
 
-// One group's MMAs: its A fragments (a_fragments), then for each x tile the two MMAs and the
-// scale FMAs of its format. u is the group's place in its stage of kStage (a multiple of kUnit
-// from the warp's first group), unit_scale the FP8-block scale of its 128 columns.
-template <QuantFormat F, int kTiles, bool kTable>
-__device__ __forceinline__ void mma_group(const GemvArgs& p, const RawGroup<F>& raw,
-                                          const uint32_t* lut, int u, int64_t gi, int64_t g_end,
-                                          float unit_scale, int g, int t, float (&acc)[kTiles][4],
+template <QuantFormat F>
+__device__ __forceinline__ void b_fragments(const GemvArgs& p, int64_t xr, int64_t gi, int t,
+                                            uint32_t (&b)[2][2]) {
+  const int64_t c = gi * kGroup + 8 * t;
+  uint4 xv = make_uint4(0, 0, 0, 0);
+  if (xr < p.m && c < p.w.cols) xv = __ldg(reinterpret_cast<const uint4*>(p.x + xr * p.w.cols + c));
+  pack_b<F>(xv, b);
+}
+
+// One group's MMAs: its A fragments (a_fragments), then for each x tile j the two MMAs (B fragments
+// from load_b(j, b)) and the scale FMAs of its format. u is the group's place in its stage of
+// kStage (a multiple of kUnit from the warp's first group); FP8 block: unit_last marks the last
+// group of a scale unit (or of the warp's range), unit_scale the unit's scale_inv.
+template <QuantFormat F, int kTiles, bool kTable, typename LoadB>
+__device__ __forceinline__ void mma_group(const RawGroup<F>& raw, const LoadB& load_b,
+                                          const uint32_t* lut, int u, bool unit_last,
+                                          float unit_scale, float (&acc)[kTiles][4],
                                           float (&part)[kTiles][4]) {
   constexpr int kUnit = F == QuantFormat::kFp8Block ? 4 : 1;
   uint32_t a[2][4];
@@ -238,7 +309,7 @@ __device__ __forceinline__ void mma_group(const GemvArgs& p, const RawGroup<F>& 
 #pragma unroll
   for (int j = 0; j < kTiles; ++j) {
     uint32_t b[2][2];
-    b_fragments<F>(p, int64_t(j) * 8 + g, gi, t, b);
+    load_b(j, b);  // each tile's B fragments just before its MMAs: fewer live registers
     float* c = F == QuantFormat::kNvfp4 ? acc[j] : part[j];
 #pragma unroll
     for (int q = 0; q < 2; ++q) mma_bf16(c, a[q][0], a[q][1], a[q][2], a[q][3], b[q][0], b[q][1]);
@@ -250,7 +321,7 @@ __device__ __forceinline__ void mma_group(const GemvArgs& p, const RawGroup<F>& 
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[j][e] = __fmaf_rn(part[j][e], raw.s[e >> 1], acc[j][e]);
   } else if constexpr (F == QuantFormat::kFp8Block) {
-    if (u % kUnit == kUnit - 1 || gi == g_end - 1) {  // the unit's last group
+    if (unit_last) {
 #pragma unroll
       for (int j = 0; j < kTiles; ++j)
 #pragma unroll
@@ -292,13 +363,18 @@ __global__ void __launch_bounds__(kMaxSplit * 32, kStream&& kTiles == 1 ? 3 : 2)
   const int64_t o0 = int64_t(blockIdx.x) * kTileRows;
   // Rows past the weight's end repeat its last row; their sums are not stored.
   const int64_t r0 = min(o0 + g, w.rows - 1), r1 = min(o0 + g + 8, w.rows - 1);
-  const int64_t groups = (w.cols + kGroup - 1) / kGroup;
-  const int64_t units = (groups + kUnit - 1) / kUnit;
-  const int64_t u_begin = int64_t(blockIdx.y) * units / p.block_splits;
-  const int64_t u_count = (int64_t(blockIdx.y) + 1) * units / p.block_splits - u_begin;
-  const int64_t g_begin = (u_begin + warp * u_count / p.splits) * kUnit;
-  const int64_t g_end = min((u_begin + (warp + 1) * u_count / p.splits) * kUnit, groups);
-  const int64_t scale_cols = (w.cols + 127) / 128;  // FP8 block: scale_inv's row length
+  // k in 32-bit: cols < 2^31, and the products below stay under 2^31 (units <= 2^26, warp < 8,
+  // blockIdx.y < 16): 32-bit divisions cost a fraction of 64-bit ones, once a warp.
+  const int groups = int((w.cols + kGroup - 1) / kGroup);
+  const int units = (groups + kUnit - 1) / kUnit;
+  const int by = int(blockIdx.y);
+  const int u_begin = by * units / p.block_splits;
+  const int u_count = (by + 1) * units / p.block_splits - u_begin;
+  const int g_begin = (u_begin + warp * u_count / p.splits) * kUnit;
+  const int g_end = min((u_begin + (warp + 1) * u_count / p.splits) * kUnit, groups);
+  const float* unit_row = F == QuantFormat::kFp8Block
+                              ? w.scale_inv + (o0 / 128) * ((w.cols + 127) / 128)
+                              : nullptr;  // FP8 block: this tile's row of scale_inv
   constexpr int kMine = kWarpBytes<F, kTiles, kStream>;
   uint8_t* mine = smem + warp * kMine;
 
@@ -306,53 +382,104 @@ __global__ void __launch_bounds__(kMaxSplit * 32, kStream&& kTiles == 1 ? 3 : 2)
 #pragma unroll
   for (int j = 0; j < kTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
   float part[kTiles][4];  // the current scale unit's sums (8-bit formats)
-  // The FP8-block scales of a stage's units.
-  auto unit_scales = [&](int64_t gb, float(&us)[kStage / kUnit]) {
+  // The FP8-block scales of a stage's units (full: every group of the stage is in range).
+  auto unit_scales = [&](int gb, float(&us)[kStage / kUnit], bool full) {
     if constexpr (F == QuantFormat::kFp8Block) {
 #pragma unroll
       for (int u = 0; u < kStage / kUnit; ++u) {
-        const int64_t gi = gb + u * kUnit;
-        us[u] = gi < g_end ? __ldg(w.scale_inv + (o0 / 128) * scale_cols + gi / kUnit) : 0.0f;
+        const int gi = gb + u * kUnit;
+        us[u] = full || gi < g_end ? __ldg(unit_row + gi / kUnit) : 0.0f;
       }
     }
   };
 
   if constexpr (kStream) {
     // The stage being computed and the next one: its bytes in `mine` (two halves), its scales in
-    // registers, both requested a stage ahead.
-    RawGroup<F> cur[kStage], next[kStage];
+    // registers, both requested a stage ahead. A stage whose 8 groups all lie in the warp's range
+    // and inside cols (every stage of a production shape) runs without per-group guards.
+    StageScales<F> cur, next;
     float unit_cur[kStage / kUnit] = {}, unit_next[kStage / kUnit] = {};
-    auto fetch = [&](int64_t gb, uint8_t* stage, RawGroup<F>(&s)[kStage],
-                     float(&us)[kStage / kUnit]) {
-      issue_stage<F>(w, o0, gb, g_end, stage, lane);
+    const bool whole_groups = w.cols % kGroup == 0;
+    const bool words8 = (w.cols / 32) % 8 == 0 && g_begin % 8 == 0 &&
+                        reinterpret_cast<uintptr_t>(w.scale) % 8 == 0;
+    // x's rows for this lane's B columns (null past m), read 8 columns at 8 t of each group.
+    const uint16_t* xrow[kTiles];
 #pragma unroll
-      for (int u = 0; u < kStage; ++u)
-        if (gb + u < g_end) load_scales<F>(w, r0, r1, gb + u, t, s[u]);
-      unit_scales(gb, us);
+    for (int j = 0; j < kTiles; ++j) {
+      const int64_t xr = int64_t(j) * 8 + g;
+      xrow[j] = xr < p.m ? p.x + xr * w.cols + 8 * t : nullptr;
+    }
+    auto fetch = [&](int gb, uint8_t* stage, StageScales<F>& sc, float(&us)[kStage / kUnit],
+                     bool full) {
+      issue_stage<F>(w, o0, gb, g_end, stage, lane);
+      load_stage_scales<F>(w, r0, r1, gb, g_end, t, full, words8, sc);
+      unit_scales(gb, us, full);
+    };
+    // `full` is a constant at each call: inlined, each call compiles to its own guard-free or
+    // guarded body.
+    auto compute = [&](int gb, const uint8_t* stage, bool full) {
+#pragma unroll
+      for (int u = 0; u < kStage; ++u) {
+        const int gi = gb + u;
+        if (!full && gi >= g_end) break;  // uniform across the warp
+        RawGroup<F> raw;
+        group_scales<F>(cur, u, raw);
+        const int c = gi * kGroup;  // + 8 t, in xrow
+        const bool c_in = full || c + 8 * t < w.cols;
+        if (full) {
+          using S = Stage<F>;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint8_t* q = stage + (g + 8 * h) * S::kRowStride + u * S::kGroupBytes;
+            if constexpr (F == QuantFormat::kNvfp4) {
+              raw.v[h] = *reinterpret_cast<const uint32_t*>(q + 4 * t);
+            } else {
+              raw.v[h] = *reinterpret_cast<const uint2*>(q + 8 * t);
+            }
+          }
+        } else {
+          read_group<F>(w, stage, u, gi, g, t, raw);
+        }
+        auto load_b = [&](int j, uint32_t(&b)[2][2]) {
+          uint4 xv = make_uint4(0, 0, 0, 0);
+          if (xrow[j] && c_in) xv = __ldg(reinterpret_cast<const uint4*>(xrow[j] + c));
+          pack_b<F>(xv, b);
+        };
+        const bool unit_last = u % kUnit == kUnit - 1 || (!full && gi == g_end - 1);
+        mma_group<F, kTiles, kUseTable>(raw, load_b, table + lane, u, unit_last,
+                                        unit_cur[u / kUnit], acc, part);
+      }
     };
     int half = 0;
-    if (g_begin < g_end) fetch(g_begin, mine, cur, unit_cur);
-    for (int64_t gb = g_begin; gb < g_end; gb += kStage, half ^= 1) {
-      if (gb + kStage < g_end) {
-        fetch(gb + kStage, mine + (half ^ 1) * Stage<F>::kBytes, next, unit_next);
+    if (g_begin < g_end) {
+      if (whole_groups && g_begin + kStage <= g_end) {
+        fetch(g_begin, mine, cur, unit_cur, true);
+      } else {
+        fetch(g_begin, mine, cur, unit_cur, false);
+      }
+    }
+    for (int gb = g_begin; gb < g_end; gb += kStage, half ^= 1) {
+      const int nb = gb + kStage;
+      if (nb < g_end) {
+        uint8_t* other = mine + (half ^ 1) * Stage<F>::kBytes;
+        if (whole_groups && nb + kStage <= g_end) {
+          fetch(nb, other, next, unit_next, true);
+        } else {
+          fetch(nb, other, next, unit_next, false);
+        }
       } else {
         cp_async_commit();  // an empty group: the wait below leaves only the newest in flight
       }
       cp_async_wait<1>();
       __syncwarp();  // the stage's bytes, copied by every lane, are visible to every lane
       const uint8_t* stage = mine + half * Stage<F>::kBytes;
-#pragma unroll
-      for (int u = 0; u < kStage; ++u) {
-        const int64_t gi = gb + u;
-        if (gi >= g_end) break;  // uniform across the warp
-        RawGroup<F> raw = cur[u];
-        read_group<F>(w, stage, u, gi, g, t, raw);
-        mma_group<F, kTiles, kUseTable>(p, raw, table + lane, u, gi, g_end, unit_cur[u / kUnit], g,
-                                        t, acc, part);
+      if (whole_groups && nb <= g_end) {
+        compute(gb, stage, true);
+      } else {
+        compute(gb, stage, false);
       }
       __syncwarp();  // every lane has read this stage before the next fetch refills it
-#pragma unroll
-      for (int u = 0; u < kStage; ++u) cur[u] = next[u];
+      cur = next;
 #pragma unroll
       for (int u = 0; u < kStage / kUnit; ++u) unit_cur[u] = unit_next[u];
     }
@@ -363,18 +490,30 @@ __global__ void __launch_bounds__(kMaxSplit * 32, kStream&& kTiles == 1 ? 3 : 2)
       // Every load of the stage is issued before any is used: a decode GEMV is a weight stream,
       // and only bytes in flight hide the memory latency.
       RawGroup<F> raw[kStage];
-      float unit_scale[kStage / kUnit] = {};
+      float unit_scale[kStage / kUnit];
 #pragma unroll
       for (int u = 0; u < kStage; ++u) {
         if (gb + u < g_end) raw[u] = load_group<F>(w, r0, r1, gb + u, t);
       }
-      unit_scales(gb, unit_scale);
+      if constexpr (F == QuantFormat::kFp8Block) {
+#pragma unroll
+        for (int u = 0; u < kStage / kUnit; ++u) {
+          const int64_t gi = gb + u * kUnit;
+          unit_scale[u] =
+              gi < g_end ? __ldg(w.scale_inv + (o0 / 128) * ((w.cols + 127) / 128) + gi / kUnit)
+                         : 0.0f;
+        }
+      }
 #pragma unroll
       for (int u = 0; u < kStage; ++u) {
         const int64_t gi = gb + u;
         if (gi >= g_end) break;  // uniform across the warp
-        mma_group<F, kTiles, kUseTable>(p, raw[u], table + lane, u, gi, g_end,
-                                        unit_scale[u / kUnit], g, t, acc, part);
+        auto load_b = [&](int j, uint32_t(&b)[2][2]) {
+          b_fragments<F>(p, int64_t(j) * 8 + g, gi, t, b);
+        };
+        const bool unit_last = u % kUnit == kUnit - 1 || gi == g_end - 1;
+        mma_group<F, kTiles, kUseTable>(raw[u], load_b, table + lane, u, unit_last,
+                                        unit_scale[u / kUnit], acc, part);
       }
     }
   }
@@ -451,10 +590,12 @@ void launch_rows(const GemvArgs& a, cudaStream_t stream) {
     launch<F, 1, kStream>(a, stream);
   } else if (a.m <= 16) {
     launch<F, 2, kStream>(a, stream);
-  } else if (a.m <= 24) {
-    launch<F, 3, kStream>(a, stream);
-  } else {
-    launch<F, 4, kStream>(a, stream);
+  } else if constexpr (!kStream) {  // the stream path takes at most 16 rows (quantized_gemv)
+    if (a.m <= 24) {
+      launch<F, 3, false>(a, stream);
+    } else {
+      launch<F, 4, false>(a, stream);
+    }
   }
 }
 
@@ -529,11 +670,11 @@ void quantized_gemv(const uint16_t* x, int64_t m, const QuantizedWeight& w, floa
   const bool block_part = plan.block_splits > 1;
   const GemvArgs a{x, m, w, block_part ? partials.data : y, plan.splits, plan.block_splits};
   // The stream path copies 16-byte pieces of each row: rows of a multiple of 16 bytes, aligned.
-  // MXFP8 past 16 rows (3-4 x tiles) keeps the baseline's loads: streamed, its 4-tile kernel
-  // spills and ran 0.56-0.79x the baseline at 32 rows (bundle 2026-12-04-g1-quant-stream-h200).
-  // Either path gives the same bits, so the choice by m changes no row's result.
+  // Past 16 rows (3-4 x tiles) the baseline's loads run: streamed, those kernels spill (MXFP8 ran
+  // 0.56-0.79x the baseline at 32 rows, bundle 2026-12-04-g1-quant-stream-h200). Either path
+  // gives the same bits, so the choice by m changes no row's result.
   const bool stream_rows = kernel == QuantKernel::kCurrent && w.data_row_bytes() % 16 == 0 &&
-                           aligned(w.data, 16) && !(w.format == QuantFormat::kMxfp8 && m > 16);
+                           aligned(w.data, 16) && m <= 16;
   switch (w.format) {
     case QuantFormat::kNvfp4:
       stream_rows ? launch_rows<QuantFormat::kNvfp4, true>(a, stream)

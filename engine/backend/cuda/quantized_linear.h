@@ -19,11 +19,14 @@
 // columns past m); its S <= 8 warps split k into contiguous ranges. A weight of few 16-row tiles
 // (fewer than half the SMs' worth) also splits k over B blocks when the caller lends room for
 // their partial sums (GemvPartials), which a second kernel adds in block order.
-// Loads (kCurrent): each warp streams its rows' bytes into its own shared memory with cp.async,
-// 16 contiguous bytes a lane (a warp's load covers 2 rows x 256 bytes, or 4 x 128 for NVFP4), two
-// stages of 8 groups in flight, and reads its MMA fragments from there (rows padded so that the
-// reads hit 32 banks); kBaseline reads each fragment's 4 or 8 bytes straight from global memory.
-// Both read the same values into the same MMAs in the same order: the same bits.
+// Loads (kCurrent, 1-16 rows): each warp streams its rows' bytes into its own shared memory with
+// cp.async, 16 contiguous bytes a lane (a warp's load covers 2 rows x 256 bytes, or 4 x 128 for
+// NVFP4), the next stage of 8 groups in flight while it computes the current one from there
+// (rows padded so that the reads hit 32 banks); a stage wholly inside the warp's range runs
+// without per-group guards, and MXFP8 keeps a stage's scale codes packed (one 8-byte load a row
+// where aligned). kBaseline, and kCurrent past 16 rows, read each fragment's 4 or 8 bytes straight
+// from global memory. Both read the same values into the same MMAs in the same order: the same
+// bits.
 // W is dequantized in registers to BF16 fragments EXACTLY, and the scales BF16 cannot carry are
 // applied in FP32 outside the MMA:
 //   NVFP4      A = e2m1 * e4m3 block scale (at most 6 significant bits, 2^-10 .. 2688: exact in
@@ -85,9 +88,9 @@ const char* quant_format_name(QuantFormat f);
 // kBaseline is the 2026-12-02 kernel (each fragment loaded from global memory into registers,
 // NVFP4 decoded per element in FP32, 2 blocks an SM; the quantized MoE's own baseline is
 // moe_quant_baseline.h), kept for one release so that bench/cuda/g1_operators times old and new
-// in the same run; both give the same bits (tested). kCurrent streams through shared memory where
-// a row's bytes are a multiple of 16 and the data 16-byte aligned (every production shape), and
-// runs the baseline's loads otherwise. Remove kBaseline after that run.
+// in the same run; both give the same bits (tested). kCurrent streams through shared memory at
+// 1-16 rows where a row's bytes are a multiple of 16 and the data 16-byte aligned (every
+// production shape), and runs the baseline's loads otherwise. Remove kBaseline after that run.
 enum class QuantKernel : uint8_t { kCurrent, kBaseline };
 
 // Room for the partial sums of a GEMV whose k is split over blocks (Gemm::split_partials): the
