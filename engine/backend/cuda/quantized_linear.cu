@@ -400,8 +400,8 @@ __global__ void __launch_bounds__(kMaxSplit * 32, kStream&& kTiles == 1 ? 3 : 2)
     StageScales<F> cur, next;
     float unit_cur[kStage / kUnit] = {}, unit_next[kStage / kUnit] = {};
     const bool whole_groups = w.cols % kGroup == 0;
-    const bool words8 = (w.cols / 32) % 8 == 0 && g_begin % 8 == 0 &&
-                        reinterpret_cast<uintptr_t>(w.scale) % 8 == 0;
+    const bool words8 =
+        (w.cols / 32) % 8 == 0 && g_begin % 8 == 0 && reinterpret_cast<uintptr_t>(w.scale) % 8 == 0;
     // x's rows for this lane's B columns (null past m), read 8 columns at 8 t of each group.
     const uint16_t* xrow[kTiles];
 #pragma unroll
