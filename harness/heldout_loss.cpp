@@ -35,7 +35,7 @@ std::pair<double, bool> score_row(const float* row, int vocab, int32_t target) {
 
 HeldoutSet read_heldout(const std::string& path, int vocab_size, int64_t max_tokens) {
   const nlohmann::json j = parse_json_file(path, ErrorKind::kInvalidArgument, kHeldoutLimits);
-  if (!j.is_object() || j.value("schema", "") != "sparkglm.heldout/1")
+  if (!j.is_object() || !j.contains("schema") || j["schema"] != "sparkglm.heldout/1")
     throw bad(path, "expected an object with \"schema\": \"sparkglm.heldout/1\"");
   if (!j.contains("generator") || !j["generator"].is_string())
     throw bad(path, "\"generator\" must be a string");

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <functional>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/core/cli_args.h"
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
@@ -23,12 +25,16 @@ constexpr int kOk = 0;
 constexpr int kFailed = 1;
 constexpr int kUsage = 2;
 
-// Runs a command body, turning an Error (bad argument, unreadable file) into exit status 2.
+// Runs a command body, turning an Error (bad argument, unreadable file) into exit status 2. A
+// JSON type error is a bundle of a shape no reader checked for: refused the same way, not a crash.
 int guarded(const char* command, std::ostream& err, const std::function<int()>& body) {
   try {
     return body();
   } catch (const Error& e) {
     err << command << ": " << e.what() << "\n";
+    return kUsage;
+  } catch (const nlohmann::json::exception& e) {
+    err << command << ": a JSON value of an unexpected type or shape: " << e.what() << "\n";
     return kUsage;
   }
 }

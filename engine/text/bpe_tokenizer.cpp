@@ -125,8 +125,10 @@ BpeTokenizer BpeTokenizer::parse(const std::string& tokenizer_json, const std::s
     if (!j.contains("pre_tokenizer") || j["pre_tokenizer"].is_null())
       malformed("pre_tokenizer", "missing; expected ByteLevel or a Sequence ending in ByteLevel");
     t.pretokenizer_ = Pretokenizer::from_json(j["pre_tokenizer"]);
-    if (!j.contains("decoder") || !j["decoder"].is_object() ||
-        j["decoder"].value("type", "") != "ByteLevel")
+    // Compared as JSON values: a "type" of another JSON type is refused here, not thrown as a
+    // type error by a typed read (the fuzzer found one).
+    if (!j.contains("decoder") || !j["decoder"].is_object() || !j["decoder"].contains("type") ||
+        j["decoder"]["type"] != "ByteLevel")
       throw Error(ErrorKind::kUnsupported,
                   "decoder: expected {\"type\": \"ByteLevel\"}, got " +
                       (j.contains("decoder") ? shown(j["decoder"]) : "nothing"));

@@ -42,6 +42,7 @@ TEST(HeldoutLoss, ReadsAWellFormedSet) {
 
 TEST(HeldoutLoss, RefusesWhatItCannotScoreNamingTheExample) {
   EXPECT_NE(error_of(R"({"schema": "other"})").find("sparkglm.heldout/1"), std::string::npos);
+  EXPECT_NE(error_of(R"({"schema": 7})").find("sparkglm.heldout/1"), std::string::npos);
   EXPECT_NE(error_of(kHead + "[]}").find("non-empty"), std::string::npos);
   EXPECT_NE(error_of(kHead + R"([{"task": "", "reply_from": 1, "tokens": [1, 2]}]})")
                 .find("example 0: \"task\""),

@@ -292,6 +292,11 @@ TEST(BpeTokenizer, MalformedFilesAreErrorsNamingTheField) {
        ErrorKind::kUnsupported, "pre_tokenizer.pretokenizers[0].behavior"},
       {[](json& j) { j["decoder"] = json::parse(R"({"type": "Metaspace"})"); },
        ErrorKind::kUnsupported, "decoder"},
+      // A "type" of another JSON type (found by json_inputs_fuzz: a typed read threw).
+      {[](json& j) { j["decoder"] = json::parse(R"({"type": ["a b"]})"); }, ErrorKind::kUnsupported,
+       "decoder"},
+      {[](json& j) { j["decoder"] = json::parse(R"({"kind": "ByteLevel"})"); },
+       ErrorKind::kUnsupported, "decoder"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     TinyTokenizer t;
