@@ -44,7 +44,9 @@ SpeculativeFlag from_config(const std::optional<std::string>& value) {
     return {Kind::kUnsupported, "expected a JSON object of at most 4096 bytes"};
   const nlohmann::json j = nlohmann::json::parse(*value, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return {Kind::kUnsupported, "not a JSON object"};
-  const std::string method = lower(j.value("method", std::string()));
+  const auto m = j.find("method");
+  if (m != j.end() && !m->is_string()) return {Kind::kUnsupported, "method: expected a string"};
+  const std::string method = m != j.end() ? lower(m->get<std::string>()) : std::string();
   if (!method.empty() && method.find("mtp") == std::string::npos)
     return {Kind::kUnsupported, "method " + method + ": " + kOwnHead};
   const auto n = j.find("num_speculative_tokens");

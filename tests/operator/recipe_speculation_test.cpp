@@ -79,5 +79,15 @@ TEST(RecipeSpeculation, OtherDraftersTreesAndLongChainsAreListedWithTheReason) {
   EXPECT_EQ(d.unsupported.size(), 6u);
 }
 
+TEST(RecipeSpeculation, AMethodThatIsNotAStringIsListedNotThrown) {
+  const ProfileDraft d = translate_command(
+      "vllm serve m --speculative-config '{\"method\": 5, "
+      "\"num_speculative_tokens\": 1}'");
+  EXPECT_EQ(drafts_of(d), -1);
+  EXPECT_TRUE(has_line(d.unsupported,
+                       "--speculative-config {\"method\": 5, \"num_speculative_tokens\": 1}: "
+                       "method: expected a string"));
+}
+
 }  // namespace
 }  // namespace sparkglm::operator_tool
