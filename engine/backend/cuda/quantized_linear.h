@@ -66,8 +66,12 @@
 // latency at 18 B/clock needs. The baseline issued each warp's 8 groups as 8-byte loads of 32
 // bytes a row and used them before issuing more: 1.1-1.5 TB/s on the large shapes (Nsight
 // Compute, bench/results/h200-2026-12-03-s14), and 15 us for a 0.6 MB weight of 8 tiles.
-// Expect ~75-85 % of the floor on the large shapes; small ones (~1-5 us) are bound by launch and
-// one load latency.
+// Measured (H200, bundle 2026-12-04-g1-quant-lean-h200): 74 % of the floor on the LM head at 1
+// row, 30-53 % on the 25-67 MB weights; small ones (~1-5 us) are bound by launch and one load
+// latency. The arithmetic above is the floor of the work, not what the compiler emitted: Nsight
+// Compute counted ~155 warp instructions per 512 weights before the guard-free stages (issue
+// slots 40 % busy at 14 resident warps an SM), so the kernel is bound by issue and latency rather
+// than by HBM (docs/cuda-operators.md, "2026-12-04").
 //
 // No allocation, no host synchronisation: safe to capture in a CUDA graph.
 #include <cuda_runtime.h>
