@@ -203,6 +203,7 @@ void Scheduler::release(Sequence& s) {
   s.slot = -1;
   blocks_.release_all(s.blocks);
   s.drafts.clear();  // no slot: nothing to verify or rewind
+  s.draft_masks_made = 0;
   s.rewind_row = -1;
   s.spec_blocks = 0;
   if (cache_) cache_->drop(s);

@@ -46,6 +46,10 @@ struct Sequence {
   std::vector<int32_t> drafts;
   int rewind_row = -1;
   int spec_blocks = 0;
+  // With an output grammar: the masks the drafter drafted under (draft_masks[i] before drafts[i],
+  // the first draft_masks_made of them current), which are the masks the verify rows need.
+  std::vector<std::vector<uint32_t>> draft_masks;
+  int draft_masks_made = 0;
 
   int generated() const { return int(tokens.size()) - prompt_len; }
   // Prefill covers the prompt; after a preemption, every token but the last (whose KV the next

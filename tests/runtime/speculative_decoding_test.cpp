@@ -439,6 +439,8 @@ TEST_P(SpeculativeRollbackTest, AConstrainedRequestIsDraftedForAndKeepsItsOutput
     expect_same(run(*r, limits_k(k), {requests[1]}, std::move(mtp)), {plain[1]},
                 "constrained alone, " + at);
     EXPECT_GT(scheduler->counters().speculation.verify_steps, 0u) << at;
+    // Verify rows took the drafter's masks (the output above shows they were the right ones).
+    EXPECT_GT(scheduler->counters().speculation.reused_masks, 0u) << at;
     EXPECT_GT(checked.constrained_drafts, 0u) << at;
     EXPECT_EQ(checked.refused_drafts, 0u) << "the MTP drafter drafted outside the grammar, " << at;
     expect_same(run(*r, limits_k(k), requests), plain, "constrained among drafted ones, " + at);
@@ -449,6 +451,7 @@ TEST_P(SpeculativeRollbackTest, AConstrainedRequestIsDraftedForAndKeepsItsOutput
     expect_same(run(*oracle_runner, limits_k(k), {requests[1]}, std::move(oracle)), {plain[1]},
                 "constrained, oracle drafts, " + at);
     const SpeculationCounters s = scheduler->counters().speculation;
+    EXPECT_EQ(s.reused_masks, 0u) << "the oracle leaves no masks: every row's is filled, " << at;
     EXPECT_GT(s.accepted[0], 0u) << at;
     EXPECT_LT(s.accepted[0], s.drafted[0]) << "the wrong drafts were rejected, " << at;
   }

@@ -36,6 +36,11 @@ struct DraftJob {
   // draft only tokens the grammar allows (accept_token through its drafts), and must leave it
   // as it found it (rollback), also when it throws. A refused draft costs only its row.
   GrammarMatcher* grammar = nullptr;
+  // With a grammar, room where a drafter may leave the mask it drafted each token under
+  // ((*masks)[i] before drafts[i]), saying in masks_made how many leading drafts have theirs: the
+  // verify row of draft i needs exactly that mask, which is then not filled twice.
+  std::vector<std::vector<uint32_t>>* masks = nullptr;
+  int32_t masks_made = 0;       // out
   std::vector<int32_t> drafts;  // out: at most `want` tokens
 };
 

@@ -10,11 +10,17 @@ namespace sparkglm {
 namespace {
 
 // The module's greedy pick at a chain's tip, among the tokens the job's grammar allows there (when
-// it has one, which then accepts the pick); -1 when nothing can be picked.
+// it has one, which then accepts the pick); -1 when nothing can be picked. The mask is filled into
+// the job's room for it (DraftJob::masks) when it has one, as the mask of its next draft.
 int32_t pick(DraftJob& job, const float* logits, int64_t vocab, std::vector<uint32_t>& mask) {
   if (!job.grammar) return greedy_token(logits, vocab);
-  const int32_t token = greedy_token(logits, vocab, job.grammar->fill_mask(mask));
-  return token >= 0 && job.grammar->accept_token(token) ? token : -1;
+  const size_t i = job.drafts.size();
+  if (job.masks && job.masks->size() <= i) job.masks->resize(i + 1);
+  std::vector<uint32_t>& m = job.masks ? (*job.masks)[i] : mask;
+  const int32_t token = greedy_token(logits, vocab, job.grammar->fill_mask(m));
+  if (token < 0 || !job.grammar->accept_token(token)) return -1;
+  if (job.masks) job.masks_made = int32_t(i + 1);
+  return token;
 }
 
 // Rolls each job's grammar back over the drafts it accepted, however drafting ends.
@@ -47,7 +53,10 @@ void MtpDrafter::draft(std::vector<DraftJob>& jobs) {
   };
   std::vector<Chain> wanting;
   std::vector<size_t> from_call;  // jobs whose tip is a logit row of the first call, in order
-  for (DraftJob& job : jobs) job.drafts.clear();
+  for (DraftJob& job : jobs) {
+    job.drafts.clear();
+    job.masks_made = 0;
+  }
   const GrammarRestore restore{jobs};
   std::vector<uint32_t> mask;
   for (size_t j = 0; j < jobs.size(); ++j) {

@@ -29,8 +29,13 @@ bool Speculator::applies_to(const Sequence& s) const {
   return !s.answer && !s.request.disable_speculation && (p.greedy() || !p.logprobs);
 }
 
-const uint32_t* Speculator::grammar_mask(const Sequence& s) {
-  return s.matcher ? s.matcher->fill_mask(mask_) : nullptr;
+const uint32_t* Speculator::grammar_mask(const Sequence& s, int row) {
+  if (!s.matcher) return nullptr;
+  if (row >= 0 && row < s.draft_masks_made && row < int(s.drafts.size())) {
+    ++counters_.reused_masks;
+    return s.draft_masks[size_t(row)].data();
+  }
+  return s.matcher->fill_mask(mask_);
 }
 
 int Speculator::add_verify_slice(Sequence& s, ForwardBatch& batch) {
@@ -68,8 +73,8 @@ void Speculator::commit(Sequence& s, SpecRole role, int rows, int first_logit,
     for (int i = 0; i < k; ++i) ++counters_.drafted[size_t(i)];
     for (int i = 0; i <= k; ++i) {
       const int32_t draft = i < k ? s.drafts[size_t(i)] : -1;
-      const DraftCheck c =
-          check_draft(*s.sampler, logits(i), vocab, config_.eos_token_ids, draft, grammar_mask(s));
+      const DraftCheck c = check_draft(*s.sampler, logits(i), vocab, config_.eos_token_ids, draft,
+                                       grammar_mask(s, i));
       emit_(s, c.token);
       ++committed;
       if (s.finish != FinishReason::kNone || !c.accepted) break;
@@ -81,6 +86,7 @@ void Speculator::commit(Sequence& s, SpecRole role, int rows, int first_logit,
       counters_.verify_tokens += uint64_t(committed);
     }
     s.drafts.clear();
+    s.draft_masks_made = 0;
     if (s.finish != FinishReason::kNone) return;  // its blocks and slot are released
     s.computed = start + accepted + 1;
     s.rewind_row = accepted < k ? accepted : -1;
@@ -162,6 +168,7 @@ void Speculator::draft(int reserve) {
     job.state_slot = s.slot;
     job.block_table = &s.blocks;
     job.grammar = s.matcher ? &*s.matcher : nullptr;
+    job.masks = s.matcher ? &s.draft_masks : nullptr;
     jobs.push_back(std::move(job));
     owners.push_back(&s);
   }
@@ -173,10 +180,14 @@ void Speculator::draft(int reserve) {
     // A draft only saves time: the sequences go on without one. A device fault is the engine's.
     if (is_device_fatal(e)) throw;
     ++counters_.draft_failures;
-    for (DraftJob& job : jobs) job.drafts.clear();
+    for (DraftJob& job : jobs) {
+      job.drafts.clear();
+      job.masks_made = 0;
+    }
   }
   for (size_t i = 0; i < jobs.size(); ++i) {
     owners[i]->drafts = std::move(jobs[i].drafts);
+    owners[i]->draft_masks_made = jobs[i].masks_made;
     trim_blocks(*owners[i]);  // blocks taken for drafts the drafter did not make
   }
 }

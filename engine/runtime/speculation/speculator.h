@@ -75,6 +75,9 @@ struct SpeculationCounters {
   // Verify slices whose next first draft came from the MTP rows of the verify step itself
   // (StepSampling::draft_on_picks), with no forward of the drafter's own for it.
   uint64_t step_drafts = 0;
+  // Verify rows of constrained sequences checked under the mask their draft was drafted under
+  // (DraftJob::masks), instead of filling it again.
+  uint64_t reused_masks = 0;
 };
 
 // A member's part in speculation, per queued step.
@@ -119,8 +122,10 @@ class Speculator {
   int drafts_wanted(const Sequence& s) const;
   // Releases draft-only blocks past what the sequence's next step reaches.
   void trim_blocks(Sequence& s);
-  // The output grammar's mask for the sequence's next token (in mask_), or null without one.
-  const uint32_t* grammar_mask(const Sequence& s);
+  // The output grammar's mask for the sequence's next token, or null without one: the drafter's
+  // mask of draft `row` when it left it (the same mask: the matcher has accepted the drafts
+  // before it), else filled into mask_.
+  const uint32_t* grammar_mask(const Sequence& s, int row = -1);
 
   int tokens_;
   bool drafts_in_step_ = false;
