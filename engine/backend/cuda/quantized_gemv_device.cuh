@@ -96,12 +96,12 @@ __device__ __forceinline__ RawGroup<F> load_group(const QuantizedWeight& w, int6
 }
 
 // The same values from a warp's shared-memory stage (`stage` holds groups gb .. gb + kStage - 1
-// of the tile's 16 rows; u = gi - gb); the scales come separately (load_scales).
+// of the tile's 16 rows; u = gi - gb); `in`: the lane's 8 columns lie inside cols (else zeros).
+// The scales come separately (load_scales).
 template <QuantFormat F>
-__device__ __forceinline__ void read_group(const QuantizedWeight& w, const uint8_t* stage, int u,
-                                           int64_t gi, int g, int t, RawGroup<F>& r) {
+__device__ __forceinline__ void read_group(const uint8_t* stage, int u, bool in, int g, int t,
+                                           RawGroup<F>& r) {
   using S = Stage<F>;
-  const bool in = gi * kGroup + 8 * t < w.cols;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const uint8_t* p = stage + (g + 8 * h) * S::kRowStride + u * S::kGroupBytes;

@@ -141,20 +141,7 @@ __global__ void __launch_bounds__(kMaxSplit * 32, kStream&& kTiles == 1 ? 3 : 2)
         group_scales<F>(cur, u, raw);
         const int c = gi * kGroup;  // + 8 t, in xrow
         const bool c_in = full || c + 8 * t < w.cols;
-        if (full) {
-          using S = Stage<F>;
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const uint8_t* q = stage + (g + 8 * h) * S::kRowStride + u * S::kGroupBytes;
-            if constexpr (F == QuantFormat::kNvfp4) {
-              raw.v[h] = *reinterpret_cast<const uint32_t*>(q + 4 * t);
-            } else {
-              raw.v[h] = *reinterpret_cast<const uint2*>(q + 8 * t);
-            }
-          }
-        } else {
-          read_group<F>(w, stage, u, gi, g, t, raw);
-        }
+        read_group<F>(stage, u, c_in, g, t, raw);
         auto load_b = [&](int j, uint32_t(&b)[2][2]) {
           uint4 xv = make_uint4(0, 0, 0, 0);
           if (xrow[j] && c_in) xv = __ldg(reinterpret_cast<const uint4*>(xrow[j] + c));
