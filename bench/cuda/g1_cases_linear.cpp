@@ -91,12 +91,11 @@ void run_shape(Harness& h, const ProjectionShape& s, const std::vector<int>& row
     c.bytes = double(s.n * s.k * 2 + m * s.k * 2 + m * s.n * 4);
     c.flops = 2.0 * double(m) * double(s.n) * double(s.k);
     c.note = m <= cuda::kGemvMaxRows
-                 ? "gemv_bf16 (own tensor-core kernel); why under the HBM floor: every row count "
-                   "up to 32 runs this one kernel so a row's bits never depend on its batch "
-                   "(cuBLAS picks kernels by M, hence faster here but batch-variant); a warp "
-                   "loads 64 B of each of 16 rows per instruction (~60 % of HBM on large weights "
-                   "where cuBLAS streams ~95 %), and launch, ramp and the split-k sum cost ~8 us "
-                   "a call, most of a 32-64 MB operand's time"
+                 ? "gemv_bf16 (own tensor-core kernels with the same bits: weights of 32 MiB or "
+                   "more streamed through shared memory by cp.async, 512 B a row a stage, by "
+                   "resident blocks; smaller ones loaded into registers, all at once; peers "
+                   "stream and registers: each kernel alone); a row's bits never depend on its "
+                   "batch (cuBLAS picks kernels by M, hence batch-variant)"
                  : "Gemm::prefill (own fixed-tile tensor-core GEMM, mma.sync + cp.async, no "
                    "split-K): a row's bits do not depend on how many rows share the product, so a "
                    "prompt computes the same however the scheduler cut it; the cuBLAS peer row "
@@ -121,6 +120,14 @@ void run_shape(Harness& h, const ProjectionShape& s, const std::vector<int>& row
     h.add_peer("cublas", c.op, c.shape, [&g, xp, wp, yp, m, s](cudaStream_t st) {
       g.cublaslt(xp, m, wp, s.n, s.k, yp, st);
     });
+    if (decode) {  // the two kernels kAuto chooses between by the weight's bytes
+      h.add_peer("stream", c.op, c.shape, [&g, xp, wp, yp, m, s](cudaStream_t st) {
+        g.decode(xp, m, wp, s.n, s.k, yp, st, cuda::GemvKernel::kStream);
+      });
+      h.add_peer("registers", c.op, c.shape, [&g, xp, wp, yp, m, s](cudaStream_t st) {
+        g.decode(xp, m, wp, s.n, s.k, yp, st, cuda::GemvKernel::kRegisters);
+      });
+    }
   }
 }
 

@@ -70,6 +70,48 @@ TEST(CudaOperators, GemvMatchesCpuLinearAndRowsDoNotDependOnTheBatch) {
   }
 }
 
+// The streamed GEMV (GemvKernel::kStream) feeds the same values to the same MMAs as the
+// 2026-12-02 kernel (kRegisters): the same bits, at every tile count (1-32 rows), for a warp's k of
+// half a stage, whole stages and a stage and a half, with and without the split over blocks, and
+// with a ragged last tile of W rows.
+TEST(CudaOperators, StreamedGemvMatchesTheRegisterKernelBitForBit) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  cuda::Gemm gemm;
+  struct Shape {
+    int64_t n, k;
+  };
+  // k per warp without a split: 128, 384, 1024; Gemm::decode splits the few-row ones.
+  for (const Shape s : {Shape{40, 512}, Shape{72, 1536}, Shape{1000, 4096}, Shape{4104, 4096}}) {
+    std::vector<uint16_t> w(size_t(s.n * s.k)), x(size_t(32 * s.k));
+    const auto wf = uniform(3, w.size(), 0.0f, 0.2f), xf = uniform(4, x.size(), 0.0f, 1.0f);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(wf[i]);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = f32_to_bf16(xf[i]);
+    auto dw = to_device(w), dx = to_device(x);
+    cuda::DeviceBuffer dy(size_t(32 * s.n * 4));
+    const auto* xp = static_cast<const uint16_t*>(dx.data());
+    const auto* wp = static_cast<const uint16_t*>(dw.data());
+    auto* yp = static_cast<float*>(dy.data());
+    for (int64_t m : {1, 5, 8, 9, 16, 17, 24, 25, 32}) {
+      for (bool split : {false, true}) {
+        std::vector<float> got[2];
+        for (auto kernel : {cuda::GemvKernel::kStream, cuda::GemvKernel::kRegisters}) {
+          SPARKGLM_CUDA_CHECK(cudaMemset(dy.data(), 0xff, dy.bytes()));
+          if (split) {
+            gemm.decode(xp, m, wp, s.n, s.k, yp, nullptr, kernel);
+          } else {
+            cuda::gemv_bf16(xp, m, wp, s.n, s.k, yp, nullptr, kernel);
+          }
+          got[kernel == cuda::GemvKernel::kRegisters] = to_host<float>(dy, size_t(m * s.n));
+        }
+        EXPECT_EQ(std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4), 0)
+            << "n " << s.n << " k " << s.k << " m " << m << (split ? " through decode" : "");
+        EXPECT_TRUE(std::all_of(got[0].begin(), got[0].end(), [](float v) { return v == v; }))
+            << "an output was left unwritten: n " << s.n << " k " << s.k << " m " << m;
+      }
+    }
+  }
+}
+
 // Prefill rows: the fixed-tile GEMM, within tolerance of the CPU and, row for row, the same bits
 // whatever the number of rows sharing the product (1 to 700, ragged tiles included); a weight of
 // n % 8 != 0 columns takes the CUDA-core kernel with the same promise.

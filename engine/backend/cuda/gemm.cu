@@ -4,7 +4,7 @@
 #include <string>
 
 #include "engine/backend/cuda/cuda_check.h"
-#include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/gemv_bf16.h"
 #include "engine/backend/cuda/grouped_gemm.h"
 #include "engine/core/error.h"
 
@@ -12,11 +12,8 @@ namespace sparkglm::cuda {
 
 namespace {
 
-constexpr int kWarps = 8;        // warps per block
-constexpr int kRowsPerWarp = 4;  // output rows (of W) per warp: each x chunk feeds 4 rows
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 constexpr size_t kSplitPartialBytes = size_t(16) << 20;  // split-k GEMV partial sums
-constexpr int64_t kGemvTargetBlocks = 1024;  // enough blocks to keep every SM's loads in flight
 
 void check_cublas(cublasStatus_t status, const char* call, int line) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
@@ -31,216 +28,7 @@ void check_cublas(cublasStatus_t status, const char* call, int line) {
 }
 #define SPARKGLM_CUBLAS_CHECK(call) check_cublas((call), #call, __LINE__)
 
-struct GemvParams {
-  const uint16_t* x;  // [m, k]
-  const uint16_t* w;  // [n, k]
-  float* y;           // [m, n]; with splits > 1 the partials [splits, m, n]
-  int64_t m, n, k;
-  int splits = 1;  // k slices, one per blockIdx.y (the MMA kernel only)
-};
-
-__device__ __forceinline__ void unpack8(const uint4& v, float* f) {
-  const uint32_t u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(u[i] << 16);
-    f[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
-  }
-}
-
-// Grid: (ceil(n / (kWarps * kRowsPerWarp)), ceil(m / kMt)). One warp: kRowsPerWarp rows of W
-// against up to kMt rows of x; lane l takes the 8-value chunks l, l+32, l+64, ...
-template <int kMt>
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const __grid_constant__ GemvParams p) {
-  const int lane = threadIdx.x & 31;
-  const int64_t n0 = (int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * kRowsPerWarp;
-  const int64_t m0 = int64_t(blockIdx.y) * kMt;
-  if (n0 >= p.n) return;
-  const int rows = int(p.n - n0 < kRowsPerWarp ? p.n - n0 : kRowsPerWarp);
-  const int mt = int(p.m - m0 < kMt ? p.m - m0 : kMt);
-  const int64_t chunks = p.k / 8;
-
-  float acc[kRowsPerWarp][kMt];  // [rows of W, rows of x]
-#pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r)
-#pragma unroll
-    for (int i = 0; i < kMt; ++i) acc[r][i] = 0.0f;
-
-#pragma unroll 2
-  for (int64_t c = lane; c < chunks; c += 32) {
-    float wf[kRowsPerWarp][8];
-#pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-      // A missing W row (n not a multiple of 4) repeats the last one; its sums are not stored.
-      const int rr = r < rows ? r : rows - 1;
-      unpack8(load_stream(p.w + (n0 + rr) * p.k + c * 8), wf[r]);
-    }
-#pragma unroll
-    for (int i = 0; i < kMt; ++i) {
-      if (i >= mt) break;
-      float xf[8];
-      unpack8(__ldg(reinterpret_cast<const uint4*>(p.x + (m0 + i) * p.k + c * 8)), xf);
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r)
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[r][i] = fmaf(wf[r][e], xf[e], acc[r][i]);
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r)
-#pragma unroll
-    for (int i = 0; i < kMt; ++i) {
-      const float s = warp_sum(acc[r][i]);
-      if (lane == (r * kMt + i) % 32 && r < rows && i < mt) p.y[(m0 + i) * p.n + n0 + r] = s;
-    }
-}
-
-// Tensor-core GEMV: mma.m16n8k16 (BF16 in, FP32 accumulate) with W as the 16-row A operand and
-// up to 32 x rows as B columns. Block: kSplitK warps, each a contiguous quarter of k; the warps'
-// partial sums are added in warp order. Lane (g = lane / 4, t = lane % 4) loads 8 consecutive k of
-// W rows g and g + 8 and of x row g per 32-k block; the two MMAs of a block take k 8t..8t+3 and
-// 8t+4..8t+7 at the fragment slots of logical k 2t, 2t+1, 2t+8, 2t+9 (the same permutation in A
-// and B, so each dot product still covers every k once). A column's sums never involve another
-// column's values, so a row's result does not depend on how many rows share the batch.
-constexpr int kSplitK = 4;
-constexpr int kMmaRows = 16;
-constexpr int kStages = 4;                         // 32-k blocks of W loaded ahead per warp
-constexpr int64_t kMmaK = 32 * kSplitK * kStages;  // k must be a multiple of this
-
-template <int kTiles>  // ceil(m / 8) column tiles of B
-__global__ void __launch_bounds__(kSplitK * 32)
-    gemv_mma_kernel(const __grid_constant__ GemvParams p) {
-  __shared__ float partial[kSplitK - 1][kTiles][32][4];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const int64_t n0 = int64_t(blockIdx.x) * kMmaRows;
-  const int64_t r0 = min(n0 + g, p.n - 1), r1 = min(n0 + g + 8, p.n - 1);  // clamped loads
-  const int64_t k_slice = p.k / p.splits;  // this block's slice of k, split over its warps
-  const int64_t k_per_warp = k_slice / kSplitK;
-  const int64_t k_begin = blockIdx.y * k_slice + warp * k_per_warp, k_end = k_begin + k_per_warp;
-  float* y = p.y + int64_t(blockIdx.y) * p.m * p.n;
-  const uint16_t* w0 = p.w + r0 * p.k + t * 8;
-  const uint16_t* w1 = p.w + r1 * p.k + t * 8;
-
-  float acc[kTiles][4];
-#pragma unroll
-  for (int j = 0; j < kTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-
-  // kStages k blocks of W are requested before any is used: a decode GEMV is a stream of
-  // weights, and only bytes in flight hide the memory latency.
-  for (int64_t kb0 = k_begin; kb0 < k_end; kb0 += 32 * kStages) {
-    uint4 wa[kStages], wb[kStages];
-#pragma unroll
-    for (int u = 0; u < kStages; ++u) {
-      wa[u] = load_stream(w0 + kb0 + 32 * u);
-      wb[u] = load_stream(w1 + kb0 + 32 * u);
-    }
-#pragma unroll
-    for (int u = 0; u < kStages; ++u) {
-      const int64_t kb = kb0 + 32 * u;
-#pragma unroll
-      for (int j = 0; j < kTiles; ++j) {
-        const int64_t m = j * 8 + g;
-        uint4 xv = make_uint4(0, 0, 0, 0);
-        if (m < p.m) xv = __ldg(reinterpret_cast<const uint4*>(p.x + m * p.k + kb + t * 8));
-        mma_bf16(acc[j], wa[u].x, wb[u].x, wa[u].y, wb[u].y, xv.x, xv.y);
-        mma_bf16(acc[j], wa[u].z, wb[u].z, wa[u].w, wb[u].w, xv.z, xv.w);
-      }
-    }
-  }
-  if (warp > 0) {
-#pragma unroll
-    for (int j = 0; j < kTiles; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) partial[warp - 1][j][lane][e] = acc[j][e];
-  }
-  __syncthreads();
-  if (warp != 0) return;
-#pragma unroll
-  for (int j = 0; j < kTiles; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float v = acc[j][e];
-#pragma unroll
-      for (int w = 0; w < kSplitK - 1; ++w) v = v + partial[w][j][lane][e];
-      const int64_t n = n0 + g + (e >= 2 ? 8 : 0);
-      const int64_t m = j * 8 + t * 2 + (e & 1);
-      if (n < p.n && m < p.m) y[m * p.n + n] = v;
-    }
-}
-
-// y[i] = (sum over s, increasing, of partial[s][i]) * scale: the k slices of a split GEMV.
-__global__ void sum_splits_kernel(const float* partial, int splits, int64_t count, float scale,
-                                  float* y) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    float v = partial[i];
-    for (int s = 1; s < splits; ++s) v = __fadd_rn(v, partial[s * count + i]);
-    y[i] = __fmul_rn(v, scale);
-  }
-}
-
-template <int kTiles>
-void launch_gemv_mma(const GemvParams& p, cudaStream_t stream) {
-  const unsigned blocks = unsigned((p.n + kMmaRows - 1) / kMmaRows);
-  gemv_mma_kernel<kTiles><<<dim3(blocks, unsigned(p.splits)), kSplitK * 32, 0, stream>>>(p);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
-}
-
-void launch_gemv_mma_tiles(const GemvParams& p, cudaStream_t stream) {
-  // The tile count only pads B; every column's MMA sequence is the same.
-  if (p.m <= 8) {
-    launch_gemv_mma<1>(p, stream);
-  } else if (p.m <= 16) {
-    launch_gemv_mma<2>(p, stream);
-  } else if (p.m <= 24) {
-    launch_gemv_mma<3>(p, stream);
-  } else {
-    launch_gemv_mma<4>(p, stream);
-  }
-}
-
-template <int kMt>
-void launch_gemv(const GemvParams& p, cudaStream_t stream) {
-  const int64_t rows_per_block = kWarps * kRowsPerWarp;
-  const dim3 grid(unsigned((p.n + rows_per_block - 1) / rows_per_block),
-                  unsigned((p.m + kMt - 1) / kMt));
-  gemv_kernel<kMt><<<grid, kWarps * 32, 0, stream>>>(p);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
-}
-
 }  // namespace
-
-void gemv_bf16(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
-               cudaStream_t stream) {
-  SPARKGLM_ASSERT(k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                      reinterpret_cast<uintptr_t>(w) % 16 == 0,
-                  "gemv_bf16: k must be a multiple of 8 and operands 16-byte aligned");
-  if (m <= 0 || n <= 0) return;
-  const GemvParams p{x, w, y, m, n, k};
-  if (m <= kGemvMaxRows && k % kMmaK == 0) {
-    launch_gemv_mma_tiles(p, stream);
-    return;
-  }
-  // Other k: the CUDA-core kernel. The tile width only groups rows for reuse of each W chunk.
-  if (m == 1) {
-    launch_gemv<1>(p, stream);
-  } else if (m == 2) {
-    launch_gemv<2>(p, stream);
-  } else if (m <= 4) {
-    launch_gemv<4>(p, stream);
-  } else {
-    launch_gemv<8>(p, stream);
-  }
-}
-
-void sum_split_partials(const float* partial, int splits, int64_t count, float scale, float* y,
-                        cudaStream_t stream) {
-  if (count <= 0) return;
-  sum_splits_kernel<<<unsigned(std::min<int64_t>((count + 255) / 256, 4096)), 256, 0, stream>>>(
-      partial, splits, count, scale, y);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
-}
 
 Gemm::Gemm()
     : workspace_(kWorkspaceBytes),
@@ -269,22 +57,15 @@ __global__ void one_group_plan_kernel(int32_t m, int32_t tile_rows, int32_t* pla
   plan[3] = (m + tile_rows - 1) / tile_rows;
 }
 
-int gemv_splits(int64_t n, int64_t k) {
-  const int64_t blocks = (n + kMmaRows - 1) / kMmaRows;
-  int splits = 1;
-  while (blocks * splits < kGemvTargetBlocks && k % (kMmaK * splits * 2) == 0) splits *= 2;
-  return splits;
-}
-
 }  // namespace
 
 void Gemm::decode(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, GemvKernel kernel) {
   // A weight matrix of few rows gives too few blocks to stream at full bandwidth: its k is split
   // over more blocks, whose partial sums are then added in slice order. The split depends on the
   // weight's shape only (the partials' room is judged at a full piece), so a row's result does
   // not depend on the batch.
-  const int splits = k % kMmaK == 0 ? gemv_splits(n, k) : 1;
+  const int splits = k % kGemvMmaK == 0 ? gemv_mma_splits(n, k) : 1;
   const bool split =
       splits > 1 &&
       size_t(splits) * size_t(kGemvMaxRows) * size_t(n) * sizeof(float) <= split_partials_.bytes();
@@ -293,12 +74,10 @@ void Gemm::decode(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, in
     const uint16_t* xr = x + r0 * k;
     float* yr = y + r0 * n;
     if (!split) {
-      gemv_bf16(xr, rows, w, n, k, yr, stream);
+      gemv_bf16(xr, rows, w, n, k, yr, stream, kernel);
       continue;
     }
-    GemvParams p{xr, w, static_cast<float*>(split_partials_.data()), rows, n, k, splits};
-    launch_gemv_mma_tiles(p, stream);
-    sum_split_partials(p.y, splits, rows * n, 1.0f, yr, stream);
+    gemv_mma(xr, rows, w, n, k, yr, GemvSplit{splits, split_partials()}, kernel, stream);
   }
 }
 
@@ -311,7 +90,7 @@ void Gemm::prefill(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, i
   if (n % 8 != 0) {
     // Too few columns for the tile GEMM (the indexer's one-column pooling gate): the CUDA-core
     // GEMV, whose per-element chain is the same for every m.
-    launch_gemv<8>(GemvParams{x, w, y, m, n, k}, stream);
+    gemv_cuda_cores(x, m, w, n, k, y, stream);
     return;
   }
   // 128-row tiles for long pieces, 64 for short ones; a row's bits are the same with either.

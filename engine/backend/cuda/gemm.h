@@ -31,6 +31,12 @@ namespace sparkglm::cuda {
 
 inline constexpr int kGemvMaxRows = 32;
 
+// The decode GEMV's two kernels, which give the same bits (gemv_bf16.h): kStream through shared
+// memory, kRegisters (the 2026-12-02 kernel) straight into registers; kAuto, the engine's, takes
+// kStream for weights of kGemvStreamBytes or more and kRegisters below.
+enum class GemvKernel { kAuto, kStream, kRegisters };
+inline constexpr int64_t kGemvStreamBytes = int64_t(32) << 20;
+
 // For b < batches: Y_b = X_b W_b^T, or X_b W_b with w_kn, on tensor cores (BF16 operands, FP32
 // accumulation). Row-major views, element strides: X_b [m, k] at x + b * x_batch, rows x_ld
 // apart; W_b [n, k] (nn.Linear layout), or [k, n] with w_kn, at w + b * w_batch, rows w_ld apart;
@@ -52,7 +58,7 @@ struct BatchedGemmArgs {
 // x: [m, k] BF16 bits; w: [n, k] BF16 bits (nn.Linear layout); y: [m, n] FP32.
 // k must be a multiple of 8 and x, w 16-byte aligned.
 void gemv_bf16(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
-               cudaStream_t stream);
+               cudaStream_t stream, GemvKernel kernel = GemvKernel::kAuto);
 
 // y[i] = (partial[0][i] + partial[1][i] + ... + partial[splits - 1][i]) * scale, added in slice
 // order: the k slices of a GEMV split over blocks (partial: [splits][count] FP32).
@@ -68,7 +74,7 @@ class Gemm {
 
   // Decode rows (any m, in pieces of kGemvMaxRows): the weight-streaming GEMV.
   void decode(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
-              cudaStream_t stream);
+              cudaStream_t stream, GemvKernel kernel = GemvKernel::kAuto);
   // Prefill rows (any m, one row included): the fixed-tile GEMM.
   void prefill(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
                cudaStream_t stream);
