@@ -9,10 +9,10 @@
 // 8t .. 8t + 7 of rows g and g + 8 (and of x row g) for each 32 k: the two MMAs take k 8t .. 8t + 3
 // and 8t + 4 .. 8t + 7 at fragment slots 2t, 2t + 1, 2t + 8, 2t + 9 (the same permutation in A and
 // B). Two kernels feed these same values to these same MMAs, so they give the same bits:
-//   GemvKernel::kStream (the engine's for large weights): a grid of resident blocks (3 an SM on the H200) takes the
-//     (tile, slice) items in turn; each warp copies its 16 rows' next 256 k (512 contiguous bytes
-//     a row) into its own shared-memory stage with cp.async while it computes the previous one,
-//     across items too;
+//   GemvKernel::kStream (the engine's for large weights): a grid of resident blocks (3 an SM on
+//     the H200) takes the (tile, slice) items in turn; each warp copies its 16 rows' next 256 k
+//     (512 contiguous bytes a row) into its own shared-memory stage with cp.async while it
+//     computes the previous one, across items too;
 //   GemvKernel::kRegisters (the 2026-12-02 kernel): one block a (tile, slice), 16-byte register
 //     loads of 4 x 32 k ahead straight from global memory, up to 16 blocks an SM. Below
 //     kGemvStreamBytes of weight (an expert's 16 MB) every load is in flight at once and this
