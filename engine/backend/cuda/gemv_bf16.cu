@@ -88,6 +88,36 @@ constexpr int kMmaRows = 16;
 constexpr int kStages = 4;  // 32-k blocks of W loaded ahead per warp (kRegisters)
 static_assert(kGemvMmaK == 32 * kSplitK * kStages, "a warp's k is a whole number of load rounds");
 
+// The end of a (tile, slice) item, as both MMA kernels finish it: warps 1-3 leave their C
+// fragments in `sums` ([kSplitK - 1][kTiles][32][4] floats), and after a block barrier warp 0 adds
+// them to its own in warp order and stores rows n0 + g, n0 + g + 8 of y [m, n] (rows past n and
+// columns past m are not stored).
+template <int kTiles>
+__device__ __forceinline__ void add_warp_sums(float* sums, const float (&acc)[kTiles][4],
+                                              const GemvParams& p, int64_t n0, float* y) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  if (warp > 0) {
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sums[(((warp - 1) * kTiles + j) * 32 + lane) * 4 + e] = acc[j][e];
+  }
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float v = acc[j][e];
+#pragma unroll
+      for (int w = 1; w < kSplitK; ++w) v = v + sums[(((w - 1) * kTiles + j) * 32 + lane) * 4 + e];
+      const int64_t n = n0 + g + (e >= 2 ? 8 : 0);
+      const int64_t m = j * 8 + t * 2 + (e & 1);
+      if (n < p.n && m < p.m) y[m * p.n + n] = v;
+    }
+}
+
 // GemvKernel::kRegisters: W fragments loaded from global memory into registers.
 template <int kTiles>  // ceil(m / 8) column tiles of B
 __global__ void __launch_bounds__(kSplitK * 32)
@@ -130,25 +160,7 @@ __global__ void __launch_bounds__(kSplitK * 32)
       }
     }
   }
-  if (warp > 0) {
-#pragma unroll
-    for (int j = 0; j < kTiles; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) partial[warp - 1][j][lane][e] = acc[j][e];
-  }
-  __syncthreads();
-  if (warp != 0) return;
-#pragma unroll
-  for (int j = 0; j < kTiles; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float v = acc[j][e];
-#pragma unroll
-      for (int w = 0; w < kSplitK - 1; ++w) v = v + partial[w][j][lane][e];
-      const int64_t n = n0 + g + (e >= 2 ? 8 : 0);
-      const int64_t m = j * 8 + t * 2 + (e & 1);
-      if (n < p.n && m < p.m) y[m * p.n + n] = v;
-    }
+  add_warp_sums<kTiles>(&partial[0][0][0][0], acc, p, n0, y);
 }
 
 // y[i] = (sum over s, increasing, of partial[s][i]) * scale: the k slices of a split GEMV.
@@ -277,32 +289,9 @@ __global__ void __launch_bounds__(kSplitK * 32, kStreamBlocksPerSm)
       ++s;
       continue;
     }
-    // The item's end: warps 1-3 leave their sums, warp 0 adds them in warp order (as the
-    // register kernel does) and writes y or the slice's partial sums.
-    if (warp > 0) {
-#pragma unroll
-      for (int j = 0; j < kTiles; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          sums[(((warp - 1) * kTiles + j) * 32 + lane) * 4 + e] = acc[j][e];
-    }
-    __syncthreads();
-    if (warp == 0) {
-      const int64_t n0 = int64_t(i / p.splits) * kMmaRows;
-      float* y = p.y + int64_t(i % p.splits) * p.m * p.n;
-#pragma unroll
-      for (int j = 0; j < kTiles; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float v = acc[j][e];
-#pragma unroll
-          for (int w = 1; w < kSplitK; ++w)
-            v = v + sums[(((w - 1) * kTiles + j) * 32 + lane) * 4 + e];
-          const int64_t n = n0 + g + (e >= 2 ? 8 : 0);
-          const int64_t m = j * 8 + t * 2 + (e & 1);
-          if (n < p.n && m < p.m) y[m * p.n + n] = v;
-        }
-    }
+    // The item's end: the warps' sums added in warp order, into y or the slice's partial sums.
+    add_warp_sums<kTiles>(sums, acc, p, int64_t(i / p.splits) * kMmaRows,
+                          p.y + int64_t(i % p.splits) * p.m * p.n);
     __syncthreads();  // warp 0 has read the sums before the next item's are written
     i = ni;
     s = 0;
@@ -318,16 +307,16 @@ void launch_gemv_mma(const GemvParams& p, GemvKernel kernel, cudaStream_t stream
         <<<dim3(unsigned(tiles), unsigned(p.splits)), kSplitK * 32, 0, stream>>>(p);
   } else {
     // As many blocks as stay resident (the work per block does not change a bit of the result),
-    // counted once per device.
+    // counted once per device, when the kernel's shared-memory limit is raised there.
     constexpr int kSmem = kStreamSmem<kTiles>;
     auto* kernel_fn = gemv_stream_kernel<kTiles>;
-    SPARKGLM_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel_fn, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     static std::atomic<int> resident_on[kMaxDevices] = {};
     int device = 0;
     SPARKGLM_CUDA_CHECK(cudaGetDevice(&device));
     int resident = device < kMaxDevices ? resident_on[device].load() : 0;
     if (resident == 0) {
+      SPARKGLM_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel_fn, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
       int sms = 0, per_sm = 0;
       SPARKGLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
       SPARKGLM_CUDA_CHECK(
