@@ -13,7 +13,8 @@ using nlohmann::json;
 namespace {
 
 // The record's keys, in the order to_json writes them; record_from_json requires each but the
-// newer ones that older bundles lack (logprobs_sha256, client_thread_cpu_s, events_per_read), and
+// newer ones that older bundles lack (logprobs_sha256, client_thread_cpu_s, events_per_read,
+// tool_calls), and
 // accepts no other.
 const std::set<std::string>& record_keys() {
   static const std::set<std::string> keys = {"arm",
@@ -45,7 +46,8 @@ const std::set<std::string>& record_keys() {
                                              "client_overhead_median_s",
                                              "client_overhead_max_s",
                                              "client_thread_cpu_s",
-                                             "events_per_read"};
+                                             "events_per_read",
+                                             "tool_calls"};
   return keys;
 }
 
@@ -106,36 +108,42 @@ json optional_json(const std::optional<double>& v) {
 }  // namespace
 
 json to_json(const RequestRecord& r) {
-  return {{"arm", r.arm},
-          {"workload", r.workload},
-          {"case_id", r.case_id},
-          {"repetition", r.repetition},
-          {"index", r.index},
-          {"marker", r.marker},
-          {"start_s", r.start_s},
-          {"first_output_s", optional_json(r.first_output_s)},
-          {"first_visible_s", optional_json(r.first_visible_s)},
-          {"output_event_s", r.output_event_s},
-          {"end_s", r.end_s},
-          {"ok", r.ok},
-          {"http_status", r.http_status},
-          {"error", r.error},
-          {"finish_reason", r.finish_reason},
-          {"prompt_tokens", r.prompt_tokens},
-          {"completion_tokens", r.completion_tokens},
-          {"cached_tokens", r.cached_tokens},
-          {"reasoning_tokens", r.reasoning_tokens},
-          {"token_ids", r.token_ids},
-          {"output_text", r.output_text},
-          {"reasoning_text", r.reasoning_text},
-          {"output_sha256", r.output_sha256},
-          {"reasoning_sha256", r.reasoning_sha256},
-          {"token_ids_sha256", r.token_ids_sha256},
-          {"logprobs_sha256", r.logprobs_sha256},
-          {"client_overhead_median_s", r.client_overhead_median_s},
-          {"client_overhead_max_s", r.client_overhead_max_s},
-          {"client_thread_cpu_s", r.client_thread_cpu_s},
-          {"events_per_read", r.events_per_read}};
+  json j = {{"arm", r.arm},
+            {"workload", r.workload},
+            {"case_id", r.case_id},
+            {"repetition", r.repetition},
+            {"index", r.index},
+            {"marker", r.marker},
+            {"start_s", r.start_s},
+            {"first_output_s", optional_json(r.first_output_s)},
+            {"first_visible_s", optional_json(r.first_visible_s)},
+            {"output_event_s", r.output_event_s},
+            {"end_s", r.end_s},
+            {"ok", r.ok},
+            {"http_status", r.http_status},
+            {"error", r.error},
+            {"finish_reason", r.finish_reason},
+            {"prompt_tokens", r.prompt_tokens},
+            {"completion_tokens", r.completion_tokens},
+            {"cached_tokens", r.cached_tokens},
+            {"reasoning_tokens", r.reasoning_tokens},
+            {"token_ids", r.token_ids},
+            {"output_text", r.output_text},
+            {"reasoning_text", r.reasoning_text},
+            {"output_sha256", r.output_sha256},
+            {"reasoning_sha256", r.reasoning_sha256},
+            {"token_ids_sha256", r.token_ids_sha256},
+            {"logprobs_sha256", r.logprobs_sha256},
+            {"client_overhead_median_s", r.client_overhead_median_s},
+            {"client_overhead_max_s", r.client_overhead_max_s},
+            {"client_thread_cpu_s", r.client_thread_cpu_s},
+            {"events_per_read", r.events_per_read}};
+  if (!r.tool_calls.empty()) {
+    json& calls = j["tool_calls"] = json::array();
+    for (const ToolCallRecord& c : r.tool_calls)
+      calls.push_back({{"name", c.name}, {"arguments", c.arguments}});
+  }
+  return j;
 }
 
 RequestRecord record_from_json(const json& j) {
@@ -195,6 +203,16 @@ RequestRecord record_from_json(const json& j) {
       if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > INT32_MAX)
         bad_field("events_per_read", "an array of non-negative event counts");
       r.events_per_read.push_back(n.get<int32_t>());
+    }
+  }
+  if (j.contains("tool_calls")) {
+    const json& calls = j["tool_calls"];
+    if (!calls.is_array()) bad_field("tool_calls", "an array of {name, arguments}");
+    for (const json& c : calls) {
+      if (!c.is_object() || c.size() != 2 || !c.contains("name") || !c["name"].is_string() ||
+          !c.contains("arguments") || !c["arguments"].is_string())
+        bad_field("tool_calls", "an array of {\"name\": text, \"arguments\": text}");
+      r.tool_calls.push_back({c["name"].get<std::string>(), c["arguments"].get<std::string>()});
     }
   }
   return r;

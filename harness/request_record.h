@@ -11,6 +11,14 @@
 
 namespace sparkglm::harness {
 
+// A tool call the server returned (a chat delta's tool_calls entry): the function's name and its
+// arguments as the JSON text the server sent.
+struct ToolCallRecord {
+  std::string name;
+  std::string arguments;
+  bool operator==(const ToolCallRecord&) const = default;
+};
+
 struct RequestRecord {
   // Identity (copied from the RequestSpec).
   std::string arm;  // "baseline" / "candidate" / "" for a single-arm run
@@ -38,12 +46,13 @@ struct RequestRecord {
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;
   int32_t reasoning_tokens = 0;
-  std::vector<int32_t> token_ids;  // from return_token_ids
-  std::string output_text;         // the concatenated content deltas
-  std::string reasoning_text;      // the concatenated reasoning deltas
-  std::string output_sha256;       // of output_text
-  std::string reasoning_sha256;    // of reasoning_text
-  std::string token_ids_sha256;    // of the ids as decimal text joined by "," (the G2 identity)
+  std::vector<int32_t> token_ids;          // from return_token_ids
+  std::string output_text;                 // the concatenated content deltas
+  std::string reasoning_text;              // the concatenated reasoning deltas
+  std::vector<ToolCallRecord> tool_calls;  // in the order the deltas brought them
+  std::string output_sha256;               // of output_text
+  std::string reasoning_sha256;            // of reasoning_text
+  std::string token_ids_sha256;  // of the ids as decimal text joined by "," (the G2 identity)
   // Of every chunk's `logprobs` value as received, joined ("" when the request asked for none):
   // equal hashes mean the server sent the same logprob bits at every step.
   std::string logprobs_sha256;
@@ -63,8 +72,9 @@ struct RequestRecord {
 };
 
 nlohmann::json to_json(const RequestRecord& record);
-// Throws Error naming the bad field. client_thread_cpu_s and events_per_read are optional (records
-// of bundles written before they existed lack them: 0 and empty).
+// Throws Error naming the bad field. client_thread_cpu_s, events_per_read and tool_calls are
+// optional (records of bundles written before they existed lack them: 0 and empty; to_json writes
+// tool_calls only when there is one).
 RequestRecord record_from_json(const nlohmann::json& j);
 
 }  // namespace sparkglm::harness

@@ -23,6 +23,8 @@ namespace {
 
 // An error body longer than this is cut: the record keeps what went wrong, not a page of HTML.
 constexpr size_t kMaxErrorBody = 4096;
+// The most tool calls one request records: the server returns at most 64 a choice.
+constexpr size_t kMaxToolCalls = 64;
 
 // The state of one transfer, shared with libcurl's write callback.
 struct Transfer {
@@ -107,6 +109,21 @@ void Transfer::on_chunk(const json& chunk, double t) {
     if (auto d = c.find("delta"); d != c.end() && d->is_object()) {  // chat
       if (auto v = d->find("content"); v != d->end() && v->is_string()) content = *v;
       if (auto v = d->find("reasoning_content"); v != d->end() && v->is_string()) reasoning = *v;
+      if (auto calls = d->find("tool_calls"); calls != d->end() && !calls->is_null()) {
+        if (!calls->is_array()) return fail("a delta whose `tool_calls` is not an array");
+        for (const json& call : *calls) {
+          const auto fn = call.is_object() ? call.find("function") : call.end();
+          if (fn == call.end() || !fn->is_object() || !fn->contains("name") ||
+              !(*fn)["name"].is_string() || !fn->contains("arguments") ||
+              !(*fn)["arguments"].is_string())
+            return fail("a tool call without a function name and arguments: " +
+                        call.dump().substr(0, 200));
+          if (r.tool_calls.size() >= kMaxToolCalls)
+            return fail("more than " + std::to_string(kMaxToolCalls) + " tool calls");
+          r.tool_calls.push_back(
+              {(*fn)["name"].get<std::string>(), (*fn)["arguments"].get<std::string>()});
+        }
+      }
     } else if (auto v = c.find("text"); v != c.end() && v->is_string()) {  // completion
       content = *v;
     }

@@ -20,13 +20,19 @@ std::string where(const RequestRecord& r) {
   return "repetition " + std::to_string(r.repetition) + " request " + std::to_string(r.index);
 }
 
-// Collects per-request failures: how many, and the first few spelled out.
+// Collects failures: how many, the requests they were found in, and the first few spelled out.
 class Failures {
  public:
   void add(const std::string& what) {
     if (count_++ < 3) detail_ += (detail_.empty() ? "" : "; ") + what;
   }
+  // A failure of one request: "<where> <what>".
+  void add(const RequestRecord& r, const std::string& what) {
+    requests_.insert({r.repetition, r.index});
+    add(where(r) + what);
+  }
   int count() const { return count_; }
+  int32_t failed_requests() const { return int32_t(requests_.size()); }
   std::string detail(const std::string& ok) const {
     if (count_ == 0) return ok;
     return detail_ + (count_ > 3 ? "; and " + std::to_string(count_ - 3) + " more" : "");
@@ -35,6 +41,7 @@ class Failures {
  private:
   int count_ = 0;
   std::string detail_;
+  std::set<std::pair<int32_t, int32_t>> requests_;  // (repetition, index)
 };
 
 std::vector<const RequestRecord*> measured(const std::vector<RequestRecord>& records,
@@ -108,7 +115,53 @@ GradeResult finish(GradeResult g, const Failures& failures, const std::string& o
   g.expected = 0;
   g.pass = failures.count() == 0;
   g.detail = failures.detail(ok);
+  g.failed_requests = std::min(g.requests, g.failed_requests + failures.failed_requests());
   return g;
+}
+
+// The JSON type name of a value, as a schema's "type" spells it.
+std::string schema_type(const json& v) {
+  if (v.is_string()) return "string";
+  if (v.is_boolean()) return "boolean";
+  if (v.is_number_integer()) return "integer";
+  if (v.is_number()) return "number";
+  if (v.is_array()) return "array";
+  if (v.is_object()) return "object";
+  return "null";
+}
+
+bool has_type(const json& v, const std::string& type) {
+  return schema_type(v) == type || (type == "number" && v.is_number());
+}
+
+// Why `v` does not satisfy `schema`, "" when it does. The subset probe_prompts.h writes: type,
+// properties, required, items, additionalProperties false; other keywords are not checked.
+std::string schema_mismatch(const json& v, const json& schema, const std::string& at) {
+  const std::string type = schema.value("type", std::string());
+  if (!type.empty() && !has_type(v, type))
+    return at + " is " + schema_type(v) + ", expected " + type;
+  if (v.is_object()) {
+    const json props = schema.value("properties", json::object());
+    for (const json& key : schema.value("required", json::array()))
+      if (key.is_string() && !v.contains(key.get<std::string>()))
+        return at + " lacks the required key " + key.dump();
+    for (const auto& [key, value] : v.items()) {
+      if (props.contains(key)) {
+        if (std::string why = schema_mismatch(value, props[key], at + "." + key); !why.empty())
+          return why;
+      } else if (const auto extra = schema.find("additionalProperties");
+                 extra != schema.end() && extra->is_boolean() && !extra->get<bool>()) {
+        return at + " has the key \"" + key + "\", which the schema does not allow";
+      }
+    }
+  }
+  if (v.is_array() && schema.contains("items"))
+    for (size_t i = 0; i < v.size(); ++i)
+      if (std::string why =
+              schema_mismatch(v[i], schema["items"], at + "[" + std::to_string(i) + "]");
+          !why.empty())
+        return why;
+  return "";
 }
 
 }  // namespace
@@ -125,8 +178,8 @@ json to_json(const GradeResult& g) {
 
 const std::vector<std::string>& grader_names() {
   static const std::vector<std::string> names = {
-      "exact_length", "structured_50", "arithmetic",          "needle",
-      "isolation",    "determinism",   "repetition_identical"};
+      "exact_length", "structured_50",        "arithmetic", "needle",     "isolation",
+      "determinism",  "repetition_identical", "tool_call",  "json_schema"};
   return names;
 }
 
@@ -137,7 +190,8 @@ bool is_grader(const std::string& name) {
 
 bool needs_real_model(const GraderSpec& g) {
   if (g.name == "isolation") return g.params.value("require_own", false);
-  return g.name == "structured_50" || g.name == "arithmetic" || g.name == "needle";
+  return g.name == "structured_50" || g.name == "arithmetic" || g.name == "needle" ||
+         g.name == "tool_call" || g.name == "json_schema";
 }
 
 std::string last_answer(const std::string& text) {
@@ -208,6 +262,47 @@ std::string check_structured_50(const std::string& text) {
   return "";
 }
 
+std::string check_tool_call(const std::vector<harness::ToolCallRecord>& calls,
+                            const std::string& expected) {
+  const json want = json::parse(expected);
+  const std::string name = want.at("name").get<std::string>();
+  if (calls.size() != 1)
+    return std::to_string(calls.size()) + " tool calls, expected one call of " + name;
+  const harness::ToolCallRecord& call = calls[0];
+  if (call.name != name) return "called " + call.name + ", expected " + name;
+  json args;
+  try {
+    args = parse_json(call.arguments, "the call's arguments", ErrorKind::kInvalidArgument,
+                      json_limits::kServerReply);
+  } catch (const Error& e) {
+    return "arguments are not JSON: " + e.message().substr(0, 200);
+  }
+  if (!args.is_object()) return "arguments are " + schema_type(args) + ", expected an object";
+  const json& want_args = want.at("arguments");
+  for (const auto& [key, value] : want_args.items())
+    if (!args.contains(key))
+      return "arguments lack " + key;
+    else if (schema_type(args[key]) != schema_type(value))
+      return "argument " + key + " is " + schema_type(args[key]) + ", expected " +
+             schema_type(value);
+  for (const auto& [key, value] : args.items())
+    if (!want_args.contains(key)) return "argument " + key + " is not one of " + name + "'s";
+  return "";
+}
+
+std::string check_json_schema(const std::string& text, const std::string& schema) {
+  size_t b = text.find_first_not_of(" \t\r\n"), e = text.find_last_not_of(" \t\r\n");
+  if (b == std::string::npos) return "the reply is empty, expected a JSON object";
+  json v;
+  try {
+    v = parse_json(text.substr(b, e + 1 - b), "the reply", ErrorKind::kInvalidArgument,
+                   json_limits::kServerReply);
+  } catch (const Error& err) {
+    return "the reply is not one JSON value: " + err.message().substr(0, 200);
+  }
+  return schema_mismatch(v, json::parse(schema), "the reply");
+}
+
 GradeResult grade(const GraderSpec& grader, const CaseSpec& spec, const CasePlan& plan,
                   const std::vector<RequestRecord>& records) {
   GradeResult g;
@@ -215,22 +310,24 @@ GradeResult grade(const GraderSpec& grader, const CaseSpec& spec, const CasePlan
   g.case_id = spec.id;
   Failures failures;
   const std::vector<const RequestRecord*> mine = measured(records, spec.id);
-  if (mine.size() != planned(plan))
+  g.requests = int32_t(planned(plan));
+  if (mine.size() != planned(plan)) {
     failures.add("expected " + std::to_string(planned(plan)) + " measured records, got " +
                  std::to_string(mine.size()));
+    g.failed_requests = std::max(0, g.requests - int32_t(mine.size()));  // the missing ones
+  }
   for (const RequestRecord* r : mine)
-    if (!r->ok) failures.add(where(*r) + " failed: " + r->error);
+    if (!r->ok) failures.add(*r, " failed: " + r->error);
 
   if (grader.name == "exact_length") {
     for (const RequestRecord* r : mine) {
       if (!r->ok) continue;
       if (spec.ignore_eos && r->completion_tokens != spec.max_tokens)
-        failures.add(where(*r) + ": " + std::to_string(r->completion_tokens) +
-                     " completion tokens, expected " + std::to_string(spec.max_tokens));
+        failures.add(*r, ": " + std::to_string(r->completion_tokens) +
+                             " completion tokens, expected " + std::to_string(spec.max_tokens));
       if (spec.return_token_ids && int32_t(r->token_ids.size()) != r->completion_tokens)
-        failures.add(where(*r) + ": " + std::to_string(r->token_ids.size()) +
-                     " token ids returned for " + std::to_string(r->completion_tokens) +
-                     " completion tokens");
+        failures.add(*r, ": " + std::to_string(r->token_ids.size()) + " token ids returned for " +
+                             std::to_string(r->completion_tokens) + " completion tokens");
     }
     return finish(
         g, failures,
@@ -239,7 +336,7 @@ GradeResult grade(const GraderSpec& grader, const CaseSpec& spec, const CasePlan
   if (grader.name == "structured_50") {
     for (const RequestRecord* r : mine)
       if (const std::string why = check_structured_50(r->output_text); r->ok && !why.empty())
-        failures.add(where(*r) + ": " + why);
+        failures.add(*r, ": " + why);
     return finish(g, failures, "every output holds the 50 {index, square} objects");
   }
   if (grader.name == "arithmetic" || grader.name == "needle") {
@@ -248,13 +345,13 @@ GradeResult grade(const GraderSpec& grader, const CaseSpec& spec, const CasePlan
       const std::string* want = expected_of(plan, *r);
       if (!r->ok) continue;
       if (!want || want->empty()) {
-        failures.add(where(*r) + ": the plan has no expected value");
+        failures.add(*r, ": the plan has no expected value");
       } else if (arithmetic) {
         if (const std::string got = last_answer(r->output_text); got != *want)
-          failures.add(where(*r) + ": last answer " + (got.empty() ? "(none)" : got) +
-                       ", expected " + *want);
+          failures.add(*r,
+                       ": last answer " + (got.empty() ? "(none)" : got) + ", expected " + *want);
       } else if (r->output_text.find(*want) == std::string::npos) {
-        failures.add(where(*r) + ": output lacks the value " + *want);
+        failures.add(*r, ": output lacks the value " + *want);
       }
     }
     return finish(
@@ -269,13 +366,39 @@ GradeResult grade(const GraderSpec& grader, const CaseSpec& spec, const CasePlan
       std::set<std::string> foreign;
       for (const std::string& m : markers_in(text))
         if (m != r->marker) foreign.insert(m);
-      for (const std::string& m : foreign) failures.add(where(*r) + ": foreign marker " + m);
+      for (const std::string& m : foreign) failures.add(*r, ": foreign marker " + m);
       if (require_own && (r->marker.empty() || r->output_text.find(r->marker) == std::string::npos))
-        failures.add(where(*r) + ": own marker " + r->marker + " not echoed");
+        failures.add(*r, ": own marker " + r->marker + " not echoed");
     }
     return finish(
         g, failures,
         require_own ? "own marker echoed, no foreign marker" : "no foreign marker in any output");
+  }
+  if (grader.name == "tool_call") {
+    for (const RequestRecord* r : mine) {
+      const std::string* want = expected_of(plan, *r);
+      if (!r->ok) continue;
+      if (!want || want->empty()) {
+        failures.add(*r, ": the plan has no expected call");
+        continue;
+      }
+      if (std::string why = check_tool_call(r->tool_calls, *want); !why.empty())
+        failures.add(*r, ": " + why);
+    }
+    return finish(g, failures, "every reply is one call of the asked tool with its arguments");
+  }
+  if (grader.name == "json_schema") {
+    for (const RequestRecord* r : mine) {
+      const std::string* want = expected_of(plan, *r);
+      if (!r->ok) continue;
+      if (!want || want->empty()) {
+        failures.add(*r, ": the plan has no schema");
+        continue;
+      }
+      if (std::string why = check_json_schema(r->output_text, *want); !why.empty())
+        failures.add(*r, ": " + why);
+    }
+    return finish(g, failures, "every reply is one JSON object that follows its schema");
   }
   if (grader.name == "determinism") {
     const std::string ref = grader.params.value("reference_case", std::string());

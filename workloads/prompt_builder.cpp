@@ -5,6 +5,7 @@
 
 #include "engine/core/error.h"
 #include "workloads/filler_text.h"
+#include "workloads/probe_prompts.h"
 
 namespace sparkglm::workloads {
 
@@ -105,6 +106,10 @@ Prompt build_single(const CaseSpec& spec, const RequestIdentity& id) {
     p.tail = "\nQuestion: what is the value for key " + needle.key +
              "? Find its code in Table 1, then that code's value in Table 2. Reply with the "
              "8-digit value.\n";
+  } else if (b == "tool_call") {
+    tool_call_prompt(p, seed);
+  } else if (b == "json_schema") {
+    json_schema_prompt(p, seed, spec.prompt.constrained);
   } else {
     SPARKGLM_ASSERT(false, "build_single: unknown builder " + b);
   }
@@ -185,11 +190,16 @@ void Prompt::render() {
 }
 
 json Prompt::body_fields() const {
-  if (endpoint == Endpoint::kCompletions) return {{"prompt", messages.at(slot).content}};
+  json fields = body_extra;
+  if (endpoint == Endpoint::kCompletions) {
+    fields["prompt"] = messages.at(slot).content;
+    return fields;
+  }
   json list = json::array();
   for (const PromptMessage& m : messages)
     list.push_back({{"role", m.role}, {"content", m.content}});
-  return {{"messages", list}};
+  fields["messages"] = std::move(list);
+  return fields;
 }
 
 std::string make_marker(const RequestIdentity& id) {
@@ -213,7 +223,8 @@ bool is_marker_text(const std::string& text) {
 
 const std::vector<std::string>& builder_names() {
   static const std::vector<std::string> names = {
-      "prose", "filler", "code", "structured", "counting", "arithmetic", "needle", "conversation"};
+      "prose",      "filler", "code",         "structured", "counting",
+      "arithmetic", "needle", "conversation", "tool_call",  "json_schema"};
   return names;
 }
 

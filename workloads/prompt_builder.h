@@ -47,11 +47,12 @@ struct Prompt {
   int64_t units = 0;
   std::string pad;       // single-token pieces appended to the filler
   std::string marker;    // "" when the prompt carries none
-  std::string expected;  // what a grader checks (arithmetic value, needle value), "" for none
-  int32_t tokens = -1;   // the calibrated count, -1 when not calibrated
+  std::string expected;  // what a grader checks (arithmetic value, needle value, ...), "" for none
+  nlohmann::json body_extra = nlohmann::json::object();  // more body fields: tools, response_format
+  int32_t tokens = -1;  // the calibrated count, -1 when not calibrated
 
   void render();                       // writes messages[slot].content from the parts
-  nlohmann::json body_fields() const;  // {"messages": [...]} or {"prompt": "..."}
+  nlohmann::json body_fields() const;  // {"messages": [...]} or {"prompt": "..."}, body_extra
   const std::string& text() const { return messages.at(slot).content; }
 };
 
@@ -67,7 +68,7 @@ std::string make_marker(const RequestIdentity& id);  // "[[sg:<salt>:<tag>]]"
 bool is_marker_text(const std::string& text);        // the whole text is one marker
 
 // The builders' names: prose (alias filler), code, structured, counting, arithmetic, needle,
-// conversation.
+// conversation, tool_call and json_schema (probe_prompts.h).
 const std::vector<std::string>& builder_names();
 bool is_builder(const std::string& name);
 

@@ -100,9 +100,9 @@ const std::set<std::string> kSamplingKeys = {"temperature",
 
 PromptSpec parse_prompt(const json& j, const std::string& source, const std::string& path,
                         int32_t requests) {
-  const Fields f(
-      j, source, path,
-      {"builder", "seed", "tokens", "min_tokens", "system_tokens", "sessions", "echo_marker"});
+  const Fields f(j, source, path,
+                 {"builder", "seed", "tokens", "min_tokens", "system_tokens", "sessions",
+                  "echo_marker", "constrained"});
   PromptSpec p;
   p.builder = f.text("builder");
   if (!is_builder(p.builder)) {
@@ -132,6 +132,9 @@ PromptSpec parse_prompt(const json& j, const std::string& source, const std::str
   }
   p.system_tokens = int32_t(f.integer("system_tokens", 0, kMaxTokens, 0));
   p.echo_marker = f.boolean("echo_marker", false);
+  p.constrained = f.boolean("constrained", false);
+  if (p.constrained && p.builder != "json_schema")
+    f.fail(f.name("constrained"), "absent: only the json_schema builder constrains its output");
   if (f.has("sessions")) {
     const json& s = f.at("sessions");
     if (!s.is_array() || int32_t(s.size()) != requests)
@@ -222,8 +225,10 @@ CaseSpec parse_case(const json& j, const std::string& source, const std::string&
   c.requests = int32_t(f.integer("requests", 1, 100000, 1));
   if (!f.has("prompt")) f.fail(f.name("prompt"), "an object (required)");
   c.prompt = parse_prompt(f.at("prompt"), source, f.name("prompt"), c.requests);
-  if (c.prompt.builder == "conversation" && c.endpoint != Endpoint::kChat)
-    f.fail(f.name("endpoint"), "\"chat\": the conversation builder sends messages");
+  if ((c.prompt.builder == "conversation" || c.prompt.builder == "tool_call") &&
+      c.endpoint != Endpoint::kChat)
+    f.fail(f.name("endpoint"), "\"chat\": the " + c.prompt.builder + " builder sends messages" +
+                                   (c.prompt.builder == "tool_call" ? " and tools" : ""));
   c.max_tokens = int32_t(f.integer("max_tokens", 1, kMaxTokens, std::nullopt));
   c.ignore_eos = f.boolean("ignore_eos", true);
   c.return_token_ids = f.boolean("return_token_ids", true);
@@ -285,7 +290,9 @@ CaseSpec parse_case(const json& j, const std::string& source, const std::string&
       f.fail(g, "no exact_length without ignore_eos: the model may stop early");
     if ((c.graders[i].name == "arithmetic" && c.prompt.builder != "arithmetic") ||
         (c.graders[i].name == "needle" && c.prompt.builder != "needle") ||
-        (c.graders[i].name == "structured_50" && c.prompt.builder != "structured"))
+        (c.graders[i].name == "structured_50" && c.prompt.builder != "structured") ||
+        (c.graders[i].name == "tool_call" && c.prompt.builder != "tool_call") ||
+        (c.graders[i].name == "json_schema" && c.prompt.builder != "json_schema"))
       f.fail(g, "a grader that matches prompt.builder \"" + c.prompt.builder + "\"");
     if ((c.graders[i].name == "determinism" || c.graders[i].name == "repetition_identical") &&
         !c.return_token_ids)
@@ -299,8 +306,8 @@ bool same_prompts(const CaseSpec& a, const CaseSpec& b) {
          a.prompt.seed == b.prompt.seed && a.prompt.tokens == b.prompt.tokens &&
          a.prompt.system_tokens == b.prompt.system_tokens &&
          a.prompt.sessions == b.prompt.sessions && a.prompt.echo_marker == b.prompt.echo_marker &&
-         a.requests == b.requests && a.warm_replay == b.warm_replay &&
-         a.fresh_each_repetition == b.fresh_each_repetition &&
+         a.prompt.constrained == b.prompt.constrained && a.requests == b.requests &&
+         a.warm_replay == b.warm_replay && a.fresh_each_repetition == b.fresh_each_repetition &&
          a.chat_template_kwargs == b.chat_template_kwargs;
 }
 

@@ -20,13 +20,14 @@ const char* endpoint_path(Endpoint endpoint);  // "/v1/chat/completions" / "/v1/
 
 // How one case's prompts are made (prompt_builder.h has the builders).
 struct PromptSpec {
-  std::string builder;  // prose, code, structured, counting, arithmetic, needle, conversation
-  uint64_t seed = 0;    // the builder's seed; request i draws from (seed, i)
+  std::string builder;            // one of prompt_builder.h's builder_names()
+  uint64_t seed = 0;              // the builder's seed; request i draws from (seed, i)
   std::vector<int32_t> tokens;    // exact prompt tokens per request index (size 1: every request)
   int32_t min_tokens = 16;        // floor under scale: the builder's fixed text must fit in it
   int32_t system_tokens = 0;      // conversation: tokens of a system prompt every session shares
   std::vector<int32_t> sessions;  // conversation: the session request i continues (empty: all 0)
   bool echo_marker = false;       // ask the model to begin its reply with the request's marker
+  bool constrained = false;       // json_schema: the schema also goes as response_format
 
   int32_t tokens_for(int32_t index) const { return tokens.size() == 1 ? tokens[0] : tokens[index]; }
 };

@@ -38,6 +38,7 @@ RequestRecord filled() {
   r.client_overhead_max_s = 4e-5;
   r.client_thread_cpu_s = 2.5e-4;
   r.events_per_read = {0, 1, 2, 0};
+  r.tool_calls = {{"add_numbers", R"({"x":1,"y":2})"}};
   return r;
 }
 
@@ -52,13 +53,19 @@ TEST(RequestRecord, RoundTripsThroughJsonText) {
   EXPECT_TRUE(j["first_visible_s"].is_null());
   EXPECT_EQ(back.events_per_read, filled().events_per_read);
   EXPECT_EQ(back.client_thread_cpu_s, 2.5e-4);
+  EXPECT_EQ(back.tool_calls, filled().tool_calls);
+  RequestRecord none = filled();
+  none.tool_calls.clear();
+  EXPECT_FALSE(to_json(none).contains("tool_calls")) << "written only when there is a call";
 }
 
 TEST(RequestRecord, RecordsOfOlderBundlesLoadWithoutTheNewerFields) {
   nlohmann::json j = to_json(filled());
   j.erase("client_thread_cpu_s");
   j.erase("events_per_read");
+  j.erase("tool_calls");
   const RequestRecord back = record_from_json(j);
+  EXPECT_TRUE(back.tool_calls.empty());
   EXPECT_EQ(back.client_thread_cpu_s, 0);
   EXPECT_TRUE(back.events_per_read.empty());
 }
@@ -98,6 +105,12 @@ TEST(RequestRecord, BadFieldsAreNamed) {
   j = good;
   j["ttft"] = 0.1;
   expect_error_naming(j, "ttft");
+  j = good;
+  j["tool_calls"] = {{{"name", "f"}}};
+  expect_error_naming(j, "tool_calls");
+  j = good;
+  j["tool_calls"] = {{{"name", "f"}, {"arguments", nlohmann::json::object()}}};
+  expect_error_naming(j, "tool_calls");
   EXPECT_THROW(record_from_json(nlohmann::json::array()), Error);
 }
 

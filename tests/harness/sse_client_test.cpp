@@ -314,6 +314,51 @@ TEST(SseClient, TruncatedStreamsAreFailedRecords) {
   }
 }
 
+// Tool calls come as chat deltas, each call whole (docs/api.md): the record keeps each function's
+// name and arguments in order; a call without them fails the request, naming it.
+TEST(SseClient, ToolCallDeltasAreRecorded) {
+  const auto call = [](int index, const std::string& name, const std::string& args) {
+    return json{
+        {"choices",
+         json::array({{{"index", 0},
+                       {"delta",
+                        {{"tool_calls",
+                          json::array({{{"index", index},
+                                        {"id", "call_" + std::to_string(index)},
+                                        {"type", "function"},
+                                        {"function", {{"name", name}, {"arguments", args}}}}})}}},
+                       {"finish_reason", nullptr},
+                       {"token_ids", {70 + index}}}})}};
+  };
+  const json finish = {
+      {"choices",
+       json::array({{{"index", 0}, {"delta", json::object()}, {"finish_reason", "tool_calls"}}})}};
+  ScriptedServer server({std::string(kSseHead) + event(call(0, "add_numbers", R"({"x":1,"y":2})")) +
+                         event(call(1, "lookup_order", R"({"order_id":"A-1"})")) + event(finish) +
+                         event(kUsage) + "data: [DONE]\n\n"},
+                        std::chrono::milliseconds(0));
+  RequestSpec spec = completion_spec();
+  spec.path = "/v1/chat/completions";
+  const RequestRecord r = stream_request(server.base_url(), spec, "", Clock::now());
+  EXPECT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(r.tool_calls.size(), 2u);
+  EXPECT_EQ(r.tool_calls[0].name, "add_numbers");
+  EXPECT_EQ(r.tool_calls[0].arguments, R"({"x":1,"y":2})");
+  EXPECT_EQ(r.tool_calls[1].name, "lookup_order");
+  EXPECT_EQ(r.finish_reason, "tool_calls");
+  EXPECT_EQ(r.output_text, "");
+
+  json nameless = call(0, "x", "{}");
+  nameless["choices"][0]["delta"]["tool_calls"][0]["function"].erase("name");
+  ScriptedServer bad({std::string(kSseHead) + event(nameless) + event(finish) + event(kUsage) +
+                      "data: [DONE]\n\n"},
+                     std::chrono::milliseconds(0));
+  const RequestRecord b = stream_request(bad.base_url(), spec, "", Clock::now());
+  EXPECT_FALSE(b.ok);
+  EXPECT_NE(b.error.find("a tool call without a function name and arguments"), std::string::npos)
+      << b.error;
+}
+
 // A server under test is not trusted: a count or token id that is negative, fractional or past
 // 32 bits fails the request, naming the value, where a conversion would record it as observed.
 TEST(SseClient, UsageCountsAndTokenIdsOutOfRangeAreFailedRecords) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "engine/core/sha256.h"
 
 namespace sparkglm::workloads {
@@ -209,6 +211,90 @@ TEST(Grader, Isolation) {
   EXPECT_FALSE(run("isolation", f, other).pass);
   EXPECT_TRUE(needs_real_model({"isolation", {{"require_own", true}}}));
   EXPECT_FALSE(needs_real_model({"isolation", nlohmann::json::object()}));
+}
+
+TEST(Grader, ToolCall) {
+  const std::string weather =
+      R"({"name":"get_weather","arguments":{"city":"Oslo","unit":"celsius"}})";
+  const std::string sum = R"({"name":"add_numbers","arguments":{"x":3,"y":4}})";
+  Fixture f = make_fixture("t", 2, 1, {weather, sum});
+  auto rs = records_for(f);
+  find(rs, 0, 0).tool_calls = {{"get_weather", R"({"city":"Bergen","unit":"fahrenheit"})"}};
+  find(rs, 0, 1).tool_calls = {{"add_numbers", R"({"x":8,"y":9})"}};
+  GradeResult g = run("tool_call", f, rs);
+  EXPECT_TRUE(g.pass) << g.detail << " (values are not compared, names and types are)";
+  EXPECT_EQ(g.requests, 2);
+  EXPECT_EQ(g.failed_requests, 0);
+
+  const auto why = [&](std::vector<harness::ToolCallRecord> calls) {
+    find(rs, 0, 1).tool_calls = std::move(calls);
+    return check_tool_call(find(rs, 0, 1).tool_calls, sum);
+  };
+  EXPECT_EQ(why({}), "0 tool calls, expected one call of add_numbers");
+  EXPECT_EQ(why({{"add_numbers", R"({"x":1,"y":2})"}, {"add_numbers", R"({"x":1,"y":2})"}}),
+            "2 tool calls, expected one call of add_numbers");
+  EXPECT_EQ(why({{"lookup_order", R"({"order_id":"A-1"})"}}),
+            "called lookup_order, expected add_numbers");
+  EXPECT_NE(why({{"add_numbers", R"({"x":1,)"}}).find("arguments are not JSON"), std::string::npos);
+  EXPECT_EQ(why({{"add_numbers", R"([1,2])"}}), "arguments are array, expected an object");
+  EXPECT_EQ(why({{"add_numbers", R"({"x":1})"}}), "arguments lack y");
+  EXPECT_EQ(why({{"add_numbers", R"({"x":1,"y":"2"})"}}), "argument y is string, expected integer");
+  EXPECT_EQ(why({{"add_numbers", R"({"x":1,"y":2,"z":3})"}}),
+            "argument z is not one of add_numbers's");
+  // The last one left in place: one of two requests fails, with where and why.
+  g = run("tool_call", f, rs);
+  EXPECT_FALSE(g.pass);
+  EXPECT_EQ(g.failed_requests, 1);
+  EXPECT_DOUBLE_EQ(g.pass_rate(), 0.5);
+  EXPECT_NE(g.detail.find("repetition 0 request 1: argument z"), std::string::npos) << g.detail;
+  EXPECT_TRUE(needs_real_model({"tool_call", nlohmann::json::object()}));
+}
+
+TEST(Grader, JsonSchema) {
+  const std::string schema =
+      R"({"type":"object","properties":{"age":{"type":"integer"},"score":{"type":"number"},)"
+      R"("tags":{"type":"array","items":{"type":"string"}}},"required":["age","tags"]})";
+  EXPECT_EQ(check_json_schema(" {\"age\": 3, \"tags\": [\"a\"], \"score\": 2}\n", schema), "")
+      << "an integer is a number; whitespace around the value is allowed";
+  EXPECT_EQ(check_json_schema(R"({"age": 3, "tags": [], "extra": true})", schema), "")
+      << "a key the schema does not name is allowed unless additionalProperties is false";
+  EXPECT_EQ(check_json_schema(R"({"age": 3})", schema),
+            "the reply lacks the required key \"tags\"");
+  EXPECT_EQ(check_json_schema(R"({"age": 3.5, "tags": []})", schema),
+            "the reply.age is number, expected integer");
+  EXPECT_EQ(check_json_schema(R"({"age": 3, "tags": ["a", 2]})", schema),
+            "the reply.tags[1] is integer, expected string");
+  EXPECT_EQ(check_json_schema(R"([{"age": 3, "tags": []}])", schema),
+            "the reply is array, expected object");
+  EXPECT_EQ(check_json_schema("  ", schema), "the reply is empty, expected a JSON object");
+  EXPECT_NE(check_json_schema(R"({"age": 3, "tags": []} and more)", schema)
+                .find("the reply is not one JSON value"),
+            std::string::npos);
+  EXPECT_NE(check_json_schema(std::string(100, '[') + std::string(100, ']'), schema)
+                .find("the reply is not one JSON value"),
+            std::string::npos)
+      << "nesting past the reply limit is refused, not recursed into";
+  const std::string closed =
+      R"({"type":"object","properties":{"a":{"type":"boolean"}},"additionalProperties":false})";
+  EXPECT_EQ(check_json_schema(R"({"a": true, "b": 1})", closed),
+            "the reply has the key \"b\", which the schema does not allow");
+
+  Fixture f = make_fixture("j", 3, 2, {schema, schema, schema});
+  auto rs = records_for(f);
+  for (auto& r : rs) r.output_text = R"({"age": 1, "tags": ["x"]})";
+  find(rs, 1, 2).output_text = R"({"age": 1)";
+  find(rs, 0, 0).ok = false;
+  find(rs, 0, 0).error = "timeout";
+  GradeResult g = run("json_schema", f, rs);
+  EXPECT_FALSE(g.pass);
+  EXPECT_EQ(g.requests, 6);
+  EXPECT_EQ(g.failed_requests, 2) << "a failed request fails, and so does a bad reply";
+  EXPECT_NEAR(g.pass_rate(), 4.0 / 6, 1e-12);
+  // A record missing counts as a failed request.
+  rs.erase(std::find_if(rs.begin(), rs.end(),
+                        [](const RequestRecord& r) { return r.repetition == 0 && r.index == 1; }));
+  g = run("json_schema", f, rs);
+  EXPECT_EQ(g.failed_requests, 3) << g.detail;
 }
 
 TEST(Grader, RepetitionIdentical) {

@@ -233,6 +233,62 @@ TEST(PromptBuilder, NeedleHasOneTwoHopPath) {
   }
 }
 
+TEST(PromptBuilder, ToolCallOffersTheToolsAndNamesTheCall) {
+  const CaseSpec c = make_case("tool_call", Endpoint::kChat, 1600, 12);
+  const auto prompts = build_case_prompts(c, 0, kNoThinking, byte_tokens);
+  EXPECT_EQ(texts(prompts), texts(build_case_prompts(c, 0, kNoThinking, byte_tokens)));
+  std::set<std::string> called;
+  for (const Prompt& p : prompts) {
+    const json body = p.body_fields();
+    ASSERT_TRUE(body.contains("tools") && body["tools"].size() == 3) << body.dump();
+    std::vector<std::string> offered;
+    for (const json& t : body["tools"]) offered.push_back(t["function"]["name"]);
+    EXPECT_EQ(offered, (std::vector<std::string>{"get_weather", "lookup_order", "add_numbers"}));
+    const json call = json::parse(p.expected);
+    called.insert(call["name"].get<std::string>());
+    // The question states every argument's value.
+    for (const auto& [key, value] : call["arguments"].items()) {
+      const std::string v = value.is_string() ? value.get<std::string>() : value.dump();
+      EXPECT_NE(p.text().find(v), std::string::npos) << key << " " << v << " in " << p.text();
+    }
+    EXPECT_EQ(p.tokens, 1600);
+    EXPECT_EQ(p.text().rfind(p.marker + "\nBackground notes, not needed for the task:\n", 0), 0u);
+  }
+  EXPECT_EQ(called.size(), 3u) << "twelve requests ask for each of the three tools";
+}
+
+TEST(PromptBuilder, JsonSchemaStatesItsSchemaAndValues) {
+  for (const bool constrained : {false, true}) {
+    SCOPED_TRACE(constrained);
+    CaseSpec c = make_case("json_schema", Endpoint::kChat, 900, 10);
+    c.prompt.constrained = constrained;
+    std::set<size_t> sizes;
+    for (const Prompt& p : build_case_prompts(c, 0, kNoThinking, byte_tokens)) {
+      const json schema = json::parse(p.expected);
+      const std::string& t = p.text();
+      // The schema as the prompt states it (curriculum.py's json.dumps spelling) is the one graded.
+      std::smatch m;
+      ASSERT_TRUE(std::regex_search(t, m, std::regex("\nSchema: (\\{.*\\})\nValues: (.*)\n")));
+      EXPECT_EQ(json::parse(m[1].str()), schema);
+      EXPECT_NE(m[1].str().find("{\"type\": \"object\", \"properties\": {"), std::string::npos);
+      const std::string values = m[2];
+      for (const json& key : schema["required"])
+        EXPECT_NE(values.find(key.get<std::string>() + " = "), std::string::npos) << values;
+      sizes.insert(schema["required"].size());
+      EXPECT_EQ(schema["properties"].size(), schema["required"].size());
+      const json body = p.body_fields();
+      if (constrained)
+        EXPECT_EQ(body.at("response_format").at("json_schema").at("schema"), schema);
+      else
+        EXPECT_FALSE(body.contains("response_format"));
+      EXPECT_EQ(p.tokens, 900);
+    }
+    EXPECT_GE(*sizes.begin(), 2u);
+    EXPECT_LE(*sizes.rbegin(), 5u);
+    EXPECT_GT(sizes.size(), 1u);
+  }
+}
+
 TEST(PromptBuilder, ConversationTurnsExtendTheirSession) {
   CaseSpec c = make_case("conversation", Endpoint::kChat, 0, 5);
   c.prompt.tokens = {1500, 800, 2100, 1300, 2600};

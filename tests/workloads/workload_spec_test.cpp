@@ -272,6 +272,16 @@ TEST(WorkloadSpec, BadSpecsAreRejectedNamingTheField) {
          j["cases"][0]["prompt"]["tokens"] = {64, 32};
        },
        "cases[0].prompt.tokens[1]"},
+      {"tool calls on completions",
+       [](json& j) {
+         j["cases"][0]["prompt"]["builder"] = "tool_call";
+         j["cases"][0]["graders"] = {"tool_call"};
+       },
+       "cases[0].endpoint"},
+      {"constrained elsewhere", [](json& j) { j["cases"][0]["prompt"]["constrained"] = true; },
+       "cases[0].prompt.constrained"},
+      {"json_schema grader for another builder",
+       [](json& j) { j["cases"][0]["graders"] = {"json_schema"}; }, "cases[0].graders[0]"},
       {"sessions elsewhere",
        [](json& j) {
          j["cases"][0]["prompt"]["sessions"] = {0, 1};
