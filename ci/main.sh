@@ -8,11 +8,12 @@
 # Where a GPU is visible and the build has the CUDA backend, the server runs on it at full scale
 # (3 repetitions of decode_c1 128->256, mixed_c4 4096->128, long_c2 16384->32); elsewhere the CPU
 # reference backend serves the same workloads at scale 0.05, which finishes in minutes on 2 cores.
-# Quality beside speed: the default run then scores the trained tinyGLM's held-out loss through the
-# engine against G2's quality_targets (`sparkglm-qualify quality`, gates/quality_gate.h), on the CPU
-# backend: the CUDA kernels do not serve tinyglm-micro's geometry yet (issue 18). Its bundle
-# (out/main/<id>-quality, gates/quality_bundle.h) binds the weights, held-out set, training sources
-# and scores by sha256.
+# Quality beside speed: the default run then judges the trained tinyGLM against G2's
+# quality_targets on the same device (`sparkglm-qualify quality`, gates/quality_gate.h): its
+# held-out loss through the engine, and the quality probes' greedy replies through sparkglm-serve
+# (tool calls, JSON schemas, isolation judged by pass rate; arithmetic and needles recorded). Its
+# bundle (out/main/<id>-quality, gates/quality_bundle.h) binds the weights, held-out set, training
+# sources, scores and probe records by sha256.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x build/sparkglm-qualify ] && [ -x build/sparkglm-serve ] || { bash ci/setup.sh; bash ci/build.sh; }
@@ -40,8 +41,8 @@ if [ -n "$bundle" ] && [ -f "$bundle/qualification.json" ]; then
   echo "bundle: $bundle (report: $bundle.report/report.html)"
 fi
 if [ -n "$quality" ]; then
-  echo "== quality (held-out loss of the trained tinyGLM, CPU backend)"
+  echo "== quality (held-out loss and probes of the trained tinyGLM, $device backend)"
   # A bundle of its own beside the G2 run's, verified as it is written (exit 2 if it does not).
-  ./build/sparkglm-qualify quality --out "$bundle-quality" || status=$?
+  ./build/sparkglm-qualify quality --device "$device" --out "$bundle-quality" || status=$?
 fi
 exit $status

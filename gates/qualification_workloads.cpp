@@ -23,22 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::vector<harness::CaseLoad> case_loads(const workloads::WorkloadPlan& plan) {
-  std::vector<harness::CaseLoad> out;
-  for (const workloads::CasePlan& c : plan.cases) {
-    harness::CaseLoad load;
-    load.label = plan.workload_id + "/" + c.case_id;
-    load.arrival = c.arrival;
-    for (const workloads::RepetitionPlan& r : c.repetitions) {
-      harness::Repetition rep{r.repetition, r.requests};
-      for (harness::RequestSpec& s : rep.requests) s.workload = plan.workload_id;
-      load.repetitions.push_back(std::move(rep));
-    }
-    out.push_back(std::move(load));
-  }
-  return out;
-}
-
 // Feeds the terminal progress line: the case and arm about to run, and each finished request.
 harness::RunProgress progress_hooks(const std::vector<harness::CaseLoad>& loads, size_t arms,
                                     harness::Clock::time_point epoch, reports::ProgressLine& line,
@@ -67,6 +51,22 @@ harness::RunProgress progress_hooks(const std::vector<harness::CaseLoad>& loads,
 }
 
 }  // namespace
+
+std::vector<harness::CaseLoad> case_loads(const workloads::WorkloadPlan& plan) {
+  std::vector<harness::CaseLoad> out;
+  for (const workloads::CasePlan& c : plan.cases) {
+    harness::CaseLoad load;
+    load.label = plan.workload_id + "/" + c.case_id;
+    load.arrival = c.arrival;
+    for (const workloads::RepetitionPlan& r : c.repetitions) {
+      harness::Repetition rep{r.repetition, r.requests};
+      for (harness::RequestSpec& s : rep.requests) s.workload = plan.workload_id;
+      load.repetitions.push_back(std::move(rep));
+    }
+    out.push_back(std::move(load));
+  }
+  return out;
+}
 
 std::vector<harness::CaseLoad> plan_workloads(const RunRequest& req,
                                               const std::vector<std::string>& workload_ids,

@@ -12,6 +12,7 @@
 #include "harness/ab_runner.h"
 #include "harness/request_record.h"
 #include "receipts/bundle_writer.h"
+#include "workloads/request_plan.h"
 
 namespace sparkglm::gates {
 
@@ -22,6 +23,9 @@ std::vector<harness::CaseLoad> plan_workloads(const RunRequest& request,
                                               const std::vector<std::string>& workload_ids,
                                               ServingArm& candidate, receipts::BundleWriter& bundle,
                                               std::ostream& err, ServingRun& run);
+
+// A workload plan's cases as loads for harness::run_interleaved, labelled "workload/case".
+std::vector<harness::CaseLoad> case_loads(const workloads::WorkloadPlan& plan);
 
 // Runs `loads` interleaved over `arms`, times measured from `epoch`; every arm's records.
 std::vector<harness::RequestRecord> run_workloads(const std::vector<harness::CaseLoad>& loads,

@@ -25,6 +25,7 @@
 #include "receipts/bundle_file.h"
 #include "receipts/bundle_writer.h"
 #include "receipts/qualification_record.h"
+#include "workloads/workload_spec.h"
 
 namespace sparkglm::gates {
 namespace {
@@ -236,6 +237,32 @@ harness::HeldoutLoss check_scores(const fs::path& bundle, const json& record, co
   return derived;
 }
 
+// The probes' grades, graded again from requests.jsonl and the carried workload, with what the
+// record says they were; nullopt when the record has no probes.
+struct ProbeGrades {
+  std::vector<workloads::GradeResult> grades;
+  json recorded;
+};
+std::optional<ProbeGrades> probe_grades(const fs::path& bundle, const json& q, Problems& p) {
+  if (!q.contains("probes") || q["probes"].is_null()) return std::nullopt;
+  const json& probes = object(q, "quality", "probes");
+  const std::string& id = text(probes, "quality.probes", "workload");
+  if (!receipts::is_bundle_id(id)) throw refused("quality.probes.workload: not a workload id");
+  const fs::path file = bundle / "inputs" / (id + ".json");
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::symlink_status(file, ec)))
+    throw refused("inputs/" + id + ".json: missing: the probes workload the bundle graded");
+  const workloads::WorkloadSpec spec = workloads::load_workload(file.string());
+  if (text(probes, "quality.probes", "workload_sha256") != spec.sha256)
+    p.push_back({kManifest + "quality.probes.workload_sha256",
+                 "says " + shown(probes["workload_sha256"]) + ", but inputs/" + id +
+                     ".json hashes to " + spec.sha256});
+  if (!fs::is_regular_file(fs::symlink_status(bundle / "requests.jsonl", ec)))
+    throw refused("requests.jsonl: missing: the probes' records");
+  return ProbeGrades{grade_probes(spec, read_requests(bundle)),
+                     member(probes, "quality.probes", "grades", json::value_t::array, "an array")};
+}
+
 }  // namespace
 
 TrainedCheckpoint check_trained_checkpoint(const fs::path& dir, const fs::path& root) {
@@ -298,7 +325,11 @@ json write_quality_bundle(const fs::path& out, const QualityRun& run, const fs::
   if (!receipts::is_bundle_id(id))
     throw refused("--out: the folder's name \"" + id +
                   "\" is the bundle's id: lowercase letters, digits, '.', '_' and '-'");
-  const GateResult gate = judge_quality(run.targets, run.scores);
+  if (run.targets.probes && !run.probes)
+    throw refused("G2's quality_targets have probes (" + run.targets.probes->workload +
+                  "), but none were run");
+  const GateResult gate =
+      judge_quality(run.targets, run.scores, run.probes ? &run.probes->grades : nullptr);
   receipts::BundleWriter bundle(out);
   json files = json::object();
   for (const Carried& c : kCarried) {
@@ -315,6 +346,20 @@ json write_quality_bundle(const fs::path& out, const QualityRun& run, const fs::
   scores["generator"] = run.generator;
   scores["engine"] = engine;
   bundle.add_bytes(kScores, scores.dump(2) + "\n", "metrics");
+  json probes;
+  if (run.probes) {
+    const workloads::WorkloadSpec& spec = run.probes->spec;
+    bundle.add_bytes("inputs/" + spec.id + ".json", receipts::read_file(spec.source), "workload");
+    std::string jsonl;
+    for (const harness::RequestRecord& r : run.probes->records)
+      jsonl += harness::to_json(r).dump() + "\n";
+    bundle.add_bytes("requests.jsonl", jsonl, "requests");
+    bundle.add_bytes("server/probes.log", run.probes->server_log, "log");
+    probes = {{"workload", spec.id},
+              {"workload_sha256", spec.sha256},
+              {"server", run.probes->server_argv},
+              {"grades", probe_grades_json(*run.targets.probes, run.probes->grades)}};
+  }
   const BuildInfo& b = build_info();
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -366,15 +411,17 @@ json write_quality_bundle(const fs::path& out, const QualityRun& run, const fs::
           {"shard_sha256", ck.shard_sha256}}},
         {"files", files},
         {"sources_sha256", ck.sources_sha256},
-        {"targets", run.targets.to_json()}}},
+        {"targets", run.targets.to_json()},
+        {"probes", probes}}},
       {"limitations",
        {"teacher-forced held-out loss over " + std::to_string(tokens) +
             " reply tokens: what the model predicts, not whether its greedy replies solve the "
             "tasks",
         "the weights shard is bound by sha256 (training.json, checked on disk when this bundle was "
         "written), not carried",
-        "the verifier judges the gate again from heldout-scores.json; that those scores were "
-        "measured rather than written rests on who ran the command"}}};
+        "the verifier judges the gate again from heldout-scores.json and the probes' "
+        "requests.jsonl; that those were measured rather than written rests on who ran the "
+        "command"}}};
   return bundle.finish(record);
 }
 
@@ -393,6 +440,7 @@ Problems rederive_quality(const fs::path& bundle, const json& record,
                                             std::to_string(gates.size()) + " gate(s)"});
     check_bindings(bundle, record, q, p);
     const harness::HeldoutLoss scores = check_scores(bundle, record, q, p);
+    const std::optional<ProbeGrades> probes = probe_grades(bundle, q, p);
     if (gates.empty()) return p;
     const json& targets = object(q, "quality", "targets");
     // The current definition first, then the superseded ones: the first that yields the recorded
@@ -401,9 +449,18 @@ Problems rederive_quality(const fs::path& bundle, const json& record,
         g2,
         [&](const GateDefinition& d) -> std::optional<Problems> {
           if (!d.quality_targets) return std::nullopt;
-          Problems found = compare_judged_gate(gates[0], judge_quality(*d.quality_targets, scores),
-                                               kManifest + "gates[0]",
-                                               "heldout-scores.json under G2's quality_targets");
+          const QualityTargets& t = *d.quality_targets;
+          // Targets with probes judge a bundle without them as not graded.
+          const std::vector<workloads::GradeResult> none;
+          Problems found = compare_judged_gate(
+              gates[0], judge_quality(t, scores, probes ? &probes->grades : &none),
+              kManifest + "gates[0]",
+              "heldout-scores.json and requests.jsonl under G2's quality_targets");
+          if (probes && t.probes &&
+              !close_json(probes->recorded, probe_grades_json(*t.probes, probes->grades)))
+            found.push_back({kManifest + "quality.probes.grades",
+                             "are not the grades of requests.jsonl under these targets: " +
+                                 shown(probe_grades_json(*t.probes, probes->grades))});
           if (!close_json(targets, d.quality_targets->to_json()))
             found.push_back(
                 {kManifest + "quality.targets", "are not G2.json's quality_targets " +

@@ -8,6 +8,10 @@
 //   inputs/config.json    (config)    the checkpoint's config.json
 //   inputs/training.json  (config)    its training record: the shard's and each source's sha256
 //   inputs/heldout.json   (workload)  the held-out set that was scored
+// and, when G2's targets have probes (gates/quality_probes.h):
+//   inputs/<workload>.json (workload) the probes workload as run
+//   requests.jsonl        (requests)  every probe request's record (harness/request_record.h)
+//   server/probes.log     (log)       the server's output
 //
 // qualification.json holds one G2 gate (judge_quality), the metrics heldout_nll and
 // heldout_token_accuracy per task and for the mean, and
@@ -16,7 +20,9 @@
 //               "weights": {"identity", "shard", "shard_sha256"},
 //               "files": {"config.json", "training.json", "heldout.json": sha256},
 //               "sources_sha256": {"tinyglm/train/train.py": sha256, ...}, as training.json says
-//               "targets": G2's quality_targets as judged by}
+//               "targets": G2's quality_targets as judged by,
+//               "probes": {"workload", "workload_sha256", "server": argv,
+//                          "grades": probe_grades_json}}   when probes ran
 // The writer refuses a checkpoint whose shard or training sources no longer hash to what its
 // training.json records. The shard itself (7 MB) is not carried: training.json binds its sha256.
 //
@@ -25,8 +31,9 @@
 // training.json, change.candidate's weights the identity the engine states for that shard
 // ("sha256:<shard>=<sha256>", Checkpoint::identity); the scores' example and token counts those of
 // the carried held-out set; the means and every metric those derived from heldout-scores.json; and
-// the gate the one judge_quality yields from the scores under G2's quality_targets (the current
-// definition, then each superseded one of gates/history/), whose targets the record must name.
+// the gate the one judge_quality yields from the scores (and the probes' grades, graded again from
+// requests.jsonl and the carried workload) under G2's quality_targets (the current definition,
+// then each superseded one of gates/history/), whose targets the record must name.
 #include <filesystem>
 #include <map>
 #include <string>
@@ -35,6 +42,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gates/gate_definition.h"
+#include "gates/quality_probes.h"
 #include "gates/quality_targets.h"
 #include "harness/heldout_loss.h"
 #include "receipts/problem.h"
@@ -68,6 +76,7 @@ struct QualityRun {
   std::vector<std::string> args;    // the command's arguments
   harness::HeldoutLoss scores;
   QualityTargets targets;
+  const ProbeRun* probes = nullptr;  // the targets' probes as run (required when they have probes)
 };
 
 // The record's metrics for `scores`: heldout_nll and heldout_token_accuracy of each task and the

@@ -1,7 +1,11 @@
 #include "gates/quality_gate.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
+#include <optional>
+#include <system_error>
 
 #include "engine/backend/runner_factory.h"
 #include "engine/core/cli_args.h"
@@ -11,7 +15,9 @@
 #include "engine/model/model_loader.h"
 #include "engine/runtime/latent_cache.h"
 #include "gates/quality_bundle.h"
+#include "gates/quality_probes.h"
 #include "gates/verdict_rederivation.h"
+#include "receipts/bundle_file.h"
 #include "receipts/bundle_verifier.h"
 #include "receipts/problem.h"
 #include "receipts/qualification_record.h"
@@ -21,6 +27,15 @@ namespace sparkglm::gates {
 
 namespace {
 
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string fixed(const json& v, int digits) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.*f", digits, v.get<double>());
+  return b;
+}
+
 CriterionResult at_most(const std::string& name, double observed, double limit) {
   return {name, observed, limit, observed <= limit, ""};  // NaN fails
 }
@@ -28,8 +43,11 @@ CriterionResult at_most(const std::string& name, double observed, double limit) 
 const char* const kUsage =
     "usage: sparkglm-qualify quality [--checkpoint DIR] [--heldout FILE] [--device cpu|cuda]\n"
     "         [--kv-cache-dtype bf16|fp8_g128|f32] [--chunk N] [--gates DIR] [--out DIR]\n"
+    "         [--server-bin PATH] [--workloads DIR]\n"
     "  the held-out loss of the trained tinyGLM through the engine, judged against G2's\n"
-    "  quality_targets (defaults: the checkpoint, held-out set and chunk named there).\n"
+    "  quality_targets (defaults: the checkpoint, held-out set and chunk named there), and\n"
+    "  the targets' probes workload served by sparkglm-serve (--server-bin; default: beside\n"
+    "  this binary) on the same checkpoint, device and KV dtype, judged by pass rate.\n"
     "  --out DIR writes a bundle (its id is DIR's name) binding the weights, the held-out set,\n"
     "  the training sources and the scores by sha256; run from the repository root, which\n"
     "  training.json's source paths are relative to\n";
@@ -43,7 +61,8 @@ QualityTargets load_quality_targets(const std::string& gates_dir) {
   return *g2.quality_targets;
 }
 
-GateResult judge_quality(const QualityTargets& t, const harness::HeldoutLoss& got) {
+GateResult judge_quality(const QualityTargets& t, const harness::HeldoutLoss& got,
+                         const std::vector<workloads::GradeResult>* probes) {
   GateResult g;
   g.id = "G2";
   g.criteria.push_back(
@@ -69,6 +88,9 @@ GateResult judge_quality(const QualityTargets& t, const harness::HeldoutLoss& go
       g.criteria.push_back({"held-out nll of " + task, nullptr, nll * t.max_task_nll_ratio, false,
                             "the held-out set has no example of this task"});
   }
+  if (t.probes && probes)
+    for (CriterionResult& c : probe_criteria(*t.probes, *probes))
+      g.criteria.push_back(std::move(c));
   g.conclude();
   return g;
 }
@@ -81,7 +103,7 @@ int quality_command(const std::vector<std::string>& args, std::ostream& out, std
       return 0;
     }
     a.allow_only({"--checkpoint", "--heldout", "--device", "--kv-cache-dtype", "--chunk", "--gates",
-                  "--out", "--help"});
+                  "--out", "--server-bin", "--workloads", "--help"});
     if (!a.positional().empty())
       throw Error(ErrorKind::kInvalidArgument, "unexpected argument \"" + a.positional()[0] + "\"");
     const QualityTargets t = load_quality_targets(a.str("--gates", "gates"));
@@ -104,7 +126,21 @@ int quality_command(const std::vector<std::string>& args, std::ostream& out, std
     const harness::HeldoutSet set =
         harness::read_heldout(a.str("--heldout", t.heldout), b.config.vocab_size, b.max_seq_len);
     const harness::HeldoutLoss got = harness::score_heldout(*b.runner, set, chunk);
-    const GateResult g = judge_quality(t, got);
+    std::optional<ProbeRun> probes;
+    if (t.probes) {
+      std::error_code ec;
+      const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+      const fs::path bin = ec ? fs::path("sparkglm-serve") : exe.parent_path() / "sparkglm-serve";
+      const fs::path log = fs::temp_directory_path() /
+                           ("sparkglm-quality-probes-" + std::to_string(getpid()) + ".log");
+      probes = run_probes(
+          *t.probes, a.str("--workloads", "workloads"), a.str("--server-bin", bin.string()),
+          {"--model", r.model_dir, "--device", r.device, "--kv-cache-dtype", to_string(r.kv_dtype)},
+          log, err);
+      probes->server_log = receipts::read_file(log);
+      fs::remove(log, ec);
+    }
+    const GateResult g = judge_quality(t, got, probes ? &probes->grades : nullptr);
     char line[160];
     out << "held-out loss of " << b.model_id << " on " << r.device << " (kv "
         << to_string(r.kv_dtype) << ", chunk " << chunk << ", " << set.examples.size()
@@ -121,7 +157,23 @@ int quality_command(const std::vector<std::string>& args, std::ostream& out, std
     }
     std::snprintf(line, sizeof line, "  %-12s %9.4f %9.4f %9.4f\n", "mean", got.nll,
                   t.reference_nll, got.accuracy);
-    out << line << "quality gate: " << g.status << " (" << g.summary << ")\n";
+    out << line;
+    if (probes) {
+      out << "probes (" << t.probes->workload << ", greedy through sparkglm-serve on " << r.device
+          << ")\n";
+      std::snprintf(line, sizeof line, "  %-12s %-14s %9s %9s\n", "case", "grader", "pass rate",
+                    "target");
+      out << line;
+      for (const json& p : probe_grades_json(*t.probes, probes->grades)) {
+        const std::string target =
+            p["min_pass_rate"].is_null() ? "recorded" : ">= " + fixed(p["min_pass_rate"], 3);
+        std::snprintf(line, sizeof line, "  %-12s %-14s %4d of %-2d %9s\n",
+                      p["case"].get<std::string>().c_str(), p["grader"].get<std::string>().c_str(),
+                      int(p["requests"]) - int(p["failed"]), int(p["requests"]), target.c_str());
+        out << line;
+      }
+    }
+    out << "quality gate: " << g.status << " (" << g.summary << ")\n";
     if (a.has("--out")) {
       QualityRun run;
       run.checkpoint = r.model_dir;
@@ -136,6 +188,7 @@ int quality_command(const std::vector<std::string>& args, std::ostream& out, std
       run.args = args;
       run.scores = got;
       run.targets = t;
+      run.probes = probes ? &*probes : nullptr;
       write_quality_bundle(folder, run, ".");
       const receipts::Problems problems = receipts::verify_bundle(
           folder, full_verification(receipts::kTrustedKeysFolder, a.str("--gates", "gates")));

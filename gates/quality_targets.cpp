@@ -18,12 +18,38 @@ std::string text(const nlohmann::json& j, const char* key, const std::string& wh
   return j[key];
 }
 
+// The probes' targets: a workload id and, per case, per grader, a share in [0, 1]; at most 64
+// cases of 16 graders (a workload's own bounds are smaller).
+ProbeTargets parse_probe_targets(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object() || j.size() != 2 || !j.contains("min_pass_rate"))
+    throw Error(ErrorKind::kInvalidConfig,
+                where + ": expected {\"workload\": ..., \"min_pass_rate\": {...}}");
+  ProbeTargets t;
+  t.workload = text(j, "workload", where);
+  const nlohmann::json& cases = j["min_pass_rate"];
+  const std::string at = where + ".min_pass_rate";
+  if (!cases.is_object() || cases.empty() || cases.size() > 64)
+    throw Error(ErrorKind::kInvalidConfig, at + ": expected an object of 1 to 64 cases");
+  for (const auto& [id, graders] : cases.items()) {
+    if (!graders.is_object() || graders.empty() || graders.size() > 16)
+      throw Error(ErrorKind::kInvalidConfig,
+                  at + "." + id + ": expected an object of 1 to 16 graders");
+    for (const auto& [grader, share] : graders.items()) {
+      if (!share.is_number() || !(share.get<double>() >= 0) || !(share.get<double>() <= 1))
+        throw Error(ErrorKind::kInvalidConfig,
+                    at + "." + id + "." + grader + ": expected a share in [0, 1]");
+      t.min_pass_rate[id][grader] = share.get<double>();
+    }
+  }
+  return t;
+}
+
 }  // namespace
 
 nlohmann::json QualityTargets::to_json() const {
   nlohmann::json tasks = nlohmann::json::object();
   for (const auto& [task, nll] : reference_task_nll) tasks[task] = {{"nll", nll}};
-  return {
+  nlohmann::json j = {
       {"checkpoint", checkpoint},
       {"heldout", heldout},
       {"chunk", chunk},
@@ -31,6 +57,9 @@ nlohmann::json QualityTargets::to_json() const {
       {"max_task_nll_ratio", max_task_nll_ratio},
       {"max_accuracy_drop", max_accuracy_drop},
       {"reference", {{"nll", reference_nll}, {"accuracy", reference_accuracy}, {"tasks", tasks}}}};
+  if (probes)
+    j["probes"] = {{"workload", probes->workload}, {"min_pass_rate", probes->min_pass_rate}};
+  return j;
 }
 
 QualityTargets parse_quality_targets(const nlohmann::json& j, const std::string& where) {
@@ -57,6 +86,7 @@ QualityTargets parse_quality_targets(const nlohmann::json& j, const std::string&
     throw Error(ErrorKind::kInvalidConfig, where + ".reference.tasks: expected an object");
   for (const auto& [task, v] : r["tasks"].items())
     t.reference_task_nll[task] = number(v, "nll", where + ".reference.tasks." + task);
+  if (j.contains("probes")) t.probes = parse_probe_targets(j["probes"], where + ".probes");
   return t;
 }
 

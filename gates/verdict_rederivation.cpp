@@ -62,17 +62,6 @@ json read_artifact(const fs::path& bundle, const std::string& path) {
                                 ErrorKind::kInvalidArgument);
 }
 
-std::vector<harness::RequestRecord> read_requests(const fs::path& bundle) {
-  std::vector<harness::RequestRecord> records;
-  std::istringstream lines(receipts::read_file(bundle / "requests.jsonl"));
-  std::string line;
-  for (size_t n = 1; std::getline(lines, line); ++n)
-    if (!line.empty())
-      records.push_back(harness::record_from_json(parse_json_unique_keys(
-          line, "requests.jsonl: line " + std::to_string(n), ErrorKind::kInvalidArgument)));
-  return records;
-}
-
 // The recorded gate against the one judged again: the verdict, then each criterion by name.
 void compare_gate(const json& recorded, const GateResult& derived, const std::string& at,
                   Problems& problems) {
@@ -231,6 +220,17 @@ void compare_metrics(const json& record, const std::vector<MetricSeries>& series
 }
 
 }  // namespace
+
+std::vector<harness::RequestRecord> read_requests(const fs::path& bundle) {
+  std::vector<harness::RequestRecord> records;
+  std::istringstream lines(receipts::read_file(bundle / "requests.jsonl"));
+  std::string line;
+  for (size_t n = 1; std::getline(lines, line); ++n)
+    if (!line.empty())
+      records.push_back(harness::record_from_json(parse_json_unique_keys(
+          line, "requests.jsonl: line " + std::to_string(n), ErrorKind::kInvalidArgument)));
+  return records;
+}
 
 bool close_json(const json& a, const json& b) {
   if (a.is_number() && b.is_number()) {

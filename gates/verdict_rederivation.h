@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gates/gate_definition.h"
+#include "harness/request_record.h"
 #include "receipts/bundle_verifier.h"
 #include "receipts/problem.h"
 
@@ -64,6 +65,9 @@ receipts::Problems under_first_definition(const std::vector<GateDefinition>& def
   return {{"qualification.json: gates[0]",
            "no G2 definition (current or in gates/history/) has " + needs + " to judge it by"}};
 }
+
+// The records of a bundle's requests.jsonl, in order; Error naming the line that does not read.
+std::vector<harness::RequestRecord> read_requests(const std::filesystem::path& bundle);
 
 // VerifyOptions with rederive_verdicts, the trusted keys and gate definitions of a checkout.
 receipts::VerifyOptions full_verification(

@@ -25,11 +25,14 @@
 #include "gates/quality_gate.h"
 #include "gates/verdict_rederivation.h"
 #include "harness/heldout_loss.h"
+#include "harness/request_record.h"
 #include "receipts/bundle_file.h"
 #include "receipts/bundle_verifier.h"
 #include "receipts/problem.h"
 #include "receipts/qualification_record.h"
 #include "receipts/trusted_keys.h"
+#include "workloads/request_plan.h"
+#include "workloads/workload_spec.h"
 
 namespace sparkglm::gates {
 namespace {
@@ -281,6 +284,114 @@ TEST(QualityBundle, TheScoresMustCountTheHeldOutSet) {
       << listed(c.verify(bundle));
 }
 
+// The probes: a workload of two tool-call requests, a target on their pass rate, and records as
+// a server would have sent them. The verifier grades requests.jsonl again from the carried
+// workload, so a record edited to pass, or grades edited in the record, do not verify.
+struct ProbedCheckout : Checkout {
+  fs::path workload = root / "workloads/probe-t.json";
+  ProbeRun probes;
+
+  ProbedCheckout() {
+    write(workload, json{{"schema", "sparkglm.workload/1"},
+                         {"id", "probe-t"},
+                         {"title", "t"},
+                         {"cases",
+                          {{{"id", "calls"},
+                            {"title", "calls"},
+                            {"endpoint", "chat"},
+                            {"prompt", {{"builder", "tool_call"}, {"seed", 3}, {"tokens", 2048}}},
+                            {"max_tokens", 64},
+                            {"ignore_eos", false},
+                            {"arrival", {{"type", "closed"}, {"concurrency", 1}}},
+                            {"requests", 2},
+                            {"repetitions", 1},
+                            {"salt", "p-calls"},
+                            {"graders", {"tool_call"}}}}}}
+                        .dump());
+    json g2 = read_gate_file((gates / "G2.json").string()).json;
+    g2["quality_targets"]["probes"] = {{"workload", "probe-t"},
+                                       {"min_pass_rate", {{"calls", {{"tool_call", 1}}}}}};
+    write(gates / "G2.json", g2.dump(1));
+    probes.spec = workloads::load_workload(workload.string());
+    const workloads::WorkloadPlan plan = workloads::plan_workload(probes.spec, {});
+    for (const workloads::RepetitionPlan& rep : plan.cases[0].repetitions)
+      for (size_t i = 0; i < rep.requests.size(); ++i) {
+        harness::RequestRecord r;
+        r.arm = "candidate";
+        r.workload = "probe-t";
+        r.case_id = "calls";
+        r.index = rep.requests[i].index;
+        r.marker = rep.requests[i].marker;
+        r.ok = true;
+        r.http_status = 200;
+        r.finish_reason = "tool_calls";
+        const json want = json::parse(rep.expected[i]);
+        r.tool_calls = {{want["name"], want["arguments"].dump()}};
+        r.start_s = 0.1 * double(i);
+        r.end_s = r.start_s + 0.05;
+        probes.records.push_back(r);
+      }
+    probes.grades = grade_probes(probes.spec, probes.records);
+    probes.server_argv = {"sparkglm-serve", "--model", "ckpt"};
+    probes.server_log = "listening\n";
+  }
+
+  QualityRun probed_run() const {
+    QualityRun r = run();
+    r.probes = &probes;
+    return r;
+  }
+};
+
+TEST(QualityBundle, ProbesAreGradedAgainFromTheirRecords) {
+  ProbedCheckout c;
+  const fs::path bundle = c.dir.path / "q";
+  const json record = write_quality_bundle(bundle, c.probed_run(), c.root);
+  EXPECT_EQ(record["gates"][0]["status"], "pass") << record["gates"][0].dump(1);
+  EXPECT_TRUE(c.verify(bundle).empty()) << listed(c.verify(bundle));
+  const json& grades = record["quality"]["probes"]["grades"];
+  ASSERT_EQ(grades.size(), 1u);
+  EXPECT_EQ(grades[0]["pass_rate"], 1.0);
+  EXPECT_EQ(grades[0]["min_pass_rate"], 1.0);
+  EXPECT_TRUE(fs::exists(bundle / "inputs/probe-t.json"));
+
+  // A reply edited into another call, re-hashed: graded again, the gate is a fail.
+  const fs::path a = c.dir.path / "a" / "q";
+  fs::create_directories(a.parent_path());
+  fs::copy(bundle, a, fs::copy_options::recursive);
+  std::string jsonl = receipts::read_file(a / "requests.jsonl");
+  const size_t at = jsonl.find("\"name\":\"");
+  ASSERT_NE(at, std::string::npos);
+  jsonl.insert(at + 8, "x");
+  write(a / "requests.jsonl", jsonl);
+  const receipts::FileDigest d = receipts::digest_file(a / "requests.jsonl");
+  edit_record(a, [&](json& r) {
+    for (json& art : r["artifacts"])
+      if (art["path"] == "requests.jsonl") art["sha256"] = d.sha256, art["bytes"] = d.bytes;
+  });
+  receipts::Problems p = c.verify(a);
+  EXPECT_TRUE(names(p, "gates[0].status", "it is fail")) << listed(p);
+  EXPECT_TRUE(names(p, "quality.probes.grades", "are not the grades of requests.jsonl"))
+      << listed(p);
+
+  // The recorded grades edited: they are not the records'.
+  const fs::path b = c.dir.path / "b" / "q";
+  fs::create_directories(b.parent_path());
+  fs::copy(bundle, b, fs::copy_options::recursive);
+  edit_record(b, [](json& r) { r["quality"]["probes"]["grades"][0]["failed"] = 1; });
+  EXPECT_TRUE(names(c.verify(b), "quality.probes.grades", "")) << listed(c.verify(b));
+
+  // The probes dropped from the record while G2's targets have them: not graded, not a pass.
+  const fs::path e = c.dir.path / "e" / "q";
+  fs::create_directories(e.parent_path());
+  fs::copy(bundle, e, fs::copy_options::recursive);
+  edit_record(e, [](json& r) { r["quality"]["probes"] = nullptr; });
+  EXPECT_TRUE(names(c.verify(e), "gates[0]", "")) << listed(c.verify(e));
+
+  // The writer refuses a run without the probes the targets name.
+  EXPECT_THROW(write_quality_bundle(c.dir.path / "q-none", c.run(), c.root), Error);
+}
+
 TEST(QualityBundle, TheWriterRefusesChangedWeightsOrSources) {
   Checkout c;
   write(c.root / "train/train.py", "print('edited after training')\n");
@@ -319,16 +430,18 @@ TEST(QualityBundle, TheWriterRefusesChangedWeightsOrSources) {
   }
 }
 
-// The command, end to end on the committed weights (about 10 s on 2 cores): `quality --out DIR`
-// writes a bundle that verifies in full, and refuses a folder name that is no bundle id. It runs
-// from the repository root, as the command's defaults (gates/, the checkpoint) and training.json's
-// source paths are relative to it.
+// The command, end to end on the committed weights (about 30 s on 2 cores, probes included):
+// `quality --out DIR` writes a bundle that verifies in full, and refuses a folder name that is no
+// bundle id. It runs from the repository root, as the command's defaults (gates/, the checkpoint)
+// and training.json's source paths are relative to it.
 TEST(QualityBundle, TheCommandWritesABundleThatVerifies) {
   TempDir t("");
   const fs::path before = fs::current_path();
   fs::current_path(SPARKGLM_SOURCE_DIR);
   std::ostringstream out, err, out2, err2;
-  const int code = quality_command({"--out", (t.path / "q-cmd").string()}, out, err);
+  const std::string serve = std::string(SPARKGLM_BINARY_DIR) + "/sparkglm-serve";
+  const int code =
+      quality_command({"--out", (t.path / "q-cmd").string(), "--server-bin", serve}, out, err);
   const int bad = quality_command({"--out", (t.path / "Not-An-Id").string()}, out2, err2);
   const receipts::Problems problems = receipts::verify_bundle(
       t.path / "q-cmd", full_verification(receipts::kTrustedKeysFolder, "gates"));
@@ -341,6 +454,12 @@ TEST(QualityBundle, TheCommandWritesABundleThatVerifies) {
             "418354803745d598a9e71119a94c1d5ed31c2e1f58bf889bf68b7823ac2fc4d3");
   EXPECT_EQ(record["quality"]["sources_sha256"]["tinyglm/train/curriculum.py"],
             "ead1ef6064415c344039d43c9bf42e74af2677ff06c9d56caba79690522308ad");
+  // The probes ran through the server, and every judged one passed.
+  for (const json& g : record["quality"]["probes"]["grades"]) {
+    if (g["min_pass_rate"].is_null()) continue;  // recorded, not judged
+    EXPECT_GE(g["pass_rate"].get<double>(), g["min_pass_rate"].get<double>()) << g.dump();
+  }
+  EXPECT_TRUE(fs::exists(t.path / "q-cmd" / "requests.jsonl"));
   EXPECT_EQ(bad, 2);
   EXPECT_NE(err2.str().find("\"Not-An-Id\" is the bundle's id"), std::string::npos) << err2.str();
   EXPECT_FALSE(fs::exists(t.path / "Not-An-Id"));

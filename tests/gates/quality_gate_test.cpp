@@ -21,8 +21,12 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -32,6 +36,7 @@
 #include "engine/model/engine_fault.h"
 #include "engine/model/forward_batch.h"
 #include "engine/model/model_loader.h"
+#include "gates/quality_probes.h"
 #include "harness/heldout_loss.h"
 
 namespace sparkglm::gates {
@@ -273,6 +278,48 @@ TEST(QualityGate, TargetsWithAMissingOrBadFieldAreRefusedByName) {
   j = good;
   j["reference"]["tasks"]["copy"] = {{"nll", "x"}};
   EXPECT_NE(error_of(j).find("q.reference.tasks.copy.nll"), std::string::npos);
+  // The probes' targets: a workload and shares in [0, 1], per case and grader.
+  j = good;
+  j["probes"] = {{"workload", "w"}, {"min_pass_rate", {{"c", {{"tool_call", 0.5}}}}}};
+  EXPECT_EQ(parse_quality_targets(j, "q").probes->min_pass_rate.at("c").at("tool_call"), 0.5);
+  EXPECT_EQ(parse_quality_targets(j, "q").to_json()["probes"], j["probes"]);
+  j["probes"]["min_pass_rate"]["c"]["tool_call"] = 1.5;
+  EXPECT_NE(error_of(j).find("q.probes.min_pass_rate.c.tool_call"), std::string::npos);
+  j["probes"]["min_pass_rate"] = nlohmann::json::object();
+  EXPECT_NE(error_of(j).find("q.probes.min_pass_rate"), std::string::npos);
+  j["probes"] = {{"workload", "w"}, {"min_pass_rate", {{"c", {{"g", 1}}}}}, {"scale", 0.5}};
+  EXPECT_NE(error_of(j).find("q.probes"), std::string::npos);
+}
+
+// The probes' negative control: the preset's untrained weights through the same server. They
+// never call a tool, so the tool-call probe's pass rate is 0 and the gate fails; the constrained
+// JSON case is shown beside it (a grammar keeps even random weights inside the schema until the
+// reply runs out of tokens). The trained weights' run is QualityBundle.TheCommandWrites....
+TEST(QualityProbes, UntrainedWeightsFailTheProbes) {
+  Fixture& f = fixture();
+  ASSERT_TRUE(f.targets.probes);
+  std::ostringstream err;
+  const ProbeRun run = run_probes(
+      *f.targets.probes, kRoot + "/workloads", std::string(SPARKGLM_BINARY_DIR) + "/sparkglm-serve",
+      {"--preset", "tinyglm-micro"},
+      std::filesystem::temp_directory_path() /
+          ("quality-probes-untrained-" + std::to_string(getpid()) + ".log"),
+      err);
+  const std::vector<CriterionResult> criteria = probe_criteria(*f.targets.probes, run.grades);
+  bool tool_call_failed = false;
+  for (const CriterionResult& c : criteria) {
+    std::printf("untrained  %-44s %s %s\n", c.name.c_str(), c.observed.dump().c_str(),
+                c.pass ? "pass" : "FAIL");
+    if (c.name == "probe tool_call: tool_call pass rate") {
+      tool_call_failed = !c.pass;
+      EXPECT_EQ(c.observed, 0.0) << c.note;
+    }
+  }
+  EXPECT_TRUE(tool_call_failed);
+  harness::HeldoutLoss reference;
+  reference.nll = f.targets.reference_nll;
+  reference.accuracy = f.targets.reference_accuracy;
+  EXPECT_EQ(judge_quality(f.targets, reference, &run.grades).status, "fail");
 }
 
 }  // namespace
