@@ -46,7 +46,9 @@ constexpr const char* kUsage = R"(usage: sparkglm <command> [flags]
        [--prompt TEXT] [--max-tokens N] [--prefill-chunk N] [--threads N]
   logits (--preset P | --model DIR) --tokens a,b,c --out FILE.npz [--mtp] [--threads N]
        [--kv-cache-dtype f32|bf16|fp8_g128]  logits [T, vocab] and hidden [T, D] of every
-       position (and MTP logits [T-1, vocab]); latents in f32 unless the server's dtype is given
+       position (and MTP logits [T-1, vocab]); latents in f32 unless the server's dtype is given;
+       [--mtp-chain-at P,... [--mtp-chain-depth K]] also the MTP module chained as the drafter
+       runs it, from position P on the given tokens: mtp_chain_logits [chains, K-1, vocab]
   With --preset, [--seed N] [--num-layers N] shape the dummy weights; with --model they are
   refused. generate and logits take --precision-mode strict|spark (MODEL.md section 7; default
   strict). A flag a command does not use is an error.
@@ -260,17 +262,31 @@ int cmd_generate(const CliArgs& a) {
 int cmd_logits(const CliArgs& a) {
   // One forward over all the tokens: no prefill chunking, so --prefill-chunk is unknown here.
   std::set<std::string> known = kModelFlags;
-  known.insert({"--tokens", "--out", "--mtp", "--kv-cache-dtype"});
+  known.insert(
+      {"--tokens", "--out", "--mtp", "--mtp-chain-at", "--mtp-chain-depth", "--kv-cache-dtype"});
   a.allow_only(known);
   const ModelSource source = model_source(a);
   const std::vector<int32_t> ids = a.int_list("--tokens");
   const std::string out_path = a.required("--out");
   const bool with_mtp = a.has("--mtp");
+  const std::vector<int32_t> chain_at =
+      a.has("--mtp-chain-at") ? a.int_list("--mtp-chain-at") : std::vector<int32_t>{};
+  const int depth = int(a.integer("--mtp-chain-depth", 2, 2, 8));
+  if (chain_at.size() > 64)
+    throw Error(ErrorKind::kInvalidArgument, "--mtp-chain-at: at most 64 positions");
+  for (const int32_t p : chain_at)
+    if (p < 1 || int64_t(p) + depth > int64_t(ids.size()))
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--mtp-chain-at " + std::to_string(p) + ": a chain of depth " +
+                      std::to_string(depth) + " needs 1 <= P and P + depth <= the token count " +
+                      std::to_string(ids.size()));
   cpu::CpuRunnerOptions options;
   options.kv_dtype = kv_dtype_from_string(a.str("--kv-cache-dtype", "f32"));
   ThreadPool& pool = pool_for(a);
   a.reject_unread("sparkglm logits");
   const auto model = load(source, pool);
+  if (!chain_at.empty() && model->config.mtp_layer() < 0)
+    throw Error(ErrorKind::kInvalidArgument, "--mtp-chain-at: the model has no MTP module");
   const int64_t t = int64_t(ids.size()), d = model->config.hidden_size,
                 v = model->config.vocab_size;
   const int block_size = 16, blocks = int(t / block_size + 2);
@@ -296,6 +312,27 @@ int cmd_logits(const CliArgs& a) {
     runner.forward_mtp(mb, hidden, mtp);
     arrays.push_back({"mtp_logits", {t - 1, v}, mtp.logits.data()});
   }
+  // Chains as the MTP drafter runs them (engine/runtime/speculation/mtp_drafter.h), on the given
+  // tokens instead of drafts: pass 1 over positions 0..P-1, then pass d (2..depth) one row at
+  // position P + d - 2 on token P + d - 1 and pass d - 1's output state.
+  std::vector<float> chain;  // [chains, depth - 1, vocab]
+  for (const int32_t p : chain_at) {
+    ForwardBatch first;
+    first.add_sequence({ids.begin() + 1, ids.begin() + 1 + p}, 0, 0, table, true);
+    first.seqs.back().decode = false;
+    ForwardOutput step;
+    runner.forward_mtp(first, {main.hidden.begin(), main.hidden.begin() + p * d}, step);
+    for (int pass = 2; pass <= depth; ++pass) {
+      ForwardBatch next;
+      next.add_sequence({ids[size_t(p + pass - 1)]}, p + pass - 2, 0, table);
+      ForwardOutput out;
+      runner.forward_mtp(next, step.hidden, out);
+      chain.insert(chain.end(), out.logits.begin(), out.logits.begin() + v);
+      step = std::move(out);
+    }
+  }
+  if (!chain_at.empty())
+    arrays.push_back({"mtp_chain_logits", {int64_t(chain_at.size()), depth - 1, v}, chain.data()});
   write_npz(out_path, arrays);
   std::printf("wrote %s (%lld positions)\n", out_path.c_str(), static_cast<long long>(t));
   return 0;
