@@ -126,6 +126,9 @@ int quality_command(const std::vector<std::string>& args, std::ostream& out, std
     const harness::HeldoutSet set =
         harness::read_heldout(a.str("--heldout", t.heldout), b.config.vocab_size, b.max_seq_len);
     const harness::HeldoutLoss got = harness::score_heldout(*b.runner, set, chunk);
+    // The runner gives its device memory back before the probes' server takes its own.
+    b.runner.reset();
+    b.host_model.reset();
     std::optional<ProbeRun> probes;
     if (t.probes) {
       std::error_code ec;
