@@ -473,6 +473,13 @@ TEST(QualityBundle, TheCommittedWeightsStillMatchTheirTrainingRecord) {
       fs::path(SPARKGLM_SOURCE_DIR) / "tinyglm/weights/tinyglm-micro-trained", SPARKGLM_SOURCE_DIR);
   EXPECT_EQ(c.shard, "model-00001-of-00001.safetensors");
   EXPECT_GE(c.sources_sha256.size(), 6u);
+  // Its MTP module fine-tuned for chained drafts (docs/speculative-decoding.md): the same check,
+  // over the fine-tune's own sources (finetune_mtp_chain.py, mtp_chain.py and those it imports).
+  const TrainedCheckpoint chain = check_trained_checkpoint(
+      fs::path(SPARKGLM_SOURCE_DIR) / "tinyglm/weights/tinyglm-micro-trained-mtp-chain",
+      SPARKGLM_SOURCE_DIR);
+  EXPECT_TRUE(chain.sources_sha256.count("tinyglm/train/mtp_chain.py"));
+  EXPECT_NE(chain.shard_sha256, c.shard_sha256);
 }
 
 }  // namespace

@@ -12,16 +12,22 @@ On the committed trained tinyGLM (or --checkpoint DIR), in float64 on the CPU:
    chained rows disagree beyond the bound.
 4. The chain loss backpropagates to the MTP module's weights (finite, non-zero gradients).
 
-Skips when torch is not importable (CI has no torch).
+5. (without torch too) The committed chain-fine-tuned checkpoint
+   (tinyglm/weights/tinyglm-micro-trained-mtp-chain) differs from the checkpoint its training.json
+   derives it from only in the MTP module's tensors (model.layers.<L>.*): the main model, the
+   embedding and the LM head are byte for byte the base's, so every number of the base's main model
+   holds for it.
+
+Steps 1-4 skip when torch is not importable (CI has no torch).
 Run: python3 test_mtp_chain.py --bin-dir BUILD_DIR [--checkpoint DIR]
 """
 import argparse
+import hashlib
+import json
 import os
 import subprocess
 import sys
 import tempfile
-
-import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
@@ -37,6 +43,7 @@ except ImportError:
 
 
 def rel_err(got, want):
+    import numpy as np
     return float(np.max(np.abs(got.astype(np.float64) - want)) / max(np.max(np.abs(want)), 1e-30))
 
 
@@ -49,20 +56,61 @@ def prompt():
     raise RuntimeError("no curriculum example of 360 tokens")
 
 
+def safetensors(path):
+    import struct
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    header.pop("__metadata__", None)
+    return {k: raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in header.items()}
+
+
+def derived_checkpoint_failures():
+    """Step 5: the fine-tuned checkpoint changes the MTP module only."""
+    ckpt = os.path.join(ROOT, "tinyglm", "weights", "tinyglm-micro-trained-mtp-chain")
+    with open(os.path.join(ckpt, "training.json")) as f:
+        record = json.load(f)
+    with open(os.path.join(ckpt, "config.json")) as f:
+        layers = json.load(f)["num_hidden_layers"]
+    base = os.path.join(ROOT, record["derived_from"]["checkpoint"])
+    shard = "model-00001-of-00001.safetensors"
+    with open(os.path.join(base, shard), "rb") as f:
+        if hashlib.sha256(f.read()).hexdigest() != record["derived_from"]["shard_sha256"]:
+            return [f"{base}: not the shard training.json derives from"]
+    mine, theirs = safetensors(os.path.join(ckpt, shard)), safetensors(os.path.join(base, shard))
+    if set(mine) != set(theirs):
+        return ["the fine-tuned checkpoint holds other tensors than its base"]
+    changed = [k for k in mine if mine[k] != theirs[k]]
+    outside = [k for k in changed if not k.startswith(f"model.layers.{layers}.")]
+    print(f"[derived] {len(changed)} of {len(mine)} tensors changed, all in model.layers.{layers}.*: "
+          f"{not outside}")
+    failures = [f"{k} changed outside the MTP module" for k in outside]
+    if not changed:
+        failures.append("nothing changed: the fine-tune trained nothing")
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin-dir", required=True)
     ap.add_argument("--checkpoint", default=os.path.join(ROOT, "tinyglm", "weights", "tinyglm-micro-trained"))
     args = ap.parse_args()
+    failures = derived_checkpoint_failures()
     if not HAVE_TORCH:
-        print("SKIP: torch is not importable (pip install torch to run the chain against the engine)")
+        if failures:
+            print("FAIL: " + "; ".join(failures))
+            return 1
+        print("SKIP (steps 1-4): torch is not importable (pip install torch to run the chain against the "
+              "engine); the fine-tuned checkpoint changes its MTP module only")
         return 0
+    import numpy as np
+
     import checkpoint_io
     import mtp_chain
     tokens = prompt()
     T = len(tokens)
     roots = [40, 41, 42, 43, 200, 201, 202, 203, T - DEPTH]
-    failures = []
     model = checkpoint_io.load(args.checkpoint, torch.float64)
     with tempfile.TemporaryDirectory(prefix="sparkglm_chain_") as work:
         out = os.path.join(work, "chain.npz")
