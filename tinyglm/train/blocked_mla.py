@@ -29,11 +29,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "torch"))
 
 import peer_mla as mla  # noqa: E402
-from trainable_glm import TrainableGlm  # noqa: E402
-
-
-def _no_autocast(t):
-    return torch.autocast(device_type=t.device.type, enabled=False)
+from trainable_glm import TrainableGlm, _no_autocast  # noqa: E402
 
 
 def _block(c, sparse, t0, q_abs, c_kv, qI, w, Kp):
