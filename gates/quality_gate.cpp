@@ -164,13 +164,13 @@ int quality_command(const std::vector<std::string>& args, std::ostream& out, std
     if (probes) {
       out << "probes (" << t.probes->workload << ", greedy through sparkglm-serve on " << r.device
           << ")\n";
-      std::snprintf(line, sizeof line, "  %-12s %-14s %9s %9s\n", "case", "grader", "pass rate",
+      std::snprintf(line, sizeof line, "  %-18s %-12s %9s %9s\n", "case", "grader", "pass rate",
                     "target");
       out << line;
       for (const json& p : probe_grades_json(*t.probes, probes->grades)) {
         const std::string target =
             p["min_pass_rate"].is_null() ? "recorded" : ">= " + fixed(p["min_pass_rate"], 3);
-        std::snprintf(line, sizeof line, "  %-12s %-14s %4d of %-2d %9s\n",
+        std::snprintf(line, sizeof line, "  %-18s %-12s %4d of %-2d %9s\n",
                       p["case"].get<std::string>().c_str(), p["grader"].get<std::string>().c_str(),
                       int(p["requests"]) - int(p["failed"]), int(p["requests"]), target.c_str());
         out << line;

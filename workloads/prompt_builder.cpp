@@ -1,6 +1,7 @@
 #include "workloads/prompt_builder.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "engine/core/error.h"
@@ -25,15 +26,17 @@ std::string echo_instruction(const Prompt& p, bool echo) {
 }
 
 // The two-hop needle: rows of "key -> code" then "code -> value", the needle's row in each table
-// at a fixed depth; distractors never reuse the needle's key, code or value.
+// at `depth` of it (negative: 37 % and 61 %); distractors never reuse the needle's key, code or
+// value.
 struct Needle {
   std::string key, code, value;
 };
 
-std::function<std::string(int64_t)> needle_filler(uint64_t seed, Needle needle) {
-  return [seed, needle](int64_t n) {
+std::function<std::string(int64_t)> needle_filler(uint64_t seed, Needle needle, double depth) {
+  return [seed, needle, depth](int64_t n) {
     const int64_t first = (n + 1) / 2, second = n / 2;
-    const int64_t at1 = first * 37 / 100, at2 = second * 61 / 100;
+    const int64_t at1 = depth < 0 ? first * 37 / 100 : std::llround(double(first) * depth);
+    const int64_t at2 = depth < 0 ? second * 61 / 100 : std::llround(double(second) * depth);
     std::string out = "Table 1 (key -> code):\n";
     for (int64_t i = 0; i <= first; ++i) {
       if (i == at1) out += "key " + needle.key + " -> code " + needle.code + "\n";
@@ -102,7 +105,7 @@ Prompt build_single(const CaseSpec& spec, const RequestIdentity& id) {
                   std::to_string(draw_between(v, 3, 10000000, 99999999))};
     p.expected = needle.value;
     p.head += "Two lookup tables follow.\n\n";
-    p.filler = needle_filler(mix_seed(seed, kTagTable), needle);
+    p.filler = needle_filler(mix_seed(seed, kTagTable), needle, spec.prompt.depth);
     p.tail = "\nQuestion: what is the value for key " + needle.key +
              "? Find its code in Table 1, then that code's value in Table 2. Reply with the "
              "8-digit value.\n";

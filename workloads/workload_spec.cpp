@@ -102,7 +102,7 @@ PromptSpec parse_prompt(const json& j, const std::string& source, const std::str
                         int32_t requests) {
   const Fields f(j, source, path,
                  {"builder", "seed", "tokens", "min_tokens", "system_tokens", "sessions",
-                  "echo_marker", "constrained"});
+                  "echo_marker", "constrained", "depth"});
   PromptSpec p;
   p.builder = f.text("builder");
   if (!is_builder(p.builder)) {
@@ -135,6 +135,14 @@ PromptSpec parse_prompt(const json& j, const std::string& source, const std::str
   p.constrained = f.boolean("constrained", false);
   if (p.constrained && p.builder != "json_schema")
     f.fail(f.name("constrained"), "absent: only the json_schema builder constrains its output");
+  if (f.has("depth")) {
+    if (p.builder != "needle")
+      f.fail(f.name("depth"), "absent: only the needle builder places a needle");
+    const json& d = f.at("depth");
+    if (!d.is_number() || !(d.get<double>() >= 0) || !(d.get<double>() <= 1))
+      f.fail(f.name("depth"), "a number in [0, 1]: where the needle sits in each table");
+    p.depth = d.get<double>();
+  }
   if (f.has("sessions")) {
     const json& s = f.at("sessions");
     if (!s.is_array() || int32_t(s.size()) != requests)
@@ -306,8 +314,9 @@ bool same_prompts(const CaseSpec& a, const CaseSpec& b) {
          a.prompt.seed == b.prompt.seed && a.prompt.tokens == b.prompt.tokens &&
          a.prompt.system_tokens == b.prompt.system_tokens &&
          a.prompt.sessions == b.prompt.sessions && a.prompt.echo_marker == b.prompt.echo_marker &&
-         a.prompt.constrained == b.prompt.constrained && a.requests == b.requests &&
-         a.warm_replay == b.warm_replay && a.fresh_each_repetition == b.fresh_each_repetition &&
+         a.prompt.constrained == b.prompt.constrained && a.prompt.depth == b.prompt.depth &&
+         a.requests == b.requests && a.warm_replay == b.warm_replay &&
+         a.fresh_each_repetition == b.fresh_each_repetition &&
          a.chat_template_kwargs == b.chat_template_kwargs;
 }
 

@@ -28,6 +28,8 @@ struct PromptSpec {
   std::vector<int32_t> sessions;  // conversation: the session request i continues (empty: all 0)
   bool echo_marker = false;       // ask the model to begin its reply with the request's marker
   bool constrained = false;       // json_schema: the schema also goes as response_format
+  double depth =
+      -1;  // needle: where the needle's row sits in each table, in [0, 1] (-1: 37 %, 61 %)
 
   int32_t tokens_for(int32_t index) const { return tokens.size() == 1 ? tokens[0] : tokens[index]; }
 };

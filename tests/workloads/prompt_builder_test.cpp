@@ -233,6 +233,33 @@ TEST(PromptBuilder, NeedleHasOneTwoHopPath) {
   }
 }
 
+// prompt.depth places the needle's row in each table at that fraction of it: recall by depth.
+TEST(PromptBuilder, NeedleDepthPlacesTheNeedle) {
+  for (const double depth : {0.0, 0.1, 0.5, 0.9, 1.0}) {
+    SCOPED_TRACE(depth);
+    CaseSpec c = make_case("needle", Endpoint::kCompletions, 6000, 1);
+    c.prompt.depth = depth;
+    const Prompt p = build_case_prompts(c, 0, {}, byte_tokens)[0];
+    const std::string& t = p.text();
+    const size_t table1 = t.find("Table 1"), table2 = t.find("Table 2"), end = t.find("Question:");
+    std::smatch q;
+    ASSERT_TRUE(std::regex_search(t, q, std::regex(R"(value for key ([a-z]{6})\?)")));
+    const size_t at1 = t.find("key " + q[1].str() + " -> code"), at2 = t.find(p.expected);
+    // The needle's offset within its table, as a fraction of the table's bytes.
+    const double f1 = double(at1 - table1) / double(table2 - table1);
+    const double f2 = double(at2 - table2) / double(end - table2);
+    EXPECT_NEAR(f1, depth, 0.05) << "Table 1";
+    EXPECT_NEAR(f2, depth, 0.05) << "Table 2";
+  }
+  // Without a depth: 37 % and 61 %, the prompts committed bundles were made with.
+  const Prompt p = build_case_prompts(make_case("needle", Endpoint::kCompletions, 6000, 1), 0, {},
+                                      byte_tokens)[0];
+  const std::string& t = p.text();
+  const size_t table2 = t.find("Table 2");
+  EXPECT_NEAR(double(t.find(p.expected) - table2) / double(t.find("Question:") - table2), 0.61,
+              0.05);
+}
+
 TEST(PromptBuilder, ToolCallOffersTheToolsAndNamesTheCall) {
   const CaseSpec c = make_case("tool_call", Endpoint::kChat, 1600, 12);
   const auto prompts = build_case_prompts(c, 0, kNoThinking, byte_tokens);

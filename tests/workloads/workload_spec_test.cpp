@@ -280,6 +280,16 @@ TEST(WorkloadSpec, BadSpecsAreRejectedNamingTheField) {
        "cases[0].endpoint"},
       {"constrained elsewhere", [](json& j) { j["cases"][0]["prompt"]["constrained"] = true; },
        "cases[0].prompt.constrained"},
+      {"depth elsewhere", [](json& j) { j["cases"][0]["prompt"]["depth"] = 0.5; },
+       "cases[0].prompt.depth"},
+      {"depth out of range",
+       [](json& j) {
+         j["cases"][0]["prompt"]["builder"] = "needle";
+         j["cases"][0]["graders"] = {"needle"};
+         j["cases"][0]["ignore_eos"] = false;
+         j["cases"][0]["prompt"]["depth"] = 1.5;
+       },
+       "cases[0].prompt.depth"},
       {"json_schema grader for another builder",
        [](json& j) { j["cases"][0]["graders"] = {"json_schema"}; }, "cases[0].graders[0]"},
       {"sessions elsewhere",
