@@ -52,6 +52,12 @@ harness::RunProgress progress_hooks(const std::vector<harness::CaseLoad>& loads,
 
 }  // namespace
 
+workloads::TokenCounter server_token_counter(const std::string& base_url) {
+  return [base_url](const json& body) {
+    return int32_t(harness::tokenize(base_url, workloads::tokenize_body(body)).size());
+  };
+}
+
 std::vector<harness::CaseLoad> case_loads(const workloads::WorkloadPlan& plan) {
   std::vector<harness::CaseLoad> out;
   for (const workloads::CasePlan& c : plan.cases) {
@@ -77,9 +83,7 @@ std::vector<harness::CaseLoad> plan_workloads(const RunRequest& req,
   plan_options.model = req.external
                            ? candidate.identity.identity["model"]["preset"].get<std::string>()
                            : harness::model_id(base);
-  plan_options.count = [&](const json& body) {
-    return int32_t(harness::tokenize(base, workloads::tokenize_body(body)).size());
-  };
+  plan_options.count = server_token_counter(base);
   std::vector<harness::CaseLoad> loads;
   for (const std::string& w : workload_ids) {
     const fs::path path = req.workloads / (w + ".json");

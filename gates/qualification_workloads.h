@@ -24,6 +24,9 @@ std::vector<harness::CaseLoad> plan_workloads(const RunRequest& request,
                                               ServingArm& candidate, receipts::BundleWriter& bundle,
                                               std::ostream& err, ServingRun& run);
 
+// Counts a request body's prompt tokens with the server's own /tokenize, as calibration needs.
+workloads::TokenCounter server_token_counter(const std::string& base_url);
+
 // A workload plan's cases as loads for harness::run_interleaved, labelled "workload/case".
 std::vector<harness::CaseLoad> case_loads(const workloads::WorkloadPlan& plan);
 

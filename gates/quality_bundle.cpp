@@ -358,6 +358,7 @@ json write_quality_bundle(const fs::path& out, const QualityRun& run, const fs::
     probes = {{"workload", spec.id},
               {"workload_sha256", spec.sha256},
               {"server", run.probes->server_argv},
+              {"server_sha256", run.probes->server_sha256},
               {"grades", probe_grades_json(*run.targets.probes, run.probes->grades)}};
   }
   const BuildInfo& b = build_info();

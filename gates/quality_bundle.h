@@ -21,7 +21,8 @@
 //               "files": {"config.json", "training.json", "heldout.json": sha256},
 //               "sources_sha256": {"tinyglm/train/train.py": sha256, ...}, as training.json says
 //               "targets": G2's quality_targets as judged by,
-//               "probes": {"workload", "workload_sha256", "server": argv,
+//               "probes": {"workload", "workload_sha256", "server": argv (binary by file
+//                          name), "server_sha256",
 //                          "grades": probe_grades_json}}   when probes ran
 // The writer refuses a checkpoint whose shard or training sources no longer hash to what its
 // training.json records. The shard itself (7 MB) is not carried: training.json binds its sha256.

@@ -6,8 +6,8 @@
 #include "gates/qualification_workloads.h"
 #include "harness/ab_runner.h"
 #include "harness/server_api.h"
+#include "harness/server_identity.h"
 #include "harness/server_process.h"
-#include "workloads/prompt_builder.h"
 #include "workloads/request_plan.h"
 
 namespace sparkglm::gates {
@@ -47,13 +47,14 @@ ProbeRun run_probes(const ProbeTargets& t, const std::filesystem::path& workload
   for (const std::string& a : server_args) err << ' ' << a;
   err << "\n";
   harness::ServerProcess server(o);
+  // The binary by its file name and checksum, not by this machine's path to it.
   run.server_argv = server.argv();
+  run.server_argv[0] = std::filesystem::path(server_bin).filename().string();
+  run.server_sha256 = harness::file_sha256(server_bin);
   const std::string base = server.base_url();
   workloads::PlanOptions plan;
   plan.model = harness::model_id(base);
-  plan.count = [&](const json& body) {
-    return int32_t(harness::tokenize(base, workloads::tokenize_body(body)).size());
-  };
+  plan.count = server_token_counter(base);
   const std::vector<harness::CaseLoad> loads = case_loads(workloads::plan_workload(run.spec, plan));
   err << "probes: " << t.workload << ", " << loads.size() << " cases\n";
   run.records = harness::run_interleaved(loads, {{"candidate", base}}, harness::Clock::now());

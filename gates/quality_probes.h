@@ -26,7 +26,8 @@ struct ProbeRun {
   workloads::WorkloadSpec spec;  // as loaded: its file, with the file's sha256
   std::vector<harness::RequestRecord> records;
   std::vector<workloads::GradeResult> grades;
-  std::vector<std::string> server_argv;  // the server as run
+  std::vector<std::string> server_argv;  // the server as run, its binary by file name
+  std::string server_sha256;             // of the binary
   std::string server_log;                // its stdout and stderr
 };
 

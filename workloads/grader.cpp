@@ -1,6 +1,7 @@
 #include "workloads/grader.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -303,6 +304,52 @@ std::string check_json_schema(const std::string& text, const std::string& schema
   return schema_mismatch(v, json::parse(schema), "the reply");
 }
 
+namespace {
+
+// The graders that compare each reply with its request's expected value in the plan: what that
+// value is called, why a reply fails it ("" when it passes), and the detail when every one passes.
+struct ExpectedCheck {
+  const char* expected;
+  std::function<std::string(const RequestRecord&, const std::string&)> why;
+  const char* ok;
+};
+
+const ExpectedCheck* expected_check(const std::string& grader) {
+  static const std::map<std::string, ExpectedCheck> checks = {
+      {"arithmetic",
+       {"expected value",
+        [](const RequestRecord& r, const std::string& want) {
+          const std::string got = last_answer(r.output_text);
+          return got == want
+                     ? std::string()
+                     : "last answer " + (got.empty() ? "(none)" : got) + ", expected " + want;
+        },
+        "every last Answer: is right"}},
+      {"needle",
+       {"expected value",
+        [](const RequestRecord& r, const std::string& want) {
+          return r.output_text.find(want) == std::string::npos ? "output lacks the value " + want
+                                                               : std::string();
+        },
+        "every output contains its needle's value"}},
+      {"tool_call",
+       {"expected call",
+        [](const RequestRecord& r, const std::string& want) {
+          return check_tool_call(r.tool_calls, want);
+        },
+        "every reply is one call of the asked tool with its arguments"}},
+      {"json_schema",
+       {"schema",
+        [](const RequestRecord& r, const std::string& want) {
+          return check_json_schema(r.output_text, want);
+        },
+        "every reply is one JSON object that follows its schema"}}};
+  const auto it = checks.find(grader);
+  return it == checks.end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
 GradeResult grade(const GraderSpec& grader, const CaseSpec& spec, const CasePlan& plan,
                   const std::vector<RequestRecord>& records) {
   GradeResult g;
@@ -339,24 +386,16 @@ GradeResult grade(const GraderSpec& grader, const CaseSpec& spec, const CasePlan
         failures.add(*r, ": " + why);
     return finish(g, failures, "every output holds the 50 {index, square} objects");
   }
-  if (grader.name == "arithmetic" || grader.name == "needle") {
-    const bool arithmetic = grader.name == "arithmetic";
+  if (const ExpectedCheck* c = expected_check(grader.name)) {
     for (const RequestRecord* r : mine) {
       const std::string* want = expected_of(plan, *r);
       if (!r->ok) continue;
-      if (!want || want->empty()) {
-        failures.add(*r, ": the plan has no expected value");
-      } else if (arithmetic) {
-        if (const std::string got = last_answer(r->output_text); got != *want)
-          failures.add(*r,
-                       ": last answer " + (got.empty() ? "(none)" : got) + ", expected " + *want);
-      } else if (r->output_text.find(*want) == std::string::npos) {
-        failures.add(*r, ": output lacks the value " + *want);
-      }
+      if (!want || want->empty())
+        failures.add(*r, std::string(": the plan has no ") + c->expected);
+      else if (const std::string why = c->why(*r, *want); !why.empty())
+        failures.add(*r, ": " + why);
     }
-    return finish(
-        g, failures,
-        arithmetic ? "every last Answer: is right" : "every output contains its needle's value");
+    return finish(g, failures, c->ok);
   }
   if (grader.name == "isolation") {
     const bool require_own = grader.params.value("require_own", false);
@@ -373,32 +412,6 @@ GradeResult grade(const GraderSpec& grader, const CaseSpec& spec, const CasePlan
     return finish(
         g, failures,
         require_own ? "own marker echoed, no foreign marker" : "no foreign marker in any output");
-  }
-  if (grader.name == "tool_call") {
-    for (const RequestRecord* r : mine) {
-      const std::string* want = expected_of(plan, *r);
-      if (!r->ok) continue;
-      if (!want || want->empty()) {
-        failures.add(*r, ": the plan has no expected call");
-        continue;
-      }
-      if (std::string why = check_tool_call(r->tool_calls, *want); !why.empty())
-        failures.add(*r, ": " + why);
-    }
-    return finish(g, failures, "every reply is one call of the asked tool with its arguments");
-  }
-  if (grader.name == "json_schema") {
-    for (const RequestRecord* r : mine) {
-      const std::string* want = expected_of(plan, *r);
-      if (!r->ok) continue;
-      if (!want || want->empty()) {
-        failures.add(*r, ": the plan has no schema");
-        continue;
-      }
-      if (std::string why = check_json_schema(r->output_text, *want); !why.empty())
-        failures.add(*r, ": " + why);
-    }
-    return finish(g, failures, "every reply is one JSON object that follows its schema");
   }
   if (grader.name == "determinism") {
     const std::string ref = grader.params.value("reference_case", std::string());
