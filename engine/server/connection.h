@@ -43,6 +43,17 @@ class ApiError;
 
 // The size of one read from the socket (a request's first bytes, a watch, the linger's drain).
 constexpr size_t kReadChunk = 4096;
+// While a request runs the connection keeps reading, to notice a disconnect; pipelined bytes
+// beyond this are left in the socket.
+constexpr size_t kMaxPipelinedBytes = 64u << 10;
+// The most one Beast read adds to the buffer.
+constexpr size_t kMaxParserRead = 64u << 10;
+// The read buffer holds at most a header (max_header_bytes), the pipelined bytes and one read.
+// Beast keeps a chunk's size line and the trailer there whole until their lines end, counted
+// against neither the header nor the body limit: this cap is what bounds them.
+inline size_t max_read_buffer_bytes(size_t max_header_bytes) {
+  return max_header_bytes + kMaxPipelinedBytes + kMaxParserRead;
+}
 
 class Connection final : public HttpConnection, public std::enable_shared_from_this<Connection> {
  public:

@@ -24,9 +24,6 @@ using tcp = net::ip::tcp;
 
 namespace {
 
-// While a request runs the connection keeps reading, to notice a disconnect; pipelined bytes
-// beyond this are left in the socket.
-constexpr size_t kMaxPipelinedBytes = 64u << 10;
 // When reading cannot tell whether the client is still there (its pipelined bytes fill the buffer,
 // or it has sent its FIN), the socket's state is looked at this often while a request runs.
 constexpr std::chrono::milliseconds kPeerCheckInterval{100};

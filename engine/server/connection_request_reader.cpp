@@ -106,6 +106,10 @@ void Connection::on_header(beast::error_code ec) {
 void Connection::on_body(beast::error_code ec) {
   if (ec == http::error::body_limit)
     return reply_and_close(ApiError::body_too_large(server_.options.max_body_bytes));
+  if (ec == http::error::buffer_overflow)  // the read buffer's cap (max_read_buffer_bytes)
+    return reply_and_close(ApiError::invalid_request(
+        "malformed HTTP request: a chunk size line or trailer is longer than " +
+        std::to_string(server_.options.max_header_bytes) + " bytes"));
   // The client ended its input (a FIN) inside the body. It may have only half-closed and still
   // read, as a client that half-closes after a whole request does: it is told why, not dropped.
   if (ec == http::error::partial_message) {

@@ -27,6 +27,7 @@ using tcp = net::ip::tcp;
 Connection::Connection(tcp::socket socket, ListenerState& server, bool counted)
     : server_(server),
       stream_(std::move(socket)),
+      buffer_(max_read_buffer_bytes(server.options.max_header_bytes)),
       counted_(counted),
       peer_timer_(stream_.get_executor()) {
   beast::error_code ec;

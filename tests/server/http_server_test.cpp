@@ -1,6 +1,7 @@
 // The listener against clients that end their input too soon: a client that half-closes
 // (shutdown(SHUT_WR)) inside a request's header or body still reads, so it is told why its
-// request was refused, and the route never sees the truncated request.
+// request was refused, and the route never sees the truncated request. And against chunked bodies
+// whose framing lines never end: the read buffer that holds them is bounded.
 #include "engine/server/http_server.h"
 
 #include <gtest/gtest.h>
@@ -83,6 +84,29 @@ TEST_F(HttpServerTest, HeaderCutShortIs400) {
   const std::string out = exchange_half_closed("GET /health HTTP/1.1\r\nHost: x\r\n");
   EXPECT_EQ(out.rfind("HTTP/1.1 400", 0), 0u) << out;
   EXPECT_NE(out.find("the header ended before its closing blank line"), std::string::npos) << out;
+  EXPECT_EQ(handler_.calls.load(), 0);
+}
+
+// Beast keeps a chunk's size line (with its extensions) and the trailer whole in the read buffer
+// until their line ends, counting them against neither the header nor the body limit: without a
+// cap on the buffer, one connection could make the server hold gigabytes.
+TEST_F(HttpServerTest, ChunkExtensionLongerThanTheReadBufferIs400) {
+  const std::string out = exchange_half_closed(
+      "POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2;" +
+      std::string(256u << 10, 'a') + "\r\n{}\r\n0\r\n\r\n");
+  EXPECT_EQ(out.rfind("HTTP/1.1 400", 0), 0u) << out.substr(0, 300);
+  EXPECT_NE(out.find("chunk size line or trailer is longer than"), std::string::npos)
+      << out.substr(0, 300);
+  EXPECT_EQ(handler_.calls.load(), 0);
+}
+
+TEST_F(HttpServerTest, TrailerLongerThanTheReadBufferIs400) {
+  std::string trailer;
+  while (trailer.size() < (256u << 10)) trailer += "X-Pad: aaaaaaaaaaaaaaaa\r\n";
+  const std::string out = exchange_half_closed(
+      "POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n" +
+      trailer + "\r\n");
+  EXPECT_EQ(out.rfind("HTTP/1.1 400", 0), 0u) << out.substr(0, 300);
   EXPECT_EQ(handler_.calls.load(), 0);
 }
 
