@@ -1,0 +1,200 @@
+"""Continues a trained tinyGLM at 16K and 32K tokens: the long-context stage issue 18's needles need.
+
+The committed micro trained on rows of 512-8192 tokens (train.py), while the quality probes ask for
+needles at 16K and 32K. Its TrainableGlm holds a row's whole [T, T] attention (about 45 GB of
+activations at 8K on the H200), so this stage trains BlockedGlm (blocked_mla.py: the same function,
+the MLA run over blocks of queries under activation checkpointing) from the checkpoint's weights.
+Every tensor trains, with train.py's losses (next token, MTP at t + 2, the indexer's KL), its
+schedule (lr_at: warm-up, cosine to 10 %) and its expert balancing; the indexer selects sparsely
+throughout (the base run already did its dense warm-up).
+
+Data: curriculum.batch under the seed "long:<seed>", a key neither the base run nor the held-out
+set draws. A step is a long bucket with probability 1 - --replay (one 32K row or two 16K rows of
+needle and prose_fact examples, the 8K bucket's mix), otherwise one of the base run's buckets with
+their own odds, so what the model already does is rehearsed. curriculum.py is bound by sha256 in the
+base weights' training.json, so the long buckets are added to its tables here (long_curriculum)
+rather than in its source; the data generator this stage records is "<base version>+long/1".
+
+Deterministic as train.py is (seeded, deterministic algorithms where torch has them; on the CPU,
+fixed threads). The output folder holds the checkpoint, training.json (`derived_from`: the base
+shard's sha256 and identity; the sources this run depends on) and train_log.jsonl.
+tests/python/test_extend_context.py runs two short CPU runs and loads the result in the engine.
+
+Run (H200): python3 tinyglm/train/extend_context.py --checkpoint tinyglm/weights/tinyglm-micro-trained \\
+                --out DIR --steps N [--replay 0.3] [--query-block 1024]
+"""
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before CUDA starts: deterministic cuBLAS
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+
+import blocked_mla  # noqa: E402
+import checkpoint_io  # noqa: E402
+import curriculum  # noqa: E402
+import train  # noqa: E402  (weighted_ce, lr_at: the base run's loss and schedule)
+
+SCHEMA = "sparkglm.tinyglm_training/1"
+LONG_VERSION = "long/1"
+# Tokens per row of the long buckets (a step holds --tokens-per-step // T rows), and their tasks: the
+# 8K bucket's retrieval mix.
+LONG_BUCKETS = [16384, 32768]
+LONG_MIX = {"needle": 3, "prose_fact": 2}
+
+
+def long_curriculum(replay, long_buckets, tokens_per_step):
+    """Adds the long buckets to curriculum.py's tables, which curriculum.batch and curriculum.example
+    read at call time: the base buckets keep their relative odds and share `replay` of the steps."""
+    known = {T for T, _ in curriculum.BUCKETS}
+    for T in long_buckets:
+        if T in known:
+            raise ValueError(f"long bucket {T}: the base curriculum already has a bucket of {T} tokens")
+    curriculum.BUCKET_P = [p * replay for p in curriculum.BUCKET_P] + [(1 - replay) / len(long_buckets)] * len(
+        long_buckets)
+    curriculum.BUCKETS = curriculum.BUCKETS + [(T, max(1, tokens_per_step // T)) for T in long_buckets]
+    curriculum.TASK_MIX = {**curriculum.TASK_MIX, **{T: dict(LONG_MIX) for T in long_buckets}}
+    return f"{curriculum.GENERATOR_VERSION}+{LONG_VERSION}"
+
+
+def sources_sha256():
+    out = {}
+    files = [f"tinyglm/train/{n}" for n in ("extend_context.py", "blocked_mla.py", "train.py", "curriculum.py",
+                                              "byte_chat.py", "trainable_glm.py", "checkpoint_io.py")]
+    files += [f"bench/torch/{n}" for n in ("peer_config.py", "peer_kda.py", "peer_mhc.py", "peer_mla.py")]
+    for rel in files:
+        with open(os.path.join(HERE, "..", "..", rel), "rb") as f:
+            out[rel] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+def parse_buckets(text):
+    """'16384,32768' -> [16384, 32768]"""
+    out = []
+    for item in text.split(","):
+        if not item.isdigit() or int(item) % 4 or int(item) < 512:
+            raise argparse.ArgumentTypeError(f"bucket {item!r}: tokens per row, a multiple of 4, at least 512")
+        out.append(int(item))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--checkpoint", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--long-buckets", type=parse_buckets, default=LONG_BUCKETS,
+                    help="tokens per row of each long bucket (default 16384,32768)")
+    ap.add_argument("--replay", type=float, default=0.3, help="share of steps drawn from the base buckets")
+    ap.add_argument("--query-block", type=int, default=1024, help="BlockedGlm's MLA query block")
+    ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--weight-decay", type=float, default=0.05)
+    ap.add_argument("--prompt-loss-weight", type=float, default=0.1)
+    ap.add_argument("--mtp-weight", type=float, default=0.3)
+    ap.add_argument("--indexer-weight", type=float, default=0.5)
+    ap.add_argument("--balance-rate", type=float, default=1e-3)
+    ap.add_argument("--tokens-per-step", type=int, default=32768, help="rows of a bucket: this // T, at least 1")
+    ap.add_argument("--threads", type=int, default=2, help="CPU runs: torch threads")
+    ap.add_argument("--log-every", type=int, default=10)
+    args = ap.parse_args()
+    if not 0 <= args.replay < 1:
+        ap.error("--replay: a share in [0, 1)")
+    t_start = time.time()
+    try:
+        generator = long_curriculum(args.replay, args.long_buckets, args.tokens_per_step)
+    except ValueError as e:
+        ap.error(f"--long-buckets: {e}")
+    max_len = max(T for T, _ in curriculum.BUCKETS)
+    cuda = args.device.startswith("cuda")
+    torch.manual_seed(args.seed)
+    torch.use_deterministic_algorithms(True, warn_only=cuda)
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    else:
+        torch.set_num_threads(args.threads)
+
+    with open(os.path.join(args.checkpoint, "training.json")) as f:
+        base = json.load(f)
+    loaded = checkpoint_io.load(args.checkpoint, torch.float32)
+    model = blocked_mla.BlockedGlm(loaded.c, query_block=args.query_block)
+    model.load_state_dict(loaded.state_dict())
+    model = model.to(args.device)
+    model.sparse = True
+    decays = lambda n, p: p.dim() >= 2 and "hc_" not in n and "gate__weight" not in n  # as train.py
+    groups = [{"params": [p for n, p in model.named_parameters() if decays(n, p)], "weight_decay": args.weight_decay},
+              {"params": [p for n, p in model.named_parameters() if not decays(n, p)], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+    os.makedirs(args.out, exist_ok=True)
+    log = open(os.path.join(args.out, "train_log.jsonl"), "w")
+    print(f"extend: {sum(p.numel() for p in model.parameters())} parameters from {args.checkpoint}, device "
+          f"{args.device}, buckets {curriculum.BUCKETS} odds {[round(p, 3) for p in curriculum.BUCKET_P]}, "
+          f"data {generator}, {args.steps} steps", flush=True)
+    seed_key = f"long:{args.seed}"
+    window, last, tokens_seen, t_train = {"loss": 0.0, "main": 0.0, "mtp": 0.0, "kl": 0.0, "n": 0}, {}, 0, time.time()
+    for step in range(args.steps):
+        toks, wts = curriculum.batch(seed_key, step, args.prompt_loss_weight, max_len=max_len,
+                                     tokens_per_step=args.tokens_per_step)
+        tokens = torch.tensor(toks, dtype=torch.int64, device=args.device)
+        weights = torch.tensor(wts, dtype=torch.float32, device=args.device)
+        for g in opt.param_groups:
+            g["lr"] = train.lr_at(step, args.steps, args.lr)
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=cuda):
+            logits, _, mtp, aux = model(tokens)
+        main = train.weighted_ce(logits[:, :-1], tokens[:, 1:], weights[:, :-1])
+        mtp_loss = train.weighted_ce(mtp[:, :-1], tokens[:, 2:], weights[:, 1:-1])
+        kl = aux.get("indexer_kl", torch.zeros((), device=tokens.device))
+        loss = main + args.mtp_weight * mtp_loss + args.indexer_weight * kl
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        model.balance_experts(aux, args.balance_rate)
+        tokens_seen += tokens.numel()
+        for k, v in (("loss", loss), ("main", main), ("mtp", mtp_loss), ("kl", kl)):
+            window[k] += v.detach()
+        window["n"] += 1
+        if (step + 1) % args.log_every == 0 or step + 1 == args.steps:
+            elapsed = time.time() - t_train
+            last = {k: round(float(window[k]) / window["n"], 5) for k in ("loss", "main", "mtp", "kl")}
+            rec = {"step": step + 1, **last, "lr": opt.param_groups[0]["lr"], "T": tokens.shape[1],
+                   "tokens": tokens_seen, "elapsed_s": round(elapsed, 2), "tok_per_s": round(tokens_seen / elapsed)}
+            if cuda:
+                rec["max_mem_gb"] = round(torch.cuda.max_memory_allocated() / 2 ** 30, 1)
+            log.write(json.dumps(rec) + "\n")
+            log.flush()
+            print(json.dumps(rec), flush=True)
+            window = {k: 0.0 for k in window} | {"n": 0}
+    train_s = time.time() - t_train
+    identity = f"{base['weights_identity']}+long:seed={args.seed},steps={args.steps},data={generator}"
+    sha = checkpoint_io.export(model.float().cpu(), args.out, identity)
+    record = {"schema": SCHEMA, "preset": base["preset"], "seed": args.seed, "steps": args.steps,
+              "data_generator": generator, "args": vars(args),
+              "buckets": curriculum.BUCKETS, "bucket_p": curriculum.BUCKET_P, "tokens": tokens_seen,
+              "final": last, "train_wall_s": round(train_s, 2), "total_wall_s": round(time.time() - t_start, 2),
+              "device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
+              "derived_from": {"checkpoint": args.checkpoint, "shard_sha256": base["shard_sha256"],
+                               "weights_identity": base["weights_identity"]},
+              "weights_identity": identity, "shard_sha256": sha, "sources_sha256": sources_sha256(),
+              "reproduce": "python3 tinyglm/train/extend_context.py " + " ".join(
+                  f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
+                  if k not in ("out", "device", "threads", "log_every", "long_buckets"))
+              + " --long-buckets " + ",".join(map(str, args.long_buckets)) + " --out DIR"}
+    with open(os.path.join(args.out, "training.json"), "w") as f:
+        json.dump(record, f, indent=2)
+        f.write("\n")
+    print(f"done: {args.steps} steps in {train_s:.1f} s; wrote {args.out} (shard sha256 {sha})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
