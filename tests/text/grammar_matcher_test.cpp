@@ -248,5 +248,34 @@ TEST(SchemaCompiler, RefusesUnsupportedKeywordsByPath) {
             std::string::npos);
 }
 
+// A bounded number is written with at most 12 fraction digits and no exponent: bounds that admit
+// no such value are a 400 at compile time, not a matcher left with no token to allow.
+TEST(SchemaCompiler, RefusesNumberBoundsNoWrittenNumberMeets) {
+  auto refused = [](const json& schema) {
+    try {
+      compile_output_constraint(schema_constraint(schema), byte_vocab());
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  for (const char* schema :
+       {R"({"type":"number","minimum":1e20})", R"({"type":"number","exclusiveMaximum":-1e15})",
+        R"({"type":"number","minimum":1e-13,"maximum":9e-13})",
+        R"({"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1e-12})",
+        R"({"type":"number","minimum":0.1234567890123,"maximum":0.1234567890124})"})
+    EXPECT_NE(refused(json::parse(schema)).find("12 fraction digits"), std::string::npos)
+        << schema << ": " << refused(json::parse(schema));
+}
+
+// Bounds between two written values: every digit the matcher allows can still be completed.
+TEST(GrammarMatcher, NumberBoundsNarrowerThanTheLastDigitComplete) {
+  for (const char* schema : {R"({"type":"number","exclusiveMinimum":0,"maximum":1e-12})",
+                             R"({"type":"number","minimum":-2.5e-12,"maximum":-0.5e-12})",
+                             R"({"type":"number","minimum":0.12345678901205,"maximum":0.1234568})",
+                             R"({"type":"number","minimum":999999999999999.5})"})
+    expect_valid_walks(json::parse(schema), 4, true);
+}
+
 }  // namespace
 }  // namespace sparkglm

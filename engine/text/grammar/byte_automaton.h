@@ -41,6 +41,15 @@ struct FrameHash {
 
 using Stack = std::vector<Frame>;
 
+// A non-integer kNumber has at most kNumberDigits integer digits; a bounded one at most kFracDigits
+// fraction digits and no exponent (number_automaton.cpp).
+constexpr int kNumberDigits = 15, kFracDigits = 12;
+// A bounded non-integer kNumber's bounds are narrowed, at compile time, to the nearest values
+// so written and made inclusive: every frame the automaton then finds feasible can be completed
+// within them (a bound between two such values would admit "0.000000000000" for (0, 1e-12] and
+// leave no digit to follow). False when no such value lies between the bounds.
+bool snap_number_bounds(Node& n);
+
 class ByteAutomaton {
  public:
   explicit ByteAutomaton(const Grammar& g) : g_(g) {}

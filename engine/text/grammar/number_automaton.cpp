@@ -1,6 +1,8 @@
 // The kNumber frame of ByteAutomaton: JSON's number syntax with digit caps, and bounds kept by
 // refusing any digit after which no value within the bounds can be reached.
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "engine/text/grammar/byte_automaton.h"
 
@@ -19,8 +21,9 @@ enum NumberPhase : int32_t {
   kESign = 7,
   kExp = 8,
 };
-// Digit caps keep frames finite and values exact: 18 integer digits fit int64.
-constexpr int kIntegerDigits = 18, kNumberDigits = 15, kFracDigits = 12, kExpDigits = 3;
+// Digit caps keep frames finite and values exact: 18 integer digits fit int64 (kNumberDigits and
+// kFracDigits: byte_automaton.h).
+constexpr int kIntegerDigits = 18, kExpDigits = 3;
 
 int int_digits(const Frame& f) {
   return f.c & 0xff;
@@ -41,7 +44,64 @@ int64_t pow10i(int k) {
   return p;
 }
 
+// A magnitude a bounded number can be written with: integer part `a` below 10^kNumberDigits and
+// fraction `b` in units of 10^-kFracDigits, valued as number_in_bounds values it (a quotient of
+// exact integers is correctly rounded, so b / 10^k gives one double for any digit count k).
+double magnitude(int64_t a, int64_t b) {
+  return double(a) + double(b) / double(pow10i(kFracDigits));
+}
+
+// The smallest i in [lo, hi] with pred(i), or hi + 1; pred is false up to some i, then true.
+template <class Pred>
+int64_t first_true(int64_t lo, int64_t hi, Pred pred) {
+  while (lo <= hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (pred(mid))
+      hi = mid - 1;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
+// The smallest written value >= m (> m when `exclusive`); nullopt when none is. Values below
+// 10^kNumberDigits only: the kInt frame's range stops there.
+std::optional<double> lowest_written_at_least(double m, bool exclusive) {
+  const int64_t kUnits = pow10i(kFracDigits), kInts = pow10i(kNumberDigits);
+  const double top = std::nextafter(double(kInts), 0.0);  // the largest written value
+  if (m < 0 || (m == 0 && !exclusive)) {
+    // A negative value: the largest magnitude <= -m (< -m when exclusive), 0 at least.
+    const double x = std::min(exclusive ? std::nextafter(-m, 0.0) : -m, top);
+    const int64_t a = first_true(0, kInts - 1, [&](int64_t i) { return magnitude(i, 0) > x; }) - 1;
+    const int64_t b = first_true(0, kUnits - 1, [&](int64_t i) { return magnitude(a, i) > x; }) - 1;
+    return -magnitude(a, b);
+  }
+  const double x = exclusive ? std::nextafter(m, HUGE_VAL) : m;
+  if (x > top) return std::nullopt;
+  const int64_t a =
+      first_true(0, kInts - 1, [&](int64_t i) { return magnitude(i, kUnits - 1) >= x; });
+  if (a == kInts) return std::nullopt;
+  const int64_t b = first_true(0, kUnits - 1, [&](int64_t i) { return magnitude(a, i) >= x; });
+  return magnitude(a, b);
+}
+
 }  // namespace
+
+bool snap_number_bounds(Node& n) {
+  if (n.has_min) {
+    const std::optional<double> lo = lowest_written_at_least(n.min, n.exclusive_min);
+    if (!lo) return false;
+    n.min = *lo;
+    n.exclusive_min = false;
+  }
+  if (n.has_max) {  // the mirror image: the largest written value <= max
+    const std::optional<double> neg = lowest_written_at_least(-n.max, n.exclusive_max);
+    if (!neg) return false;
+    n.max = -*neg;
+    n.exclusive_max = false;
+  }
+  return !(n.has_min && n.has_max && n.min > n.max);
+}
 
 bool ByteAutomaton::number_byte(const Node& n, Frame& f, uint8_t b) const {
   Frame g = f;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/core/error.h"
+#include "engine/text/grammar/byte_automaton.h"
 
 namespace sparkglm::grammar {
 namespace {
@@ -272,6 +273,10 @@ class SchemaCompiler {
     } else if (n.has_min && n.has_max &&
                (n.min > n.max || (n.min == n.max && (n.exclusive_min || n.exclusive_max)))) {
       refuse(path, "no number lies between the bounds");
+    } else if ((n.has_min || n.has_max) && !snap_number_bounds(n)) {
+      refuse(path, "no number with at most " + std::to_string(kNumberDigits) + " integer and " +
+                       std::to_string(kFracDigits) +
+                       " fraction digits (and no exponent) lies between the bounds");
     }
     return add(std::move(n), path);
   }
