@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -257,6 +258,23 @@ std::optional<ProbeGrades> probe_grades(const fs::path& bundle, const json& q, P
     p.push_back({kManifest + "quality.probes.workload_sha256",
                  "says " + shown(probes["workload_sha256"]) + ", but inputs/" + id +
                      ".json hashes to " + spec.sha256});
+  // The probes ran on the engine the held-out loss was scored on. The server's flags are the
+  // record's: a flag the argv lacks is the server's default (precision_mode strict; bundles before
+  // it was recorded have neither).
+  const json& engine = object(q, "quality", "engine");
+  const json& argv = member(probes, "quality.probes", "server", json::value_t::array, "an array");
+  for (const auto& [flag, key, missing] :
+       {std::tuple{"--device", "device", ""}, std::tuple{"--kv-cache-dtype", "kv_cache_dtype", ""},
+        std::tuple{"--precision-mode", "precision_mode", "strict"}}) {
+    json given = missing;
+    for (size_t i = 0; i + 1 < argv.size(); ++i)
+      if (argv[i] == flag) given = argv[i + 1];
+    const json want = engine.value(key, json(missing));
+    if (given != want)
+      p.push_back({kManifest + "quality.probes.server",
+                   std::string("ran ") + flag + " " + shown(given) +
+                       ", but the held-out loss was scored with " + key + " " + shown(want)});
+  }
   if (!fs::is_regular_file(fs::symlink_status(bundle / "requests.jsonl", ec)))
     throw refused("requests.jsonl: missing: the probes' records");
   return ProbeGrades{grade_probes(spec, read_requests(bundle)),
@@ -339,8 +357,10 @@ json write_quality_bundle(const fs::path& out, const QualityRun& run, const fs::
     bundle.add_bytes(c.path, bytes, c.kind);
     files[c.name] = sha256_hex(bytes);
   }
-  const json engine = {
-      {"device", run.device}, {"kv_cache_dtype", run.kv_cache_dtype}, {"chunk", run.chunk}};
+  const json engine = {{"device", run.device},
+                       {"kv_cache_dtype", run.kv_cache_dtype},
+                       {"precision_mode", run.precision_mode},
+                       {"chunk", run.chunk}};
   json scores = run.scores.to_json();
   scores["schema"] = kScoresSchema;
   scores["generator"] = run.generator;
@@ -380,8 +400,8 @@ json write_quality_bundle(const fs::path& out, const QualityRun& run, const fs::
       {"args", run.args}};
   int64_t tokens = 0;
   for (const harness::TaskLoss& l : run.scores.tasks) tokens += l.tokens;
-  const std::string settings =
-      run.device + ", kv " + run.kv_cache_dtype + ", chunk " + std::to_string(run.chunk);
+  const std::string settings = run.device + ", kv " + run.kv_cache_dtype + ", " +
+                               run.precision_mode + ", chunk " + std::to_string(run.chunk);
   const json record = {
       {"schema", receipts::kRecordSchema},
       {"id", id},

@@ -16,7 +16,8 @@
 // qualification.json holds one G2 gate (judge_quality), the metrics heldout_nll and
 // heldout_token_accuracy per task and for the mean, and
 //   "quality": {"checkpoint": DIR, "heldout": FILE,                    as given to the command
-//               "engine": {"device", "kv_cache_dtype", "chunk"},
+//               "engine": {"device", "kv_cache_dtype", "precision_mode", "chunk"},
+//                          (bundles before 2026-12-05 have no precision_mode: strict)
 //               "weights": {"identity", "shard", "shard_sha256"},
 //               "files": {"config.json", "training.json", "heldout.json": sha256},
 //               "sources_sha256": {"tinyglm/train/train.py": sha256, ...}, as training.json says
@@ -69,6 +70,7 @@ struct QualityRun {
   std::string checkpoint;  // the folder scored, as given (relative to the repository root)
   std::string heldout;     // the held-out file, as given
   std::string device, kv_cache_dtype;
+  std::string precision_mode = "strict";  // MODEL.md section 7: strict | spark
   int chunk = 0;
   std::string model_id;             // the runner's model id
   std::string model_config_sha256;  // of ModelConfig::to_json().dump(), as sparkglm-serve states

@@ -13,6 +13,7 @@
 #include "engine/core/sha256.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/model_loader.h"
+#include "engine/model/precision_mode.h"
 #include "engine/runtime/latent_cache.h"
 #include "gates/quality_bundle.h"
 #include "gates/quality_probes.h"
@@ -42,12 +43,13 @@ CriterionResult at_most(const std::string& name, double observed, double limit) 
 
 const char* const kUsage =
     "usage: sparkglm-qualify quality [--checkpoint DIR] [--heldout FILE] [--device cpu|cuda]\n"
-    "         [--kv-cache-dtype bf16|fp8_g128|f32] [--chunk N] [--gates DIR] [--out DIR]\n"
-    "         [--server-bin PATH] [--workloads DIR]\n"
+    "         [--kv-cache-dtype bf16|fp8_g128|f32] [--precision-mode strict|spark] [--chunk N]\n"
+    "         [--gates DIR] [--out DIR] [--server-bin PATH] [--workloads DIR]\n"
     "  the held-out loss of the trained tinyGLM through the engine, judged against G2's\n"
     "  quality_targets (defaults: the checkpoint, held-out set and chunk named there), and\n"
     "  the targets' probes workload served by sparkglm-serve (--server-bin; default: beside\n"
-    "  this binary) on the same checkpoint, device and KV dtype, judged by pass rate.\n"
+    "  this binary) on the same checkpoint, device, KV dtype and precision mode, judged by\n"
+    "  pass rate.\n"
     "  --out DIR writes a bundle (its id is DIR's name) binding the weights, the held-out set,\n"
     "  the training sources and the scores by sha256; run from the repository root, which\n"
     "  training.json's source paths are relative to\n";
@@ -102,8 +104,8 @@ int quality_command(const std::vector<std::string>& args, std::ostream& out, std
       out << kUsage;
       return 0;
     }
-    a.allow_only({"--checkpoint", "--heldout", "--device", "--kv-cache-dtype", "--chunk", "--gates",
-                  "--out", "--server-bin", "--workloads", "--help"});
+    a.allow_only({"--checkpoint", "--heldout", "--device", "--kv-cache-dtype", "--precision-mode",
+                  "--chunk", "--gates", "--out", "--server-bin", "--workloads", "--help"});
     if (!a.positional().empty())
       throw Error(ErrorKind::kInvalidArgument, "unexpected argument \"" + a.positional()[0] + "\"");
     const QualityTargets t = load_quality_targets(a.str("--gates", "gates"));
@@ -111,6 +113,8 @@ int quality_command(const std::vector<std::string>& args, std::ostream& out, std
     r.model_dir = a.str("--checkpoint", t.checkpoint);
     r.device = a.str("--device", "cpu");
     r.kv_dtype = kv_dtype_from_string(a.str("--kv-cache-dtype", "bf16"));
+    r.precision_mode = precision_mode_from_name(a.str("--precision-mode", "strict"));
+    const std::string mode = precision_mode_name(r.precision_mode);
     r.max_num_seqs = 1;
     const int chunk = int(a.integer("--chunk", t.chunk, 1, 1 << 20));
     const std::filesystem::path folder = a.str("--out", "");
@@ -136,18 +140,19 @@ int quality_command(const std::vector<std::string>& args, std::ostream& out, std
       const fs::path bin = ec ? fs::path("sparkglm-serve") : exe.parent_path() / "sparkglm-serve";
       const fs::path log = fs::temp_directory_path() /
                            ("sparkglm-quality-probes-" + std::to_string(getpid()) + ".log");
-      probes = run_probes(
-          *t.probes, a.str("--workloads", "workloads"), a.str("--server-bin", bin.string()),
-          {"--model", r.model_dir, "--device", r.device, "--kv-cache-dtype", to_string(r.kv_dtype)},
-          log, err);
+      probes = run_probes(*t.probes, a.str("--workloads", "workloads"),
+                          a.str("--server-bin", bin.string()),
+                          {"--model", r.model_dir, "--device", r.device, "--kv-cache-dtype",
+                           to_string(r.kv_dtype), "--precision-mode", mode},
+                          log, err);
       probes->server_log = receipts::read_file(log);
       fs::remove(log, ec);
     }
     const GateResult g = judge_quality(t, got, probes ? &probes->grades : nullptr);
     char line[160];
     out << "held-out loss of " << b.model_id << " on " << r.device << " (kv "
-        << to_string(r.kv_dtype) << ", chunk " << chunk << ", " << set.examples.size()
-        << " examples, data " << set.generator << ")\n";
+        << to_string(r.kv_dtype) << ", " << mode << ", chunk " << chunk << ", "
+        << set.examples.size() << " examples, data " << set.generator << ")\n";
     std::snprintf(line, sizeof line, "  %-12s %9s %9s %9s %7s\n", "task", "nll", "reference",
                   "accuracy", "exact");
     out << line;
@@ -183,6 +188,7 @@ int quality_command(const std::vector<std::string>& args, std::ostream& out, std
       run.heldout = a.str("--heldout", t.heldout);
       run.device = r.device;
       run.kv_cache_dtype = to_string(r.kv_dtype);
+      run.precision_mode = mode;
       run.chunk = chunk;
       run.model_id = b.model_id;
       run.model_config_sha256 = sha256_hex(b.config.to_json().dump());

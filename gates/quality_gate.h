@@ -13,8 +13,8 @@
 // checkpoint, each (case, grader) with a target judged by its pass rate (gates/quality_probes.h).
 //
 // `sparkglm-qualify quality [--checkpoint DIR] [--heldout FILE] [--device cpu|cuda]
-//   [--kv-cache-dtype D] [--chunk N] [--gates DIR] [--out DIR] [--server-bin PATH]
-//   [--workloads DIR]`
+//   [--kv-cache-dtype D] [--precision-mode strict|spark] [--chunk N] [--gates DIR] [--out DIR]
+//   [--server-bin PATH] [--workloads DIR]`
 // prints the scores beside the reference, the probes' pass rates beside their targets, and exits
 // 0 (pass), 1 (fail) or 2 (could not run, or the bundle would not verify). --out writes a quality
 // bundle (gates/quality_bundle.h) and verifies it in full; it refuses weights or training sources

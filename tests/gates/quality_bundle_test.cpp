@@ -185,7 +185,10 @@ TEST(QualityBundle, AWrittenBundleBindsTheFilesAndVerifies) {
   EXPECT_EQ(q["files"]["heldout.json"], sha_of(c.checkpoint / "heldout.json"));
   EXPECT_EQ(q["files"]["training.json"], sha_of(c.checkpoint / "training.json"));
   EXPECT_EQ(q["sources_sha256"]["train/train.py"], sha_of(c.root / "train/train.py"));
-  EXPECT_EQ(q["engine"], (json{{"device", "cpu"}, {"kv_cache_dtype", "bf16"}, {"chunk", 4}}));
+  EXPECT_EQ(q["engine"], (json{{"device", "cpu"},
+                               {"kv_cache_dtype", "bf16"},
+                               {"precision_mode", "strict"},
+                               {"chunk", 4}}));
   EXPECT_EQ(q["targets"]["max_nll_ratio"], 1.02);
   // Per task and the mean: nll and accuracy.
   ASSERT_EQ(record["metrics"].size(), 6u);
@@ -332,7 +335,9 @@ struct ProbedCheckout : Checkout {
         probes.records.push_back(r);
       }
     probes.grades = grade_probes(probes.spec, probes.records);
-    probes.server_argv = {"sparkglm-serve", "--model", "ckpt"};
+    probes.server_argv = {
+        "sparkglm-serve", "--model",          "ckpt",  "--device", "cpu", "--kv-cache-dtype",
+        "bf16",           "--precision-mode", "strict"};
     probes.server_log = "listening\n";
   }
 
@@ -387,6 +392,22 @@ TEST(QualityBundle, ProbesAreGradedAgainFromTheirRecords) {
   fs::copy(bundle, e, fs::copy_options::recursive);
   edit_record(e, [](json& r) { r["quality"]["probes"] = nullptr; });
   EXPECT_TRUE(names(c.verify(e), "gates[0]", "")) << listed(c.verify(e));
+
+  // The probes' server said to run another precision mode (or KV dtype) than the held-out loss.
+  for (const auto& [flag, value] :
+       {std::pair{"--precision-mode", "spark"}, std::pair{"--kv-cache-dtype", "fp8_g128"}}) {
+    const fs::path m = c.dir.path / (std::string("m") + flag) / "q";
+    fs::create_directories(m.parent_path());
+    fs::copy(bundle, m, fs::copy_options::recursive);
+    edit_record(m, [&, flag = flag, value = value](json& r) {
+      json& argv = r["quality"]["probes"]["server"];
+      for (size_t i = 0; i + 1 < argv.size(); ++i)
+        if (argv[i] == flag) argv[i + 1] = value;
+    });
+    EXPECT_TRUE(names(c.verify(m), "quality.probes.server",
+                      std::string("ran ") + flag + " \"" + value + "\""))
+        << listed(c.verify(m));
+  }
 
   // The writer refuses a run without the probes the targets name.
   EXPECT_THROW(write_quality_bundle(c.dir.path / "q-none", c.run(), c.root), Error);
@@ -443,6 +464,8 @@ TEST(QualityBundle, TheCommandWritesABundleThatVerifies) {
   const int code =
       quality_command({"--out", (t.path / "q-cmd").string(), "--server-bin", serve}, out, err);
   const int bad = quality_command({"--out", (t.path / "Not-An-Id").string()}, out2, err2);
+  std::ostringstream out3, err3;
+  const int bad_mode = quality_command({"--precision-mode", "fast"}, out3, err3);
   const receipts::Problems problems = receipts::verify_bundle(
       t.path / "q-cmd", full_verification(receipts::kTrustedKeysFolder, "gates"));
   fs::current_path(before);
@@ -452,6 +475,7 @@ TEST(QualityBundle, TheCommandWritesABundleThatVerifies) {
   const json record = read_record(t.path / "q-cmd");
   EXPECT_EQ(record["quality"]["weights"]["shard_sha256"],
             "418354803745d598a9e71119a94c1d5ed31c2e1f58bf889bf68b7823ac2fc4d3");
+  EXPECT_EQ(record["quality"]["engine"]["precision_mode"], "strict");
   EXPECT_EQ(record["quality"]["sources_sha256"]["tinyglm/train/curriculum.py"],
             "ead1ef6064415c344039d43c9bf42e74af2677ff06c9d56caba79690522308ad");
   // The probes ran through the server, and every judged one passed.
@@ -463,6 +487,8 @@ TEST(QualityBundle, TheCommandWritesABundleThatVerifies) {
   EXPECT_EQ(bad, 2);
   EXPECT_NE(err2.str().find("\"Not-An-Id\" is the bundle's id"), std::string::npos) << err2.str();
   EXPECT_FALSE(fs::exists(t.path / "Not-An-Id"));
+  EXPECT_EQ(bad_mode, 2);
+  EXPECT_NE(err3.str().find("fast"), std::string::npos) << err3.str();
 }
 
 TEST(QualityBundle, TheCommittedWeightsStillMatchTheirTrainingRecord) {
