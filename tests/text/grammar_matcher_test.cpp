@@ -248,6 +248,30 @@ TEST(SchemaCompiler, RefusesUnsupportedKeywordsByPath) {
             std::string::npos);
 }
 
+// Frame masks are walked from the top frame alone, but the automaton refuses to push a frame past
+// max_stack_depth: near that depth the mask must still equal what accept_token accepts (a recursive
+// schema the model nests deeper and deeper was a 500: "the output grammar refused token 91").
+TEST(GrammarMatcher, MaskEqualsAcceptanceAtTheStackDepthLimit) {
+  const json schema = json::parse(
+      R"({"$ref":"#/$defs/a","$defs":{"a":{"type":"array","items":{"$ref":"#/$defs/a"}}}})");
+  for (const TokenVocabulary& v : {byte_vocab(), piece_vocab()}) {
+    auto g = compile_output_constraint(schema_constraint(schema), v);
+    GrammarMatcher m(g);
+    std::vector<uint32_t> mask(size_t(g->mask_words()));
+    int depth = 0;
+    for (; depth < 2 * g->grammar().limits.max_stack_depth; ++depth) {
+      m.fill_mask(mask.data());
+      for (int32_t id = 0; id < v.vocab_size(); ++id) {
+        GrammarMatcher probe = m;
+        ASSERT_EQ(bit(mask, id), probe.accept_token(id))
+            << "token " << id << " '" << v.bytes(id) << "' at depth " << depth;
+      }
+      if (!m.accept_bytes("[")) break;
+    }
+    EXPECT_LT(depth, 2 * g->grammar().limits.max_stack_depth) << "nesting was never refused";
+  }
+}
+
 // A bounded number is written with at most 12 fraction digits and no exponent: bounds that admit
 // no such value are a 400 at compile time, not a matcher left with no token to allow.
 TEST(SchemaCompiler, RefusesNumberBoundsNoWrittenNumberMeets) {

@@ -40,6 +40,10 @@ class CompiledGrammar {
     std::vector<uint32_t> bits;  // else accepted ids as a bitset [mask words]
     std::vector<int32_t> pops;   // trie nodes after which the frame can end
     bool pop_at_root = false;    // the frame can end before the token's first byte
+    // The deepest stack the walk reached from the top frame alone (1 = it pushed nothing): under a
+    // stack this deep minus one, a push the walk made may hit max_stack_depth
+    // (grammar_matcher.cpp).
+    int32_t peak = 1;
     size_t memory_bytes() const;
   };
   struct CacheStats {

@@ -101,6 +101,13 @@ void GrammarMatcher::fill_mask(uint32_t* bits) const {
     const grammar::ByteAutomaton& a = grammar_->automaton();
     for (const grammar::Stack& s : state_.stacks) {
       const auto m = grammar_->frame_mask(s.back());
+      // The mask was walked from the top frame alone. Where its walk, stacked on this stack, could
+      // push a frame past max_stack_depth, the automaton refuses what the mask allows: this
+      // stack's tokens are walked from the whole stack instead.
+      if (int(s.size()) + m->peak - 2 >= grammar_->grammar().limits.max_stack_depth) {
+        grammar::mark_subtree(a, v.trie(), {s}, -1, bits);
+        continue;
+      }
       if (!m->bits.empty())
         for (int32_t w = 0; w < words; ++w) bits[w] |= m->bits[size_t(w)];
       for (int32_t id : m->ids) bits[id >> 5] |= 1u << (id & 31);

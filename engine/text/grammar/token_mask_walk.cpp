@@ -61,6 +61,7 @@ CompiledGrammar::FrameMask build_frame_mask(const ByteAutomaton& automaton,
          for (int32_t k = trie.token_begin[size_t(node)]; k < trie.token_begin[size_t(node) + 1];
               ++k, ++count)
            set_bit(bits.data(), trie.ids[size_t(k)]);
+         for (const Stack& s : stacks) m.peak = std::max(m.peak, int32_t(s.size()));
          for (const Stack& s : stacks)
            if (automaton.bottom_can_pop(s)) {
              m.pops.push_back(node);
