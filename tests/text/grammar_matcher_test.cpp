@@ -272,6 +272,32 @@ TEST(GrammarMatcher, MaskEqualsAcceptanceAtTheStackDepthLimit) {
   }
 }
 
+// A schema that requires itself has no finite value: a 400 at compile time, not a matcher that
+// nests until it allows no token (a 500).
+TEST(SchemaCompiler, RefusesSchemasWithNoFiniteValue) {
+  for (
+      const char* schema :
+      {R"({"$ref":"#/$defs/a","$defs":{"a":{"type":"object","properties":{"x":{"$ref":"#/$defs/a"}},
+            "required":["x"]}}})",
+       R"({"$ref":"#/$defs/a","$defs":{"a":{"type":"array","items":{"$ref":"#/$defs/a"},
+            "minItems":1}}})",
+       R"({"anyOf":[{"type":"null"},{"$ref":"#/$defs/a"}],"$defs":{"a":{"type":"array",
+            "items":{"$ref":"#/$defs/a"},"minItems":2}}})"}) {
+    std::string what = "accepted";
+    try {
+      compile_output_constraint(schema_constraint(json::parse(schema)), byte_vocab());
+    } catch (const Error& e) {
+      what = e.what();
+    }
+    EXPECT_NE(what.find("no finite value"), std::string::npos) << schema << ": " << what;
+  }
+  // Recursion that may stop is fine.
+  EXPECT_NO_THROW(compile_output_constraint(
+      schema_constraint(json::parse(R"({"$ref":"#/$defs/a","$defs":{"a":{"type":"object",
+          "properties":{"x":{"$ref":"#/$defs/a"}}}}})")),
+      byte_vocab()));
+}
+
 // A bounded number is written with at most 12 fraction digits and no exponent: bounds that admit
 // no such value are a 400 at compile time, not a matcher left with no token to allow.
 TEST(SchemaCompiler, RefusesNumberBoundsNoWrittenNumberMeets) {

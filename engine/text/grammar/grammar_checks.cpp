@@ -1,7 +1,8 @@
-// Checks over a compiled grammar (schema_compiler.h): oneOf branches must not overlap, and no
-// choice may reach itself without producing a byte.
+// Checks over a compiled grammar (schema_compiler.h): oneOf branches must not overlap, no choice
+// may reach itself without producing a byte, and every node has a finite value.
 #include <set>
 #include <string>
+#include <vector>
 
 #include "engine/core/error.h"
 #include "engine/text/grammar/schema_compiler.h"
@@ -93,6 +94,61 @@ void check_one_of_disjoint(const Grammar& g, const std::vector<int32_t>& branche
   for (const auto& l : literals)
     if (type_of_literal(l) & seen)
       refuse(path, "a literal branch (" + l + ") overlaps a typed branch; use anyOf");
+}
+
+void check_finite_values(const Grammar& g) {
+  // Horn propagation: a choice is finite once one child is; any other node once every child it
+  // cannot skip is. `waiting` counts what a node still waits for; `users` are the reverse edges.
+  const size_t count = g.nodes.size();
+  std::vector<int32_t> waiting(count, 0);
+  std::vector<std::vector<int32_t>> users(count);
+  auto needs = [&](size_t id, int32_t child) {
+    users[size_t(child)].push_back(int32_t(id));
+    ++waiting[id];
+  };
+  for (size_t i = 0; i < count; ++i) {
+    const Node& n = g.nodes[i];
+    switch (n.kind) {
+      case NodeKind::kChoice:
+        for (int32_t c : n.children) users[size_t(c)].push_back(int32_t(i));
+        waiting[i] = n.children.empty() ? 0 : 1;
+        break;
+      case NodeKind::kObject:
+        for (const Property& p : n.properties)
+          if (p.required) needs(i, p.value_node);
+        break;
+      case NodeKind::kArray:
+        if (n.min_items > 0) needs(i, n.value_node);
+        break;
+      case NodeKind::kSequence:
+        for (size_t k = 0; k < n.children.size(); ++k)
+          if (!n.optional[k]) needs(i, n.children[k]);
+        break;
+      case NodeKind::kRoot:
+        needs(i, n.value_node);
+        break;
+      case NodeKind::kLiteral:
+      case NodeKind::kString:
+      case NodeKind::kNumber:
+        break;
+    }
+  }
+  std::vector<int32_t> ready;
+  std::vector<uint8_t> finite(count, 0);
+  for (size_t i = 0; i < count; ++i)
+    if (waiting[i] == 0) finite[i] = 1, ready.push_back(int32_t(i));
+  while (!ready.empty()) {
+    const int32_t done = ready.back();
+    ready.pop_back();
+    for (int32_t u : users[size_t(done)])
+      if (!finite[size_t(u)] && --waiting[size_t(u)] == 0)
+        finite[size_t(u)] = 1, ready.push_back(u);
+  }
+  for (size_t i = 0; i < count; ++i)
+    if (!finite[i])
+      refuse("$ref",
+             "a schema has no finite value: a required property or a minItems item $refs "
+             "back to it, so every value would nest forever");
 }
 
 void check_choice_cycles(const Grammar& g) {

@@ -368,6 +368,7 @@ void finish_grammar(Grammar& g, int32_t value, bool json_root) {
   r.json = json_root;
   g.root = add_node(g, std::move(r), "$");
   check_choice_cycles(g);
+  check_finite_values(g);
 }
 
 Grammar compile_grammar(const OutputConstraint& constraint, const GrammarLimits& limits,

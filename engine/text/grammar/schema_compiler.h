@@ -58,5 +58,8 @@ int32_t compile_tool_calls(Grammar& g, const std::vector<nlohmann::json>& tools,
 void check_one_of_disjoint(const Grammar& g, const std::vector<int32_t>& branches,
                            const std::string& path);
 void check_choice_cycles(const Grammar& g);
+// And every node has a finite value (Error otherwise): a required property or minItems item that
+// $refs back to its own schema would leave the matcher nesting until no token is allowed.
+void check_finite_values(const Grammar& g);
 
 }  // namespace sparkglm::grammar
