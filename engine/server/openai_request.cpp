@@ -220,11 +220,6 @@ GenerationFields read_fields(const json& body, const ServedModel& model) {
 
 // Checks everything but max_tokens, which the route settles once the prompt length is known.
 void validate_sampling(const GenerationFields& g, const ServedModel& model) {
-  // min_tokens masks the end of the output, which a complete constrained value allows alone.
-  if (g.constraint.active() && g.sampling.min_tokens > 0)
-    throw ApiError::invalid_request("`min_tokens` cannot be combined with `" + g.constraint_field +
-                                        "`: the output constraint decides where the output ends",
-                                    "min_tokens");
   SamplingParams s = g.sampling;
   s.max_tokens = g.max_tokens.value_or(std::max(1, s.min_tokens));
   try {

@@ -189,23 +189,6 @@ TEST(ParseChatCompletion, ZeroIsBelowCountsThatStartAtOne) {
 
 // Stop strings are searched for after every token and stop ids compared with every token, on the
 // thread that serves every stream: one request may not bring 10^5 of them.
-// The output constraint decides where the output ends; min_tokens masking the end (eos) left the
-// sampler nothing to draw once a choice or a JSON value was complete, a 500.
-TEST(ParseChatCompletion, MinTokensWithAnOutputConstraintIs400) {
-  const ApiError chat_e =
-      chat_error(chat({{"min_tokens", 5}, {"guided_choice", json::array({"a"})}}));
-  EXPECT_EQ(chat_e.status(), 400);
-  EXPECT_EQ(chat_e.param(), "min_tokens");
-  EXPECT_NE(std::string(chat_e.what()).find("guided_choice"), std::string::npos) << chat_e.what();
-  EXPECT_EQ(
-      completion_error(
-          json{{"prompt", "x"}, {"min_tokens", 1}, {"response_format", {{"type", "json_object"}}}})
-          .param(),
-      "min_tokens");
-  EXPECT_NO_THROW(parse_chat_completion(
-      chat({{"min_tokens", 0}, {"guided_choice", json::array({"a"})}}), kModel));
-}
-
 TEST(ParseChatCompletion, StopListsAreBounded) {
   EXPECT_EQ(parse_chat_completion(chat({{"stop", std::vector<std::string>(256, "a")}}), kModel)
                 .fields.stop.size(),
