@@ -254,12 +254,23 @@ bool SequenceSampler::is_stop(int32_t token, const std::vector<int>& eos_ids) co
   return !params_.ignore_eos && std::find(eos_ids.begin(), eos_ids.end(), token) != eos_ids.end();
 }
 
+bool SequenceSampler::only_stops_allowed(const uint32_t* allowed, int64_t vocab,
+                                         const std::vector<int>& eos_ids) const {
+  for (int64_t w = 0; w < (vocab + 31) / 32; ++w)
+    for (uint32_t bits = allowed[w]; bits != 0; bits &= bits - 1) {
+      const int64_t id = w * 32 + std::countr_zero(bits);
+      if (id < vocab && !is_stop(int32_t(id), eos_ids)) return false;
+    }
+  return true;
+}
+
 void SequenceSampler::apply_masks_and_penalties(float* x, int64_t vocab,
                                                 const std::vector<int>& eos_ids,
                                                 const uint32_t* allowed) const {
   auto in_vocab = [vocab](int64_t id) { return id >= 0 && id < vocab; };
   if (allowed) apply_token_mask(allowed, x, vocab);
-  if (generated_ < params_.min_tokens) {
+  if (generated_ < params_.min_tokens &&
+      !(allowed && only_stops_allowed(allowed, vocab, eos_ids))) {
     for (int32_t id : params_.stop_token_ids)
       if (in_vocab(id)) x[id] = kNegInf;
     if (!params_.ignore_eos)

@@ -5,7 +5,9 @@
 // sample() works in this order, following vLLM:
 //  1. Masks. NaN logits become -inf: they are never sampled. While generated() < min_tokens, the
 //     tokens that would end the sequence become -inf: stop_token_ids, and the eos ids unless
-//     ignore_eos (then eos ends nothing, so there is nothing to hold back).
+//     ignore_eos (then eos ends nothing, so there is nothing to hold back). An output grammar's
+//     mask wins over min_tokens: where it allows nothing but tokens that end the sequence (a
+//     complete guided_choice or JSON value), they are not held back, and the output ends there.
 //  2. Penalties, on the masked logits, in vLLM's order:
 //     repetition_penalty r: once per distinct token seen in the prompt or the output, a logit
 //       x > 0 becomes x / r and x <= 0 becomes x * r;
@@ -98,6 +100,9 @@ class SequenceSampler {
  private:
   void apply_masks_and_penalties(float* x, int64_t vocab, const std::vector<int>& eos_ids,
                                  const uint32_t* allowed) const;
+  // True when every token `allowed` holds would end the sequence (is_stop).
+  bool only_stops_allowed(const uint32_t* allowed, int64_t vocab,
+                          const std::vector<int>& eos_ids) const;
   // Step 5 up to the draw: the kept weights in the thread's scratch, [vocab].
   float* kept_weights(const float* x, int64_t vocab, float max_logit) const;
   int32_t draw(const float* x, int64_t vocab, float max_logit) const;

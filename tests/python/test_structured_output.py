@@ -121,6 +121,17 @@ class StructuredOutputTest(unittest.TestCase):
             self.assertEqual(status, 200, r)
             self.assertIn(r["choices"][0]["message"]["content"], ["red", "green", "blue"])
 
+    def test_min_tokens_does_not_extend_a_complete_value(self):
+        # The grammar decides where a constrained output ends: a choice shorter than min_tokens is
+        # the whole reply (min_tokens holds back eos only while the grammar allows another token).
+        for seed in (1, 2):
+            body = {"guided_choice": ["red", "green", "blue"], "temperature": 1.0, "seed": seed,
+                    "min_tokens": 12, "max_tokens": 16, "chat_template_kwargs": NO_THINKING}
+            status, r = chat(body)[:2]
+            self.assertEqual(status, 200, r)
+            self.assertIn(r["choices"][0]["message"]["content"], ["red", "green", "blue"])
+            self.assertEqual(r["choices"][0]["finish_reason"], "stop", r)
+
     def test_unsupported_keyword_is_a_400_naming_it(self):
         schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": "^a+$"}}}
         status, r = chat({"response_format": {"type": "json_schema", "json_schema": {

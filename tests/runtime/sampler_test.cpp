@@ -435,6 +435,23 @@ TEST(Sampler, MinTokensMasksEosAndStopIdsUntilReached) {
   }
 }
 
+// An output grammar's mask wins over min_tokens where it allows only tokens that end the output
+// (a complete constrained value); where it allows another token too, min_tokens still holds.
+TEST(Sampler, MinTokensYieldsToAGrammarThatAllowsOnlyTheEnd) {
+  const std::vector<int> eos = {4};
+  const std::vector<float> x = {0.0f, 1.0f, 3.0f, 2.0f, 5.0f, 4.0f};
+  SamplingParams p = greedy_with_logprobs();
+  p.min_tokens = 3;
+  p.stop_token_ids = {5};
+  const SequenceSampler s(p, {}, 0);
+  const uint32_t only_ends = (1u << 4) | (1u << 5), end_or_two = (1u << 2) | (1u << 4);
+  EXPECT_EQ(s.sample(x.data(), 6, eos, &only_ends).token, 4);
+  EXPECT_EQ(s.sample(x.data(), 6, eos, &end_or_two).token, 2);
+  std::vector<float> w;
+  s.target_weights(x.data(), 6, eos, w, &only_ends);
+  EXPECT_EQ(w[4], 1.0f);
+}
+
 TEST(Sampler, IgnoreEosOnlyChangesStoppingNotSampling) {
   const std::vector<int> eos = {4};
   const std::vector<float> x = {0.0f, 1.0f, 3.0f, 2.0f, 5.0f, 4.0f};
