@@ -125,8 +125,10 @@ ApiError from_sampling_error(const Error& e) {
   return ApiError::invalid_request(m, param);
 }
 
+// A chat field's error carries its path, which becomes `param`.
 ApiError from_template_error(const Error& e) {
-  return ApiError::invalid_request(e.message());
+  const auto* field = dynamic_cast<const ChatFieldError*>(&e);
+  return ApiError::invalid_request(e.message(), field ? field->path() : "");
 }
 
 void reject_unsupported(const Fields& f, int n) {

@@ -2,6 +2,7 @@
 // chat_template.h, which the server includes).
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/core/error.h"
@@ -22,12 +23,12 @@ std::string describe(const json& v) {
 }
 
 [[noreturn]] void bad(const std::string& path, const std::string& expected, const json& got) {
-  throw Error(ErrorKind::kInvalidArgument,
-              path + ": expected " + expected + ", got " + describe(got));
+  throw ChatFieldError(ErrorKind::kInvalidArgument, path,
+                       "expected " + expected + ", got " + describe(got));
 }
 
 [[noreturn]] void missing(const std::string& path, const std::string& expected) {
-  throw Error(ErrorKind::kInvalidArgument, path + ": expected " + expected + ", got nothing");
+  throw ChatFieldError(ErrorKind::kInvalidArgument, path, "expected " + expected + ", got nothing");
 }
 
 // The member, or nullptr where it is absent or null (OpenAI clients send null for "not set").
@@ -89,8 +90,9 @@ std::string read_content(const json& message, ChatRole role, const std::string& 
     if (!type) missing(part_path + ".type", "\"text\"");
     if (!type->is_string()) bad(part_path + ".type", "\"text\"", *type);
     if (*type != "text")
-      throw Error(ErrorKind::kUnsupported, part_path + ".type: this server reads text only; got " +
-                                               describe(*type) + ", expected \"text\"");
+      throw ChatFieldError(
+          ErrorKind::kUnsupported, part_path + ".type",
+          "this server reads text only; got " + describe(*type) + ", expected \"text\"");
     const json* part_text = member(part, "text");
     if (!part_text) missing(part_path + ".text", "a string");
     if (!part_text->is_string()) bad(part_path + ".text", "a string", *part_text);
@@ -109,8 +111,14 @@ ordered_json read_arguments(const json& function, const std::string& path) {
   if (is_blank(s)) return ordered_json::object();
   // Parsed here, not taken from the json body, so the arguments keep the order the model wrote;
   // bounded like the body, since the chat template renders them recursively.
-  ordered_json args =
-      parse_ordered_json(s, path, ErrorKind::kInvalidArgument, json_limits::kRequestEmbedded);
+  ordered_json args;
+  try {
+    args = parse_ordered_json(s, path, ErrorKind::kInvalidArgument, json_limits::kRequestEmbedded);
+  } catch (const Error& e) {  // "<path>: <the parser's words>"
+    const std::string& m = e.message();
+    throw ChatFieldError(e.kind(), path,
+                         m.starts_with(path + ": ") ? m.substr(path.size() + 2) : m);
+  }
   if (!args.is_object()) bad(path, expected, *v);
   return args;
 }
@@ -158,10 +166,9 @@ ChatMessage read_message(const json& message, const std::string& path) {
   const bool assistant = m.role == ChatRole::kAssistant;
   for (auto it = message.begin(); it != message.end(); ++it)
     if (!it->is_null() && !known_message_field(it.key()))
-      throw Error(ErrorKind::kInvalidArgument,
-                  path + "." + it.key() +
-                      ": not a message field this server reads (role, content, reasoning, "
-                      "reasoning_content, tool_calls, tool_call_id, name)");
+      throw ChatFieldError(ErrorKind::kInvalidArgument, path + "." + it.key(),
+                           "not a message field this server reads (role, content, reasoning, "
+                           "reasoning_content, tool_calls, tool_call_id, name)");
   // vLLM's current name is `reasoning`; `reasoning_content` is the older one. Both are read.
   for (const char* name : {"reasoning", "reasoning_content"}) {
     const json* r = member(message, name);
@@ -205,6 +212,9 @@ std::vector<json> read_tools(const json& tools) {
 
 }  // namespace
 
+ChatFieldError::ChatFieldError(ErrorKind kind, std::string path, const std::string& detail)
+    : Error(kind, path + ": " + detail), path_(std::move(path)) {}
+
 ChatRequestText parse_chat_messages(const json& body) {
   if (!body.is_object()) bad("body", "a JSON object", body);
   ChatRequestText request;
@@ -221,9 +231,9 @@ ChatRequestText parse_chat_messages(const json& body) {
     if (!kwargs->is_object()) bad("chat_template_kwargs", "an object", *kwargs);
     for (auto it = kwargs->begin(); it != kwargs->end(); ++it)
       if (!it->is_null() && it.key() != "enable_thinking" && it.key() != "reasoning_effort")
-        throw Error(ErrorKind::kInvalidArgument,
-                    "chat_template_kwargs." + it.key() +
-                        ": not a switch of this chat template (enable_thinking, reasoning_effort)");
+        throw ChatFieldError(
+            ErrorKind::kInvalidArgument, "chat_template_kwargs." + it.key(),
+            "not a switch of this chat template (enable_thinking, reasoning_effort)");
     if (const json* thinking = member(*kwargs, "enable_thinking")) {
       if (!thinking->is_boolean())
         bad("chat_template_kwargs.enable_thinking", "true or false", *thinking);

@@ -59,13 +59,15 @@
 //   <|assistant|>\n<think></think>              generation prompt, thinking off
 //
 // parse_chat_messages (chat_request.cpp) reads the OpenAI request body; every malformed field is
-// an Error(kInvalidArgument) naming its path ("messages[2].role").
+// a ChatFieldError naming its path ("messages[2].role").
 #include <nlohmann/json.hpp>
 
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "engine/core/error.h"
 
 namespace sparkglm {
 
@@ -126,6 +128,17 @@ struct ChatRequestText {
   ChatTemplateOptions options;
 
   std::string render() const { return render_chat_prompt(messages, options); }
+};
+
+// A malformed chat field: the message reads "<path>: <what is wrong>", and path() holds the path
+// alone ("messages[2].content", "tools[0].function.parameters") for the server's `error.param`.
+class ChatFieldError : public Error {
+ public:
+  ChatFieldError(ErrorKind kind, std::string path, const std::string& detail);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
 };
 
 // Reads `messages`, `tools`, `reasoning_effort` and `chat_template_kwargs` {enable_thinking,

@@ -213,6 +213,42 @@ TEST(ParseChatCompletion, MessagesErrorsNameThePath) {
   EXPECT_EQ(chat_error(chat({{"messages", json::array()}})).status(), 400);
 }
 
+// OpenAI clients read the field at fault from `param`, not from the message.
+TEST(ParseChatCompletion, ChatFieldErrorsNameTheirPathAsParam) {
+  const json user = {{"role", "user"}, {"content", "hi"}};
+  const json call = {{"id", "c1"}, {"function", {{"name", "f"}, {"arguments", "{"}}}};
+  const json tool = {{"type", "function"}, {"function", {{"name", "f"}}}};
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"messages", json::array({user, user, {{"role", "user"}, {"content", 5}}})}},
+       "messages[2].content"},
+      {{{"messages", json::array({{{"role", "king"}, {"content", "x"}}})}}, "messages[0].role"},
+      {{{"messages", json::array({{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}})}},
+       "messages[0].content[0].type"},
+      {{{"messages", json::array({{{"role", "user"}, {"content", "a"}, {"audio", "x"}}})}},
+       "messages[0].audio"},
+      {{{"messages", json::array({{{"role", "assistant"}, {"tool_calls", {call}}}})}},
+       "messages[0].tool_calls[0].function.arguments"},
+      {{{"messages", "hi"}}, "messages"},
+      {{{"tools", json::array({tool, {{"type", "function"}, {"function", {{"name", 3}}}}})}},
+       "tools[1].function.name"},
+      {{{"tools", "f"}}, "tools"},
+      {{{"reasoning_effort", "extreme"}}, "reasoning_effort"},
+      {{{"chat_template_kwargs", {{"enable_thinking", "no"}}}},
+       "chat_template_kwargs.enable_thinking"},
+      {{{"chat_template_kwargs", {{"clear_thinking", true}}}},
+       "chat_template_kwargs.clear_thinking"},
+  };
+  for (const auto& [extra, param] : cases) {
+    const ApiError e = chat_error(chat(extra));
+    EXPECT_EQ(e.status(), 400) << extra.dump();
+    EXPECT_EQ(e.param(), param) << extra.dump() << ": " << e.what();
+    EXPECT_NE(std::string(e.what()).find(param), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(chat_error(json{{"model", "tinyglm-micro"}}).param(), "messages");
+  const json bad_messages = {{"messages", json::array({{{"role", "user"}}})}};
+  EXPECT_EQ(error_of(parse_tokenize, bad_messages).param(), "messages[0].content");
+}
+
 TEST(ParseChatCompletion, UnknownModelIs404) {
   const ApiError e = chat_error(chat({{"model", "gpt-4"}}));
   EXPECT_EQ(e.status(), 404);
