@@ -63,17 +63,26 @@ class Fields {
   static int64_t integer_value(const json& v, const std::string& name, int64_t min, int64_t max) {
     const std::string range =
         "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    const auto out_of_range = [&] {
+      return ApiError::invalid_request("`" + name + "` must be " + range, name);
+    };
     if (v.is_number_unsigned()) {  // every non-negative integer parses as unsigned
       const uint64_t u = v.get<uint64_t>();
-      if (u > uint64_t(max) || (min > 0 && u < uint64_t(min)))
-        throw ApiError::invalid_request("`" + name + "` must be " + range, name);
+      if (u > uint64_t(max) || (min > 0 && u < uint64_t(min))) throw out_of_range();
       return int64_t(u);
     }
-    if (!v.is_number_integer()) throw ApiError::wrong_type(name, "an integer");
-    const int64_t i = v.get<int64_t>();
-    if (i < min || i > max)
-      throw ApiError::invalid_request("`" + name + "` must be " + range, name);
-    return i;
+    if (v.is_number_integer()) {
+      const int64_t i = v.get<int64_t>();
+      if (i < min || i > max) throw out_of_range();
+      return i;
+    }
+    // An integer beyond 64 bits (2^64, 10^30) parses as a float: its fault is its size. A float
+    // of magnitude 2^63 or more is such an integer (-2^63 - 1 rounds to -2^63).
+    if (v.is_number_float()) {
+      const double d = v.get<double>();
+      if (d < double(min) || d > double(max) || std::abs(d) >= 0x1p63) throw out_of_range();
+    }
+    throw ApiError::wrong_type(name, range);
   }
 
  private:

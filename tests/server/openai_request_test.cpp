@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 
 #include "engine/server/api_error.h"
 
@@ -173,6 +174,35 @@ TEST(ParseChatCompletion, OutOfRangeValuesNameTheField) {
   EXPECT_EQ(chat_error(chat({{"top_logprobs", 2}})).param(), "top_logprobs");
   // min_tokens above max_tokens.
   EXPECT_EQ(chat_error(chat({{"min_tokens", 5}, {"max_tokens", 2}})).param(), "min_tokens");
+}
+
+// An integer too large for 64 bits parses as a float; the client is told the range, not the type.
+TEST(ParseChatCompletion, IntegersBeyond64BitsAreOutOfRange) {
+  const std::string messages = R"("messages": [{"role": "user", "content": "hi"}])";
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"seed", "18446744073709551616", "[-9223372036854775808, 9223372036854775807]"},
+      {"seed", "-9223372036854775809", "[-9223372036854775808, 9223372036854775807]"},
+      {"n", "1000000000000000000000000000000", "[1, 16]"},
+      {"max_tokens", "-1e30", "[1, 2147483647]"},
+      {"top_k", "1e19", "[-1, 2147483647]"},
+  };
+  for (const auto& [field, value, range] : cases) {
+    const json body = parse_json_body("{" + messages + ", \"" + field + "\": " + value + "}");
+    const ApiError e = chat_error(body);
+    EXPECT_EQ(e.status(), 400) << value;
+    EXPECT_EQ(e.param(), field) << value;
+    EXPECT_EQ(e.code(), "invalid_request") << value;
+    EXPECT_NE(std::string(e.what()).find("an integer in " + range), std::string::npos)
+        << field << " " << value << ": " << e.what();
+  }
+  const ApiError id = error_of(parse_detokenize, parse_json_body(R"({"tokens": [1, 1e30]})"));
+  EXPECT_EQ(id.param(), "tokens[1]");
+  EXPECT_NE(std::string(id.what()).find("[0, 319]"), std::string::npos) << id.what();
+  // A fraction within the range is a wrong type; its message says the range too.
+  const ApiError fraction = chat_error(chat({{"n", 2.5}}));
+  EXPECT_EQ(fraction.code(), "invalid_type");
+  EXPECT_NE(std::string(fraction.what()).find("[1, 16]"), std::string::npos) << fraction.what();
+  EXPECT_EQ(chat_error(chat({{"n", "3"}})).code(), "invalid_type");
 }
 
 // A non-negative integer parses as unsigned; a count that starts at 1 must still refuse 0 (n = 0
