@@ -206,6 +206,10 @@ std::vector<json> read_tools(const json& tools) {
     if (!name) missing(path + ".function.name", "a non-empty string");
     if (!name->is_string() || name->get_ref<const std::string&>().empty())
       bad(path + ".function.name", "a non-empty string", *name);
+    // The template renders the schema, the tool-call grammar and parser read its properties.
+    if (const json* parameters = member(*function, "parameters");
+        parameters && !parameters->is_object())
+      bad(path + ".function.parameters", "a JSON Schema object", *parameters);
   }
   return tools.get<std::vector<json>>();
 }

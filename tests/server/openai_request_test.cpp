@@ -279,6 +279,24 @@ TEST(ParseChatCompletion, ChatFieldErrorsNameTheirPathAsParam) {
   EXPECT_EQ(error_of(parse_tokenize, bad_messages).param(), "messages[0].content");
 }
 
+// A tool's parameters are a JSON Schema: the template renders it and the tool-call grammar and
+// parser read its properties. Anything but an object (or null, absent) is a 400.
+TEST(ParseChatCompletion, ToolParametersMustBeASchemaObject) {
+  auto tools = [](json parameters) {
+    return json::array({{{"type", "function"}, {"function", {{"name", "f"}}}},
+                        {{"type", "function"},
+                         {"function", {{"name", "g"}, {"parameters", std::move(parameters)}}}}});
+  };
+  for (const json& parameters : {json(5), json("{}"), json::array(), json(true)}) {
+    const ApiError e = chat_error(chat({{"tools", tools(parameters)}}));
+    EXPECT_EQ(e.status(), 400) << parameters.dump();
+    EXPECT_EQ(e.param(), "tools[1].function.parameters") << parameters.dump() << ": " << e.what();
+  }
+  for (const json& parameters : {json(nullptr), json::object(), json{{"type", "object"}}})
+    EXPECT_NO_THROW(parse_chat_completion(chat({{"tools", tools(parameters)}}), kModel))
+        << parameters.dump();
+}
+
 TEST(ParseChatCompletion, UnknownModelIs404) {
   const ApiError e = chat_error(chat({{"model", "gpt-4"}}));
   EXPECT_EQ(e.status(), 404);
