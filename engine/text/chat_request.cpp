@@ -1,5 +1,6 @@
 // parse_chat_messages: the OpenAI chat request body as ChatRequestText (declared in
 // chat_template.h, which the server includes).
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -193,6 +194,7 @@ ChatMessage read_message(const json& message, const std::string& path) {
 
 std::vector<json> read_tools(const json& tools) {
   if (!tools.is_array()) bad("tools", "an array of {\"type\": \"function\", ...} objects", tools);
+  std::map<std::string, size_t> first_with_name;
   for (size_t i = 0; i < tools.size(); ++i) {
     const json& tool = tools[i];
     const std::string path = "tools[" + std::to_string(i) + "]";
@@ -206,6 +208,12 @@ std::vector<json> read_tools(const json& tools) {
     if (!name) missing(path + ".function.name", "a non-empty string");
     if (!name->is_string() || name->get_ref<const std::string&>().empty())
       bad(path + ".function.name", "a non-empty string", *name);
+    // A call names its tool: two tools of one name leave the call's schema ambiguous.
+    const auto [first, unique] = first_with_name.emplace(name->get<std::string>(), i);
+    if (!unique)
+      throw ChatFieldError(ErrorKind::kInvalidArgument, path + ".function.name",
+                           "the name " + describe(*name) + " is also tools[" +
+                               std::to_string(first->second) + "]'s; tool names must be unique");
     // The template renders the schema, the tool-call grammar and parser read its properties.
     if (const json* parameters = member(*function, "parameters");
         parameters && !parameters->is_object())

@@ -297,6 +297,21 @@ TEST(ParseChatCompletion, ToolParametersMustBeASchemaObject) {
         << parameters.dump();
 }
 
+// A tool call names its tool; two tools of one name would leave its schema ambiguous.
+TEST(ParseChatCompletion, DuplicateToolNamesAre400NamingTheName) {
+  auto tool = [](const char* name) {
+    return json{{"type", "function"}, {"function", {{"name", name}}}};
+  };
+  const ApiError e = chat_error(
+      chat({{"tools", json::array({tool("f"), tool("g"), tool("weather"), tool("g")})}}));
+  EXPECT_EQ(e.status(), 400);
+  EXPECT_EQ(e.param(), "tools[3].function.name");
+  EXPECT_NE(std::string(e.what()).find("\"g\""), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("tools[1]"), std::string::npos) << e.what();
+  EXPECT_NO_THROW(
+      parse_chat_completion(chat({{"tools", json::array({tool("f"), tool("g")})}}), kModel));
+}
+
 TEST(ParseChatCompletion, UnknownModelIs404) {
   const ApiError e = chat_error(chat({{"model", "gpt-4"}}));
   EXPECT_EQ(e.status(), 404);
