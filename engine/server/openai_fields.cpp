@@ -67,23 +67,48 @@ constexpr std::string_view kChatOnly[] = {
 
 constexpr std::string_view kCompletionOnly[] = {"prompt", "suffix"};
 
+// vLLM's /tokenize and /detokenize fields that this server implements.
+constexpr std::string_view kTokenizePrompt[] = {"model", "prompt", "add_special_tokens"};
+constexpr std::string_view kTokenizeMessages[] = {
+    "model", "messages",         "add_special_tokens",   "add_generation_prompt",
+    "tools", "reasoning_effort", "chat_template_kwargs",
+};
+constexpr std::string_view kDetokenize[] = {"model", "tokens", "skip_special_tokens"};
+
 bool listed(std::span<const std::string_view> table, std::string_view key) {
   return std::find(table.begin(), table.end(), key) != table.end();
 }
 
 }  // namespace
 
-void check_known_fields(const nlohmann::json& body, GenerationRoute route) {
-  const bool chat = route == GenerationRoute::kChat;
+void check_known_fields(const nlohmann::json& body, RequestRoute route) {
+  const bool chat = route == RequestRoute::kChat;
+  auto reads = [route, chat](std::string_view key) {
+    switch (route) {
+      case RequestRoute::kChat:
+      case RequestRoute::kCompletion:
+        return listed(kShared, key) ||
+               (chat ? listed(kChatOnly, key) : listed(kCompletionOnly, key));
+      case RequestRoute::kTokenizePrompt:
+        return listed(kTokenizePrompt, key);
+      case RequestRoute::kTokenizeMessages:
+        return listed(kTokenizeMessages, key);
+      case RequestRoute::kDetokenize:
+        return listed(kDetokenize, key);
+    }
+    return false;
+  };
+  const char* path = chat                                       ? "/v1/chat/completions"
+                     : route == RequestRoute::kCompletion       ? "/v1/completions"
+                     : route == RequestRoute::kTokenizePrompt   ? "/tokenize with a prompt"
+                     : route == RequestRoute::kTokenizeMessages ? "/tokenize with messages"
+                                                                : "/detokenize";
   for (auto it = body.begin(); it != body.end(); ++it) {
-    if (it->is_null()) continue;
-    const std::string& key = it.key();
-    if (listed(kShared, key) || (chat ? listed(kChatOnly, key) : listed(kCompletionOnly, key)))
-      continue;
-    throw ApiError::invalid_request("`" + key + "` is not a field this server reads on " +
-                                        (chat ? "/v1/chat/completions" : "/v1/completions") +
+    if (it->is_null() || reads(it.key())) continue;
+    throw ApiError::invalid_request("`" + it.key() + "` is not a field this server reads on " +
+                                        path +
                                         " (docs/api.md lists the fields it reads and refuses)",
-                                    key);
+                                    it.key());
   }
   // OpenAI's deprecated function-calling fields: `tools` and `tool_choice` replaced them.
   for (const char* legacy : {"functions", "function_call"})

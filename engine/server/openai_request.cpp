@@ -268,7 +268,7 @@ void check_model(const std::string& requested, const ServedModel& model) {
 }
 
 ChatCompletionRequest parse_chat_completion(const json& body, const ServedModel& model) {
-  check_known_fields(body, GenerationRoute::kChat);
+  check_known_fields(body, RequestRoute::kChat);
   ChatCompletionRequest r;
   r.fields = read_fields(body, model);
   const Fields f(body);
@@ -305,7 +305,7 @@ ChatCompletionRequest parse_chat_completion(const json& body, const ServedModel&
 }
 
 CompletionRequest parse_completion(const json& body, const ServedModel& model) {
-  check_known_fields(body, GenerationRoute::kCompletion);
+  check_known_fields(body, RequestRoute::kCompletion);
   CompletionRequest r;
   r.fields = read_fields(body, model);
   const Fields f(body);
@@ -358,6 +358,8 @@ TokenizeRequest parse_tokenize(const json& body, const ServedModel& model) {
   const bool has_prompt = f.get("prompt") != nullptr, has_messages = f.get("messages") != nullptr;
   if (has_prompt == has_messages)
     throw ApiError::invalid_request("give exactly one of `prompt` or `messages`");
+  check_known_fields(body,
+                     has_prompt ? RequestRoute::kTokenizePrompt : RequestRoute::kTokenizeMessages);
   if (has_prompt) {
     r.prompt = f.string("prompt");
   } else {
@@ -375,6 +377,7 @@ TokenizeRequest parse_tokenize(const json& body, const ServedModel& model) {
 
 DetokenizeRequest parse_detokenize(const json& body, const ServedModel& model) {
   const Fields f(body);
+  check_known_fields(body, RequestRoute::kDetokenize);
   DetokenizeRequest r;
   if (auto m = f.string("model")) r.model = *m;
   check_model(r.model, model);

@@ -502,6 +502,46 @@ TEST(ParseTokenize, PromptOrMessages) {
   EXPECT_EQ(error_of(parse_tokenize, json{{"prompt", 1}}).param(), "prompt");
 }
 
+// The generation routes' policy (docs/api.md): a field the route does not read is a 400 naming
+// it, never silently ignored. A field only the other form of /tokenize reads is one of those.
+TEST(ParseTokenize, UnknownFieldsAre400NamingThem) {
+  const json messages = chat()["messages"];
+  const json tool = {{"type", "function"}, {"function", {{"name", "f"}}}};
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"prompt", "hi"}, {"frobnicate", 1}}, "frobnicate"},
+      {{{"prompt", "hi"}, {"return_token_strs", true}}, "return_token_strs"},
+      {{{"prompt", "hi"}, {"add_generation_prompt", false}}, "add_generation_prompt"},
+      {{{"prompt", "hi"}, {"tools", {tool}}}, "tools"},
+      {{{"messages", messages}, {"continue_final_message", true}}, "continue_final_message"},
+      {{{"messages", messages}, {"tool_choice", "auto"}}, "tool_choice"},
+  };
+  for (const auto& [body, param] : cases) {
+    const ApiError e = error_of(parse_tokenize, body);
+    EXPECT_EQ(e.status(), 400) << body.dump();
+    EXPECT_EQ(e.param(), param) << body.dump() << ": " << e.what();
+  }
+  EXPECT_NO_THROW(parse_tokenize(json{{"model", "tinyglm-micro"},
+                                      {"prompt", "hi"},
+                                      {"add_special_tokens", false},
+                                      {"frobnicate", nullptr}},
+                                 kModel));
+  EXPECT_NO_THROW(parse_tokenize(json{{"messages", messages},
+                                      {"add_special_tokens", true},
+                                      {"add_generation_prompt", false},
+                                      {"tools", {tool}},
+                                      {"reasoning_effort", "low"},
+                                      {"chat_template_kwargs", {{"enable_thinking", false}}}},
+                                 kModel));
+}
+
+TEST(ParseDetokenize, UnknownFieldsAre400NamingThem) {
+  const ApiError e = error_of(parse_detokenize, json{{"tokens", {104}}, {"prompt", "hi"}});
+  EXPECT_EQ(e.status(), 400);
+  EXPECT_EQ(e.param(), "prompt");
+  EXPECT_NO_THROW(parse_detokenize(
+      json{{"model", "tinyglm-micro"}, {"tokens", {104}}, {"skip_special_tokens", true}}, kModel));
+}
+
 TEST(ParseDetokenize, TokensInRange) {
   auto r = parse_detokenize(json{{"tokens", {104, 105}}}, kModel);
   EXPECT_EQ(r.tokens, (std::vector<int32_t>{104, 105}));

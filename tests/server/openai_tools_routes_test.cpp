@@ -23,9 +23,12 @@ TEST_F(RoutesTest, DeeplyNestedToolArgumentsAre400AndServingGoesOn) {
   const json messages = json::array(
       {{{"role", "user"}, {"content", "hi"}},
        {{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array({call_of_f})}}});
-  for (const char* path : {"/tokenize", "/v1/chat/completions"}) {
+  for (const std::string path : {"/tokenize", "/v1/chat/completions"}) {
     SCOPED_TRACE(path);
-    const auto ex = call("POST", path, chat_body({{"messages", messages}}));
+    // /tokenize reads messages and the template's fields only, not a chat's sampling fields.
+    const json body =
+        path == "/tokenize" ? json{{"messages", messages}} : chat_body({{"messages", messages}});
+    const auto ex = call("POST", path, body);
     ASSERT_TRUE(ex->response.has_value());
     EXPECT_EQ(ex->response->status, 400);
     const std::string message = ex->json_body()["error"]["message"];
