@@ -66,6 +66,12 @@ ApiError ApiError::body_too_large(size_t limit) {
                       std::to_string(limit) + " bytes (--max-body-bytes)");
 }
 
+ApiError ApiError::unsupported_content_encoding(const std::string& coding) {
+  return ApiError(415, "invalid_request_error", "unsupported_content_encoding",
+                  "the request body has Content-Encoding \"" + coding +
+                      "\", which this server does not decode: send the body unencoded");
+}
+
 ApiError ApiError::too_many_connections(int limit) {
   return ApiError(503, "server_error", "too_many_connections",
                   "the server already has its maximum of " + std::to_string(limit) +

@@ -34,6 +34,8 @@ class ApiError : public std::runtime_error {
   static ApiError method_not_allowed(const std::string& method, const std::string& path,
                                      const std::string& allowed);
   static ApiError body_too_large(size_t limit);
+  // 415: the body has a content coding (`coding`, "gzip") this server does not decode.
+  static ApiError unsupported_content_encoding(const std::string& coding);
   static ApiError too_many_connections(int limit);
   static ApiError unauthorized();
   static ApiError shutting_down();

@@ -20,6 +20,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "engine/server/api_error.h"
 #include "engine/server/connection_exchange.h"
@@ -136,6 +138,10 @@ void Connection::on_request() {
   r.authorization = std::string(req[http::field::authorization]);
   r.body = std::move(req.body());
   r.peer = peer_;
+  std::vector<std::string_view> content_encoding;
+  for (auto [it, end] = req.equal_range(http::field::content_encoding); it != end; ++it)
+    content_encoding.emplace_back(it->value().data(), it->value().size());
+  const std::string coding = unsupported_content_coding(content_encoding);
   keep_alive_ = req.keep_alive();
   {
     std::lock_guard<std::mutex> lock(out_mutex_);
@@ -158,6 +164,11 @@ void Connection::on_request() {
   else
     watch();
   auto exchange = std::make_shared<ConnectionExchange>(shared_from_this(), exchange_id_);
+  if (!coding.empty()) {  // the whole body was read: the connection stays usable
+    HttpResponse refused = HttpResponse::error(ApiError::unsupported_content_encoding(coding));
+    refused.headers.emplace_back("Accept-Encoding", "identity");  // RFC 9110 section 15.5.16
+    return exchange->respond(std::move(refused));
+  }
   try {
     server_.handler.handle(std::move(r), exchange);
   } catch (const ApiError& e) {

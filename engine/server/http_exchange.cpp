@@ -48,6 +48,8 @@ const char* status_reason(int status) {
       return "Request Timeout";
     case 413:
       return "Content Too Large";
+    case 415:
+      return "Unsupported Media Type";
     case 422:
       return "Unprocessable Content";
     case 429:

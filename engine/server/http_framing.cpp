@@ -20,7 +20,8 @@ bool equals_lower(std::string_view s, std::string_view lower) {
          });
 }
 
-// The codings of every Transfer-Encoding field, in order (a comma list across fields).
+// The codings of every Transfer-Encoding (or Content-Encoding) field, in order (a comma list
+// across fields).
 std::vector<std::string_view> codings(const std::vector<std::string_view>& fields) {
   std::vector<std::string_view> out;
   for (std::string_view f : fields) {
@@ -64,6 +65,12 @@ std::string framing_problem(const RequestFraming& framing) {
         !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }))
       return "Content-Length " + quoted(framing.content_length[0]) + " is not one decimal number";
   }
+  return "";
+}
+
+std::string unsupported_content_coding(const std::vector<std::string_view>& content_encoding) {
+  for (std::string_view coding : codings(content_encoding))
+    if (!coding.empty() && !equals_lower(coding, "identity")) return std::string(coding);
   return "";
 }
 

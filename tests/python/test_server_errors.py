@@ -1,10 +1,11 @@
 """Every error sparkglm-serve answers, in OpenAI's shape {"error": {"message", "type", "code"}} with
 its status: malformed JSON, wrong types, unknown model, prompt too long, a request that can never
-fit in the KV pool, body too large, too many connections, unknown route, wrong method, missing or
-wrong API key, and the request timeout. The server keeps serving after each.
+fit in the KV pool, body too large, an encoded (gzip) body, too many connections, unknown route,
+wrong method, missing or wrong API key, and the request timeout. The server keeps serving after each.
 
 Run: python3 test_server_errors.py --bin-dir BUILD_DIR
 """
+import gzip
 import json
 import os
 import re
@@ -118,6 +119,18 @@ class ErrorShapeTest(unittest.TestCase):
         self.assertEqual(err["code"], "request_too_large_for_server")
         self.assertRegex(err["message"], r"\d+")
         self.assertIn("pool", err["message"].lower())
+
+    def test_encoded_body_is_415_naming_the_coding(self):
+        # A gzip body would otherwise be parsed as its compressed bytes; identity is no coding.
+        body = gzip.compress(json.dumps(CHAT).encode())
+        for path in ("/v1/chat/completions", "/tokenize"):
+            err, hdrs = self.expect_error(415, body, "unsupported_content_encoding", ("gzip",),
+                                          path=path, headers={"Content-Encoding": "gzip"})
+            self.assertEqual(hdrs["accept-encoding"], "identity")
+        status, _, data = harness.call(SERVER.port, "POST", "/v1/chat/completions",
+                                       json.dumps(CHAT).encode(),
+                                       headers={"Content-Encoding": "identity"})
+        self.assertEqual(status, 200, data)
 
     def test_body_too_large_is_413(self):
         big = json.dumps(dict(CHAT, pad="x" * 5000)).encode()

@@ -12,6 +12,16 @@ std::string problem(std::vector<std::string_view> cl, std::vector<std::string_vi
   return framing_problem({version, std::move(cl), std::move(te)});
 }
 
+TEST(HttpFraming, ContentCodingsOtherThanIdentityAreNamed) {
+  using V = std::vector<std::string_view>;
+  EXPECT_EQ(unsupported_content_coding(V{}), "");
+  EXPECT_EQ(unsupported_content_coding(V{"identity"}), "");
+  EXPECT_EQ(unsupported_content_coding(V{" IDENTITY ", ""}), "");
+  EXPECT_EQ(unsupported_content_coding(V{"gzip"}), "gzip");
+  EXPECT_EQ(unsupported_content_coding(V{"identity, br"}), "br");
+  EXPECT_EQ(unsupported_content_coding(V{"identity", " deflate ,gzip"}), "deflate");
+}
+
 TEST(HttpFraming, AcceptsOneContentLengthOrChunkedAlone) {
   EXPECT_EQ(problem({}, {}), "");
   EXPECT_EQ(problem({"0"}, {}), "");

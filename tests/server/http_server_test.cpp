@@ -110,6 +110,23 @@ TEST_F(HttpServerTest, TrailerLongerThanTheReadBufferIs400) {
   EXPECT_EQ(handler_.calls.load(), 0);
 }
 
+// The body is read as it arrives: a compressed one would be parsed as its compressed bytes.
+TEST_F(HttpServerTest, EncodedBodyIs415NamingTheCoding) {
+  const std::string out = exchange_half_closed(
+      "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\nContent-Length: "
+      "2\r\n\r\n{}");
+  EXPECT_EQ(out.rfind("HTTP/1.1 415", 0), 0u) << out;
+  EXPECT_NE(out.find("Content-Encoding \\\"gzip\\\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"code\":\"unsupported_content_encoding\""), std::string::npos) << out;
+  EXPECT_NE(out.find("Accept-Encoding: identity\r\n"), std::string::npos) << out;
+  EXPECT_EQ(handler_.calls.load(), 0);
+  const std::string plain = exchange_half_closed(
+      "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Encoding: Identity\r\nContent-Length: "
+      "2\r\n\r\n{}");
+  EXPECT_EQ(plain.rfind("HTTP/1.1 200", 0), 0u) << plain;
+  EXPECT_EQ(handler_.calls.load(), 1);
+}
+
 TEST_F(HttpServerTest, WholeRequestOfAHalfClosedClientIsServed) {
   const std::string out =
       exchange_half_closed("POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}");
