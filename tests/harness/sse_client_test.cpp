@@ -267,7 +267,8 @@ TEST(SseClient, FirstTokenTimeAgreesWithTheServersOwnTtftAtC1) {
     return m.at("sparkglm_time_to_first_token_seconds_sum");
   };
   stream_request(server->base_url(), s, "", Clock::now());  // warm the server's first-call paths
-  for (int attempt = 0; attempt < 3; ++attempt) {
+  constexpr int kAttempts = 10;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
     const double before = ttft_sum_after(attempt + 1);
     const RequestRecord r = stream_request(server->base_url(), s, "", Clock::now());
     const double served = ttft_sum_after(attempt + 2) - before;
@@ -275,11 +276,12 @@ TEST(SseClient, FirstTokenTimeAgreesWithTheServersOwnTtftAtC1) {
     const double client = *r.first_output_s - r.start_s;
     EXPECT_GE(client, served - 1e-4) << "the client saw the token before the server made it?";
     if (std::abs(client - served) < 1e-3) return;
-    // A scheduler hiccup on a shared machine can delay one event; three in a row is a real gap.
+    // A loaded machine can delay an event by a scheduling slice (about 4 ms, seen in CI beside
+    // other jobs); a client that reads late does so every time, so ten in a row is a real gap.
     std::printf("attempt %d: client TTFT %.6f s, server TTFT %.6f s\n", attempt, client, served);
   }
   ADD_FAILURE() << "the client's first-token TTFT differed from the server's by 1 ms or more in "
-                   "three requests";
+                << kAttempts << " requests";
 }
 
 TEST(SseClient, ErrorEventIsAFailedRecord) {
