@@ -4,9 +4,9 @@ its output.
 On the CPU, from the committed trained tinyGLM (or --checkpoint DIR), with a small long bucket so it
 takes seconds:
 1. Two runs of 3 steps write the same shard (the stage is deterministic on the CPU).
-2. Its training.json binds the base shard (`derived_from`), the sources by sha256 (this stage's own
-   among them), the extended data generator, and its log shows steps drawn from the long bucket at
-   that length.
+2. Its training.json binds the base shard (`derived_from`, named relative to the repository), the
+   sources by sha256 (this stage's own among them), the extended data generator, and its log shows
+   steps drawn from the long bucket at that length.
 3. `sparkglm logits` on the output (the engine's CPU backend) agrees with TrainableGlm loaded from the
    same files in float64 within 1e-4 (issue 18's agreement bound), on a row long enough to select.
 4. A long bucket the base curriculum already has is refused, naming it.
@@ -86,6 +86,8 @@ def main():
             failures.append("training.json does not bind the shard it wrote and the base shard")
         if rec["sources_sha256"].get("tinyglm/train/extend_context.py") != sha256(SCRIPT):
             failures.append("training.json does not bind extend_context.py by sha256")
+        if os.path.isabs(rec["derived_from"]["checkpoint"]) or os.path.isabs(rec["args"]["checkpoint"]):
+            failures.append("training.json names the base checkpoint by this machine's absolute path")
         if rec["data_generator"] != f"{curriculum.GENERATOR_VERSION}+long/1":
             failures.append(f"data generator {rec['data_generator']!r}")
         if LONG not in lengths:

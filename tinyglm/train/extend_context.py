@@ -33,6 +33,7 @@ import time
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before CUDA starts: deterministic cuBLAS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
@@ -73,6 +74,13 @@ def sources_sha256():
         with open(os.path.join(HERE, "..", "..", rel), "rb") as f:
             out[rel] = hashlib.sha256(f.read()).hexdigest()
     return out
+
+
+def repo_path(path):
+    """A path as the record states it: relative to the repository root when inside it, so a record
+    names no machine's folders."""
+    full = os.path.abspath(path)
+    return os.path.relpath(full, ROOT) if full.startswith(ROOT + os.sep) else path
 
 
 def parse_buckets(text):
@@ -175,18 +183,19 @@ def main():
             print(json.dumps(rec), flush=True)
             window = {k: 0.0 for k in window} | {"n": 0}
     train_s = time.time() - t_train
+    recorded = {**vars(args), "checkpoint": repo_path(args.checkpoint), "out": repo_path(args.out)}
     identity = f"{base['weights_identity']}+long:seed={args.seed},steps={args.steps},data={generator}"
     sha = checkpoint_io.export(model.float().cpu(), args.out, identity)
     record = {"schema": SCHEMA, "preset": base["preset"], "seed": args.seed, "steps": args.steps,
-              "data_generator": generator, "args": vars(args),
+              "data_generator": generator, "args": recorded,
               "buckets": curriculum.BUCKETS, "bucket_p": curriculum.BUCKET_P, "tokens": tokens_seen,
               "final": last, "train_wall_s": round(train_s, 2), "total_wall_s": round(time.time() - t_start, 2),
               "device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
-              "derived_from": {"checkpoint": args.checkpoint, "shard_sha256": base["shard_sha256"],
+              "derived_from": {"checkpoint": recorded["checkpoint"], "shard_sha256": base["shard_sha256"],
                                "weights_identity": base["weights_identity"]},
               "weights_identity": identity, "shard_sha256": sha, "sources_sha256": sources_sha256(),
               "reproduce": "python3 tinyglm/train/extend_context.py " + " ".join(
-                  f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
+                  f"--{k.replace('_', '-')} {v}" for k, v in recorded.items()
                   if k not in ("out", "device", "threads", "log_every", "long_buckets"))
               + " --long-buckets " + ",".join(map(str, args.long_buckets)) + " --out DIR"}
     with open(os.path.join(args.out, "training.json"), "w") as f:
