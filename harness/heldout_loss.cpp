@@ -99,7 +99,7 @@ HeldoutLoss HeldoutLoss::of_tasks(std::vector<TaskLoss> tasks) {
 }
 
 HeldoutLoss score_heldout(ModelRunner& runner, const HeldoutSet& set, int chunk,
-                          const SlotForChunk& slot_for) {
+                          const SlotForChunk& slot_for, std::vector<double>* token_nll) {
   SPARKGLM_ASSERT(chunk > 0, "score_heldout: chunk must be positive");
   const int vocab = runner.config().vocab_size;
   const int bs = runner.cache_geometry().block_size;
@@ -125,6 +125,7 @@ HeldoutLoss score_heldout(ModelRunner& runner, const HeldoutSet& set, int chunk,
         const auto [nll, hit] =
             score_row(out.logits.data() + int64_t(t - at) * vocab, vocab, x.tokens[size_t(t + 1)]);
         l.nll += nll;
+        if (token_nll) token_nll->push_back(nll);
         l.accuracy += hit;
         exact = exact && hit;
         ++l.tokens;

@@ -65,8 +65,9 @@ using SlotForChunk = std::function<int32_t(int chunk_index)>;
 
 // Scores every example on `runner` (a fresh sequence each: position 0 on slot 0 and blocks
 // [0, n / block_size]). The runner needs ceil(longest / block_size) blocks and, with `slot_for`,
-// the slots it names.
+// the slots it names. With `token_nll`, it also receives each reply token's nll, in set order.
 HeldoutLoss score_heldout(ModelRunner& runner, const HeldoutSet& set, int chunk,
-                          const SlotForChunk& slot_for = nullptr);
+                          const SlotForChunk& slot_for = nullptr,
+                          std::vector<double>* token_nll = nullptr);
 
 }  // namespace sparkglm::harness
