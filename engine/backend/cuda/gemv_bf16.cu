@@ -7,6 +7,7 @@
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
 #include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/pdl.cuh"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -38,6 +39,8 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
 // against up to kMt rows of x; lane l takes the 8-value chunks l, l+32, l+64, ...
 template <int kMt>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const __grid_constant__ GemvParams p) {
+  pdl_trigger();
+  pdl_wait();
   const int lane = threadIdx.x & 31;
   const int64_t n0 = (int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * kRowsPerWarp;
   const int64_t m0 = int64_t(blockIdx.y) * kMt;
@@ -65,7 +68,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const __grid_constant
     for (int i = 0; i < kMt; ++i) {
       if (i >= mt) break;
       float xf[8];
-      unpack8(__ldg(reinterpret_cast<const uint4*>(p.x + (m0 + i) * p.k + c * 8)), xf);
+      unpack8(__ldcg(reinterpret_cast<const uint4*>(p.x + (m0 + i) * p.k + c * 8)), xf);
 #pragma unroll
       for (int r = 0; r < kRowsPerWarp; ++r)
 #pragma unroll
@@ -122,6 +125,8 @@ __device__ __forceinline__ void add_warp_sums(float* sums, const float (&acc)[kT
 template <int kTiles>  // ceil(m / 8) column tiles of B
 __global__ void __launch_bounds__(kSplitK * 32)
     gemv_mma_kernel(const __grid_constant__ GemvParams p) {
+  pdl_trigger();
+  pdl_wait();
   __shared__ float partial[kSplitK - 1][kTiles][32][4];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -154,7 +159,7 @@ __global__ void __launch_bounds__(kSplitK * 32)
       for (int j = 0; j < kTiles; ++j) {
         const int64_t m = j * 8 + g;
         uint4 xv = make_uint4(0, 0, 0, 0);
-        if (m < p.m) xv = __ldg(reinterpret_cast<const uint4*>(p.x + m * p.k + kb + t * 8));
+        if (m < p.m) xv = __ldcg(reinterpret_cast<const uint4*>(p.x + m * p.k + kb + t * 8));
         mma_bf16(acc[j], wa[u].x, wb[u].x, wa[u].y, wb[u].y, xv.x, xv.y);
         mma_bf16(acc[j], wa[u].z, wb[u].z, wa[u].w, wb[u].w, xv.z, xv.w);
       }
@@ -166,10 +171,12 @@ __global__ void __launch_bounds__(kSplitK * 32)
 // y[i] = (sum over s, increasing, of partial[s][i]) * scale: the k slices of a split GEMV.
 __global__ void sum_splits_kernel(const float* partial, int splits, int64_t count, float scale,
                                   float* y) {
+  pdl_trigger();
+  pdl_wait();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
        i += int64_t(gridDim.x) * blockDim.x) {
-    float v = partial[i];
-    for (int s = 1; s < splits; ++s) v = __fadd_rn(v, partial[s * count + i]);
+    float v = __ldcg(partial + i);
+    for (int s = 1; s < splits; ++s) v = __fadd_rn(v, __ldcg(partial + s * count + i));
     y[i] = __fmul_rn(v, scale);
   }
 }
@@ -205,6 +212,8 @@ __device__ __forceinline__ int stage_offset(int r, int c) {
 template <int kTiles>
 __global__ void __launch_bounds__(kSplitK * 32, kStreamBlocksPerSm)
     gemv_stream_kernel(const __grid_constant__ GemvParams p) {
+  pdl_trigger();
+  pdl_wait();
   extern __shared__ __align__(16) uint8_t smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -252,7 +261,7 @@ __global__ void __launch_bounds__(kSplitK * 32, kStreamBlocksPerSm)
 #pragma unroll
       for (int j = 0; j < kTiles; ++j) {
         uint4 xv = make_uint4(0, 0, 0, 0);
-        if (xrow[j]) xv = __ldg(reinterpret_cast<const uint4*>(xrow[j] + kb + 32 * u));
+        if (xrow[j]) xv = __ldcg(reinterpret_cast<const uint4*>(xrow[j] + kb + 32 * u));
         mma_bf16(acc[j], wa.x, wb.x, wa.y, wb.y, xv.x, xv.y);
         mma_bf16(acc[j], wa.z, wb.z, wa.w, wb.w, xv.z, xv.w);
       }
@@ -303,8 +312,8 @@ template <int kTiles>
 void launch_gemv_mma(const GemvParams& p, GemvKernel kernel, cudaStream_t stream) {
   const int64_t tiles = (p.n + kMmaRows - 1) / kMmaRows;
   if (kernel == GemvKernel::kRegisters) {
-    gemv_mma_kernel<kTiles>
-        <<<dim3(unsigned(tiles), unsigned(p.splits)), kSplitK * 32, 0, stream>>>(p);
+    launch_dependent(gemv_mma_kernel<kTiles>, dim3(unsigned(tiles), unsigned(p.splits)),
+                     kSplitK * 32, 0, stream, p);
   } else {
     // As many blocks as stay resident (the work per block does not change a bit of the result),
     // counted once per device, when the kernel's shared-memory limit is raised there.
@@ -325,8 +334,8 @@ void launch_gemv_mma(const GemvParams& p, GemvKernel kernel, cudaStream_t stream
       if (device < kMaxDevices) resident_on[device].store(resident);
     }
     const int64_t items = tiles * p.splits;
-    gemv_stream_kernel<kTiles>
-        <<<unsigned(std::min<int64_t>(items, resident)), kSplitK * 32, kSmem, stream>>>(p);
+    launch_dependent(kernel_fn, unsigned(std::min<int64_t>(items, resident)), kSplitK * 32, kSmem,
+                     stream, p);
   }
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
@@ -336,7 +345,7 @@ void launch_gemv(const GemvParams& p, cudaStream_t stream) {
   const int64_t rows_per_block = kWarps * kRowsPerWarp;
   const dim3 grid(unsigned((p.n + rows_per_block - 1) / rows_per_block),
                   unsigned((p.m + kMt - 1) / kMt));
-  gemv_kernel<kMt><<<grid, kWarps * 32, 0, stream>>>(p);
+  launch_dependent(gemv_kernel<kMt>, grid, kWarps * 32, 0, stream, p);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -404,8 +413,8 @@ void gemv_bf16(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64
 void sum_split_partials(const float* partial, int splits, int64_t count, float scale, float* y,
                         cudaStream_t stream) {
   if (count <= 0) return;
-  sum_splits_kernel<<<unsigned(std::min<int64_t>((count + 255) / 256, 4096)), 256, 0, stream>>>(
-      partial, splits, count, scale, y);
+  launch_dependent(sum_splits_kernel, unsigned(std::min<int64_t>((count + 255) / 256, 4096)), 256,
+                   0, stream, partial, splits, count, scale, y);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 

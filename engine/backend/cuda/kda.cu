@@ -6,6 +6,7 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/pdl.cuh"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -201,6 +202,7 @@ struct GateParams {
 // Grid: (H, rows); block: V threads.
 template <int kK>
 __global__ void __launch_bounds__(kK) output_gate_kernel(const __grid_constant__ GateParams p) {
+  pdl_trigger();  // o_proj after it may start loading its weights
   __shared__ float scratch[32];
   const int64_t at = (int64_t(blockIdx.y) * p.heads + blockIdx.x) * kK + threadIdx.x;
   const float x = p.o[at];

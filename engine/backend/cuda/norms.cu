@@ -2,6 +2,7 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/pdl.cuh"
 
 namespace sparkglm::cuda {
 
@@ -24,6 +25,7 @@ struct RmsParams {
 constexpr int kCachedVec = 4;
 
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const __grid_constant__ RmsParams p) {
+  pdl_trigger();  // a decode GEMV after it may start loading its weights
   __shared__ float scratch[32];
   const float* x = p.x + int64_t(blockIdx.x) * p.n;
   float* y = p.y + int64_t(blockIdx.x) * p.n;

@@ -6,6 +6,7 @@
 #include "engine/backend/cuda/cp_async.cuh"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/pdl.cuh"
 #include "engine/backend/cuda/quantized_gemv_device.cuh"
 #include "engine/core/error.h"
 
@@ -41,7 +42,8 @@ __device__ __forceinline__ void b_fragments(const GemvArgs& p, int64_t xr, int64
                                             uint32_t (&b)[2][2]) {
   const int64_t c = gi * kGroup + 8 * t;
   uint4 xv = make_uint4(0, 0, 0, 0);
-  if (xr < p.m && c < p.w.cols) xv = __ldg(reinterpret_cast<const uint4*>(p.x + xr * p.w.cols + c));
+  if (xr < p.m && c < p.w.cols)
+    xv = __ldcg(reinterpret_cast<const uint4*>(p.x + xr * p.w.cols + c));
   pack_b<F>(xv, b);
 }
 
@@ -64,6 +66,8 @@ constexpr int kWarpBytes = kStream ? 2 * Stage<F>::kBytes : kTiles * 128 * 4;
 template <QuantFormat F, int kTiles, bool kStream>
 __global__ void __launch_bounds__(kMaxSplit * 32, kStream&& kTiles == 1 ? 3 : 2)
     quantized_gemv_kernel(const __grid_constant__ GemvArgs p) {
+  pdl_trigger();
+  pdl_wait();
   extern __shared__ __align__(16) uint8_t smem[];  // [S][kWarpBytes]
   constexpr bool kUseTable = kStream && F == QuantFormat::kNvfp4;
   __shared__ __align__(16) uint32_t table[kUseTable ? kE2m1TableWords : 4];
@@ -144,7 +148,7 @@ __global__ void __launch_bounds__(kMaxSplit * 32, kStream&& kTiles == 1 ? 3 : 2)
         read_group<F>(stage, u, c_in, g, t, raw);
         auto load_b = [&](int j, uint32_t(&b)[2][2]) {
           uint4 xv = make_uint4(0, 0, 0, 0);
-          if (xrow[j] && c_in) xv = __ldg(reinterpret_cast<const uint4*>(xrow[j] + c));
+          if (xrow[j] && c_in) xv = __ldcg(reinterpret_cast<const uint4*>(xrow[j] + c));
           pack_b<F>(xv, b);
         };
         const bool unit_last = u % kUnit == kUnit - 1 || (!full && gi == g_end - 1);
@@ -281,7 +285,8 @@ void launch(const GemvArgs& a, cudaStream_t stream) {
   auto* kernel = quantized_gemv_kernel<F, kTiles, kStream>;
   SPARKGLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            int(kMaxSplit * kWarpBytes<F, kTiles, kStream>)));
-  kernel<<<dim3(tiles, unsigned(a.block_splits)), unsigned(a.splits) * 32, smem, stream>>>(a);
+  launch_dependent(kernel, dim3(tiles, unsigned(a.block_splits)), unsigned(a.splits) * 32, smem,
+                   stream, a);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,5 +1,6 @@
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/pdl.cuh"
 #include "engine/backend/cuda/runner_kernels.h"
 
 namespace sparkglm::cuda {
@@ -20,6 +21,7 @@ __device__ float silu(float x) {
 
 __global__ void swiglu_kernel(const float* gu, int64_t rows, int64_t width, float limit,
                               uint16_t* h) {
+  pdl_trigger();  // the down projection after it may start loading its weights
   const int64_t n = rows * width;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {

@@ -1,0 +1,51 @@
+#pragma once
+// Programmatic dependent launch (sm_90 and later): a decode GEMV's blocks are launched and made
+// resident while the kernel ahead of it on the stream still runs, and start work the moment it
+// has finished, without the gap of a launch. `pdl_trigger` in the kernels that feed a GEMV (a
+// norm, a gate, the SwiGLU, a split sum, a GEMV) lets the GEMV's blocks be scheduled as soon as
+// every block of theirs has started; `pdl_wait`, first thing in a PDL-launched kernel, returns
+// once the kernel ahead has finished and its writes are visible. So such a kernel reads and
+// writes nothing early: the stream's order is kept. (Loading weights before the wait was tried:
+// some callers' "weights" are written by the kernel ahead, e.g. the indexer's, and nine CUDA tests
+// failed; a second suspect: their x reads went through the non-coherent read-only path, which may
+// serve lines an SM cached before the kernel ahead rewrote the buffer, since a PDL kernel's blocks
+// start before that kernel ends.) So a PDL kernel reads what the kernel ahead wrote past L1
+// (__ldcg), never through __ldg. Both calls are no-ops where nothing was launched so, or before
+// sm_90.
+#include <cuda_runtime.h>
+
+#include "engine/backend/cuda/cuda_check.h"
+
+namespace sparkglm::cuda {
+
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), allowed to start before the stream's previous
+// kernel has finished (the kernel must call pdl_wait before it reads anything that kernel wrote).
+template <typename... Params, typename... Args>
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                      cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  SPARKGLM_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace sparkglm::cuda
