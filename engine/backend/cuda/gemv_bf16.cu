@@ -126,7 +126,6 @@ template <int kTiles>  // ceil(m / 8) column tiles of B
 __global__ void __launch_bounds__(kSplitK * 32)
     gemv_mma_kernel(const __grid_constant__ GemvParams p) {
   pdl_trigger();
-  pdl_wait();
   __shared__ float partial[kSplitK - 1][kTiles][32][4];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -145,13 +144,20 @@ __global__ void __launch_bounds__(kSplitK * 32)
 
   // kStages k blocks of W are requested before any is used: a decode GEMV is a stream of
   // weights, and only bytes in flight hide the memory latency.
-  for (int64_t kb0 = k_begin; kb0 < k_end; kb0 += 32 * kStages) {
-    uint4 wa[kStages], wb[kStages];
+  // The first k blocks are requested before the wait for the kernel ahead (programmatic
+  // dependent launch): W is the model's, never written by a kernel; x is read after the wait.
+  uint4 wa[kStages], wb[kStages];
+  auto load_w = [&](int64_t kb0) {
 #pragma unroll
     for (int u = 0; u < kStages; ++u) {
       wa[u] = load_stream(w0 + kb0 + 32 * u);
       wb[u] = load_stream(w1 + kb0 + 32 * u);
     }
+  };
+  if (k_begin < k_end) load_w(k_begin);
+  pdl_wait();
+  for (int64_t kb0 = k_begin; kb0 < k_end; kb0 += 32 * kStages) {
+    if (kb0 != k_begin) load_w(kb0);
 #pragma unroll
     for (int u = 0; u < kStages; ++u) {
       const int64_t kb = kb0 + 32 * u;
@@ -213,7 +219,6 @@ template <int kTiles>
 __global__ void __launch_bounds__(kSplitK * 32, kStreamBlocksPerSm)
     gemv_stream_kernel(const __grid_constant__ GemvParams p) {
   pdl_trigger();
-  pdl_wait();
   extern __shared__ __align__(16) uint8_t smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -270,6 +275,7 @@ __global__ void __launch_bounds__(kSplitK * 32, kStreamBlocksPerSm)
 
   int i = blockIdx.x, s = 0, half = 0;
   if (i < items) issue(i, 0, mine);
+  pdl_wait();  // the first stage of W is in flight; x is read after the kernel ahead is done
   while (i < items) {
     if (s == 0) {
 #pragma unroll

@@ -67,7 +67,7 @@ template <QuantFormat F, int kTiles, bool kStream>
 __global__ void __launch_bounds__(kMaxSplit * 32, kStream&& kTiles == 1 ? 3 : 2)
     quantized_gemv_kernel(const __grid_constant__ GemvArgs p) {
   pdl_trigger();
-  pdl_wait();
+  if constexpr (!kStream) pdl_wait();
   extern __shared__ __align__(16) uint8_t smem[];  // [S][kWarpBytes]
   constexpr bool kUseTable = kStream && F == QuantFormat::kNvfp4;
   __shared__ __align__(16) uint32_t table[kUseTable ? kE2m1TableWords : 4];
@@ -164,6 +164,7 @@ __global__ void __launch_bounds__(kMaxSplit * 32, kStream&& kTiles == 1 ? 3 : 2)
         fetch(g_begin, mine, cur, unit_cur, false);
       }
     }
+    pdl_wait();  // the first stage of W and its scales are in flight; x is read after the wait
     for (int gb = g_begin; gb < g_end; gb += kStage, half ^= 1) {
       const int nb = gb + kStage;
       if (nb < g_end) {
