@@ -3,15 +3,14 @@
 // resident while the kernel ahead of it on the stream still runs, and start work the moment it
 // has finished, without the gap of a launch. `pdl_trigger` in the kernels that feed a GEMV (a
 // norm, a gate, the SwiGLU, a split sum, a GEMV) lets the GEMV's blocks be scheduled as soon as
-// every block of theirs has started; `pdl_wait`, first thing in a PDL-launched kernel, returns
-// once the kernel ahead has finished and its writes are visible. So such a kernel reads and
-// writes nothing early: the stream's order is kept. (Loading weights before the wait was tried:
-// some callers' "weights" are written by the kernel ahead, e.g. the indexer's, and nine CUDA tests
-// failed; a second suspect: their x reads went through the non-coherent read-only path, which may
-// serve lines an SM cached before the kernel ahead rewrote the buffer, since a PDL kernel's blocks
-// start before that kernel ends.) So a PDL kernel reads what the kernel ahead wrote past L1
-// (__ldcg), never through __ldg. Both calls are no-ops where nothing was launched so, or before
-// sm_90.
+// every block of theirs has started; `pdl_wait` returns once the kernel ahead has finished and
+// its writes are visible. Before the wait a PDL kernel may read only what no kernel writes: the
+// GEMVs request their first stage of the model's weights there (gemv_bf16.cu,
+// quantized_linear.cu); x, the split partials and y come after it. What the kernel ahead wrote
+// is read past L1 (__ldcg), never through the non-coherent __ldg path: a PDL kernel's blocks
+// start before that kernel ends, and with __ldg activations nine CUDA tests failed on the H200
+// (session 17; with __ldcg every test passes, 2026-12-05). Both calls are no-ops where nothing
+// was launched so, or before sm_90.
 #include <cuda_runtime.h>
 
 #include "engine/backend/cuda/cuda_check.h"
