@@ -72,7 +72,8 @@ class Gemm {
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  // Decode rows (any m, in pieces of kGemvMaxRows): the weight-streaming GEMV.
+  // Decode rows (any m, in pieces of kGemvMaxRows): the weight-streaming GEMV. w must be a model
+  // weight, written by no kernel: its first stage is read before the PDL wait (pdl.cuh).
   void decode(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
               cudaStream_t stream, GemvKernel kernel = GemvKernel::kAuto);
   // Prefill rows (any m, one row included): the fixed-tile GEMM.

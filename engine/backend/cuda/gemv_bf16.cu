@@ -40,7 +40,7 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
 template <int kMt>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const __grid_constant__ GemvParams p) {
   pdl_trigger();
-  pdl_wait();
+  pdl_wait();  // stays first: Gemm::prefill hands it the dequantize workspace as w
   const int lane = threadIdx.x & 31;
   const int64_t n0 = (int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * kRowsPerWarp;
   const int64_t m0 = int64_t(blockIdx.y) * kMt;

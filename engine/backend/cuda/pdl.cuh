@@ -7,10 +7,13 @@
 // its writes are visible. Before the wait a PDL kernel may read only what no kernel writes: the
 // GEMVs request their first stage of the model's weights there (gemv_bf16.cu,
 // quantized_linear.cu); x, the split partials and y come after it. What the kernel ahead wrote
-// is read past L1 (__ldcg), never through the non-coherent __ldg path: a PDL kernel's blocks
-// start before that kernel ends, and with __ldg activations nine CUDA tests failed on the H200
-// (session 17; with __ldcg every test passes, 2026-12-05). Both calls are no-ops where nothing
-// was launched so, or before sm_90.
+// is read past L1 (__ldcg), never through __ldg: ld.global.nc needs data that stays read-only
+// for the reading kernel's whole life, and a PDL kernel lives while the kernel ahead still writes.
+// (Session 17's prefetch read x through __ldg and nine CUDA tests failed on the H200; with
+// __ldcg every test passes, 2026-12-05.) Every thread of a PDL kernel runs pdl_wait before its
+// first global write and before it exits: the kernel after it waits for it alone, so it must
+// not end before the kernel ahead of it. Both calls are no-ops where nothing was launched so,
+// and below sm_90; they are live on sm_90a and sm_121 (GB10, not run there yet).
 #include <cuda_runtime.h>
 
 #include "engine/backend/cuda/cuda_check.h"
