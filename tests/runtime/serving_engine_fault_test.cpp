@@ -59,8 +59,22 @@ TEST(ServingEngineFault, ADeviceFaultEndsEveryRequestWithItsReasonAndRefusesNewO
   ThreadPool pool(2);
   DeviceFaultInjector runner(micro_runner(pool), 3, throw_injected_device_fault(3));
   ServingEngine engine(runner, {});
+  // The engine thread waits after its first step until all three requests are in, so the fault
+  // (step 3) cannot come before a submit: on a loaded machine it did, and the late submit threw.
+  std::mutex gate;
+  std::condition_variable opened;
+  bool all_in = false;
+  engine.set_after_step([&] {
+    std::unique_lock<std::mutex> lock(gate);
+    opened.wait(lock, [&] { return all_in; });
+  });
   std::vector<Outcome> outcomes(3);
   for (int i = 0; i < 3; ++i) engine.submit(request(i, 200, outcomes[size_t(i)]));
+  {
+    std::lock_guard<std::mutex> lock(gate);
+    all_in = true;
+  }
+  opened.notify_all();
   const std::string reason = engine.wait_for_fault(std::chrono::seconds(60));
   ASSERT_NE(reason.find("injected device fault after 3 engine steps"), std::string::npos) << reason;
   for (auto& o : outcomes) {
