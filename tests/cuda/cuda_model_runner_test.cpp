@@ -366,6 +366,15 @@ TEST(CudaModelRunner, CheckConfigServesProductionAndMicroGeometriesOnly) {
     EXPECT_NO_THROW(cuda::CudaModelRunner::check_config(preset_config(preset))) << preset;
   EXPECT_NO_THROW(
       cuda::CudaModelRunner::check_config(cuda_test::served_config(cuda_test::kTrainedMicro)));
+  // The wider tinyGLM planned for retrieval (docs/trained-tinyglm.md) stays in the micro
+  // instantiation: more and wider MLA heads, more indexer heads, a larger top-k, more layers.
+  ModelConfig wide = preset_config("tinyglm-micro");
+  wide.num_attention_heads = 16;
+  wide.qk_nope_head_dim = 64;
+  wide.index_n_heads = 16;
+  wide.index_topk = 64;
+  wide.num_hidden_layers = 8;
+  EXPECT_NO_THROW(cuda::CudaModelRunner::check_config(wide));
   struct Case {
     const char* field;
     void (*change)(ModelConfig&);
