@@ -20,6 +20,7 @@
 #include "engine/runtime/prefix_cache.h"
 #include "engine/runtime/scheduler.h"
 #include "tests/cuda/cuda_test_support.h"
+#include "tests/support/build_paths.h"
 #include "tests/support/prefix_scenario.h"
 #include "tinyglm/dummy_weights.h"
 
@@ -32,7 +33,7 @@ class CudaPrefixCacheDisk : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
-    std::string templ = std::string(SPARKGLM_BINARY_DIR) + "/prefix-disk-cuda-test-XXXXXX";
+    std::string templ = sparkglm::testing::binary_dir() + "/prefix-disk-cuda-test-XXXXXX";
     ASSERT_NE(::mkdtemp(templ.data()), nullptr);
     dir_ = templ;
   }

@@ -27,6 +27,7 @@
 #include "harness/heldout_loss.h"
 #include "tests/cuda/cuda_test_support.h"
 #include "tests/cuda/served_models.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm {
 namespace {
@@ -60,11 +61,12 @@ class EditedTensors : public TensorSource {
 };
 
 struct Fixture {
-  gates::QualityTargets targets = gates::load_quality_targets(cuda_test::source_dir() + "/gates");
+  gates::QualityTargets targets =
+      gates::load_quality_targets(sparkglm::testing::source_dir() + "/gates");
   ModelConfig config = cuda_test::served_config(cuda_test::kTrainedMicro);
   std::shared_ptr<Checkpoint> checkpoint = Checkpoint::open(cuda_test::trained_micro_dir());
-  harness::HeldoutSet set = harness::read_heldout(cuda_test::source_dir() + "/" + targets.heldout,
-                                                  config.vocab_size, 1 << 20);
+  harness::HeldoutSet set = harness::read_heldout(
+      sparkglm::testing::source_dir() + "/" + targets.heldout, config.vocab_size, 1 << 20);
 
   // The held-out loss through a CUDA runner over `weights`, as `sparkglm-qualify quality
   // --device cuda` scores it (one sequence, chunks of targets.chunk), with the slot of each chunk

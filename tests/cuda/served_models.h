@@ -4,7 +4,6 @@
 // dummy weights; "tinyglm-micro-trained" is the committed trained tinyglm-micro checkpoint (hidden
 // 256, KDA head_dim 32, kv_lora_rank 64, 4 MLA heads, index_head_dim 32), whose weights make its
 // logits, routing and indexer choices those of a real model rather than of noise.
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/config.h"
 #include "engine/model/model_loader.h"
+#include "tests/support/build_paths.h"
 #include "tinyglm/dummy_weights.h"
 
 namespace sparkglm::cuda_test {
@@ -25,20 +25,8 @@ inline std::vector<std::string> served_models() {
   return {kProductionShapes, kTrainedMicro};
 }
 
-// The checkout the tests read the committed checkpoint from: $SPARKGLM_SOURCE_DIR when set (a test
-// binary carried to another machine), else the one CMake built them from, else the working
-// directory.
-inline std::string source_dir() {
-  if (const char* env = std::getenv("SPARKGLM_SOURCE_DIR"); env && *env) return env;
-#ifdef SPARKGLM_SOURCE_DIR
-  return SPARKGLM_SOURCE_DIR;
-#else
-  return ".";
-#endif
-}
-
 inline std::string trained_micro_dir() {
-  return source_dir() + "/tinyglm/weights/tinyglm-micro-trained";
+  return sparkglm::testing::source_dir() + "/tinyglm/weights/tinyglm-micro-trained";
 }
 
 // The model's config alone (no host weights).

@@ -13,6 +13,7 @@
 #include "engine/core/strict_json.h"
 #include "gates/qualify_commands.h"
 #include "receipts/bundle_verifier.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm::gates {
 namespace {
@@ -69,7 +70,7 @@ json peer(double eager_tok_s) {
              {"samples_ms", {819.2}}}}}};
 }
 
-const fs::path kGates = fs::path(SPARKGLM_SOURCE_DIR) / "gates";
+const fs::path kGates = fs::path(sparkglm::testing::source_dir()) / "gates";
 
 // The shipped targets, as gates/G2.json states them.
 EngineTargets targets() {

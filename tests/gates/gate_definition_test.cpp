@@ -7,12 +7,13 @@
 
 #include "engine/core/error.h"
 #include "gates/change_class_policy.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm::gates {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kGates = std::string(SPARKGLM_SOURCE_DIR) + "/gates";
+const std::string kGates = sparkglm::testing::source_dir() + "/gates";
 
 std::string error_of(const std::string& dir, const std::string& id) {
   try {

@@ -3,11 +3,12 @@
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm::gates {
 namespace {
 
-const std::string kGates = std::string(SPARKGLM_SOURCE_DIR) + "/gates";
+const std::string kGates = sparkglm::testing::source_dir() + "/gates";
 
 nlohmann::json row(const std::string& op, int rows) {
   return {{"operator", op},          {"shape", "d=6144"}, {"rows", rows},   {"tolerance", 1e-3},

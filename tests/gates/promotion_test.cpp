@@ -17,13 +17,14 @@
 #include "receipts/bundle_file.h"
 #include "receipts/bundle_writer.h"
 #include "receipts/results_index.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm::gates {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-const std::string kRoot = SPARKGLM_SOURCE_DIR;
+const std::string kRoot = sparkglm::testing::source_dir();
 
 json identity(const std::string& label) {
   return {{"label", label},

@@ -31,6 +31,7 @@
 #include "receipts/problem.h"
 #include "receipts/qualification_record.h"
 #include "receipts/trusted_keys.h"
+#include "tests/support/build_paths.h"
 #include "workloads/request_plan.h"
 #include "workloads/workload_spec.h"
 
@@ -40,7 +41,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const fs::path kGates = fs::path(SPARKGLM_SOURCE_DIR) / "gates";
+const fs::path kGates = fs::path(sparkglm::testing::source_dir()) / "gates";
 
 struct TempDir {
   fs::path path;
@@ -458,9 +459,9 @@ TEST(QualityBundle, TheWriterRefusesChangedWeightsOrSources) {
 TEST(QualityBundle, TheCommandWritesABundleThatVerifies) {
   TempDir t("");
   const fs::path before = fs::current_path();
-  fs::current_path(SPARKGLM_SOURCE_DIR);
+  fs::current_path(sparkglm::testing::source_dir());
   std::ostringstream out, err, out2, err2;
-  const std::string serve = std::string(SPARKGLM_BINARY_DIR) + "/sparkglm-serve";
+  const std::string serve = sparkglm::testing::binary_dir() + "/sparkglm-serve";
   const int code =
       quality_command({"--out", (t.path / "q-cmd").string(), "--server-bin", serve}, out, err);
   const int bad = quality_command({"--out", (t.path / "Not-An-Id").string()}, out2, err2);
@@ -496,14 +497,15 @@ TEST(QualityBundle, TheCommittedWeightsStillMatchTheirTrainingRecord) {
   // shard and training sources are the ones its training.json binds. A training source edited
   // after the run fails here; commit it with the weights it trains (and their bundle).
   const TrainedCheckpoint c = check_trained_checkpoint(
-      fs::path(SPARKGLM_SOURCE_DIR) / "tinyglm/weights/tinyglm-micro-trained", SPARKGLM_SOURCE_DIR);
+      fs::path(sparkglm::testing::source_dir()) / "tinyglm/weights/tinyglm-micro-trained",
+      sparkglm::testing::source_dir());
   EXPECT_EQ(c.shard, "model-00001-of-00001.safetensors");
   EXPECT_GE(c.sources_sha256.size(), 6u);
   // Its MTP module fine-tuned for chained drafts (docs/speculative-decoding.md): the same check,
   // over the fine-tune's own sources (finetune_mtp_chain.py, mtp_chain.py and those it imports).
   const TrainedCheckpoint chain = check_trained_checkpoint(
-      fs::path(SPARKGLM_SOURCE_DIR) / "tinyglm/weights/tinyglm-micro-trained-mtp-chain",
-      SPARKGLM_SOURCE_DIR);
+      fs::path(sparkglm::testing::source_dir()) / "tinyglm/weights/tinyglm-micro-trained-mtp-chain",
+      sparkglm::testing::source_dir());
   EXPECT_TRUE(chain.sources_sha256.count("tinyglm/train/mtp_chain.py"));
   EXPECT_NE(chain.shard_sha256, c.shard_sha256);
 }

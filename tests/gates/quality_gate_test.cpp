@@ -40,11 +40,12 @@
 #include "engine/model/model_loader.h"
 #include "gates/quality_probes.h"
 #include "harness/heldout_loss.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm::gates {
 namespace {
 
-const std::string kRoot = SPARKGLM_SOURCE_DIR;
+const std::string kRoot = sparkglm::testing::source_dir();
 
 struct Fixture {
   QualityTargets targets = load_quality_targets(kRoot + "/gates");
@@ -333,12 +334,12 @@ TEST(QualityProbes, UntrainedWeightsFailTheProbes) {
   Fixture& f = fixture();
   ASSERT_TRUE(f.targets.probes);
   std::ostringstream err;
-  const ProbeRun run = run_probes(
-      *f.targets.probes, kRoot + "/workloads", std::string(SPARKGLM_BINARY_DIR) + "/sparkglm-serve",
-      {"--preset", "tinyglm-micro"},
-      std::filesystem::temp_directory_path() /
-          ("quality-probes-untrained-" + std::to_string(getpid()) + ".log"),
-      err);
+  const ProbeRun run =
+      run_probes(*f.targets.probes, kRoot + "/workloads",
+                 sparkglm::testing::binary_dir() + "/sparkglm-serve", {"--preset", "tinyglm-micro"},
+                 std::filesystem::temp_directory_path() /
+                     ("quality-probes-untrained-" + std::to_string(getpid()) + ".log"),
+                 err);
   const std::vector<CriterionResult> criteria = probe_criteria(*f.targets.probes, run.grades);
   bool tool_call_failed = false;
   for (const CriterionResult& c : criteria) {

@@ -5,11 +5,12 @@
 #include <vector>
 
 #include "engine/core/sha256.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm::gates {
 namespace {
 
-const std::string kRoot = SPARKGLM_SOURCE_DIR;
+const std::string kRoot = sparkglm::testing::source_dir();
 
 // A run of tinyglm-gate (small) in which every request succeeded with `rate` tok/s, the same
 // token ids in every repetition, and `ttft` seconds to the first token.

@@ -31,6 +31,7 @@
 #include "receipts/bundle_verifier.h"
 #include "receipts/problem.h"
 #include "receipts/qualification_record.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm::gates {
 namespace {
@@ -38,7 +39,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const fs::path kSource = SPARKGLM_SOURCE_DIR;
+const fs::path kSource = sparkglm::testing::source_dir();
 const fs::path kGates = kSource / "gates";
 const std::string kModel = "tinyglm/weights/tinyglm-micro-trained";
 

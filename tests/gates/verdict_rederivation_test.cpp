@@ -19,6 +19,7 @@
 #include "receipts/bundle_verifier.h"
 #include "receipts/qualification_record.h"
 #include "tests/receipts/bundle_fixture.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm::gates {
 namespace {
@@ -27,7 +28,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using receipts::Problem;
 using receipts::Problems;
-const fs::path kRoot = SPARKGLM_SOURCE_DIR;
+const fs::path kRoot = sparkglm::testing::source_dir();
 const char* const kG2 = "2026-11-29-g2-tinyglm-cpu-2core";
 const char* const kG1 = "2026-11-29-g1-cuda-operators-h200";
 

@@ -18,11 +18,12 @@
 #include <gtest/gtest.h>
 
 #include "harness/server_process.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm::harness::testing {
 
 inline std::string serve_binary() {
-  return std::string(SPARKGLM_BINARY_DIR) + "/sparkglm-serve";
+  return sparkglm::testing::binary_dir() + "/sparkglm-serve";
 }
 
 // A fresh log name per server, so that tests of one binary never share a log.

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm::operator_tool {
 namespace {
@@ -65,7 +66,7 @@ TEST(EnvAssignments, ProseYieldsItsAssignmentsAndListsWhatItSkipped) {
 }
 
 TEST(EnvAssignments, TheSeedRecipesProseGivesItsStatedAssignments) {
-  std::ifstream in(std::string(SPARKGLM_TEST_DATA) +
+  std::ifstream in(sparkglm::testing::test_data_dir() +
                    "/recipes/glm-5-3-flash-nvfp4-on-2x-dgx-spark-atlas-rc4-2-tp2-dflash2-1m.json");
   std::stringstream text;
   text << in.rdbuf();

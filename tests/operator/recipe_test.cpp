@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm::operator_tool {
 namespace {
@@ -13,7 +14,7 @@ namespace {
 using nlohmann::json;
 
 json fixture(const std::string& name) {
-  std::ifstream in(std::string(SPARKGLM_TEST_DATA) + "/recipes/" + name);
+  std::ifstream in(sparkglm::testing::test_data_dir() + "/recipes/" + name);
   std::stringstream text;
   text << in.rdbuf();
   return json::parse(text.str());

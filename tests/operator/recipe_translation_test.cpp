@@ -9,6 +9,7 @@
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
 #include "engine/options/profile.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm::operator_tool {
 namespace {
@@ -26,7 +27,7 @@ FetchedRecipe fetched_from(const json& j, const std::string& source = "https://e
 }
 
 FetchedRecipe fixture(const std::string& name) {
-  std::ifstream in(std::string(SPARKGLM_TEST_DATA) + "/recipes/" + name);
+  std::ifstream in(sparkglm::testing::test_data_dir() + "/recipes/" + name);
   std::stringstream text;
   text << in.rdbuf();
   FetchedRecipe f = fetched_from(json::parse(text.str()), "http://127.0.0.1/" + name);

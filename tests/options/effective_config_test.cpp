@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "engine/core/error.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm {
 namespace {
@@ -14,7 +15,8 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kProfiles =
-    (fs::path(SPARKGLM_TEST_DATA).parent_path().parent_path() / "profiles").string();
+    (fs::path(sparkglm::testing::test_data_dir()).parent_path().parent_path() / "profiles")
+        .string();
 
 std::string error_of(const std::function<void()>& f) {
   try {

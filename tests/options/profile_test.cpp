@@ -9,6 +9,7 @@
 
 #include "engine/core/error.h"
 #include "engine/options/effective_config.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm {
 namespace {
@@ -18,7 +19,8 @@ using nlohmann::json;
 
 // The repository's profiles/, found from the test data directory (tests/data -> the root).
 const std::string kProfiles =
-    (fs::path(SPARKGLM_TEST_DATA).parent_path().parent_path() / "profiles").string();
+    (fs::path(sparkglm::testing::test_data_dir()).parent_path().parent_path() / "profiles")
+        .string();
 
 class ProfileFiles : public ::testing::Test {
  protected:

@@ -5,6 +5,7 @@
 #include "engine/core/error.h"
 #include "receipts/bundle_file.h"
 #include "tests/receipts/bundle_fixture.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm::receipts {
 namespace {
@@ -107,7 +108,7 @@ TEST(QualificationRecord, ParseRefusesARepeatedKey) {
 // and the same enums.
 TEST(QualificationSchema, AgreesWithTheCppChecks) {
   const json schema = json::parse(
-      read_file(std::string(SPARKGLM_SOURCE_DIR) + "/receipts/qualification.schema.json"));
+      read_file(sparkglm::testing::source_dir() + "/receipts/qualification.schema.json"));
   EXPECT_EQ(schema["$schema"], "https://json-schema.org/draft/2020-12/schema");
   const json valid = with_artifact(valid_record("ok"));
   std::set<std::string> required_by_cpp;

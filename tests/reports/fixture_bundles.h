@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reports/bundle_view.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm::reports::testing {
 
@@ -18,7 +19,7 @@ inline const char* kMeasurementId = "2026-11-29-g2-tinyglm-micro-measurement";
 inline const char* kAbId = "2026-11-29-g2-kv-fp8-g128-ab";
 
 inline std::filesystem::path fixture(const std::string& id) {
-  return std::filesystem::path(SPARKGLM_TEST_DATA) / "reports" / id;
+  return std::filesystem::path(sparkglm::testing::test_data_dir()) / "reports" / id;
 }
 
 inline std::string read_text(const std::filesystem::path& path) {

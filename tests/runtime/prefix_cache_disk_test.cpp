@@ -14,6 +14,7 @@
 #include "engine/backend/cpu/cpu_model_runner.h"
 #include "engine/runtime/prefix_cache.h"
 #include "engine/runtime/scheduler.h"
+#include "tests/support/build_paths.h"
 #include "tests/support/micro_model.h"
 #include "tests/support/prefix_scenario.h"
 
@@ -65,7 +66,7 @@ class LogitRecorder : public ModelRunner {
 class PrefixCacheDiskTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string templ = std::string(SPARKGLM_BINARY_DIR) + "/prefix-disk-test-XXXXXX";
+    std::string templ = sparkglm::testing::binary_dir() + "/prefix-disk-test-XXXXXX";
     ASSERT_NE(::mkdtemp(templ.data()), nullptr);
     dir_ = templ;
   }

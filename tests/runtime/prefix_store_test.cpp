@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm {
 namespace {
@@ -40,7 +41,7 @@ class PrefixStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
     // The build directory: a disk where the tests run (a tmpfs /tmp would be refused).
-    std::string templ = std::string(SPARKGLM_BINARY_DIR) + "/prefix-store-test-XXXXXX";
+    std::string templ = sparkglm::testing::binary_dir() + "/prefix-store-test-XXXXXX";
     ASSERT_NE(::mkdtemp(templ.data()), nullptr);
     dir_ = templ;
   }

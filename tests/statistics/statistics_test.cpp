@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm::harness {
 namespace {
@@ -17,7 +18,7 @@ namespace {
 // tests/data/statistics/scipy_cases.json, written once by tools/gen_statistics_data.py.
 const nlohmann::json& scipy_cases() {
   static const nlohmann::json doc = [] {
-    const std::string path = std::string(SPARKGLM_TEST_DATA) + "/statistics/scipy_cases.json";
+    const std::string path = sparkglm::testing::test_data_dir() + "/statistics/scipy_cases.json";
     std::ifstream in(path);
     if (!in) throw std::runtime_error("cannot open " + path);
     return nlohmann::json::parse(in);

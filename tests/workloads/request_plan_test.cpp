@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/build_paths.h"
 #include "tests/workloads/token_counters.h"
 
 namespace sparkglm::workloads {
@@ -11,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-const std::string kDir = std::string(SPARKGLM_SOURCE_DIR) + "/workloads";
+const std::string kDir = sparkglm::testing::source_dir() + "/workloads";
 
 TEST(RequestPlan, GateCaseBodiesAndRepetitions) {
   const WorkloadSpec w = scaled(load_workload(kDir + "/tinyglm-gate.json"), 0.1);

@@ -11,13 +11,14 @@
 
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
+#include "tests/support/build_paths.h"
 
 namespace sparkglm::workloads {
 namespace {
 
 using nlohmann::json;
 
-const std::string kDir = std::string(SPARKGLM_SOURCE_DIR) + "/workloads";
+const std::string kDir = sparkglm::testing::source_dir() + "/workloads";
 
 std::vector<WorkloadSpec> all_specs() {
   std::vector<WorkloadSpec> specs;
@@ -317,7 +318,7 @@ TEST(WorkloadSpec, BadSpecsAreRejectedNamingTheField) {
 
 TEST(WorkloadSpec, LoadChecksTheFileName) {
   const std::filesystem::path dir =
-      std::filesystem::path(SPARKGLM_BINARY_DIR) / "workloads-test-tmp";
+      std::filesystem::path(sparkglm::testing::binary_dir()) / "workloads-test-tmp";
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "other-name.json").string();
   std::ofstream(path) << minimal_spec().dump();
