@@ -24,7 +24,6 @@ Run (H200): python3 tinyglm/train/extend_context.py --checkpoint tinyglm/weights
                 --out DIR --steps N [--replay 0.3] [--query-block 1024]
 """
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -33,7 +32,6 @@ import time
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before CUDA starts: deterministic cuBLAS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
@@ -41,7 +39,8 @@ import torch  # noqa: E402
 import blocked_mla  # noqa: E402
 import checkpoint_io  # noqa: E402
 import curriculum  # noqa: E402
-import train  # noqa: E402  (weighted_ce, lr_at: the base run's loss and schedule)
+import run_record  # noqa: E402
+import train_loop  # noqa: E402  (train.py's losses, schedule and step)
 
 SCHEMA = "sparkglm.tinyglm_training/1"
 LONG_VERSION = "long/1"
@@ -65,22 +64,10 @@ def long_curriculum(replay, long_buckets, tokens_per_step):
     return f"{curriculum.GENERATOR_VERSION}+{LONG_VERSION}"
 
 
-def sources_sha256():
-    out = {}
-    files = [f"tinyglm/train/{n}" for n in ("extend_context.py", "blocked_mla.py", "train.py", "curriculum.py",
-                                              "byte_chat.py", "trainable_glm.py", "checkpoint_io.py")]
-    files += [f"bench/torch/{n}" for n in ("peer_config.py", "peer_kda.py", "peer_mhc.py", "peer_mla.py")]
-    for rel in files:
-        with open(os.path.join(HERE, "..", "..", rel), "rb") as f:
-            out[rel] = hashlib.sha256(f.read()).hexdigest()
-    return out
-
-
-def repo_path(path):
-    """A path as the record states it: relative to the repository root when inside it, so a record
-    names no machine's folders."""
-    full = os.path.abspath(path)
-    return os.path.relpath(full, ROOT) if full.startswith(ROOT + os.sep) else path
+SOURCES = ["tinyglm/train/" + n for n in ("extend_context.py", "train_loop.py", "run_record.py",
+                                          "blocked_mla.py", "train.py", "curriculum.py", "byte_chat.py",
+                                          "trainable_glm.py", "checkpoint_io.py")]
+SOURCES += ["bench/torch/" + n for n in ("peer_config.py", "peer_kda.py", "peer_mhc.py", "peer_mla.py")]
 
 
 def parse_buckets(text):
@@ -137,63 +124,28 @@ def main():
     model = blocked_mla.BlockedGlm(loaded.c, query_block=args.query_block)
     model.load_state_dict(loaded.state_dict())
     model = model.to(args.device)
-    model.sparse = True
-    decays = lambda n, p: p.dim() >= 2 and "hc_" not in n and "gate__weight" not in n  # as train.py
-    groups = [{"params": [p for n, p in model.named_parameters() if decays(n, p)], "weight_decay": args.weight_decay},
-              {"params": [p for n, p in model.named_parameters() if not decays(n, p)], "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+    opt = train_loop.optimizer(model, args.lr, args.weight_decay)
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, "train_log.jsonl"), "w")
     print(f"extend: {sum(p.numel() for p in model.parameters())} parameters from {args.checkpoint}, device "
           f"{args.device}, buckets {curriculum.BUCKETS} odds {[round(p, 3) for p in curriculum.BUCKET_P]}, "
           f"data {generator}, {args.steps} steps", flush=True)
-    seed_key = f"long:{args.seed}"
-    window, last, tokens_seen, t_train = {"loss": 0.0, "main": 0.0, "mtp": 0.0, "kl": 0.0, "n": 0}, {}, 0, time.time()
-    for step in range(args.steps):
-        toks, wts = curriculum.batch(seed_key, step, args.prompt_loss_weight, max_len=max_len,
-                                     tokens_per_step=args.tokens_per_step)
-        tokens = torch.tensor(toks, dtype=torch.int64, device=args.device)
-        weights = torch.tensor(wts, dtype=torch.float32, device=args.device)
-        for g in opt.param_groups:
-            g["lr"] = train.lr_at(step, args.steps, args.lr)
-        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=cuda):
-            logits, _, mtp, aux = model(tokens)
-        main = train.weighted_ce(logits[:, :-1], tokens[:, 1:], weights[:, :-1])
-        mtp_loss = train.weighted_ce(mtp[:, :-1], tokens[:, 2:], weights[:, 1:-1])
-        kl = aux.get("indexer_kl", torch.zeros((), device=tokens.device))
-        loss = main + args.mtp_weight * mtp_loss + args.indexer_weight * kl
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        model.balance_experts(aux, args.balance_rate)
-        tokens_seen += tokens.numel()
-        for k, v in (("loss", loss), ("main", main), ("mtp", mtp_loss), ("kl", kl)):
-            window[k] += v.detach()
-        window["n"] += 1
-        if (step + 1) % args.log_every == 0 or step + 1 == args.steps:
-            elapsed = time.time() - t_train
-            last = {k: round(float(window[k]) / window["n"], 5) for k in ("loss", "main", "mtp", "kl")}
-            rec = {"step": step + 1, **last, "lr": opt.param_groups[0]["lr"], "T": tokens.shape[1],
-                   "tokens": tokens_seen, "elapsed_s": round(elapsed, 2), "tok_per_s": round(tokens_seen / elapsed)}
-            if cuda:
-                rec["max_mem_gb"] = round(torch.cuda.max_memory_allocated() / 2 ** 30, 1)
-            log.write(json.dumps(rec) + "\n")
-            log.flush()
-            print(json.dumps(rec), flush=True)
-            window = {k: 0.0 for k in window} | {"n": 0}
-    train_s = time.time() - t_train
-    recorded = {**vars(args), "checkpoint": repo_path(args.checkpoint), "out": repo_path(args.out)}
+    batches = train_loop.batches(f"long:{args.seed}", args.prompt_loss_weight, max_len, args.tokens_per_step)
+    losses = train_loop.Losses(args.mtp_weight, args.indexer_weight, args.balance_rate)
+    done = train_loop.run(model, opt, batches, args.device, args.lr, losses, log, steps=args.steps,
+                          log_every=args.log_every)
+    recorded = {**vars(args), "checkpoint": run_record.repo_path(args.checkpoint),
+                "out": run_record.repo_path(args.out)}
     identity = f"{base['weights_identity']}+long:seed={args.seed},steps={args.steps},data={generator}"
     sha = checkpoint_io.export(model.float().cpu(), args.out, identity)
     record = {"schema": SCHEMA, "preset": base["preset"], "seed": args.seed, "steps": args.steps,
               "data_generator": generator, "args": recorded,
-              "buckets": curriculum.BUCKETS, "bucket_p": curriculum.BUCKET_P, "tokens": tokens_seen,
-              "final": last, "train_wall_s": round(train_s, 2), "total_wall_s": round(time.time() - t_start, 2),
+              "buckets": curriculum.BUCKETS, "bucket_p": curriculum.BUCKET_P, "tokens": done.tokens,
+              "final": done.final, "train_wall_s": done.train_s, "total_wall_s": round(time.time() - t_start, 2),
               "device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
               "derived_from": {"checkpoint": recorded["checkpoint"], "shard_sha256": base["shard_sha256"],
                                "weights_identity": base["weights_identity"]},
-              "weights_identity": identity, "shard_sha256": sha, "sources_sha256": sources_sha256(),
+              "weights_identity": identity, "shard_sha256": sha, "sources_sha256": run_record.sources_sha256(SOURCES),
               "reproduce": "python3 tinyglm/train/extend_context.py " + " ".join(
                   f"--{k.replace('_', '-')} {v}" for k, v in recorded.items()
                   if k not in ("out", "device", "threads", "log_every", "long_buckets"))
@@ -201,7 +153,7 @@ def main():
     with open(os.path.join(args.out, "training.json"), "w") as f:
         json.dump(record, f, indent=2)
         f.write("\n")
-    print(f"done: {args.steps} steps in {train_s:.1f} s; wrote {args.out} (shard sha256 {sha})", flush=True)
+    print(f"done: {args.steps} steps in {done.train_s:.1f} s; wrote {args.out} (shard sha256 {sha})", flush=True)
     return 0
 
 
