@@ -1,0 +1,149 @@
+"""Trains tinyglm-wide from scratch: the wider tinyGLM that issue 18 plans for retrieval.
+
+The committed micro (train.py) never finds the first key of a needle, at any length
+(docs/trained-tinyglm.md). tinyglm-wide keeps every dimension the CUDA kernels' micro
+instantiation fixes (hidden 256, KDA head dim 32, latent 64, indexer head dim 32, pools of 4,
+4 mHC streams; CudaModelRunner::check_config) and widens what retrieval needs (WIDE below):
+16 MLA heads with 64-dim keys, 16 indexer heads, 64 tokens selected, 8 layers of which two are MLA.
+
+Everything else is train.py's: the curriculum (buckets of 512-8192 tokens, the same generator
+version), the losses, the schedule and the expert balancing (train_loop.py), the held-out greedy
+check and the export. The model is BlockedGlm (blocked_mla.py), TrainableGlm with its MLA run in
+blocks of queries, since 16 heads of [T, T] scores at 8K do not fit as one. A separate script, not
+a preset of train.py: the committed micro's training.json binds train.py and peer_config.py by
+sha256, so neither can change without retraining it.
+
+  python3 tinyglm/train/train_wide.py --seed 1 --steps auto --time-budget-s 420 --out DIR        (H200)
+  python3 tinyglm/train/train_wide.py --seed 1 --steps 3 --device cpu --tokens-per-step 1024 --max-len 512 --out DIR
+
+DIR receives what train.py writes: config.json, the shard and its index, train_log.jsonl and
+training.json (preset tinyglm-wide, the geometry, seed, steps, generator version, the sources'
+sha256, the shard's sha256, the command that reproduces it).
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before CUDA starts: deterministic cuBLAS
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.join(HERE, "..", "..", "bench", "torch"))
+
+import torch  # noqa: E402
+
+import blocked_mla  # noqa: E402
+import checkpoint_io  # noqa: E402
+import curriculum  # noqa: E402
+import greedy_eval  # noqa: E402
+import peer_config  # noqa: E402
+import run_record  # noqa: E402  (sources_sha256)
+import train  # noqa: E402  (SCHEMA)
+import train_loop  # noqa: E402
+
+PRESET = "tinyglm-wide"
+# tinyglm-micro's geometry with these fields changed; tests/cuda/cuda_model_runner_test.cpp checks that
+# the CUDA backend accepts the result (CheckConfigServesProductionAndMicroGeometriesOnly).
+WIDE = {"num_attention_heads": 16, "qk_nope_head_dim": 64, "index_n_heads": 16, "index_topk": 64,
+        "num_hidden_layers": 8}
+SOURCES = ["tinyglm/train/" + n for n in ("train_wide.py", "train_loop.py", "blocked_mla.py", "train.py",
+                                          "run_record.py", "curriculum.py", "byte_chat.py", "trainable_glm.py",
+                                          "checkpoint_io.py", "greedy_eval.py")]
+SOURCES += ["bench/torch/" + n for n in ("peer_config.py", "peer_kda.py", "peer_mhc.py", "peer_mla.py")]
+
+
+def wide_config():
+    c = peer_config.preset("tinyglm-micro")
+    c.update(WIDE)
+    del c["layer_types"]  # the 3:1 rule again, over 8 layers: MLA at layers 3 and 7
+    c["layer_types"] = peer_config.layer_kinds(c)
+    return c
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seed", type=int, required=True)
+    ap.add_argument("--steps", required=True, help="an integer, or auto (fit --time-budget-s)")
+    ap.add_argument("--time-budget-s", type=float, default=420.0, help="with --steps auto: training wall time")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--weight-decay", type=float, default=0.05)
+    ap.add_argument("--dense-warmup-frac", type=float, default=0.1,
+                    help="first fraction of steps attends densely (the indexer learns before it selects)")
+    ap.add_argument("--prompt-loss-weight", type=float, default=0.1)
+    ap.add_argument("--mtp-weight", type=float, default=0.3)
+    ap.add_argument("--indexer-weight", type=float, default=0.5)
+    ap.add_argument("--balance-rate", type=float, default=1e-3)
+    ap.add_argument("--tokens-per-step", type=int, default=32768)
+    ap.add_argument("--max-len", type=int, default=8192, help="longest bucket used (512 ... 8192)")
+    ap.add_argument("--query-block", type=int, default=1024, help="BlockedGlm's MLA query block")
+    ap.add_argument("--workers", type=int, default=6, help="processes preparing batches")
+    ap.add_argument("--threads", type=int, default=2, help="CPU runs: torch threads")
+    ap.add_argument("--log-every", type=int, default=10)
+    ap.add_argument("--eval-max-s", type=float, default=60.0, help="the held-out eval stops after this long")
+    ap.add_argument("--eval-prompts", type=int, default=8, help="held-out greedy replies graded after training")
+    args = ap.parse_args()
+    if args.steps != "auto" and not (args.steps.isdigit() and int(args.steps) > 0):
+        ap.error(f"--steps {args.steps!r}: a positive integer, or auto")
+    if args.max_len not in [T for T, _ in curriculum.BUCKETS]:
+        ap.error(f"--max-len {args.max_len}: one of the curriculum's buckets {[T for T, _ in curriculum.BUCKETS]}")
+
+    t_start = time.time()
+    cuda = args.device.startswith("cuda")
+    torch.manual_seed(args.seed)
+    torch.use_deterministic_algorithms(True, warn_only=cuda)
+    if hasattr(torch.utils, "deterministic"):  # no NaN fill of every torch.empty: nothing reads it uninitialised
+        torch.utils.deterministic.fill_uninitialized_memory = False
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    else:
+        torch.set_num_threads(args.threads)
+    c = wide_config()
+    model = blocked_mla.BlockedGlm(c, seed=args.seed, query_block=args.query_block).to(args.device)
+    n_params = sum(p.numel() for p in model.parameters())
+    opt = train_loop.optimizer(model, args.lr, args.weight_decay)
+    os.makedirs(args.out, exist_ok=True)
+    log = open(os.path.join(args.out, "train_log.jsonl"), "w")
+    print(f"{PRESET} train: {n_params} parameters, device {args.device}, seed {args.seed}, "
+          f"data {curriculum.GENERATOR_VERSION}, steps {args.steps}", flush=True)
+    batches = train_loop.batches(args.seed, args.prompt_loss_weight, args.max_len, args.tokens_per_step,
+                                 workers=args.workers)
+    losses = train_loop.Losses(args.mtp_weight, args.indexer_weight, args.balance_rate)
+    done = train_loop.run(model, opt, batches, args.device, args.lr, losses, log,
+                          steps=None if args.steps == "auto" else int(args.steps), time_budget_s=args.time_budget_s,
+                          dense_frac=args.dense_warmup_frac, log_every=args.log_every)
+
+    identity = f"trained:{PRESET},seed={args.seed},steps={done.steps},data={curriculum.GENERATOR_VERSION}"
+    model.eval()
+    t_eval = time.time()
+    scores, samples = greedy_eval.run(model, args.seed, args.eval_prompts, args.device, args.max_len,
+                                      deadline=time.time() + args.eval_max_s)
+    print(f"held-out greedy ({time.time() - t_eval:.1f} s): " +
+          ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(scores.items())), flush=True)
+    sha = checkpoint_io.export(model.float().cpu(), args.out, identity)
+    run_only = ("steps", "time_budget_s", "out", "device", "workers", "threads", "log_every", "eval_prompts",
+                "eval_max_s")
+    flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in run_only)
+    record = {"schema": train.SCHEMA, "preset": PRESET, "geometry": WIDE, "seed": args.seed, "steps": done.steps,
+              "planned_steps": done.planned, "steps_arg": args.steps,
+              "data_generator": curriculum.GENERATOR_VERSION,
+              "args": {k: v for k, v in vars(args).items() if k != "out"}, "parameters": n_params,
+              "tokens": done.tokens, "final": done.final, "train_wall_s": done.train_s,
+              "total_wall_s": round(time.time() - t_start, 2),
+              "device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
+              "held_out_greedy": {"scores": scores, "samples": samples},
+              "weights_identity": identity, "shard_sha256": sha, "sources_sha256": run_record.sources_sha256(SOURCES),
+              "reproduce": f"python3 tinyglm/train/train_wide.py {flags} --steps {done.steps} --out DIR"}
+    with open(os.path.join(args.out, "training.json"), "w") as f:
+        json.dump(record, f, indent=2)
+        f.write("\n")
+    print(f"done: {done.steps} steps in {done.train_s:.1f} s; wrote {args.out} (shard sha256 {sha})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
