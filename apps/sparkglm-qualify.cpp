@@ -3,6 +3,7 @@
 // module; this file only dispatches.
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -92,8 +93,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   const std::vector<std::string> args(argv + 2, argv + argc);
-  for (const Entry& e : kCommands)
-    if (!std::strcmp(argv[1], e.name)) return e.run(args, std::cout, std::cerr);
+  for (const Entry& e : kCommands) {
+    if (std::strcmp(argv[1], e.name)) continue;
+    try {
+      return e.run(args, std::cout, std::cerr);
+    } catch (const std::exception& x) {  // a bug below: say so, rather than abort with no word
+      std::fprintf(stderr, "sparkglm-qualify %s: internal error: %s\n", e.name, x.what());
+      return 1;
+    }
+  }
   std::fprintf(stderr, "sparkglm-qualify: unknown command \"%s\"\n%s", argv[1], kUsage);
   return 2;
 }

@@ -8,6 +8,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/strict_json.h"
+#include "engine/text/utf8_stream.h"
 #include "workloads/prompt_builder.h"
 
 namespace sparkglm::workloads {
@@ -115,7 +116,7 @@ GradeResult finish(GradeResult g, const Failures& failures, const std::string& o
   g.observed = failures.count();
   g.expected = 0;
   g.pass = failures.count() == 0;
-  g.detail = failures.detail(ok);
+  g.detail = valid_utf8(failures.detail(ok));  // quotes model text, maybe cut mid-character
   g.failed_requests = std::min(g.requests, g.failed_requests + failures.failed_requests());
   return g;
 }

@@ -19,14 +19,6 @@ json byte_list(const std::string& s) {
   return bytes;
 }
 
-// Bytes as valid UTF-8, ill-formed sequences replaced by U+FFFD.
-std::string readable(const std::string& bytes) {
-  Utf8Stream s;
-  std::string out = s.feed(bytes);
-  out += s.flush();
-  return out;
-}
-
 }  // namespace
 
 std::string new_request_id(const char* prefix) {
@@ -77,7 +69,7 @@ void CompletionLogprobs::add(const TokenCodec& codec, const GeneratedToken& toke
   // Keys are the texts a client reads, so two ids can share one (bytes that are not UTF-8 all
   // read U+FFFD); the likelier id keeps it.
   for (const auto& [id, lp] : token.top_logprobs) {
-    const std::string t = readable(codec.token_bytes(id));
+    const std::string t = valid_utf8(codec.token_bytes(id));
     if (!top.contains(t)) top[t] = lp;
   }
   top_.push_back(std::move(top));

@@ -90,4 +90,11 @@ std::string Utf8Stream::flush() {
   return out;
 }
 
+std::string valid_utf8(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  decode(bytes, out, /*final=*/true);
+  return out;
+}
+
 }  // namespace sparkglm

@@ -24,4 +24,8 @@ class Utf8Stream {
   std::string held_;  // at most 3 bytes: the well-formed start of one character
 };
 
+// All of `bytes` at once, as feed() then flush() would give them: text any JSON writer accepts,
+// whatever bytes a model, a file or a truncation left in it.
+std::string valid_utf8(std::string_view bytes);
+
 }  // namespace sparkglm

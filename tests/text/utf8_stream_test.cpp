@@ -132,7 +132,10 @@ TEST(Utf8Stream, RandomBytesDecodeTheSameInAnySplit) {
     ASSERT_EQ(joined(feed_in_pieces(bytes, cuts)), expected) << testing::PrintToString(bytes);
     // Whatever went in, what comes out is valid UTF-8: it decodes to itself.
     ASSERT_EQ(decode_whole(expected), expected) << testing::PrintToString(bytes);
+    ASSERT_EQ(valid_utf8(bytes), expected) << "valid_utf8 is feed then flush";
   }
+  EXPECT_EQ(valid_utf8("caf\xC3\xA9"), "caf\xC3\xA9");
+  EXPECT_EQ(valid_utf8("caf\xC3"), "caf" + kFffd) << "a character cut at its end";
 }
 
 }  // namespace

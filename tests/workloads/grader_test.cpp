@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "engine/core/sha256.h"
+#include "engine/text/utf8_stream.h"
 
 namespace sparkglm::workloads {
 namespace {
@@ -295,6 +296,25 @@ TEST(Grader, JsonSchema) {
                         [](const RequestRecord& r) { return r.repetition == 0 && r.index == 1; }));
   g = run("json_schema", f, rs);
   EXPECT_EQ(g.failed_requests, 3) << g.detail;
+}
+
+TEST(Grader, ADetailQuotingAReplyCutMidCharacterIsStillText) {
+  // An unterminated string of two-byte characters: the parse error quotes it and the grader cuts
+  // the message at 200 bytes, one of the two offsets in the middle of a character. The detail goes
+  // into a bundle's JSON, which refuses ill-formed UTF-8 (an untrained model's reply did this).
+  const std::string schema = R"({"type":"object"})";
+  std::string e_acute;
+  for (int i = 0; i < 150; ++i) e_acute += "\xC3\xA9";
+  for (const std::string pad : {"", "a"}) {
+    Fixture f = make_fixture("j", 1, 1, {schema});
+    auto rs = records_for(f);
+    for (auto& r : rs) r.output_text = "{\"" + pad + e_acute;
+    const GradeResult g = run("json_schema", f, rs);
+    EXPECT_FALSE(g.pass);
+    EXPECT_NE(g.detail.find("is not one JSON value"), std::string::npos) << g.detail;
+    EXPECT_EQ(valid_utf8(g.detail), g.detail) << "pad \"" << pad << "\"";
+    EXPECT_NO_THROW(to_json(g).dump());
+  }
 }
 
 TEST(Grader, RepetitionIdentical) {
