@@ -10,6 +10,7 @@
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
 #include "engine/core/strict_json.h"
+#include "engine/text/utf8_stream.h"
 #include "harness/server_api.h"
 #include "harness/sse_parser.h"
 #include "harness/statistics.h"
@@ -333,7 +334,7 @@ RequestRecord SseRequest::perform() {
     r.http_status = int32_t(status);
   }
 
-  r.error = failure(code, s.curl_error, x, s.spec);
+  r.error = valid_utf8(failure(code, s.curl_error, x, s.spec));  // may quote the server's bytes
   r.ok = r.error.empty();
   if (!r.ok || !x.done) r.end_s = finished;
   r.output_sha256 = sha256_hex(r.output_text);

@@ -316,6 +316,28 @@ TEST(SseClient, TruncatedStreamsAreFailedRecords) {
   }
 }
 
+TEST(SseClient, IllFormedUtf8FromTheServerFailsTheRecordAndTheRecordStaysJson) {
+  // A server is not trusted to send UTF-8: its bytes reach the record's error, and a record that
+  // nlohmann cannot write would end the whole run when its requests.jsonl is written.
+  const std::string bad = "caf\xC3 \xFF\xFE";
+  struct Case {
+    std::string stream, why;
+  };
+  for (const Case& c :
+       {Case{std::string(kSseHead) + "data: {\"choices\": [{\"text\": \"" + bad + "\"}]}\n\n",
+             "malformed SSE event"},
+        Case{"HTTP/1.1 500 Internal Server Error\r\nContent-Length: " + std::to_string(bad.size()) +
+                 "\r\nConnection: close\r\n\r\n" + bad,
+             "HTTP 500"}}) {
+    ScriptedServer server({c.stream}, std::chrono::milliseconds(0));
+    const RequestRecord r = stream_request(server.base_url(), completion_spec(), "", Clock::now());
+    EXPECT_FALSE(r.ok) << c.why;
+    EXPECT_NE(r.error.find(c.why), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("\xEF\xBF\xBD"), std::string::npos) << "U+FFFD stands for the bad bytes";
+    EXPECT_NO_THROW(to_json(r).dump()) << c.why;
+  }
+}
+
 // Tool calls come as chat deltas, each call whole (docs/api.md): the record keeps each function's
 // name and arguments in order; a call without them fails the request, naming it.
 TEST(SseClient, ToolCallDeltasAreRecorded) {
