@@ -9,7 +9,10 @@ On the CPU, 3 steps of 512-token rows, so it takes seconds:
 3. `sparkglm logits` on the output (the engine's CPU backend) agrees with TrainableGlm loaded from the
    same files in float64 within 1e-4 (issue 18's agreement bound), on a row long enough that the
    indexer selects 16 of its pools.
-4. A step count or a row length it cannot run is refused, naming the flag.
+4. The MTP module trains chained (--mtp-chain-depth 3 by default): the log carries the chained
+   passes' loss, and test_mtp_chain.py on the output finds the engine's chained forward_mtp equal to
+   mtp_chain.py's passes 1-4 at this geometry within 1e-4.
+5. A step count, a row length or a chain depth it cannot run is refused, naming the flag.
 
 Skips when torch is not importable (CI has no torch).
 Run: python3 test_train_wide.py --bin-dir BUILD_DIR
@@ -115,8 +118,19 @@ def main():
         print(f"[engine] max|engine - torch| / max|torch| = {err:.2e} over {len(tokens)} rows")
         if not err < TOLERANCE:
             failures.append(f"the engine's logits differ from the torch model's by {err:.2e}")
-        # 4. Bad input.
-        for flag, value in (("--steps", "0"), ("--max-len", "300")):
+        # 4. The chained MTP passes: trained, and what the engine drafts with.
+        with open(os.path.join(outs[0], "train_log.jsonl")) as f:
+            chain = [json.loads(line)["chain"] for line in f]
+        print(f"[chain] depth {rec['args']['mtp_chain_depth']}, chained passes' loss by step {chain}")
+        if rec["args"]["mtp_chain_depth"] != 3 or not all(x > 0 for x in chain):
+            failures.append(f"the MTP module did not train chained: depth {rec['args']['mtp_chain_depth']}, {chain}")
+        proc = subprocess.run([sys.executable, os.path.join(HERE, "test_mtp_chain.py"), "--bin-dir", args.bin_dir,
+                               "--checkpoint", outs[0]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        print("[test_mtp_chain.py] " + (proc.stdout.strip().splitlines() or ["(no output)"])[-1])
+        if proc.returncode != 0:
+            failures.append(f"test_mtp_chain.py on the output failed:\n{proc.stdout}")
+        # 5. Bad input.
+        for flag, value in (("--steps", "0"), ("--max-len", "300"), ("--mtp-chain-depth", "5")):
             proc = train(os.path.join(work, "c"), flag, value)
             last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
             print(f"[refused {flag} {value}] exit {proc.returncode}: {last}")

@@ -64,7 +64,7 @@ def long_curriculum(replay, long_buckets, tokens_per_step):
     return f"{curriculum.GENERATOR_VERSION}+{LONG_VERSION}"
 
 
-SOURCES = ["tinyglm/train/" + n for n in ("extend_context.py", "train_loop.py", "run_record.py",
+SOURCES = ["tinyglm/train/" + n for n in ("extend_context.py", "train_loop.py", "mtp_chain.py", "run_record.py",
                                           "blocked_mla.py", "train.py", "curriculum.py", "byte_chat.py",
                                           "trainable_glm.py", "checkpoint_io.py")]
 SOURCES += ["bench/torch/" + n for n in ("peer_config.py", "peer_kda.py", "peer_mhc.py", "peer_mla.py")]

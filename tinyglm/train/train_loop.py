@@ -7,6 +7,11 @@ train.py by sha256, so its loop stays where it is. What is the same:
 - gradient clipping at 1.0, AdamW (0.9, 0.95) with decay on projections only, expert balancing;
 - with no step count given, the count is fixed from the time of steps [5, 25) so that training ends
   within the time budget, stopping at 1.15 x the budget in any case.
+
+One loss train.py lacks, off unless asked for (Losses.chain_depth > 1): the MTP module chained as
+the engine drafts with it (mtp_chain.py, passes 2..depth, teacher-forced), over each row's first
+chain_len tokens and on the main model's detached hidden states, so it trains the MTP module only.
+finetune_mtp_chain.py adds the same passes to a trained checkpoint; here they train from the start.
 """
 import json
 import time
@@ -15,6 +20,7 @@ from types import SimpleNamespace
 
 import torch
 
+import mtp_chain  # noqa: E402
 import train  # noqa: E402  (lr_at, weighted_ce, CALIBRATE)
 
 
@@ -23,6 +29,9 @@ class Losses:
     mtp_weight: float = 0.3
     indexer_weight: float = 0.5
     balance_rate: float = 1e-3
+    chain_depth: int = 1  # MTP passes trained chained; 1: pass 1 only, as train.py
+    chain_weight: float = 0.3  # of each pass 2 .. chain_depth
+    chain_len: int = 1024  # the chained passes run over each row's first chain_len tokens
 
 
 def optimizer(model, lr, weight_decay):
@@ -40,6 +49,16 @@ def batches(seed, prompt_loss_weight, max_len, tokens_per_step, workers=0):
                                          tokens_per_step=tokens_per_step))
     return torch.utils.data.DataLoader(data, batch_size=None, shuffle=False, num_workers=workers,
                                        prefetch_factor=2 if workers else None, persistent_workers=bool(workers))
+
+
+def chained_passes(model, tokens, weights, h, losses):
+    """The summed loss of MTP passes 2 .. chain_depth over each row's first chain_len tokens (0 when
+    chain_depth is 1). The main model's states are detached: this loss moves the MTP module only."""
+    if losses.chain_depth < 2:
+        return torch.zeros((), device=tokens.device)
+    n = min(losses.chain_len, tokens.shape[1])
+    logits = mtp_chain.mtp_chain(model, tokens[:, :n], h[:, :n].detach(), losses.chain_depth, aux={})
+    return sum(mtp_chain.chain_loss(logits, tokens[:, :n], weights[:, :n], train.weighted_ce))
 
 
 @dataclass
@@ -62,7 +81,7 @@ def run(model, opt, batches, device, lr, losses, log, *, steps=None, time_budget
     cuda = device.startswith("cuda")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     total, t_cal, tokens_seen, step, last = steps, None, 0, 0, {}
-    window = {"loss": 0.0, "main": 0.0, "mtp": 0.0, "kl": 0.0, "n": 0}
+    window = {"loss": 0.0, "main": 0.0, "mtp": 0.0, "kl": 0.0, "chain": 0.0, "n": 0}
     t_train = time.time()
     for tokens, weights in batches:
         if total is not None and step >= total:
@@ -85,11 +104,13 @@ def run(model, opt, batches, device, lr, losses, log, *, steps=None, time_budget
         for g in opt.param_groups:
             g["lr"] = train.lr_at(step, total if total is not None else 10 ** 9, lr)
         with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=cuda):
-            logits, _, mtp, aux = model(tokens)
+            logits, h, mtp, aux = model(tokens)
+            chain = chained_passes(model, tokens, weights, h, losses)
         main = train.weighted_ce(logits[:, :-1], tokens[:, 1:], weights[:, :-1])
         mtp_loss = train.weighted_ce(mtp[:, :-1], tokens[:, 2:], weights[:, 1:-1])
         kl = aux.get("indexer_kl", torch.zeros((), device=tokens.device))
-        loss = main + losses.mtp_weight * mtp_loss + losses.indexer_weight * kl
+        loss = (main + losses.mtp_weight * mtp_loss + losses.indexer_weight * kl +
+                losses.chain_weight * chain)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -97,12 +118,12 @@ def run(model, opt, batches, device, lr, losses, log, *, steps=None, time_budget
         model.balance_experts(aux, losses.balance_rate)
         tokens_seen += tokens.numel()
         step += 1
-        for k, v in (("loss", loss), ("main", main), ("mtp", mtp_loss), ("kl", kl)):
+        for k, v in (("loss", loss), ("main", main), ("mtp", mtp_loss), ("kl", kl), ("chain", chain)):
             window[k] += v.detach()  # summed on the device: no host sync per step
         window["n"] += 1
         if step % log_every == 0 or step == total:
             elapsed = time.time() - t_train
-            last = {k: round(float(window[k]) / window["n"], 5) for k in ("loss", "main", "mtp", "kl")}
+            last = {k: round(float(window[k]) / window["n"], 5) for k in window if k != "n"}
             rec = {"step": step, **last, "lr": opt.param_groups[0]["lr"], "sparse": model.sparse,
                    "T": tokens.shape[1], "tokens": tokens_seen, "elapsed_s": round(elapsed, 2),
                    "tok_per_s": round(tokens_seen / elapsed)}

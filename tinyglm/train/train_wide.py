@@ -8,7 +8,11 @@ instantiation fixes (hidden 256, KDA head dim 32, latent 64, indexer head dim 32
 
 Everything else is train.py's: the curriculum (buckets of 512-8192 tokens, the same generator
 version), the losses, the schedule and the expert balancing (train_loop.py), the held-out greedy
-check and the export. The model is BlockedGlm (blocked_mla.py), TrainableGlm with its MLA run in
+check and the export. One loss is added: the MTP module is trained chained as the engine drafts
+with it (--mtp-chain-depth 3: passes 2 and 3 of mtp_chain.py over each row's first 1,024 tokens),
+since a head trained one position ahead makes chained drafts that are rarely right
+(docs/speculative-decoding.md), and speculation is the other reason for a model this size: its MTP
+layer is one of nine layers, not one of five. The model is BlockedGlm (blocked_mla.py), TrainableGlm with its MLA run in
 blocks of queries, since 16 heads of [T, T] scores at 8K do not fit as one. A separate script, not
 a preset of train.py: the committed micro's training.json binds train.py and peer_config.py by
 sha256, so neither can change without retraining it.
@@ -48,9 +52,9 @@ PRESET = "tinyglm-wide"
 # the CUDA backend accepts the result (CheckConfigServesProductionAndMicroGeometriesOnly).
 WIDE = {"num_attention_heads": 16, "qk_nope_head_dim": 64, "index_n_heads": 16, "index_topk": 64,
         "num_hidden_layers": 8}
-SOURCES = ["tinyglm/train/" + n for n in ("train_wide.py", "train_loop.py", "blocked_mla.py", "train.py",
-                                          "run_record.py", "curriculum.py", "byte_chat.py", "trainable_glm.py",
-                                          "checkpoint_io.py", "greedy_eval.py")]
+SOURCES = ["tinyglm/train/" + n for n in ("train_wide.py", "train_loop.py", "mtp_chain.py", "blocked_mla.py",
+                                          "train.py", "run_record.py", "curriculum.py", "byte_chat.py",
+                                          "trainable_glm.py", "checkpoint_io.py", "greedy_eval.py")]
 SOURCES += ["bench/torch/" + n for n in ("peer_config.py", "peer_kda.py", "peer_mhc.py", "peer_mla.py")]
 
 
@@ -77,6 +81,10 @@ def main():
     ap.add_argument("--mtp-weight", type=float, default=0.3)
     ap.add_argument("--indexer-weight", type=float, default=0.5)
     ap.add_argument("--balance-rate", type=float, default=1e-3)
+    ap.add_argument("--mtp-chain-depth", type=int, default=3,
+                    help="MTP passes trained chained as the engine drafts (mtp_chain.py); 1: pass 1 only")
+    ap.add_argument("--mtp-chain-weight", type=float, default=0.3, help="loss weight of each pass 2 .. depth")
+    ap.add_argument("--mtp-chain-len", type=int, default=1024, help="the chained passes see each row's first N tokens")
     ap.add_argument("--tokens-per-step", type=int, default=32768)
     ap.add_argument("--max-len", type=int, default=8192, help="longest bucket used (512 ... 8192)")
     ap.add_argument("--query-block", type=int, default=1024, help="BlockedGlm's MLA query block")
@@ -88,6 +96,10 @@ def main():
     args = ap.parse_args()
     if args.steps != "auto" and not (args.steps.isdigit() and int(args.steps) > 0):
         ap.error(f"--steps {args.steps!r}: a positive integer, or auto")
+    if not 1 <= args.mtp_chain_depth <= 4:
+        ap.error(f"--mtp-chain-depth {args.mtp_chain_depth}: 1 to 4 (the engine drafts at most 4 tokens)")
+    if args.mtp_chain_len < 8:
+        ap.error(f"--mtp-chain-len {args.mtp_chain_len}: at least 8 tokens")
     if args.max_len not in [T for T, _ in curriculum.BUCKETS]:
         ap.error(f"--max-len {args.max_len}: one of the curriculum's buckets {[T for T, _ in curriculum.BUCKETS]}")
 
@@ -112,7 +124,8 @@ def main():
           f"data {curriculum.GENERATOR_VERSION}, steps {args.steps}", flush=True)
     batches = train_loop.batches(args.seed, args.prompt_loss_weight, args.max_len, args.tokens_per_step,
                                  workers=args.workers)
-    losses = train_loop.Losses(args.mtp_weight, args.indexer_weight, args.balance_rate)
+    losses = train_loop.Losses(args.mtp_weight, args.indexer_weight, args.balance_rate, args.mtp_chain_depth,
+                               args.mtp_chain_weight, args.mtp_chain_len)
     done = train_loop.run(model, opt, batches, args.device, args.lr, losses, log,
                           steps=None if args.steps == "auto" else int(args.steps), time_budget_s=args.time_budget_s,
                           dense_frac=args.dense_warmup_frac, log_every=args.log_every)
