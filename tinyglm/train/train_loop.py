@@ -31,7 +31,7 @@ class Losses:
     balance_rate: float = 1e-3
     chain_depth: int = 1  # MTP passes trained chained; 1: pass 1 only, as train.py
     chain_weight: float = 0.3  # of each pass 2 .. chain_depth
-    chain_len: int = 1024  # the chained passes run over each row's first chain_len tokens
+    chain_len: int = 512  # the chained passes run over each row's first chain_len tokens
 
 
 def optimizer(model, lr, weight_decay):

@@ -9,7 +9,7 @@ instantiation fixes (hidden 256, KDA head dim 32, latent 64, indexer head dim 32
 Everything else is train.py's: the curriculum (buckets of 512-8192 tokens, the same generator
 version), the losses, the schedule and the expert balancing (train_loop.py), the held-out greedy
 check and the export. One loss is added: the MTP module is trained chained as the engine drafts
-with it (--mtp-chain-depth 3: passes 2 and 3 of mtp_chain.py over each row's first 1,024 tokens),
+with it (--mtp-chain-depth 3: passes 2 and 3 of mtp_chain.py over each row's first 512 tokens),
 since a head trained one position ahead makes chained drafts that are rarely right
 (docs/speculative-decoding.md), and speculation is the other reason for a model this size: its MTP
 layer is one of nine layers, not one of five. The model is BlockedGlm (blocked_mla.py), TrainableGlm with its MLA run in
@@ -84,7 +84,8 @@ def main():
     ap.add_argument("--mtp-chain-depth", type=int, default=3,
                     help="MTP passes trained chained as the engine drafts (mtp_chain.py); 1: pass 1 only")
     ap.add_argument("--mtp-chain-weight", type=float, default=0.3, help="loss weight of each pass 2 .. depth")
-    ap.add_argument("--mtp-chain-len", type=int, default=1024, help="the chained passes see each row's first N tokens")
+    ap.add_argument("--mtp-chain-len", type=int, default=512,
+                    help="the chained passes see each row's first N tokens ([B, 16, N, N] scores per pass)")
     ap.add_argument("--tokens-per-step", type=int, default=32768)
     ap.add_argument("--max-len", type=int, default=8192, help="longest bucket used (512 ... 8192)")
     ap.add_argument("--query-block", type=int, default=1024, help="BlockedGlm's MLA query block")
