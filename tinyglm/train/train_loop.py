@@ -9,8 +9,9 @@ train.py by sha256, so its loop stays where it is. What is the same:
   within the time budget, stopping at 1.15 x the budget in any case.
 
 One loss train.py lacks, off unless asked for (Losses.chain_depth > 1): the MTP module chained as
-the engine drafts with it (mtp_chain.py, passes 2..depth, teacher-forced), over each row's first
-chain_len tokens and on the main model's detached hidden states, so it trains the MTP module only.
+the engine drafts with it (mtp_chain.py, passes 2..depth, teacher-forced), over the first
+chain_len tokens of up to chain_tokens // chain_len rows and on the main model's detached hidden
+states, so it trains the MTP module only.
 finetune_mtp_chain.py adds the same passes to a trained checkpoint; here they train from the start.
 """
 import json
@@ -32,6 +33,7 @@ class Losses:
     chain_depth: int = 1  # MTP passes trained chained; 1: pass 1 only, as train.py
     chain_weight: float = 0.3  # of each pass 2 .. chain_depth
     chain_len: int = 512  # the chained passes run over each row's first chain_len tokens
+    chain_tokens: int = 8192  # ... of the first chain_tokens // chain_len rows (at least one)
 
 
 def optimizer(model, lr, weight_decay):
@@ -52,13 +54,16 @@ def batches(seed, prompt_loss_weight, max_len, tokens_per_step, workers=0):
 
 
 def chained_passes(model, tokens, weights, h, losses):
-    """The summed loss of MTP passes 2 .. chain_depth over each row's first chain_len tokens (0 when
-    chain_depth is 1). The main model's states are detached: this loss moves the MTP module only."""
+    """The summed loss of MTP passes 2 .. chain_depth over the first chain_len tokens of the first
+    chain_tokens // chain_len rows (0 when chain_depth is 1): mtp_chain holds [rows, heads, n, n]
+    scores per pass, so its rows are capped. The main model's states are detached: this loss moves
+    the MTP module only."""
     if losses.chain_depth < 2:
         return torch.zeros((), device=tokens.device)
     n = min(losses.chain_len, tokens.shape[1])
-    logits = mtp_chain.mtp_chain(model, tokens[:, :n], h[:, :n].detach(), losses.chain_depth, aux={})
-    return sum(mtp_chain.chain_loss(logits, tokens[:, :n], weights[:, :n], train.weighted_ce))
+    b = max(1, losses.chain_tokens // n)
+    logits = mtp_chain.mtp_chain(model, tokens[:b, :n], h[:b, :n].detach(), losses.chain_depth, aux={})
+    return sum(mtp_chain.chain_loss(logits, tokens[:b, :n], weights[:b, :n], train.weighted_ce))
 
 
 @dataclass

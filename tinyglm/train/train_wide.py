@@ -9,15 +9,21 @@ instantiation fixes (hidden 256, KDA head dim 32, latent 64, indexer head dim 32
 Everything else is train.py's: the curriculum (buckets of 512-8192 tokens, the same generator
 version), the losses, the schedule and the expert balancing (train_loop.py), the held-out greedy
 check and the export. One loss is added: the MTP module is trained chained as the engine drafts
-with it (--mtp-chain-depth 3: passes 2 and 3 of mtp_chain.py over each row's first 512 tokens),
-since a head trained one position ahead makes chained drafts that are rarely right
-(docs/speculative-decoding.md), and speculation is the other reason for a model this size: its MTP
-layer is one of nine layers, not one of five. The model is BlockedGlm (blocked_mla.py), TrainableGlm with its MLA run in
-blocks of queries, since 16 heads of [T, T] scores at 8K do not fit as one. A separate script, not
-a preset of train.py: the committed micro's training.json binds train.py and peer_config.py by
-sha256, so neither can change without retraining it.
+with it (--mtp-chain-depth 3: passes 2 and 3 of mtp_chain.py over the first 512 tokens of up to
+16 rows a step), since a head trained one position ahead makes chained drafts that are rarely
+right (docs/speculative-decoding.md), and speculation is the other reason for a model this size:
+its MTP layer is one of nine layers, not one of five. The model is BlockedGlm (blocked_mla.py),
+TrainableGlm with its MLA run in blocks of queries, since 16 heads of [T, T] scores at 8K do not
+fit as one. A separate script, not a preset of train.py: the committed micro's training.json binds
+train.py and peer_config.py by sha256, so neither can change without retraining it.
 
-  python3 tinyglm/train/train_wide.py --seed 1 --steps auto --time-budget-s 420 --out DIR        (H200)
+Memory, one float32 step on the CPU, 512-token rows (peak RSS; a script's output, not a receipt):
+16 rows 6.9 GB, 10.7 GB with the chained passes over all 16. A whole 32K-token step of that bucket
+(64 rows) did not fit this 24 GB machine, with the passes over 16 rows or over all 64: by the
+16-row numbers it needs up to 28 GB, and 15 GB more with the passes over every row, hence their
+cap (the H200 has 141 GB).
+
+  python3 tinyglm/train/train_wide.py --seed 1 --steps auto --time-budget-s 330 --out DIR        (H200)
   python3 tinyglm/train/train_wide.py --seed 1 --steps 3 --device cpu --tokens-per-step 1024 --max-len 512 --out DIR
 
 DIR receives what train.py writes: config.json, the shard and its index, train_log.jsonl and
@@ -86,6 +92,8 @@ def main():
     ap.add_argument("--mtp-chain-weight", type=float, default=0.3, help="loss weight of each pass 2 .. depth")
     ap.add_argument("--mtp-chain-len", type=int, default=512,
                     help="the chained passes see each row's first N tokens ([B, 16, N, N] scores per pass)")
+    ap.add_argument("--mtp-chain-tokens", type=int, default=8192,
+                    help="... of the first (this // --mtp-chain-len) rows of a step")
     ap.add_argument("--tokens-per-step", type=int, default=32768)
     ap.add_argument("--max-len", type=int, default=8192, help="longest bucket used (512 ... 8192)")
     ap.add_argument("--query-block", type=int, default=1024, help="BlockedGlm's MLA query block")
@@ -99,8 +107,9 @@ def main():
         ap.error(f"--steps {args.steps!r}: a positive integer, or auto")
     if not 1 <= args.mtp_chain_depth <= 4:
         ap.error(f"--mtp-chain-depth {args.mtp_chain_depth}: 1 to 4 (the engine drafts at most 4 tokens)")
-    if args.mtp_chain_len < 8:
-        ap.error(f"--mtp-chain-len {args.mtp_chain_len}: at least 8 tokens")
+    if args.mtp_chain_len < 8 or args.mtp_chain_tokens < args.mtp_chain_len:
+        ap.error(f"--mtp-chain-len {args.mtp_chain_len}, --mtp-chain-tokens {args.mtp_chain_tokens}: "
+                 "at least 8 tokens a row, and at least one row")
     if args.max_len not in [T for T, _ in curriculum.BUCKETS]:
         ap.error(f"--max-len {args.max_len}: one of the curriculum's buckets {[T for T, _ in curriculum.BUCKETS]}")
 
@@ -126,7 +135,7 @@ def main():
     batches = train_loop.batches(args.seed, args.prompt_loss_weight, args.max_len, args.tokens_per_step,
                                  workers=args.workers)
     losses = train_loop.Losses(args.mtp_weight, args.indexer_weight, args.balance_rate, args.mtp_chain_depth,
-                               args.mtp_chain_weight, args.mtp_chain_len)
+                               args.mtp_chain_weight, args.mtp_chain_len, args.mtp_chain_tokens)
     done = train_loop.run(model, opt, batches, args.device, args.lr, losses, log,
                           steps=None if args.steps == "auto" else int(args.steps), time_budget_s=args.time_budget_s,
                           dense_frac=args.dense_warmup_frac, log_every=args.log_every)
