@@ -150,9 +150,7 @@ def main():
                   f"--{k.replace('_', '-')} {v}" for k, v in recorded.items()
                   if k not in ("out", "device", "threads", "log_every", "long_buckets"))
               + " --long-buckets " + ",".join(map(str, args.long_buckets)) + " --out DIR"}
-    with open(os.path.join(args.out, "training.json"), "w") as f:
-        json.dump(record, f, indent=2)
-        f.write("\n")
+    run_record.write(args.out, record)
     print(f"done: {args.steps} steps in {done.train_s:.1f} s; wrote {args.out} (shard sha256 {sha})", flush=True)
     return 0
 

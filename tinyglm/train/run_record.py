@@ -1,6 +1,7 @@
-"""What a training run's training.json says about its inputs: the sources by sha256 and paths by
-repository, so the record names no machine's folders."""
+"""A training run's training.json: its sources by sha256 and its paths relative to the repository,
+so that the record names no machine's folders, and the file itself."""
 import hashlib
+import json
 import os
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -19,3 +20,10 @@ def repo_path(path):
     """A path relative to the repository root when inside it, as given otherwise."""
     full = os.path.abspath(path)
     return os.path.relpath(full, ROOT) if full.startswith(ROOT + os.sep) else path
+
+
+def write(out, record):
+    """out/training.json, indented, with a final newline."""
+    with open(os.path.join(out, "training.json"), "w") as f:
+        json.dump(record, f, indent=2)
+        f.write("\n")

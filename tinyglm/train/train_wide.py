@@ -31,7 +31,6 @@ training.json (preset tinyglm-wide, the geometry, seed, steps, generator version
 sha256, the shard's sha256, the command that reproduces it).
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -161,9 +160,7 @@ def main():
               "held_out_greedy": {"scores": scores, "samples": samples},
               "weights_identity": identity, "shard_sha256": sha, "sources_sha256": run_record.sources_sha256(SOURCES),
               "reproduce": f"python3 tinyglm/train/train_wide.py {flags} --steps {done.steps} --out DIR"}
-    with open(os.path.join(args.out, "training.json"), "w") as f:
-        json.dump(record, f, indent=2)
-        f.write("\n")
+    run_record.write(args.out, record)
     print(f"done: {done.steps} steps in {done.train_s:.1f} s; wrote {args.out} (shard sha256 {sha})", flush=True)
     return 0
 
