@@ -75,7 +75,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--steps", required=True, help="an integer, or auto (fit --time-budget-s)")
-    ap.add_argument("--time-budget-s", type=float, default=420.0, help="with --steps auto: training wall time")
+    ap.add_argument("--time-budget-s", type=float, default=330.0, help="with --steps auto: training wall time")
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--lr", type=float, default=2e-3)
