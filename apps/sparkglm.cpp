@@ -15,6 +15,7 @@
 #include "engine/core/cli_args.h"
 #include "engine/core/error.h"
 #include "engine/core/npz_writer.h"
+#include "engine/model/config.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/precision_mode.h"
 #include "engine/runtime/latent_cache.h"
@@ -55,7 +56,12 @@ constexpr const char* kUsage = R"(usage: sparkglm <command> [flags]
 
 )";
 
-constexpr const char* kPresets = "\npresets: glm-5.3-flash, tinyglm, tinyglm-micro\n";
+// "\npresets: glm-5.3-flash, tinyglm, ...\n", from the preset table itself.
+std::string presets_line() {
+  std::string line = "\npresets:";
+  for (const std::string& name : preset_names()) line += (line.back() == ':' ? " " : ", ") + name;
+  return line + "\n";
+}
 
 const std::set<std::string> kModelFlags = {"--preset",     "--model",   "--seed",
                                            "--num-layers", "--threads", "--precision-mode"};
@@ -343,7 +349,7 @@ int run(const std::vector<std::string>& args) {
     std::FILE* out = args.empty() ? stderr : stdout;
     std::fputs(kUsage, out);
     std::fputs(operator_tool::kOperatorUsage, out);
-    std::fputs(kPresets, out);
+    std::fputs(presets_line().c_str(), out);
     return args.empty() ? 2 : 0;
   }
   const std::string& cmd = args[0];

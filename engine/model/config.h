@@ -102,7 +102,8 @@ const std::vector<ConfigRange>& config_ranges();
 // The 3:1 rule: layer i is sparse attention when (i + 1) % 4 == 0.
 std::vector<LayerKind> default_layer_types(int num_layers);
 
-// MODEL.md section 8: "glm-5.3-flash", "tinyglm", "tinyglm-micro".
+// MODEL.md section 8: "glm-5.3-flash", "tinyglm", "tinyglm-micro"; and "tinyglm-wide"
+// (docs/trained-tinyglm.md).
 ModelConfig preset_config(const std::string& name);
 std::vector<std::string> preset_names();
 

@@ -44,10 +44,25 @@ ModelConfig tinyglm_micro() {
   return c;
 }
 
+// tinyglm-micro widened where retrieval needs it (docs/trained-tinyglm.md): more and wider MLA
+// heads, more indexer heads, a larger selection, two MLA layers. Every dimension the CUDA kernels'
+// micro instantiation fixes stays (CudaModelRunner::check_config). tinyglm/train/train_wide.py
+// trains it; tests/python/test_train_wide.py checks that its WIDE is this.
+ModelConfig tinyglm_wide() {
+  ModelConfig c = tinyglm_micro();
+  c.num_attention_heads = 16;
+  c.qk_nope_head_dim = 64;
+  c.index_n_heads = 16;
+  c.index_topk = 64;
+  c.num_hidden_layers = 8;
+  c.layer_types = default_layer_types(8);  // MLA at layers 3 and 7
+  return c;
+}
+
 }  // namespace
 
 std::vector<std::string> preset_names() {
-  return {"glm-5.3-flash", "tinyglm", "tinyglm-micro"};
+  return {"glm-5.3-flash", "tinyglm", "tinyglm-micro", "tinyglm-wide"};
 }
 
 ModelConfig preset_config(const std::string& name) {
@@ -58,10 +73,12 @@ ModelConfig preset_config(const std::string& name) {
     c = tinyglm();
   } else if (name == "tinyglm-micro") {
     c = tinyglm_micro();
+  } else if (name == "tinyglm-wide") {
+    c = tinyglm_wide();
   } else {
-    throw Error(
-        ErrorKind::kInvalidArgument,
-        "unknown preset \"" + name + "\": expected glm-5.3-flash, tinyglm or tinyglm-micro");
+    throw Error(ErrorKind::kInvalidArgument,
+                "unknown preset \"" + name +
+                    "\": expected glm-5.3-flash, tinyglm, tinyglm-micro or tinyglm-wide");
   }
   c.validate();
   return c;

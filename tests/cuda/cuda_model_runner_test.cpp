@@ -174,7 +174,7 @@ TEST_P(CudaModelRunnerOn, PrefillAndDecodeMatchTheCpuReference) {
       hidden_direction, hidden_rms_ratio);
   EXPECT_LT(nmse(g.logits, c.logits), kLogitTolerance);
   EXPECT_LT(hidden_direction, whole_tensor_tolerance(GetParam()));
-  if (GetParam() == cuda_test::kProductionShapes) {
+  if (cuda_test::is_dummy(GetParam())) {
     EXPECT_LT(nmse(g.hidden, c.hidden), kLogitTolerance);
   }
   int pos = int(p.size());
@@ -362,19 +362,12 @@ INSTANTIATE_TEST_SUITE_P(ServedModels, CudaModelRunnerOn,
 // check_config (host only, no device needed): the two geometries pass, each field outside them is
 // refused by name.
 TEST(CudaModelRunner, CheckConfigServesProductionAndMicroGeometriesOnly) {
-  for (const char* preset : {"glm-5.3-flash", "tinyglm", "tinyglm-micro"})
+  // tinyglm-wide stays in the micro instantiation: more and wider MLA heads, more indexer heads, a
+  // larger top-k, more layers (its forward against the CPU: the CudaModelRunnerOn tests).
+  for (const char* preset : {"glm-5.3-flash", "tinyglm", "tinyglm-micro", "tinyglm-wide"})
     EXPECT_NO_THROW(cuda::CudaModelRunner::check_config(preset_config(preset))) << preset;
   EXPECT_NO_THROW(
       cuda::CudaModelRunner::check_config(cuda_test::served_config(cuda_test::kTrainedMicro)));
-  // The wider tinyGLM planned for retrieval (docs/trained-tinyglm.md) stays in the micro
-  // instantiation: more and wider MLA heads, more indexer heads, a larger top-k, more layers.
-  ModelConfig wide = preset_config("tinyglm-micro");
-  wide.num_attention_heads = 16;
-  wide.qk_nope_head_dim = 64;
-  wide.index_n_heads = 16;
-  wide.index_topk = 64;
-  wide.num_hidden_layers = 8;
-  EXPECT_NO_THROW(cuda::CudaModelRunner::check_config(wide));
   struct Case {
     const char* field;
     void (*change)(ModelConfig&);

@@ -79,8 +79,8 @@ TEST(OptionRegistry, ServingTableHasTheDocumentedOptions) {
   EXPECT_EQ(r.at("kv-cache-dtype").allowed, (std::vector<std::string>{"bf16", "fp8_g128"}));
   EXPECT_EQ(r.at("precision-mode").allowed, (std::vector<std::string>{"strict", "spark"}));
   EXPECT_EQ(r.at("device").allowed, (std::vector<std::string>{"cpu", "cuda"}));
-  EXPECT_EQ(r.at("preset").allowed,
-            (std::vector<std::string>{"glm-5.3-flash", "tinyglm", "tinyglm-micro"}));
+  EXPECT_EQ(r.at("preset").allowed, (std::vector<std::string>{"glm-5.3-flash", "tinyglm",
+                                                              "tinyglm-micro", "tinyglm-wide"}));
   EXPECT_TRUE(r.at("api-key").secret);
   EXPECT_EQ(r.at("api-key").section, ProfileSection::kCommandLineOnly);
   EXPECT_TRUE(r.at("rank").per_rank);

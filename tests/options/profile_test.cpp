@@ -243,9 +243,9 @@ TEST_F(ProfileFiles, RequiredFieldsAreNamed) {
               j["name"] = "other";
             }).find(": name: \"other\" differs from the file name"),
             std::string::npos);
-  EXPECT_NE(error_of([](json& j) {
-              j["model"] = "glm-5.3-flsh";
-            }).find(": model: expected a preset (one of glm-5.3-flash, tinyglm, tinyglm-micro)"),
+  EXPECT_NE(error_of([](json& j) { j["model"] = "glm-5.3-flsh"; })
+                .find(": model: expected a preset (one of glm-5.3-flash, tinyglm, tinyglm-micro, "
+                      "tinyglm-wide)"),
             std::string::npos);
 }
 

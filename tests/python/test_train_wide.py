@@ -1,11 +1,15 @@
 """tinyglm-wide's training script (tinyglm/train/train_wide.py) runs, repeats itself, records its
 inputs, and the engine serves what it writes.
 
+0. (without torch too) train_wide.py's WIDE is the engine's tinyglm-wide preset: every field of
+   `sparkglm tinyglm make --preset tinyglm-wide`'s config.json is tinyglm-micro's, except WIDE's
+   fields, which have WIDE's values.
+
 On the CPU, 3 steps of 512-token rows, so it takes seconds:
 1. Two runs write the same shard.
-2. config.json has the wide geometry (16 MLA heads of 64, 16 indexer heads, top-k 64, 8 layers with
-   MLA at layers 3 and 7); training.json names the preset and binds the shard, every source by
-   sha256 (train_wide.py and train_loop.py among them) and no absolute path.
+2. config.json is the engine preset's (16 MLA heads of 64, 16 indexer heads, top-k 64, 8 layers
+   with MLA at layers 3 and 7), field for field; training.json names the preset and binds the
+   shard, every source by sha256 (train_wide.py and train_loop.py among them) and no absolute path.
 3. `sparkglm logits` on the output (the engine's CPU backend) agrees with TrainableGlm loaded from the
    same files in float64 within 1e-4 (issue 18's agreement bound), on a row long enough that the
    indexer selects 16 of its pools.
@@ -14,10 +18,11 @@ On the CPU, 3 steps of 512-token rows, so it takes seconds:
    mtp_chain.py's passes 1-4 at this geometry within 1e-4.
 5. A step count, a row length or a chain depth it cannot run is refused, naming the flag.
 
-Skips when torch is not importable (CI has no torch).
+Steps 1-5 skip when torch is not importable (CI has no torch).
 Run: python3 test_train_wide.py --bin-dir BUILD_DIR
 """
 import argparse
+import ast
 import hashlib
 import json
 import os
@@ -32,6 +37,9 @@ SCRIPT = os.path.join(TRAIN, "train_wide.py")
 sys.path.insert(0, TRAIN)
 TOLERANCE = 1e-4
 ROW = 400  # tokens: 100 pools, of which the indexer selects 16
+# config.json fields that follow from others: the layer kinds from the layer count, the KV heads
+# from the attention heads.
+DERIVED = {"layer_types", "mlp_layer_types", "num_key_value_heads"}
 
 try:
     import torch
@@ -47,6 +55,25 @@ def train(out, *extra):
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+def wide_fields():
+    """train_wide.py's WIDE, read without importing it (it imports torch)."""
+    with open(SCRIPT) as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "WIDE" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise RuntimeError("train_wide.py has no WIDE")
+
+
+def engine_config(bin_dir, preset, work):
+    """config.json of `sparkglm tinyglm make --preset P`."""
+    out = os.path.join(work, preset)
+    subprocess.run([os.path.join(bin_dir, "sparkglm"), "tinyglm", "make", "--preset", preset, "--out", out],
+                   check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(out, "config.json")) as f:
+        return json.load(f)
+
+
 def sha256(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
@@ -56,14 +83,30 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin-dir", default="")
     args = ap.parse_args()
+    failures = []
+    # 0. One geometry, stated in the engine's presets and in the trainer.
+    with tempfile.TemporaryDirectory(prefix="sparkglm_wide_preset_") as work:
+        wide = engine_config(args.bin_dir, "tinyglm-wide", work)
+        micro = engine_config(args.bin_dir, "tinyglm-micro", work)
+    fields = wide_fields()
+    differ = sorted(k for k in set(wide) | set(micro) if wide.get(k) != micro.get(k))
+    print(f"[preset] tinyglm-wide differs from tinyglm-micro in {differ}; WIDE sets {sorted(fields)}")
+    for k, v in fields.items():
+        if wide.get(k) != v:
+            failures.append(f"the engine's tinyglm-wide has {k} = {wide.get(k)!r}, train_wide.py's WIDE {v!r}")
+    extra = sorted(set(differ) - set(fields) - DERIVED)
+    if extra:
+        failures.append(f"the engine's tinyglm-wide differs from tinyglm-micro in fields WIDE does not set: {extra}")
     if not HAVE_TORCH:
+        if failures:
+            print("FAIL: " + "; ".join(failures))
+            return 1
         print("SKIP: torch is not importable (pip install torch to run tinyglm-wide's training script)")
         return 0
     import numpy as np
 
     import checkpoint_io
     import curriculum
-    failures = []
     with tempfile.TemporaryDirectory(prefix="sparkglm_wide_") as work:
         outs = [os.path.join(work, name) for name in ("a", "b")]
         for out in outs:
@@ -79,14 +122,12 @@ def main():
         # 2. The geometry and the record.
         with open(os.path.join(outs[0], "config.json")) as f:
             c = json.load(f)
-        geometry = {k: c[k] for k in ("num_attention_heads", "qk_nope_head_dim", "index_n_heads", "index_topk",
-                                      "num_hidden_layers", "hidden_size", "kv_lora_rank", "index_head_dim")}
         mla = [i for i, kind in enumerate(c["layer_types"]) if kind == "deepseek_sparse_attention"]
-        print(f"[config] {geometry}, MLA layers {mla}")
-        want = {"num_attention_heads": 16, "qk_nope_head_dim": 64, "index_n_heads": 16, "index_topk": 64,
-                "num_hidden_layers": 8, "hidden_size": 256, "kv_lora_rank": 64, "index_head_dim": 32}
-        if geometry != want or mla != [3, 7]:
-            failures.append(f"config.json is not tinyglm-wide's geometry: {geometry}, MLA layers {mla}")
+        apart = sorted(k for k in set(c) | set(wide) if c.get(k) != wide.get(k))
+        print(f"[config] {c['num_attention_heads']} heads of {c['qk_nope_head_dim']}, {c['index_n_heads']} indexer "
+              f"heads, top-k {c['index_topk']}, MLA layers {mla}; fields apart from the preset's: {apart}")
+        if apart or mla != [3, 7]:
+            failures.append(f"config.json is not the engine's tinyglm-wide: {apart}, MLA layers {mla}")
         with open(os.path.join(outs[0], "training.json")) as f:
             rec = json.load(f)
         sources = rec["sources_sha256"]

@@ -53,8 +53,9 @@ import train  # noqa: E402  (SCHEMA)
 import train_loop  # noqa: E402
 
 PRESET = "tinyglm-wide"
-# tinyglm-micro's geometry with these fields changed; tests/cuda/cuda_model_runner_test.cpp checks that
-# the CUDA backend accepts the result (CheckConfigServesProductionAndMicroGeometriesOnly).
+# tinyglm-micro's geometry with these fields changed: the engine's preset tinyglm-wide
+# (engine/model/presets.cpp), which tests/python/test_train_wide.py holds this to, and which the CUDA
+# runner tests run with dummy weights (tests/cuda/served_models.h).
 WIDE = {"num_attention_heads": 16, "qk_nope_head_dim": 64, "index_n_heads": 16, "index_topk": 64,
         "num_hidden_layers": 8}
 SOURCES = ["tinyglm/train/" + n for n in ("train_wide.py", "train_loop.py", "mtp_chain.py", "blocked_mla.py",
