@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "engine/core/build_info.h"
+#include "engine/core/cli_args.h"
+#include "engine/core/error.h"
 #include "gates/qualify_commands.h"
 #include "gates/quality_gate.h"
 #include "gates/verdict_rederivation.h"
@@ -95,6 +97,12 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 2, argv + argc);
   for (const Entry& e : kCommands) {
     if (std::strcmp(argv[1], e.name)) continue;
+    try {
+      sparkglm::refuse_non_utf8_arguments(args);
+    } catch (const sparkglm::Error& x) {
+      std::fprintf(stderr, "sparkglm-qualify %s: %s\n", e.name, x.what());
+      return 2;
+    }
     try {
       return e.run(args, std::cout, std::cerr);
     } catch (const std::exception& x) {  // a bug below: say so, rather than abort with no word

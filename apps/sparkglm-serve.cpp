@@ -21,6 +21,7 @@
 
 #include "engine/backend/runner_factory.h"
 #include "engine/core/build_info.h"
+#include "engine/core/cli_args.h"
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
 #include "engine/core/thread_pool.h"
@@ -253,6 +254,7 @@ int main(int argc, char** argv) {
     }
   }
   try {
+    sparkglm::refuse_non_utf8_arguments(args);
     return sparkglm::serve(args);
   } catch (const sparkglm::Error& e) {
     std::fprintf(stderr, "sparkglm-serve: %s\n", e.what());

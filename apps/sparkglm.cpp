@@ -387,7 +387,9 @@ int run(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   try {
-    return sparkglm::run(std::vector<std::string>(argv + 1, argv + argc));
+    const std::vector<std::string> args(argv + 1, argv + argc);
+    sparkglm::refuse_non_utf8_arguments(args);
+    return sparkglm::run(args);
   } catch (const sparkglm::Error& e) {
     std::fprintf(stderr, "sparkglm: %s\n", e.what());
     return 2;

@@ -1,6 +1,7 @@
 #include "engine/core/cli_args.h"
 
 #include "engine/core/error.h"
+#include "engine/text/utf8_stream.h"
 
 namespace sparkglm {
 
@@ -104,6 +105,17 @@ void CliArgs::reject_unread(const std::string& command) const {
       throw Error(ErrorKind::kInvalidArgument,
                   name + ": given but not used by " + command +
                       " with these flags (a flag that does nothing is an error)");
+}
+
+void refuse_non_utf8_arguments(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string shown = valid_utf8(args[i]);
+    if (shown != args[i])
+      throw Error(ErrorKind::kInvalidArgument,
+                  "argument " + std::to_string(i + 1) + " (\"" + shown +
+                      "\") is not valid UTF-8; what this program records of its arguments is JSON "
+                      "text, which cannot hold those bytes");
+  }
 }
 
 }  // namespace sparkglm

@@ -36,4 +36,9 @@ class CliArgs {
   std::vector<std::string> positional_;
 };
 
+// Throws Error(kInvalidArgument) naming the first argument that is not valid UTF-8. The binaries
+// record their arguments as JSON text (bundles, effective configurations), which cannot hold such
+// bytes, so they refuse them before doing anything.
+void refuse_non_utf8_arguments(const std::vector<std::string>& args);
+
 }  // namespace sparkglm

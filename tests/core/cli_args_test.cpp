@@ -55,5 +55,18 @@ TEST(CliArgs, UnknownFlagsAreRefused) {
             std::string::npos);
 }
 
+TEST(CliArgs, AnArgumentThatIsNotUtf8IsRefusedByPosition) {
+  EXPECT_NO_THROW(refuse_non_utf8_arguments({"--title", "caf\xC3\xA9", "\xF0\x9F\x99\x82"}));
+  try {
+    refuse_non_utf8_arguments({"--out", "ok", "--title", "caf\xE9"});
+    ADD_FAILURE() << "a Latin-1 byte was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("argument 4 (\"caf\xEF\xBF\xBD\") is not valid UTF-8"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace sparkglm

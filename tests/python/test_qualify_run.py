@@ -227,6 +227,18 @@ class QualifyAb(unittest.TestCase):
             self.assertIn(text, run.stderr)
         self.assertFalse(os.path.exists(os.path.join(TMP, "never")))
 
+    def test_arguments_that_are_not_utf8_are_refused_before_anything_is_written(self):
+        # A bundle records its title, limitations and arguments as JSON text, which cannot hold
+        # these bytes: they used to end the command after it had started writing its folder.
+        bench = os.path.join(ROOT, "bench", "results", "h200-2026-12-05-s20", "rb3-tinyglm-bf16-off-1.json")
+        bad = os.fsdecode(b"caf\xe9")
+        for args in (["--title", bad, "--id", "u1"], ["--title", "t", "--limitation", bad, "--id", "u1"]):
+            out = os.path.join(TMP, "not-utf8")
+            run = qualify("measure", "--runner-bench", bench, *args, "--out", out)
+            self.assertEqual(run.returncode, 2, run.stderr)
+            self.assertIn("is not valid UTF-8", run.stderr)
+            self.assertFalse(os.path.exists(out))
+
 
 if __name__ == "__main__":
     harness.parse_args_and_run(globals())
