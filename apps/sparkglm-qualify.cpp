@@ -97,15 +97,15 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 2, argv + argc);
   for (const Entry& e : kCommands) {
     if (std::strcmp(argv[1], e.name)) continue;
+    // As sparkglm and sparkglm-serve: a refused input exits 2, anything else that escapes a command
+    // (a bug below it) exits 1 with its message rather than aborting.
     try {
       sparkglm::refuse_non_utf8_arguments(args);
+      return e.run(args, std::cout, std::cerr);
     } catch (const sparkglm::Error& x) {
       std::fprintf(stderr, "sparkglm-qualify %s: %s\n", e.name, x.what());
       return 2;
-    }
-    try {
-      return e.run(args, std::cout, std::cerr);
-    } catch (const std::exception& x) {  // a bug below: say so, rather than abort with no word
+    } catch (const std::exception& x) {
       std::fprintf(stderr, "sparkglm-qualify %s: internal error: %s\n", e.name, x.what());
       return 1;
     }
