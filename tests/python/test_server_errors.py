@@ -1,5 +1,5 @@
 """Every error sparkglm-serve answers, in OpenAI's shape {"error": {"message", "type", "code"}} with
-its status: malformed JSON, wrong types, unknown model, prompt too long, a request that can never
+its status: malformed JSON (ill-formed UTF-8 among it), wrong types, unknown model, prompt too long, a request that can never
 fit in the KV pool, body too large, an encoded (gzip) body, too many connections, unknown route,
 wrong method, missing or wrong API key, and the request timeout. The server keeps serving after each.
 
@@ -78,6 +78,14 @@ class ErrorShapeTest(unittest.TestCase):
         self.expect_error(400, b'{"messages": [', "invalid_json")
         self.expect_error(400, b"[1, 2]", mentions=("JSON object",))
         self.expect_error(400, b"[" * 100 + b"]" * 100, mentions=("nested deeper than 64",))
+
+    def test_ill_formed_utf8_is_400_and_the_error_is_json(self):
+        # Bytes that are not UTF-8 inside a string (a Latin-1 byte, a lone continuation, a cut
+        # character): refused as JSON, and the message quoting them is itself valid JSON text.
+        for bad in (b"caf\xe9", b"x\x80y", b"\xe2\x82"):
+            body = b'{"messages": [{"role": "user", "content": "' + bad + b'"}], "max_tokens": 4}'
+            self.expect_error(400, body, "invalid_json", mentions=("UTF-8",))
+            self.expect_error(400, body, "invalid_json", mentions=("UTF-8",), path="/v1/completions")
 
     def test_wrong_types_name_the_field(self):
         cases = [("temperature", "hot"), ("max_tokens", "5"), ("stream", "yes"), ("stop", 7),
