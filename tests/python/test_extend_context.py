@@ -15,7 +15,6 @@ Skips when torch is not importable (CI has no torch).
 Run: python3 test_extend_context.py --bin-dir BUILD_DIR [--checkpoint DIR]
 """
 import argparse
-import hashlib
 import json
 import os
 import subprocess
@@ -23,6 +22,9 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import training_runs  # noqa: E402
+
 ROOT = os.path.join(HERE, "..", "..")
 SCRIPT = os.path.join(ROOT, "tinyglm", "train", "extend_context.py")
 sys.path.insert(0, os.path.join(ROOT, "tinyglm", "train"))
@@ -43,11 +45,6 @@ def extend(checkpoint, out, *extra):
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def sha256(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin-dir", default="")
@@ -64,15 +61,12 @@ def main():
     with open(os.path.join(args.checkpoint, "training.json")) as f:
         base = json.load(f)
     with tempfile.TemporaryDirectory(prefix="sparkglm_extend_") as work:
-        outs = [os.path.join(work, name) for name in ("a", "b")]
-        for out in outs:
-            proc = extend(args.checkpoint, out)
-            if proc.returncode != 0:
-                print(f"FAIL: extend_context.py exited {proc.returncode}:\n{proc.stdout}")
-                return 1
+        outs, shards, error = training_runs.run_twice(lambda out: extend(args.checkpoint, out), work,
+                                                      checkpoint_io.SHARD)
+        if error:
+            print(f"FAIL: extend_context.py {error}")
+            return 1
         # 1. Deterministic.
-        shards = [sha256(os.path.join(out, checkpoint_io.SHARD)) for out in outs]
-        print(f"[repeat] shard sha256 {shards[0][:16]} / {shards[1][:16]}")
         if shards[0] != shards[1]:
             failures.append("two runs of the same stage wrote different shards")
         # 2. The record.
@@ -84,7 +78,7 @@ def main():
               f"step lengths {lengths}")
         if rec["shard_sha256"] != shards[0] or rec["derived_from"]["shard_sha256"] != base["shard_sha256"]:
             failures.append("training.json does not bind the shard it wrote and the base shard")
-        if rec["sources_sha256"].get("tinyglm/train/extend_context.py") != sha256(SCRIPT):
+        if rec["sources_sha256"].get("tinyglm/train/extend_context.py") != training_runs.sha256(SCRIPT):
             failures.append("training.json does not bind extend_context.py by sha256")
         if os.path.isabs(rec["derived_from"]["checkpoint"]) or os.path.isabs(rec["args"]["checkpoint"]):
             failures.append("training.json names the base checkpoint by this machine's absolute path")

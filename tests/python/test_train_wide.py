@@ -23,7 +23,6 @@ Run: python3 test_train_wide.py --bin-dir BUILD_DIR
 """
 import argparse
 import ast
-import hashlib
 import json
 import os
 import subprocess
@@ -31,6 +30,9 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import training_runs  # noqa: E402
+
 ROOT = os.path.join(HERE, "..", "..")
 TRAIN = os.path.join(ROOT, "tinyglm", "train")
 SCRIPT = os.path.join(TRAIN, "train_wide.py")
@@ -74,11 +76,6 @@ def engine_config(bin_dir, preset, work):
         return json.load(f)
 
 
-def sha256(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin-dir", default="")
@@ -108,15 +105,11 @@ def main():
     import checkpoint_io
     import curriculum
     with tempfile.TemporaryDirectory(prefix="sparkglm_wide_") as work:
-        outs = [os.path.join(work, name) for name in ("a", "b")]
-        for out in outs:
-            proc = train(out)
-            if proc.returncode != 0:
-                print(f"FAIL: train_wide.py exited {proc.returncode}:\n{proc.stdout}")
-                return 1
+        outs, shards, error = training_runs.run_twice(train, work, checkpoint_io.SHARD)
+        if error:
+            print(f"FAIL: train_wide.py {error}")
+            return 1
         # 1. Deterministic.
-        shards = [sha256(os.path.join(out, checkpoint_io.SHARD)) for out in outs]
-        print(f"[repeat] shard sha256 {shards[0][:16]} / {shards[1][:16]}")
         if shards[0] != shards[1]:
             failures.append("two runs of the same training wrote different shards")
         # 2. The geometry and the record.
@@ -136,7 +129,7 @@ def main():
         if rec["preset"] != "tinyglm-wide" or rec["shard_sha256"] != shards[0] or rec["steps"] != 3:
             failures.append("training.json does not name the preset, the shard it wrote or its steps")
         for name in ("train_wide.py", "train_loop.py", "blocked_mla.py", "curriculum.py"):
-            if sources.get(f"tinyglm/train/{name}") != sha256(os.path.join(TRAIN, name)):
+            if sources.get(f"tinyglm/train/{name}") != training_runs.sha256(os.path.join(TRAIN, name)):
                 failures.append(f"training.json does not bind tinyglm/train/{name} by sha256")
         if work in json.dumps(rec) or "--steps 3" not in rec["reproduce"]:
             failures.append("training.json names this machine's folder or does not say how to rerun it")
