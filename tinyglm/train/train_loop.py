@@ -36,6 +36,16 @@ class Losses:
     chain_tokens: int = 8192  # ... of the first chain_tokens // chain_len rows (at least one)
 
 
+def add_flags(ap, lr):
+    """train.py's optimiser and loss flags, with their defaults but this script's learning rate."""
+    ap.add_argument("--lr", type=float, default=lr)
+    ap.add_argument("--weight-decay", type=float, default=0.05)
+    ap.add_argument("--prompt-loss-weight", type=float, default=0.1)
+    ap.add_argument("--mtp-weight", type=float, default=0.3)
+    ap.add_argument("--indexer-weight", type=float, default=0.5)
+    ap.add_argument("--balance-rate", type=float, default=1e-3)
+
+
 def optimizer(model, lr, weight_decay):
     """train.py's AdamW: decay on projections only (not the mHC tensors, not the router's gate)."""
     decays = lambda n, p: p.dim() >= 2 and "hc_" not in n and "gate__weight" not in n

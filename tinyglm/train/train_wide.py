@@ -79,14 +79,9 @@ def main():
     ap.add_argument("--time-budget-s", type=float, default=330.0, help="with --steps auto: training wall time")
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--weight-decay", type=float, default=0.05)
+    train_loop.add_flags(ap, lr=2e-3)
     ap.add_argument("--dense-warmup-frac", type=float, default=0.1,
                     help="first fraction of steps attends densely (the indexer learns before it selects)")
-    ap.add_argument("--prompt-loss-weight", type=float, default=0.1)
-    ap.add_argument("--mtp-weight", type=float, default=0.3)
-    ap.add_argument("--indexer-weight", type=float, default=0.5)
-    ap.add_argument("--balance-rate", type=float, default=1e-3)
     ap.add_argument("--mtp-chain-depth", type=int, default=3,
                     help="MTP passes trained chained as the engine drafts (mtp_chain.py); 1: pass 1 only")
     ap.add_argument("--mtp-chain-weight", type=float, default=0.3, help="loss weight of each pass 2 .. depth")
