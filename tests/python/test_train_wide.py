@@ -3,7 +3,8 @@ inputs, and the engine serves what it writes.
 
 0. (without torch too) train_wide.py's WIDE is the engine's tinyglm-wide preset: every field of
    `sparkglm tinyglm make --preset tinyglm-wide`'s config.json is tinyglm-micro's, except WIDE's
-   fields, which have WIDE's values.
+   fields, which have WIDE's values. Its checkpoint holds the sizes docs/trained-tinyglm.md states:
+   6,716,697 stored values in a 14.3 MB shard (the micro's: 3,361,393, 7.2 MB).
 
 On the CPU, 3 steps of 512-token rows, so it takes seconds:
 1. Two runs write the same shard.
@@ -24,7 +25,9 @@ Run: python3 test_train_wide.py --bin-dir BUILD_DIR
 import argparse
 import ast
 import json
+import math
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -39,6 +42,8 @@ SCRIPT = os.path.join(TRAIN, "train_wide.py")
 sys.path.insert(0, TRAIN)
 TOLERANCE = 1e-4
 ROW = 400  # tokens: 100 pools, of which the indexer selects 16
+# Stored values and shard megabytes of the presets' checkpoints, as docs/trained-tinyglm.md states them.
+SIZES = {"tinyglm-wide": (6716697, 14.3), "tinyglm-micro": (3361393, 7.2)}
 # config.json fields that follow from others: the layer kinds from the layer count, the KV heads
 # from the attention heads.
 DERIVED = {"layer_types", "mlp_layer_types", "num_key_value_heads"}
@@ -67,13 +72,18 @@ def wide_fields():
     raise RuntimeError("train_wide.py has no WIDE")
 
 
-def engine_config(bin_dir, preset, work):
-    """config.json of `sparkglm tinyglm make --preset P`."""
+def engine_checkpoint(bin_dir, preset, work):
+    """config.json of `sparkglm tinyglm make --preset P`, its shard's stored values and megabytes."""
     out = os.path.join(work, preset)
     subprocess.run([os.path.join(bin_dir, "sparkglm"), "tinyglm", "make", "--preset", preset, "--out", out],
                    check=True, stdout=subprocess.DEVNULL)
     with open(os.path.join(out, "config.json")) as f:
-        return json.load(f)
+        config = json.load(f)
+    shard = os.path.join(out, "model-00001-of-00001.safetensors")
+    with open(shard, "rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    values = sum(math.prod(t["shape"]) for name, t in header.items() if name != "__metadata__")
+    return config, (values, round(os.path.getsize(shard) / 1e6, 1))
 
 
 def main():
@@ -83,8 +93,12 @@ def main():
     failures = []
     # 0. One geometry, stated in the engine's presets and in the trainer.
     with tempfile.TemporaryDirectory(prefix="sparkglm_wide_preset_") as work:
-        wide = engine_config(args.bin_dir, "tinyglm-wide", work)
-        micro = engine_config(args.bin_dir, "tinyglm-micro", work)
+        wide, wide_size = engine_checkpoint(args.bin_dir, "tinyglm-wide", work)
+        micro, micro_size = engine_checkpoint(args.bin_dir, "tinyglm-micro", work)
+    print(f"[sizes] tinyglm-wide {wide_size}, tinyglm-micro {micro_size} (stored values, MB)")
+    for preset, got in (("tinyglm-wide", wide_size), ("tinyglm-micro", micro_size)):
+        if got != SIZES[preset]:
+            failures.append(f"{preset}'s checkpoint holds {got}, docs/trained-tinyglm.md states {SIZES[preset]}")
     fields = wide_fields()
     differ = sorted(k for k in set(wide) | set(micro) if wide.get(k) != micro.get(k))
     print(f"[preset] tinyglm-wide differs from tinyglm-micro in {differ}; WIDE sets {sorted(fields)}")
