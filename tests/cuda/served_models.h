@@ -7,6 +7,7 @@
 // model rather than of noise; "tinyglm-wide" (dummy weights) runs the micro instantiation at 16
 // MLA heads of 64, 16 indexer heads, 64 selected tokens and two MLA layers, which send the decode
 // o_proj and the prefill indexer weights through GEMV and GEMM paths the micro never reaches.
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,32 +30,45 @@ inline std::vector<std::string> served_models() {
   return {kProductionShapes, kTrainedMicro, kWideShapes};
 }
 
+// A trained tinyglm-wide checkpoint to run as "tinyglm-wide" instead of its dummy weights, named by
+// SPARKGLM_TEST_WIDE_CHECKPOINT (a diagnostic for GPU runs: does a failure at the wide geometry
+// follow the kernels or the dummy weights?); empty: the dummy weights.
+inline std::string wide_checkpoint() {
+  const char* dir = std::getenv("SPARKGLM_TEST_WIDE_CHECKPOINT");
+  return dir == nullptr ? "" : dir;
+}
+
 // The models with dummy weights: a preset of that name.
 inline bool is_dummy(const std::string& model) {
-  return model == kProductionShapes || model == kWideShapes;
+  return model == kProductionShapes || (model == kWideShapes && wide_checkpoint().empty());
 }
 
 inline std::string trained_micro_dir() {
   return sparkglm::testing::source_dir() + "/tinyglm/weights/tinyglm-micro-trained";
 }
 
+// The checkpoint folder of a served model without dummy weights.
+inline std::string checkpoint_dir(const std::string& model) {
+  return model == kWideShapes ? wide_checkpoint() : trained_micro_dir();
+}
+
 // The model's config alone (no host weights).
 inline ModelConfig served_config(const std::string& model) {
   if (is_dummy(model)) return preset_config(model);
-  return ModelConfig::load(trained_micro_dir() + "/config.json");
+  return ModelConfig::load(checkpoint_dir(model) + "/config.json");
 }
 
 // The model's config and host weights (the CPU reference's).
 inline std::unique_ptr<LoadedModel> load_served_model(const std::string& model) {
   if (is_dummy(model)) return load_model_preset(model, 0, kDefaultDummySeed, default_thread_pool());
-  return load_model_dir(trained_micro_dir());
+  return load_model_dir(checkpoint_dir(model));
 }
 
 // The same weights on the device.
 inline std::unique_ptr<cuda::DeviceWeights> served_device_weights(const std::string& model,
                                                                   const ModelConfig& c) {
   if (is_dummy(model)) return cuda::DeviceWeights::generate(c, kDefaultDummySeed);
-  return cuda::DeviceWeights::upload(c, *Checkpoint::open(trained_micro_dir()));
+  return cuda::DeviceWeights::upload(c, *Checkpoint::open(checkpoint_dir(model)));
 }
 
 // The bound on a whole tensor's NMSE against the CPU reference. Dummy weights: 1e-3. The trained
