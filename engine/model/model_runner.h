@@ -33,7 +33,10 @@ struct StepGraphStats {
   uint64_t decode_graph_steps = 0;  // steps launched as a decode graph (the capture included)
   uint64_t verify_graph_steps = 0;  // steps launched as a verify graph (the capture included)
   uint64_t verify_eager_steps =
-      0;                   // speculative steps run eagerly (not graphable, or over the cap)
+      0;                         // speculative steps run eagerly (not graphable, or over the cap)
+  int mtp_graphs = 0;            // captured MTP module passes (forward_mtp over decode rows)
+  uint64_t mtp_graph_steps = 0;  // forward_mtp calls launched as a graph (the capture included)
+  uint64_t mtp_eager_steps = 0;  // graphable MTP passes run eagerly: a new shape over the cap
   size_t graph_bytes = 0;  // device memory the captures took (free memory before - after each)
 };
 

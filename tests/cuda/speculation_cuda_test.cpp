@@ -12,7 +12,8 @@
 //    without the resume they differ;
 //  - forward_mtp over several rows of a sequence and then one row (the drafter's two calls)
 //    returns one hidden state and one logit row per asked row, close to the MTP module over the
-//    same rows in one call;
+//    same rows in one call; the one-row call (a chained pass) is captured in a graph, replays it,
+//    and computes the same bits as eagerly;
 //  - through the scheduler, greedy output with k = 1, 2, 3 drafts (the MTP module's, and an
 //    oracle's that are mostly right) is the output without speculation, tokens and logprobs, at
 //    C1 and C4, with either rollback, with graphs (verify steps replayed from graphs) and
@@ -249,6 +250,10 @@ TEST(CudaSpeculation, TheGraphPlanBoundsDecodeAndVerifyGraphsAndNamesEnforceEage
   EXPECT_NE(spec.find("verify steps of up to 16 rows (slices of up to 4)"), std::string::npos)
       << spec;
   EXPECT_NE(spec.find("at most 12 graphs"), std::string::npos) << spec;
+  EXPECT_NE(spec.find("the drafter's chained MTP passes one graph per (rows, dense rows, length "
+                      "bucket, pool bucket), at most 12 more"),
+            std::string::npos)
+      << spec;
   o.graphs = false;
   EXPECT_NE(cuda::CudaModelRunner::graph_plan(c, o).find("--enforce-eager"), std::string::npos);
 }
@@ -364,44 +369,95 @@ TEST_P(CudaSpeculationRollback, AfterARejectedDraftTheStateIsTheNonSpeculativeRu
   expect_graphed_verify_steps(run);
 }
 
+// Sequence 0's prompt through the main model (every row's hidden state), and the forward_mtp
+// calls over it the drafter makes: rows first..first+rows-1 on their next tokens, a one-row call
+// as a decode row (a chained pass).
+struct MtpOverPrompt {
+  cuda::CudaModelRunner& r;
+  Sequences s;
+  std::vector<int32_t> prompt = s.prompt(0);
+  ForwardOutput h;
+  explicit MtpOverPrompt(cuda::CudaModelRunner& runner) : r(runner) {
+    ForwardBatch model;
+    model.add_sequence(prompt, 0, 0, s.blocks(0), true, /*all_logits=*/true);
+    model.seqs.back().decode = false;
+    r.forward(model, h);
+  }
+  void run(int first, int rows, ForwardOutput& out) {
+    const int64_t D = r.config().hidden_size;
+    ForwardBatch b;
+    b.add_sequence({prompt.begin() + first + 1, prompt.begin() + first + 1 + rows}, first, 0,
+                   s.blocks(0), true);
+    b.seqs.back().decode = rows == 1;
+    r.forward_mtp(
+        b, std::vector<float>(h.hidden.begin() + first * D, h.hidden.begin() + (first + rows) * D),
+        out);
+  }
+};
+
 TEST(CudaSpeculation, ForwardMtpOverSeveralRowsThenOneRowFollowsTheModule) {
   if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
   const auto runner = spec_runner();
   cuda::CudaModelRunner& r = *runner;
   const int64_t V = r.config().vocab_size, D = r.config().hidden_size;
-  const Sequences s;
-  const std::vector<int32_t> prompt = s.prompt(0);
-  // The main model's hidden states of A's prompt rows (all logits asked for).
-  ForwardBatch model;
-  model.add_sequence(prompt, 0, 0, s.blocks(0), true, /*all_logits=*/true);
-  model.seqs.back().decode = false;
-  ForwardOutput h;
-  r.forward(model, h);
-  ASSERT_EQ(h.hidden.size(), size_t(40 * D));
+  MtpOverPrompt mtp(r);
+  ASSERT_EQ(mtp.h.hidden.size(), size_t(40 * D));
   const int n = 30;  // rows 0..n-1 on their next tokens, then row n alone
-  auto mtp_batch = [&](int first, int rows) {
-    ForwardBatch b;
-    b.add_sequence({prompt.begin() + first + 1, prompt.begin() + first + 1 + rows}, first, 0,
-                   s.blocks(0), true);
-    b.seqs.back().decode = rows == 1;
-    return b;
-  };
-  auto hidden_of = [&](int first, int rows) {
-    return std::vector<float>(h.hidden.begin() + first * D, h.hidden.begin() + (first + rows) * D);
-  };
   ForwardOutput several, one, whole;
-  r.forward_mtp(mtp_batch(0, n), hidden_of(0, n), several);
+  mtp.run(0, n, several);
   EXPECT_EQ(several.logits.size(), size_t(V));
   EXPECT_EQ(several.hidden.size(), size_t(D));
-  r.forward_mtp(mtp_batch(n, 1), hidden_of(n, 1), one);
+  mtp.run(n, 1, one);
   ASSERT_EQ(one.logits.size(), size_t(V));
   ASSERT_EQ(one.hidden.size(), size_t(D));
-  r.forward_mtp(mtp_batch(0, n + 1), hidden_of(0, n + 1), whole);
+  mtp.run(0, n + 1, whole);
   ASSERT_EQ(whole.logits.size(), size_t(V));
   // Row n as a decode row after the rows before it, against row n inside a prefill of them all:
   // the two paths round differently, but compute the same thing.
   EXPECT_LT(cuda_test::nmse(one.logits, whole.logits), 1e-2);
   EXPECT_LT(cuda_test::nmse(one.hidden, whole.hidden), 1e-2);
+}
+
+TEST(CudaSpeculation, AChainedMtpPassComputesTheSameBitsFromItsGraphAndEagerly) {
+  if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
+  const auto runner = spec_runner();
+  cuda::CudaModelRunner& r = *runner;
+  const int64_t V = r.config().vocab_size, D = r.config().hidden_size;
+  MtpOverPrompt mtp(r);
+  const int n = 30;
+  ForwardOutput several;
+  mtp.run(0, n, several);  // the drafter's first call (prompt rows: eager)
+  auto pass_at = [&](int p, ForwardOutput& out) { mtp.run(p, 1, out); };  // a chained pass
+  const StepGraphStats before = r.graph_stats();
+  ForwardOutput captured, replayed, eager;
+  pass_at(n, captured);
+  pass_at(n, replayed);  // rewrites the same cache entry with the same bits
+  r.set_eager(true);
+  pass_at(n, eager);
+  r.set_eager(false);
+  const StepGraphStats after = r.graph_stats();
+  EXPECT_EQ(after.mtp_graphs - before.mtp_graphs, 1) << "one capture for the one shape";
+  EXPECT_EQ(after.mtp_graph_steps - before.mtp_graph_steps, 2u) << "captured, then replayed";
+  ASSERT_EQ(captured.logits.size(), size_t(V));
+  ASSERT_EQ(eager.logits.size(), size_t(V));
+  EXPECT_TRUE(same_bits(captured.logits.data(), replayed.logits.data(), size_t(V)));
+  EXPECT_TRUE(same_bits(captured.hidden.data(), replayed.hidden.data(), size_t(D)));
+  EXPECT_TRUE(same_bits(captured.logits.data(), eager.logits.data(), size_t(V)))
+      << "a graphed chained pass computes the eager one's bits";
+  EXPECT_TRUE(same_bits(captured.hidden.data(), eager.hidden.data(), size_t(D)));
+  // The same key at the next position (a new token, state and pool): nothing of the captured
+  // step's values may stick in the graph.
+  ForwardOutput graphed_next, eager_next;
+  pass_at(n + 1, graphed_next);
+  r.set_eager(true);
+  pass_at(n + 1, eager_next);
+  r.set_eager(false);
+  EXPECT_EQ(r.graph_stats().mtp_graphs - before.mtp_graphs, 1) << "position n + 1 replays";
+  EXPECT_EQ(r.graph_stats().mtp_graph_steps - before.mtp_graph_steps, 3u);
+  EXPECT_TRUE(same_bits(graphed_next.logits.data(), eager_next.logits.data(), size_t(V)));
+  EXPECT_TRUE(same_bits(graphed_next.hidden.data(), eager_next.hidden.data(), size_t(D)));
+  EXPECT_FALSE(same_bits(graphed_next.logits.data(), captured.logits.data(), size_t(V)))
+      << "the next position is a different row";
 }
 
 // Knows each request's answer and drafts it, wrong at every position divisible by 7.

@@ -433,7 +433,7 @@ void CudaModelRunner::run_step(const ForwardBatch& batch) {
   reset_fresh_slots();
   copy_snapshots(batch, /*restore=*/true);
   resume_records(batch);
-  if (!launch_graph()) {
+  if (!launch_graph(/*mtp=*/false)) {
     if (step_->layout().speculative()) ++graph_stats_.verify_eager_steps;
     set_eager_buckets();
     run_layers();
@@ -457,18 +457,26 @@ void CudaModelRunner::forward_mtp(const ForwardBatch& batch, const std::vector<f
     return;
   }
   step_->load(batch, stream_);
-  set_eager_buckets();
   // The hidden states in step order, where mtp_module normalises them (in place).
-  float* h = ws_.X + 2 * T * D;
+  float* h = mtp_input();
   std::vector<float> ordered(size_t(T * D));  // hidden in step order
   for (int64_t r = 0; r < T; ++r)
     std::memcpy(&ordered[size_t(r * D)], &hidden[size_t(step_->batch_row(int(r)) * D)],
                 size_t(D) * 4);
   SPARKGLM_CUDA_CHECK(
       cudaMemcpyAsync(h, ordered.data(), size_t(T * D) * 4, cudaMemcpyHostToDevice, stream_));
-  float* z = mtp_module(step_->tokens(), h);
+  // A chained pass (decode rows) replays its graph; the module's output is z = ws_.X either way.
+  float* z = ws_.X;
+  if (!launch_graph(/*mtp=*/true)) {
+    set_eager_buckets();
+    z = mtp_module(step_->tokens(), h);
+  }
   head_to_host(z, mw.mtp->head_norm, out);
   SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `ordered` is pageable: keep it alive
+}
+
+float* CudaModelRunner::mtp_input() const {
+  return ws_.X + 2 * step_->rows() * config_.hidden_size;
 }
 
 float* CudaModelRunner::mtp_module(const int32_t* tokens, const float* h) {

@@ -8,8 +8,10 @@
 // (cuda_step_graphs.cu): the launches of a step cost one graph launch instead of ~20 per layer.
 // Plain decode steps: one graph per (rows, dense rows, length bucket, pool bucket), those with
 // sparse-indexer rows at most max_sparse_graphs; verify steps: one per (rows of each wave, dense
-// rows, length bucket, pool bucket, records kept), at most max_verify_graphs of them. Prefill
-// chunks run eagerly (their launch shapes depend on the data).
+// rows, length bucket, pool bucket, records kept), at most max_verify_graphs of them; the
+// drafter's chained MTP passes (forward_mtp over decode rows): one per (rows, dense rows, length
+// bucket, pool bucket), at most max_verify_graphs more. Prefill chunks run eagerly (their launch
+// shapes depend on the data).
 //
 // Speculative decoding (docs/speculative-decoding.md): a verify slice (a decode slice of several
 // rows) runs each row as a one-row decode row (step_layout.h: a sequence of its own; the KDA
@@ -59,7 +61,8 @@ struct CudaRunnerOptions {
   int max_seq_len = 32768;  // sizes the block tables and the indexer's per-sequence buffers
   KvDtype kv_dtype = KvDtype::kBF16;  // bf16 or fp8_g128 latent records
   bool graphs = true;                 // false: --enforce-eager
-  int max_verify_graphs = 64;  // verify step shapes captured; steps of other shapes run eagerly
+  int max_verify_graphs = 64;         // verify step shapes captured, and as many chained MTP pass
+                                      // shapes; steps of other shapes run eagerly
   int max_sparse_graphs = 64;  // plain decode shapes with sparse rows captured; the rest eager
   bool profile_steps = false;  // device time by model part (StepProfiler), printed at destruction
   // MODEL.md section 7. spark: the weights come converted (DeviceWeights, same mode) and every
@@ -181,6 +184,7 @@ class CudaModelRunner : public ModelRunner {
     int pool_bucket = 0;  // 0: no sparse row
     bool records_after = false, records_before = false;
     bool drafts = false;  // the draft rows after the layers (run_draft_rows)
+    bool mtp = false;     // the MTP module alone: a chained pass of forward_mtp over decode rows
     bool verify() const { return groups.size() > 1 || records_after || records_before; }
     bool operator<(const GraphKey& o) const;
   };
@@ -190,11 +194,14 @@ class CudaModelRunner : public ModelRunner {
     std::vector<const char*> parts;  // the parts it marked
   };
   // The loaded step's key, or none when it runs eagerly (graphs off, prompt rows, more than
-  // kDecodeMaxRows rows).
-  std::optional<GraphKey> graph_key() const;
-  // Launches the loaded step's graph, capturing it first when new; false (nothing launched) when
-  // the step runs eagerly: no key, or a new verify shape beyond max_verify_graphs.
-  bool launch_graph();
+  // kDecodeMaxRows rows). `mtp`: the key of forward_mtp's module over the loaded rows.
+  std::optional<GraphKey> graph_key(bool mtp) const;
+  // Launches the loaded step's graph (the layers and any draft rows; with `mtp`, the MTP module
+  // on the hidden states at mtp_input()), capturing it first when new; false (nothing launched)
+  // when it runs eagerly: no key, or a new verify or MTP shape beyond max_verify_graphs.
+  bool launch_graph(bool mtp = false);
+  // Where forward_mtp puts the hidden states it hands the module (a fixed place per row count).
+  float* mtp_input() const;
 
   ModelConfig config_;
   std::unique_ptr<DeviceWeights> weights_;

@@ -5,7 +5,9 @@
 // indexer), the attention's length bucket (mla_decode's split grid), the pool bucket its sparse
 // rows are scored over (dsa_pool_scores bounded by the rows' positions, dsa_select's grid), and
 // whether it keeps KDA state records after or before its rows (kda_records.h), and whether it
-// runs the draft rows of speculative decoding after the layers. Everything else it
+// runs the draft rows of speculative decoding after the layers. forward_mtp over decode rows (the
+// drafter's chained passes, one row a sequence) is graphed the same way, its own key marked
+// `mtp`: the MTP module alone, on hidden states at a fixed place. Everything else it
 // reads sits at fixed device addresses: StepInputs' arrays (tokens, page rows, positions,
 // lengths, slots, block tables, record words), the caches and the workspace. So the first step of
 // a key is captured and later ones replay it, verify steps as plain decode steps; a row computes
@@ -52,9 +54,9 @@ int pool_bucket(int pools, int max_pools) {
 }  // namespace
 
 bool CudaModelRunner::GraphKey::operator<(const GraphKey& o) const {
-  return std::tie(groups, dense, bucket, pool_bucket, records_after, records_before, drafts) <
+  return std::tie(groups, dense, bucket, pool_bucket, records_after, records_before, drafts, mtp) <
          std::tie(o.groups, o.dense, o.bucket, o.pool_bucket, o.records_after, o.records_before,
-                  o.drafts);
+                  o.drafts, o.mtp);
 }
 
 int CudaModelRunner::sparse_pool_bucket() const {
@@ -93,7 +95,10 @@ std::string CudaModelRunner::graph_plan(const ModelConfig& config,
             std::to_string(options.decode_slice_rows) +
             "), one graph per (rows of each wave, dense rows, length bucket, pool bucket, records "
             "kept), at most " +
-            std::to_string(options.max_verify_graphs) + " graphs, further shapes eager";
+            std::to_string(options.max_verify_graphs) +
+            " graphs, further shapes eager; the drafter's chained MTP passes one graph per (rows, "
+            "dense rows, length bucket, pool bucket), at most " +
+            std::to_string(options.max_verify_graphs) + " more";
   }
   return line + "; each capture's device memory is counted (graph_stats)";
 }
@@ -104,7 +109,7 @@ bool CudaModelRunner::set_eager(bool eager) {
   return options_.graphs;
 }
 
-std::optional<CudaModelRunner::GraphKey> CudaModelRunner::graph_key() const {
+std::optional<CudaModelRunner::GraphKey> CudaModelRunner::graph_key(bool mtp) const {
   if (!options_.graphs || eager_ || step_->rows() == 0 || step_->decode_rows() != step_->rows() ||
       step_->rows() > kDecodeMaxRows)
     return std::nullopt;
@@ -115,12 +120,13 @@ std::optional<CudaModelRunner::GraphKey> CudaModelRunner::graph_key() const {
   key.pool_bucket = sparse_pool_bucket();
   key.records_after = step_->layout().records_after();
   key.records_before = step_->layout().records_before();
-  key.drafts = step_drafts_;
+  key.drafts = !mtp && step_drafts_;
+  key.mtp = mtp;
   return key;
 }
 
-bool CudaModelRunner::launch_graph() {
-  const std::optional<GraphKey> key = graph_key();
+bool CudaModelRunner::launch_graph(bool mtp) {
+  const std::optional<GraphKey> key = graph_key(mtp);
   if (!key) return false;
   // What mla_decode and the indexer are launched with, captured or replayed (an eager step of a
   // shape past the caps sets the same, set_eager_buckets).
@@ -128,8 +134,13 @@ bool CudaModelRunner::launch_graph() {
   pool_bucket_ = key->pool_bucket;
   auto it = graphs_.find(*key);
   if (it == graphs_.end()) {
-    if (key->verify() && graph_stats_.verify_graphs >= options_.max_verify_graphs) return false;
-    const bool sparse_decode = !key->verify() && key->pool_bucket > 0;
+    if (key->mtp && graph_stats_.mtp_graphs >= options_.max_verify_graphs) {
+      ++graph_stats_.mtp_eager_steps;
+      return false;
+    }
+    if (!key->mtp && key->verify() && graph_stats_.verify_graphs >= options_.max_verify_graphs)
+      return false;
+    const bool sparse_decode = !key->mtp && !key->verify() && key->pool_bucket > 0;
     if (sparse_decode && sparse_decode_graphs_ >= options_.max_sparse_graphs) return false;
     sparse_decode_graphs_ += sparse_decode ? 1 : 0;
     StepGraph g;
@@ -138,8 +149,12 @@ bool CudaModelRunner::launch_graph() {
     cudaGraph_t graph = nullptr;
     SPARKGLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     try {
-      run_layers();
-      if (key->drafts) run_draft_rows();
+      if (key->mtp) {
+        mtp_module(step_->tokens(), mtp_input());
+      } else {
+        run_layers();
+        if (key->drafts) run_draft_rows();
+      }
     } catch (...) {
       cudaStreamEndCapture(stream_, &graph);
       if (graph) cudaGraphDestroy(graph);
@@ -157,7 +172,9 @@ bool CudaModelRunner::launch_graph() {
     SPARKGLM_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
     graph_stats_.graph_bytes += free_before > free_after ? free_before - free_after : 0;
     g.parts = profile_.parts_since(g.first_mark);
-    (key->verify() ? graph_stats_.verify_graphs : graph_stats_.decode_graphs) += 1;
+    (key->mtp        ? graph_stats_.mtp_graphs
+     : key->verify() ? graph_stats_.verify_graphs
+                     : graph_stats_.decode_graphs) += 1;
     it = graphs_.emplace(*key, std::move(g)).first;
   } else {
     ++graph_replays_;
@@ -166,7 +183,9 @@ bool CudaModelRunner::launch_graph() {
     profile_.replayed(it->second.parts);
   }
   SPARKGLM_CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream_));
-  (key->verify() ? graph_stats_.verify_graph_steps : graph_stats_.decode_graph_steps) += 1;
+  (key->mtp        ? graph_stats_.mtp_graph_steps
+   : key->verify() ? graph_stats_.verify_graph_steps
+                   : graph_stats_.decode_graph_steps) += 1;
   return true;
 }
 
