@@ -155,6 +155,7 @@ class CudaModelRunnerOn : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaModelRunnerOn, PrefillAndDecodeMatchTheCpuReference) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  if (!cuda_test::compares_with_cpu(GetParam())) GTEST_SKIP() << cuda_test::kNoCpuComparison;
   Fixture& f = fixture(GetParam());
   const int V = f.host->config.vocab_size;
   const auto p = prompt(0, 77);
@@ -247,7 +248,7 @@ TEST_P(CudaModelRunnerOn, AMixedStepEqualsItsPartsAndRepeatsBitwise) {
     mixed.add_sequence(p6, 0, 6, blocks_for(6, 70));
     const ForwardOutput m = run(*f.gpu, mixed);
     runs.push_back(m.logits);
-    if (rep == 0) {
+    if (rep == 0 && cuda_test::compares_with_cpu(GetParam())) {
       const ForwardOutput c6 = prefill(*f.cpu, 6, p6, 70);
       EXPECT_LT(nmse({m.logits.begin() + V, m.logits.end()}, c6.logits), kLogitTolerance);
     }
@@ -267,6 +268,7 @@ constexpr double kSparseOffShare = 0.25;
 
 TEST_P(CudaModelRunnerOn, SparseIndexerRowsMatchTheCpuReference) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  if (!cuda_test::compares_with_cpu(GetParam())) GTEST_SKIP() << cuda_test::kNoCpuComparison;
   Fixture& f = fixture(GetParam());
   const int V = f.host->config.vocab_size;
   // Past 2051 tokens the indexer selects 512 of the pools: every row of the last chunk (2048 ..
@@ -297,6 +299,7 @@ TEST_P(CudaModelRunnerOn, SparseIndexerRowsMatchTheCpuReference) {
 
 TEST_P(CudaModelRunnerOn, MtpHeadMatchesTheCpuReference) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  if (!cuda_test::compares_with_cpu(GetParam())) GTEST_SKIP() << cuda_test::kNoCpuComparison;
   Fixture& f = fixture(GetParam());
   const auto p = prompt(3, 40);
   ForwardBatch b;
@@ -321,6 +324,7 @@ TEST_P(CudaModelRunnerOn, MtpHeadMatchesTheCpuReference) {
 // token.
 TEST_P(CudaModelRunnerOn, GreedyChoicesEqualTheCpuWhereItsMarginIsWide) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  if (!cuda_test::compares_with_cpu(GetParam())) GTEST_SKIP() << cuda_test::kNoCpuComparison;
   Fixture& f = fixture(GetParam());
   const int V = f.host->config.vocab_size;
   const std::string text = "Q: 23+45=? A: 68. Q: 17+26=? A: ";

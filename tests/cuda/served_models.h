@@ -43,6 +43,21 @@ inline bool is_dummy(const std::string& model) {
   return model == kProductionShapes || (model == kWideShapes && wide_checkpoint().empty());
 }
 
+// Whether the GPU's logits are held to the CPU reference's on this model: not on tinyglm-wide's
+// dummy weights, whose eight random layers amplify rounding (on the CPU, bf16 latents instead of
+// f32 move its worst row 400 times as far as tinyglm's). On an H100 (2026-12-05,
+// bench/results/device-2026-12-05-s22) they missed the CPU by up to 0.097 NMSE in dense rows where
+// trained weights of the same geometry agreed to 1.2e-6 in the same tests. The wide geometry is
+// compared with the CPU on trained weights (SPARKGLM_TEST_WIDE_CHECKPOINT); its dummy weights keep
+// the tests that hold the GPU to itself.
+inline bool compares_with_cpu(const std::string& model) {
+  return model != kWideShapes || !wide_checkpoint().empty();
+}
+
+inline constexpr const char* kNoCpuComparison =
+    "tinyglm-wide's dummy weights amplify the GPU's BF16 rounding past the CPU bounds; set "
+    "SPARKGLM_TEST_WIDE_CHECKPOINT to a trained tinyglm-wide to compare it with the CPU";
+
 inline std::string trained_micro_dir() {
   return sparkglm::testing::source_dir() + "/tinyglm/weights/tinyglm-micro-trained";
 }
@@ -77,7 +92,7 @@ inline std::unique_ptr<cuda::DeviceWeights> served_device_weights(const std::str
 // run of 2026-12-03: logits 1.9e-3 over a 2,600-token sparse prompt, hidden states 2.2e-3 in
 // direction, greedy choices equal wherever the CPU's margin is wide). The sparse test keeps each
 // row's median at 1e-4 for both models, so a systematic error cannot hide behind this bound.
-// tinyglm-wide has dummy weights and takes their bound; it has not run on a GPU yet (2026-12-05).
+// A trained tinyglm-wide (SPARKGLM_TEST_WIDE_CHECKPOINT) takes the trained micro's bound.
 inline double whole_tensor_tolerance(const std::string& model) {
   return is_dummy(model) ? 1e-3 : 1e-2;
 }
