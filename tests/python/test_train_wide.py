@@ -177,7 +177,38 @@ def main():
         print("[test_mtp_chain.py] " + (proc.stdout.strip().splitlines() or ["(no output)"])[-1])
         if proc.returncode != 0:
             failures.append(f"test_mtp_chain.py on the output failed:\n{proc.stdout}")
-        # 5. Bad input.
+        # 5. A continuation (--init) starts from the base's weights and records it. At --lr 0 and
+        # --balance-rate 0 (the router biases move outside the optimiser) nothing moves, so its tensors
+        # must be the base's.
+        cont = os.path.join(work, "continued")
+        proc = train(cont, "--init", outs[0], "--seed", "2", "--dense-warmup-frac", "0", "--lr", "0",
+                     "--balance-rate", "0")
+        if proc.returncode != 0:
+            print(f"FAIL: train_wide.py --init exited {proc.returncode}: {proc.stdout.strip()[-2000:]}")
+            return 1
+        with open(os.path.join(cont, "training.json")) as f:
+            crec = json.load(f)
+        base_w = checkpoint_io.load(outs[0], torch.float32).state_dict()
+        cont_w = checkpoint_io.load(cont, torch.float32).state_dict()
+        same = all(torch.equal(base_w[k], cont_w[k]) for k in base_w) and base_w.keys() == cont_w.keys()
+        derived = crec.get("derived_from", {})
+        print(f"[init] derived_from {derived.get('shard_sha256', '')[:12]}..., identity {crec['weights_identity']}; "
+              f"at --lr 0 the tensors are the base's: {same}")
+        if derived.get("shard_sha256") != shards[0] or not crec["weights_identity"].startswith(rec["weights_identity"]):
+            failures.append("the continuation's training.json does not name its base")
+        if not same:
+            failures.append("a continuation at --lr 0 changed the base's weights: it did not start from them")
+        if f"--init {outs[0]}" not in crec["reproduce"]:
+            failures.append(f"the continuation's reproduce line does not name its base: {crec['reproduce']}")
+        micro = os.path.join(ROOT, "tinyglm", "weights", "tinyglm-micro-trained")
+        for base, expect in ((micro, "preset"), (work, "training.json")):
+            proc = train(os.path.join(work, "c"), "--init", base)
+            last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+            print(f"[refused --init {os.path.relpath(base, ROOT) if base == micro else 'a folder'}] "
+                  f"exit {proc.returncode}: {last}")
+            if proc.returncode == 0 or expect not in last:
+                failures.append(f"--init {base} was not refused with a message naming the {expect}")
+        # 6. Bad input.
         for flag, value in (("--steps", "0"), ("--max-len", "300"), ("--mtp-chain-depth", "5")):
             proc = train(os.path.join(work, "c"), flag, value)
             last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""

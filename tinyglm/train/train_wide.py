@@ -25,12 +25,20 @@ cap (the H200 has 141 GB).
 
   python3 tinyglm/train/train_wide.py --seed 1 --steps auto --time-budget-s 330 --out DIR        (H200)
   python3 tinyglm/train/train_wide.py --seed 1 --steps 3 --device cpu --tokens-per-step 1024 --max-len 512 --out DIR
+  python3 tinyglm/train/train_wide.py --init DIR --seed 2 --steps auto --dense-warmup-frac 0 --out DIR2  (continue)
+
+A device call lasts at most 10 minutes, and the wide model needs several times the steps one call
+trains (docs/trained-tinyglm.md), so --init continues this script's output: its weights, a fresh
+optimiser and schedule, the same losses, and batches of a data stream that depends on the base
+shard and --seed (so a continuation does not replay the base run's batches); training.json's
+derived_from names the base.
 
 DIR receives what train.py writes: config.json, the shard and its index, train_log.jsonl and
 training.json (preset tinyglm-wide, the geometry, seed, steps, generator version, the sources'
 sha256, the shard's sha256, the command that reproduces it).
 """
 import argparse
+import json
 import os
 import sys
 import time
@@ -72,12 +80,32 @@ def wide_config():
     return c
 
 
+def init_model(directory, c, query_block):
+    """The BlockedGlm of a tinyglm-wide checkpoint this script wrote, and its training record; refuses
+    another preset or geometry by name."""
+    path = os.path.join(directory, "training.json")
+    if not os.path.isfile(path):
+        raise SystemExit(f"--init {directory}: no training.json (expected this script's output)")
+    with open(path) as f:
+        base = json.load(f)
+    if base.get("preset") != PRESET:
+        raise SystemExit(f"--init {directory}: preset {base.get('preset')!r}, expected {PRESET!r}")
+    loaded = checkpoint_io.load(directory, torch.float32)
+    differ = sorted(k for k in c if loaded.c.get(k) != c[k])
+    if differ:
+        raise SystemExit(f"--init {directory}: config differs from {PRESET} in " + ", ".join(differ))
+    model = blocked_mla.BlockedGlm(c, query_block=query_block)
+    model.load_state_dict(loaded.state_dict())
+    return model, base
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--steps", required=True, help="an integer, or auto (fit --time-budget-s)")
     ap.add_argument("--time-budget-s", type=float, default=330.0, help="with --steps auto: training wall time")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--init", help="continue a tinyglm-wide checkpoint this script wrote (see above)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     train_loop.add_flags(ap, lr=2e-3)
     ap.add_argument("--dense-warmup-frac", type=float, default=0.1,
@@ -120,14 +148,21 @@ def main():
     else:
         torch.set_num_threads(args.threads)
     c = wide_config()
-    model = blocked_mla.BlockedGlm(c, seed=args.seed, query_block=args.query_block).to(args.device)
+    base = None
+    if args.init:
+        model, base = init_model(args.init, c, args.query_block)
+    else:
+        model = blocked_mla.BlockedGlm(c, seed=args.seed, query_block=args.query_block)
+    model = model.to(args.device)
     n_params = sum(p.numel() for p in model.parameters())
     opt = train_loop.optimizer(model, args.lr, args.weight_decay)
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, "train_log.jsonl"), "w")
     print(f"{PRESET} train: {n_params} parameters, device {args.device}, seed {args.seed}, "
-          f"data {curriculum.GENERATOR_VERSION}, steps {args.steps}", flush=True)
-    batches = train_loop.batches(args.seed, args.prompt_loss_weight, args.max_len, args.tokens_per_step,
+          f"data {curriculum.GENERATOR_VERSION}, steps {args.steps}"
+          + (f", from {args.init}" if base else ""), flush=True)
+    data_seed = args.seed if base is None else f"after:{base['shard_sha256'][:16]}:{args.seed}"
+    batches = train_loop.batches(data_seed, args.prompt_loss_weight, args.max_len, args.tokens_per_step,
                                  workers=args.workers)
     losses = train_loop.Losses(args.mtp_weight, args.indexer_weight, args.balance_rate, args.mtp_chain_depth,
                                args.mtp_chain_weight, args.mtp_chain_len, args.mtp_chain_tokens)
@@ -136,6 +171,8 @@ def main():
                           dense_frac=args.dense_warmup_frac, log_every=args.log_every)
 
     identity = f"trained:{PRESET},seed={args.seed},steps={done.steps},data={curriculum.GENERATOR_VERSION}"
+    if base:
+        identity = f"{base['weights_identity']}+{identity}"
     model.eval()
     t_eval = time.time()
     scores, samples = greedy_eval.run(model, args.seed, args.eval_prompts, args.device, args.max_len,
@@ -143,9 +180,12 @@ def main():
     print(f"held-out greedy ({time.time() - t_eval:.1f} s): " +
           ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(scores.items())), flush=True)
     sha = checkpoint_io.export(model.float().cpu(), args.out, identity)
+    if base:
+        args.init = run_record.repo_path(args.init)
     run_only = ("steps", "time_budget_s", "out", "device", "workers", "threads", "log_every", "eval_prompts",
                 "eval_max_s")
-    flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in run_only)
+    flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
+                     if k not in run_only and v is not None)
     record = {"schema": train.SCHEMA, "preset": PRESET, "geometry": WIDE, "seed": args.seed, "steps": done.steps,
               "planned_steps": done.planned, "steps_arg": args.steps,
               "data_generator": curriculum.GENERATOR_VERSION,
@@ -154,6 +194,8 @@ def main():
               "total_wall_s": round(time.time() - t_start, 2),
               "device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
               "held_out_greedy": {"scores": scores, "samples": samples},
+              **({"derived_from": {"checkpoint": args.init, "shard_sha256": base["shard_sha256"],
+                                   "weights_identity": base["weights_identity"]}} if base else {}),
               "weights_identity": identity, "shard_sha256": sha, "sources_sha256": run_record.sources_sha256(SOURCES),
               "reproduce": f"python3 tinyglm/train/train_wide.py {flags} --steps {done.steps} --out DIR"}
     run_record.write(args.out, record)
