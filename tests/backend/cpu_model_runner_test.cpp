@@ -4,11 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <utility>
+#include <vector>
 
 #include "engine/core/error.h"
 #include "engine/model/model_loader.h"
+#include "engine/model/selection_trace.h"
 #include "engine/runtime/block_allocator.h"
 #include "tests/support/micro_model.h"
 
@@ -171,6 +176,53 @@ TEST(CpuModelRunner, RejectsABatchThatDoesNotFitItsCaches) {
   ForwardBatch bad_token;
   bad_token.add_sequence({m.config.vocab_size}, 0, 0, {0});
   EXPECT_THROW(r.forward(bad_token, o), Error);
+}
+
+// selection_trace.h: a traced runner records one entry per sparse row of each MLA layer, each the
+// tokens it attended (topk pools' tokens and those of its own unfinished pool, in increasing order,
+// none past the row), and tracing changes no logit.
+TEST(CpuModelRunner, ASelectionTraceRecordsEverySparseRowAndChangesNoLogit) {
+  const LoadedModel& m = micro();
+  const ModelConfig& c = m.config;
+  const std::vector<int32_t> tokens = tokens_of(100, 5);
+  ThreadPool pool(2);
+  SelectionTrace trace;
+  std::vector<float> logits[2];
+  for (int traced = 0; traced < 2; ++traced) {
+    cpu::CpuRunnerOptions opt{64, 16, 4};
+    if (traced == 1) opt.selection_trace = &trace;
+    cpu::CpuModelRunner runner(c, m.weights, opt, pool);
+    std::vector<int32_t> table;
+    BlockAllocator blocks(opt.num_blocks);
+    for (const auto& [start, n] : {std::pair{0, 64}, std::pair{64, 36}}) {
+      blocks.ensure_capacity(table, start + n, opt.block_size);
+      ForwardBatch b;
+      b.add_sequence({tokens.begin() + start, tokens.begin() + start + n}, start, 2, table, true,
+                     /*all_logits=*/true);
+      ForwardOutput out;
+      runner.forward(b, out);
+      logits[traced].insert(logits[traced].end(), out.logits.begin(), out.logits.end());
+    }
+  }
+  EXPECT_EQ(logits[0], logits[1]);
+  const int topk = c.index_topk_pools(), kpool = c.index_kpool;
+  int sparse = 0;
+  for (int32_t t = 0; t < 100; ++t) {
+    const std::vector<int32_t> got = trace.tokens(0, 2, t);
+    if ((t + 1) / kpool <= topk) {  // sees at most topk pools: dense, not recorded
+      EXPECT_TRUE(got.empty()) << "dense row " << t;
+      continue;
+    }
+    ++sparse;
+    EXPECT_GE(int(got.size()), topk * kpool) << "row " << t;
+    EXPECT_LE(int(got.size()), topk * kpool + kpool - 1) << "row " << t;
+    EXPECT_TRUE(std::adjacent_find(got.begin(), got.end(), std::greater_equal<int32_t>()) ==
+                got.end())
+        << "row " << t << ": not strictly increasing";
+    EXPECT_LE(got.back(), t) << "row " << t;
+  }
+  EXPECT_GT(sparse, 50);
+  EXPECT_EQ(trace.size(), size_t(sparse)) << "one MLA layer: one entry per sparse row";
 }
 
 }  // namespace

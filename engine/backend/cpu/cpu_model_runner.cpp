@@ -54,7 +54,7 @@ void CpuModelRunner::all_reduce(float* data, int64_t n) const {
 void CpuModelRunner::mla(const MlaWeights& w, int cache_layer, const ForwardBatch& batch,
                          const float* x, float* out) {
   mla_layer_forward(local_, w, cache_layer, batch, cache_, x, out, pool_, options_.fault,
-                    options_.comm);
+                    options_.comm, options_.selection_trace);
 }
 
 void CpuModelRunner::submit(const ForwardBatch& batch, const StepSampling& sampling) {

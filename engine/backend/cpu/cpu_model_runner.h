@@ -11,6 +11,7 @@
 #include "engine/dist/rank_steps.h"
 #include "engine/model/engine_fault.h"
 #include "engine/model/model_runner.h"
+#include "engine/model/selection_trace.h"
 #include "engine/model/weights.h"
 #include "engine/runtime/kda_state_pool.h"
 #include "engine/runtime/latent_cache.h"
@@ -33,6 +34,8 @@ struct CpuRunnerOptions {
   bool kv_shard = true;
   // A negative control built in on purpose (engine_fault.h): only tests set one.
   EngineFault fault = EngineFault::kNone;
+  // Records each sparse row's attended tokens (selection_trace.h): only tests set one.
+  SelectionTrace* selection_trace = nullptr;
 };
 
 class CpuModelRunner : public ModelRunner {

@@ -172,7 +172,7 @@ void attend_chunk(const ModelConfig& c, const MlaShape& s, const MlaWeights& w, 
                   const ForwardBatch& batch, LatentCache& cache, int64_t r0, int64_t m,
                   const float* x, const std::vector<std::vector<float>>& pooled,
                   std::span<const int32_t> all_positions, float* out, ThreadPool& pool,
-                  EngineFault fault, dist::Communicator* comm) {
+                  EngineFault fault, dist::Communicator* comm, SelectionTrace* trace) {
   std::vector<float> c_q(size_t(m * s.q_lora));  // [m, q_lora]
   linear(x + r0 * s.d, m, w.q_a, c_q.data(), pool);
   for (int64_t i = 0; i < m; ++i) {
@@ -186,6 +186,12 @@ void attend_chunk(const ModelConfig& c, const MlaShape& s, const MlaWeights& w, 
 
   const std::vector<std::vector<int32_t>> sparse_sets =
       select_sparse_rows(s, w, batch, r0, m, x, c_q.data(), pooled, pool, fault);
+  if (trace != nullptr)
+    for (int64_t i = 0; i < m; ++i)
+      if (s.is_sparse(batch.positions[size_t(r0 + i)]))
+        trace->record(layer, batch.seqs[size_t(batch.row_seq[size_t(r0 + i)])].state_slot,
+                      batch.positions[size_t(r0 + i)], sparse_sets[size_t(i)].data(),
+                      sparse_sets[size_t(i)].size());
 
   std::vector<AttendedRow> rows(static_cast<size_t>(m));  // [m]
   for (int64_t i = 0; i < m; ++i) {
@@ -226,7 +232,8 @@ void attend_chunk(const ModelConfig& c, const MlaShape& s, const MlaWeights& w, 
 
 void mla_layer_forward(const ModelConfig& c, const MlaWeights& w, int cache_layer,
                        const ForwardBatch& batch, LatentCache& cache, const float* x, float* out,
-                       ThreadPool& pool, EngineFault fault, dist::Communicator* comm) {
+                       ThreadPool& pool, EngineFault fault, dist::Communicator* comm,
+                       SelectionTrace* trace) {
   const MlaShape s(c);
   check_shapes(s, w, cache);
   const int64_t rows = batch.num_rows();
@@ -254,7 +261,7 @@ void mla_layer_forward(const ModelConfig& c, const MlaWeights& w, int cache_laye
 
   for (int64_t r0 = 0; r0 < rows; r0 += kRowChunk)
     attend_chunk(c, s, w, cache_layer, batch, cache, r0, std::min(kRowChunk, rows - r0), x, pooled,
-                 all_positions, out, pool, fault, comm);
+                 all_positions, out, pool, fault, comm, trace);
 }
 
 }  // namespace sparkglm::cpu

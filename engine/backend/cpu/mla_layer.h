@@ -26,6 +26,7 @@
 #include "engine/model/config.h"
 #include "engine/model/engine_fault.h"
 #include "engine/model/forward_batch.h"
+#include "engine/model/selection_trace.h"
 #include "engine/model/weights.h"
 #include "engine/runtime/latent_cache.h"
 
@@ -37,9 +38,10 @@ namespace sparkglm::cpu {
 // `cache_layer` at its position (via its sequence's block table), then for each row attends over
 // the selected cached tokens j <= t of its own sequence. `fault` reaches select_attended (a
 // negative control, engine_fault.h). `comm` joins the ranks of a KV shard (null without one).
+// `trace` records each sparse row's attended tokens (selection_trace.h; null: none).
 void mla_layer_forward(const ModelConfig& c, const MlaWeights& w, int cache_layer,
                        const ForwardBatch& batch, LatentCache& cache, const float* x, float* out,
                        ThreadPool& pool, EngineFault fault = EngineFault::kNone,
-                       dist::Communicator* comm = nullptr);
+                       dist::Communicator* comm = nullptr, SelectionTrace* trace = nullptr);
 
 }  // namespace sparkglm::cpu

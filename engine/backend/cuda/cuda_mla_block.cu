@@ -4,6 +4,7 @@
 // W_qb and the absorption into q~, attention over the latent pages (every earlier token while the
 // query sees at most topk pools, else the indexer's selection), W_vb and W_o.
 #include <algorithm>
+#include <vector>
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_model_runner.h"
@@ -192,6 +193,7 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
     }
     dsa_select(ws_.scores, score_stride, step_->positions_device() + s0, sparse_rows, max_pools,
                topk, ws_.lists, shp.attend_max, ws_.counts, ws_.select_ws, stream_);
+    if (options_.selection_trace != nullptr) trace_selection(cache_layer, s0, sparse_rows);
     MlaDecodeArgs a;
     a.rows = sparse_rows;
     a.heads = H;
@@ -223,6 +225,28 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
     mla_up_values(ws_.o_bar, rows, H, dn, dv, R, w.kv_b.bf16(), ws_.mo, ws_.mo_bf16, stream_);
   }
   project(ws_.mo_bf16, rows, w.o_proj, out + int64_t(row0) * D);  // [rows, D]
+}
+
+// Step rows [first_row, first_row + rows), the sparse rows of the pass dsa_select just chose for:
+// their attended tokens, read back and recorded (a test's diagnostic; the stream waits).
+void CudaModelRunner::trace_selection(int cache_layer, int first_row, int rows) {
+  const int64_t stride = shape().attend_max;
+  std::vector<int32_t> counts(static_cast<size_t>(rows));
+  std::vector<int32_t> lists(static_cast<size_t>(rows) * static_cast<size_t>(stride));
+  SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(counts.data(), ws_.counts, counts.size() * 4,
+                                      cudaMemcpyDeviceToHost, stream_));
+  SPARKGLM_CUDA_CHECK(
+      cudaMemcpyAsync(lists.data(), ws_.lists, lists.size() * 4, cudaMemcpyDeviceToHost, stream_));
+  SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::vector<int> slot_of(static_cast<size_t>(step_->rows()));
+  for (const StepSequence& s : step_->seqs())
+    std::fill_n(slot_of.begin() + s.first_row, s.rows, s.slot);
+  for (int i = 0; i < rows; ++i) {
+    const int row = first_row + i;
+    options_.selection_trace->record(cache_layer, slot_of[size_t(row)],
+                                     step_->positions()[size_t(row)],
+                                     lists.data() + int64_t(i) * stride, size_t(counts[size_t(i)]));
+  }
 }
 
 }  // namespace sparkglm::cuda

@@ -44,6 +44,7 @@
 #include "engine/backend/cuda/token_mask.h"
 #include "engine/model/model_runner.h"
 #include "engine/model/precision_mode.h"
+#include "engine/model/selection_trace.h"
 #include "engine/runtime/latent_cache.h"
 
 namespace sparkglm::cuda {
@@ -68,6 +69,9 @@ struct CudaRunnerOptions {
   // MODEL.md section 7. spark: the weights come converted (DeviceWeights, same mode) and every
   // MoE row runs spark_moe.h's FP4-activation path; strict runs exactly as without the field.
   PrecisionMode precision_mode = PrecisionMode::kStrict;
+  // Records each sparse row's attended tokens (selection_trace.h): only tests set one. Every step
+  // then runs eagerly and waits for each sparse pass's selection.
+  SelectionTrace* selection_trace = nullptr;
 };
 
 class CudaModelRunner : public ModelRunner {
@@ -150,6 +154,7 @@ class CudaModelRunner : public ModelRunner {
   // Blocks read ws_.normed / ws_.normed_bf16 (the block's pre-norm output) and write `out`.
   void kda_block(int kda_index, const KdaWeights& w, float* out);
   void mla_block(int cache_layer, const MlaWeights& w, float* out);
+  void trace_selection(int cache_layer, int first_row, int rows);  // options_.selection_trace
   void mla_attend(int cache_layer, const MlaWeights& w, int row0, int rows, int seq_index,
                   bool decode, float* out);
   void ffn_block(const LayerWeights& w, int layer, float* out);

@@ -110,8 +110,8 @@ bool CudaModelRunner::set_eager(bool eager) {
 }
 
 std::optional<CudaModelRunner::GraphKey> CudaModelRunner::graph_key(bool mtp) const {
-  if (!options_.graphs || eager_ || step_->rows() == 0 || step_->decode_rows() != step_->rows() ||
-      step_->rows() > kDecodeMaxRows)
+  if (!options_.graphs || eager_ || options_.selection_trace != nullptr || step_->rows() == 0 ||
+      step_->decode_rows() != step_->rows() || step_->rows() > kDecodeMaxRows)
     return std::nullopt;
   GraphKey key;
   for (const StepGroup& g : step_->layout().decode_groups()) key.groups.push_back(g.rows);
