@@ -57,6 +57,17 @@ std::unique_ptr<cuda::CudaModelRunner> make_gpu(const std::string& model, const 
   return std::make_unique<cuda::CudaModelRunner>(c, cuda_test::served_device_weights(model, c), o);
 }
 
+// The CPU reference's runner options, the GPU's cache geometry (make_gpu).
+cpu::CpuRunnerOptions cpu_options(SelectionTrace* trace = nullptr) {
+  cpu::CpuRunnerOptions o;
+  o.num_blocks = 8 * kBlocksPerSeq;
+  o.block_size = kBlock;
+  o.num_state_slots = 8;
+  o.kv_dtype = KvDtype::kBF16;
+  o.selection_trace = trace;
+  return o;
+}
+
 // One fixture per served model, made on first use and kept for the binary's life.
 Fixture& fixture(const std::string& model) {
   static std::map<std::string, Fixture> fixtures;
@@ -65,12 +76,7 @@ Fixture& fixture(const std::string& model) {
   Fixture x;
   x.model = model;
   x.host = cuda_test::load_served_model(model);
-  cpu::CpuRunnerOptions o;
-  o.num_blocks = 8 * kBlocksPerSeq;
-  o.block_size = kBlock;
-  o.num_state_slots = 8;
-  o.kv_dtype = KvDtype::kBF16;
-  x.cpu = std::make_unique<cpu::CpuModelRunner>(x.host->config, x.host->weights, o,
+  x.cpu = std::make_unique<cpu::CpuModelRunner>(x.host->config, x.host->weights, cpu_options(),
                                                 default_thread_pool());
   x.gpu = make_gpu(model, x.host->config, true);
   return fixtures.emplace(model, std::move(x)).first->second;
@@ -314,13 +320,7 @@ TEST_P(CudaModelRunnerOn, SparseRowsMatchTheCpuUntilASelectionDiffers) {
   const ModelConfig& c = f.host->config;
   const int V = c.vocab_size, n = 2600, seq = 7;
   SelectionTrace cpu_trace, gpu_trace;
-  cpu::CpuRunnerOptions co;
-  co.num_blocks = 8 * kBlocksPerSeq;
-  co.block_size = kBlock;
-  co.num_state_slots = 8;
-  co.kv_dtype = KvDtype::kBF16;
-  co.selection_trace = &cpu_trace;
-  cpu::CpuModelRunner cpu(c, f.host->weights, co, default_thread_pool());
+  cpu::CpuModelRunner cpu(c, f.host->weights, cpu_options(&cpu_trace), default_thread_pool());
   const auto gpu = make_gpu(GetParam(), c, false, &gpu_trace);
   const auto p = prompt(seq, n);
   std::vector<float> logits[2];  // every row: CPU, GPU

@@ -51,7 +51,7 @@ inline bool is_dummy(const std::string& model) {
 // compared with the CPU on trained weights (SPARKGLM_TEST_WIDE_CHECKPOINT); its dummy weights keep
 // the tests that hold the GPU to itself.
 inline bool compares_with_cpu(const std::string& model) {
-  return model != kWideShapes || !wide_checkpoint().empty();
+  return model != kWideShapes || !is_dummy(model);
 }
 
 inline constexpr const char* kNoCpuComparison =

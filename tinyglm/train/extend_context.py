@@ -24,7 +24,6 @@ Run (H200): python3 tinyglm/train/extend_context.py --checkpoint tinyglm/weights
                 --out DIR --steps N [--replay 0.3] [--query-block 1024]
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -36,7 +35,6 @@ sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
 
-import blocked_mla  # noqa: E402
 import checkpoint_io  # noqa: E402
 import curriculum  # noqa: E402
 import run_record  # noqa: E402
@@ -113,11 +111,7 @@ def main():
     else:
         torch.set_num_threads(args.threads)
 
-    with open(os.path.join(args.checkpoint, "training.json")) as f:
-        base = json.load(f)
-    loaded = checkpoint_io.load(args.checkpoint, torch.float32)
-    model = blocked_mla.BlockedGlm(loaded.c, query_block=args.query_block)
-    model.load_state_dict(loaded.state_dict())
+    model, _, base = train_loop.load_base(args.checkpoint, args.query_block)
     model = model.to(args.device)
     opt = train_loop.optimizer(model, args.lr, args.weight_decay)
     os.makedirs(args.out, exist_ok=True)
@@ -138,8 +132,7 @@ def main():
               "buckets": curriculum.BUCKETS, "bucket_p": curriculum.BUCKET_P, "tokens": done.tokens,
               "final": done.final, "train_wall_s": done.train_s, "total_wall_s": round(time.time() - t_start, 2),
               "device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
-              "derived_from": {"checkpoint": recorded["checkpoint"], "shard_sha256": base["shard_sha256"],
-                               "weights_identity": base["weights_identity"]},
+              "derived_from": run_record.derived_from(recorded["checkpoint"], base),
               "weights_identity": identity, "shard_sha256": sha, "sources_sha256": run_record.sources_sha256(SOURCES),
               "reproduce": "python3 tinyglm/train/extend_context.py " + " ".join(
                   f"--{k.replace('_', '-')} {v}" for k, v in recorded.items()

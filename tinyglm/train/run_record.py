@@ -22,6 +22,12 @@ def repo_path(path):
     return os.path.relpath(full, ROOT) if full.startswith(ROOT + os.sep) else path
 
 
+def derived_from(checkpoint, base):
+    """A continued run's `derived_from`: the base checkpoint's path (as recorded) and identity."""
+    return {"checkpoint": checkpoint, "shard_sha256": base["shard_sha256"],
+            "weights_identity": base["weights_identity"]}
+
+
 def write(out, record):
     """out/training.json, indented, with a final newline."""
     with open(os.path.join(out, "training.json"), "w") as f:

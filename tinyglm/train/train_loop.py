@@ -1,4 +1,4 @@
-"""The optimiser and step loop that extend_context.py and train_wide.py share.
+"""The optimiser, step loop and checkpoint loading that extend_context.py and train_wide.py share.
 
 They are train.py's, which cannot call this module: the committed micro's training.json binds
 train.py by sha256, so its loop stays where it is. What is the same:
@@ -15,14 +15,31 @@ states, so it trains the MTP module only.
 finetune_mtp_chain.py adds the same passes to a trained checkpoint; here they train from the start.
 """
 import json
+import os
 import time
 from dataclasses import dataclass
 from types import SimpleNamespace
 
 import torch
 
+import blocked_mla  # noqa: E402
+import checkpoint_io  # noqa: E402
 import mtp_chain  # noqa: E402
 import train  # noqa: E402  (lr_at, weighted_ce, CALIBRATE)
+
+
+def load_base(directory, query_block):
+    """A checkpoint one of the training scripts wrote, to train on: (its weights as a float32
+    BlockedGlm, its config, its training.json). Refuses a folder without training.json by name."""
+    path = os.path.join(directory, "training.json")
+    if not os.path.isfile(path):
+        raise SystemExit(f"{directory}: no training.json (expected a training script's output)")
+    with open(path) as f:
+        record = json.load(f)
+    loaded = checkpoint_io.load(directory, torch.float32)
+    model = blocked_mla.BlockedGlm(loaded.c, query_block=query_block)
+    model.load_state_dict(loaded.state_dict())
+    return model, loaded.c, record
 
 
 @dataclass

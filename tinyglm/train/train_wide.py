@@ -38,7 +38,6 @@ training.json (preset tinyglm-wide, the geometry, seed, steps, generator version
 sha256, the shard's sha256, the command that reproduces it).
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -83,19 +82,15 @@ def wide_config():
 def init_model(directory, c, query_block):
     """The BlockedGlm of a tinyglm-wide checkpoint this script wrote, and its training record; refuses
     another preset or geometry by name."""
-    path = os.path.join(directory, "training.json")
-    if not os.path.isfile(path):
-        raise SystemExit(f"--init {directory}: no training.json (expected this script's output)")
-    with open(path) as f:
-        base = json.load(f)
+    try:
+        model, loaded_c, base = train_loop.load_base(directory, query_block)
+    except SystemExit as e:
+        raise SystemExit(f"--init {e}") from None
     if base.get("preset") != PRESET:
         raise SystemExit(f"--init {directory}: preset {base.get('preset')!r}, expected {PRESET!r}")
-    loaded = checkpoint_io.load(directory, torch.float32)
-    differ = sorted(k for k in c if loaded.c.get(k) != c[k])
+    differ = sorted(k for k in c if loaded_c.get(k) != c[k])
     if differ:
         raise SystemExit(f"--init {directory}: config differs from {PRESET} in " + ", ".join(differ))
-    model = blocked_mla.BlockedGlm(c, query_block=query_block)
-    model.load_state_dict(loaded.state_dict())
     return model, base
 
 
@@ -194,8 +189,7 @@ def main():
               "total_wall_s": round(time.time() - t_start, 2),
               "device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
               "held_out_greedy": {"scores": scores, "samples": samples},
-              **({"derived_from": {"checkpoint": args.init, "shard_sha256": base["shard_sha256"],
-                                   "weights_identity": base["weights_identity"]}} if base else {}),
+              **({"derived_from": run_record.derived_from(args.init, base)} if base else {}),
               "weights_identity": identity, "shard_sha256": sha, "sources_sha256": run_record.sources_sha256(SOURCES),
               "reproduce": f"python3 tinyglm/train/train_wide.py {flags} --steps {done.steps} --out DIR"}
     run_record.write(args.out, record)
