@@ -9,10 +9,13 @@
 //
 //   speculation_bench --model DIR --prompts DIR/heldout.json --k 0,1,2,3 --concurrency 1,4
 //       [--rollback records|recompute] [--device cpu|cuda] [--enforce-eager]
-//       [--draft-in-step on|off] [--profile-steps] [--tasks json,tool] [--json-mode]
+//       [--draft-in-step on|off] [--chain-in-step on|off] [--profile-steps] [--tasks json,tool]
+//       [--json-mode]
 // with DIR = tinyglm/weights/tinyglm-micro-trained. --draft-in-step off makes the drafter run its
 // first MTP forward itself instead of inside the verify step (SchedulerLimits::
-// speculative_draft_in_step): the two ways in one run. --profile-steps prints each cell's device
+// speculative_draft_in_step): the two ways in one run; --chain-in-step off, that the drafter runs
+// its later chained passes itself instead of the verify step (speculative_chain_in_step, on the
+// runners that chain on the device). --profile-steps prints each cell's device
 // time by model part to stderr (CudaRunnerOptions::profile_steps; it synchronises every step, so
 // its cells' tok/s are not the unprofiled ones). --tasks keeps the held-out examples of those
 // tasks only; --json-mode constrains every request to a JSON object, the grammar sparkglm-serve
@@ -164,6 +167,7 @@ struct BenchSettings {
   bool cuda_graphs = true;
   SpeculativeRollback rollback = SpeculativeRollback::kRecords;
   bool draft_in_step = true;
+  bool chain_in_step = true;
   bool profile_steps = false;
   int max_tokens = 128;
   int reps = 3;
@@ -198,18 +202,23 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
   limits.speculative_tokens = k;
   limits.speculative_rollback = rollback;
   limits.speculative_draft_in_step = s.draft_in_step;
+  limits.speculative_chain_in_step = s.chain_in_step;
   o.max_tokens_per_step = limits.max_prefill_tokens + concurrency * o.decode_slice_rows;
   BuiltRunner built = build_runner(o, pool);
   loaded = {built.weights_identity, sha256_hex(built.config.to_json().dump())};
   ModelRunner& runner = *built.runner;
   ServingEngine engine(runner, limits);
   run_round(engine, prompts, concurrency, 8, s.grammar);  // warmup
-  const SpeculationCounters before = engine.stats().speculation;
+  const EngineStats stats_before = engine.stats();
+  const SpeculationCounters& before = stats_before.speculation;
   std::vector<double> rates, steady;
   std::string outputs;
   int64_t completion_tokens = 0;
+  double wall_seconds = 0;  // of the measured rounds, prefill included
   for (int r = 0; r < reps; ++r) {
+    const auto from = Clock::now();
     const Round round = run_round(engine, prompts, concurrency, max_tokens, s.grammar);
+    wall_seconds += std::chrono::duration<double>(Clock::now() - from).count();
     rates.push_back(round.rate);
     steady.push_back(round.steady_rate);
     completion_tokens = round.completion_tokens;
@@ -217,7 +226,8 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
       for (const auto& o_tokens : round.outputs)
         for (int32_t t : o_tokens) outputs += std::to_string(t) + ",";
   }
-  const SpeculationCounters after = engine.stats().speculation;
+  const EngineStats stats_after = engine.stats();
+  const SpeculationCounters& after = stats_after.speculation;
   nlohmann::json acceptance = nlohmann::json::array();
   for (int i = 0; i < k; ++i) {
     const double drafted = double(after.drafted[size_t(i)] - before.drafted[size_t(i)]);
@@ -225,6 +235,25 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
     acceptance.push_back(drafted > 0 ? accepted / drafted : 0.0);
   }
   const double steps = double(after.verify_steps - before.verify_steps);
+  // Where an engine step's wall time went, in microseconds per step of the measured rounds
+  // (prefill steps included; StepHostTimes): inside the runner's submit (a step whose drafts run
+  // inside it waits for the device there), inside its collect (the wait for a pipelined step),
+  // in drafting, and the rest (the scheduler's own work, and the engine thread's idle time).
+  const double engine_steps = double(stats_after.steps - stats_before.steps);
+  auto per_step_us = [&](double seconds) {
+    return engine_steps > 0 ? 1e6 * seconds / engine_steps : 0.0;
+  };
+  const double step_us = per_step_us(wall_seconds);
+  const double submit_us =
+      per_step_us(stats_after.host.submit_seconds - stats_before.host.submit_seconds);
+  const double collect_us =
+      per_step_us(stats_after.host.collect_seconds - stats_before.host.collect_seconds);
+  const double draft_us =
+      per_step_us(stats_after.host.draft_seconds - stats_before.host.draft_seconds);
+  const nlohmann::json step_time = {
+      {"steps", engine_steps},  {"step_us", step_us},
+      {"submit_us", submit_us}, {"collect_us", collect_us},
+      {"draft_us", draft_us},   {"other_us", step_us - submit_us - collect_us - draft_us}};
   // The element n / 2 of the sorted samples (gates/speculation_bench_file.h checks it so).
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -249,8 +278,12 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
           {"replayed_rows_per_verify_step",
            steps > 0 ? double(after.replayed_rows - before.replayed_rows) / steps : 0.0},
           {"draft_in_step", s.draft_in_step},
+          {"chain_in_step", s.chain_in_step},
+          {"step_chains_per_verify_step",
+           steps > 0 ? double(after.step_chains - before.step_chains) / steps : 0.0},
           {"step_drafts_per_verify_step",
            steps > 0 ? double(after.step_drafts - before.step_drafts) / steps : 0.0},
+          {"engine_step_time", step_time},
           {"output_sha256", sha256_hex(outputs)}};
 }
 
@@ -262,7 +295,7 @@ int run(const std::vector<std::string>& args) {
   const CliArgs a(args, {"--enforce-eager", "--profile-steps", "--json-mode"});
   a.allow_only({"--model", "--prompts", "--k", "--concurrency", "--max-tokens", "--reps",
                 "--threads", "--rollback", "--device", "--enforce-eager", "--draft-in-step",
-                "--profile-steps", "--tasks", "--json-mode"});
+                "--chain-in-step", "--profile-steps", "--tasks", "--json-mode"});
   set_default_thread_count(int(a.integer("--threads", 0, 0, 1024)));
   ThreadPool& pool = default_thread_pool();
   BenchSettings s;
@@ -292,10 +325,14 @@ int run(const std::vector<std::string>& args) {
   s.max_tokens = int(a.integer("--max-tokens", 128, 2, 1 << 16));
   s.reps = int(a.integer("--reps", 3, 1, 100));
   s.rollback = speculative_rollback_from_name(a.str("--rollback", "records"), "--rollback");
-  const std::string in_step = a.str("--draft-in-step", "on");
-  if (in_step != "on" && in_step != "off")
-    throw Error(ErrorKind::kInvalidArgument, "--draft-in-step: on or off, got '" + in_step + "'");
-  s.draft_in_step = in_step == "on";
+  auto on_off = [&](const std::string& flag) {
+    const std::string v = a.str(flag, "on");
+    if (v != "on" && v != "off")
+      throw Error(ErrorKind::kInvalidArgument, flag + ": on or off, got '" + v + "'");
+    return v == "on";
+  };
+  s.draft_in_step = on_off("--draft-in-step");
+  s.chain_in_step = on_off("--chain-in-step");
   nlohmann::json cells = nlohmann::json::array();
   LoadedIdentity loaded;
   for (int32_t c : cs)

@@ -89,6 +89,7 @@ class StepLayout {
   int batch_row(int step_row) const { return batch_rows_[size_t(step_row)]; }
   bool is_sparse(int position) const { return (position + 1) / kpool_ > topk_pools_; }
   const StepCapacity& capacity() const { return capacity_; }
+  int block_size() const { return block_size_; }
 
  private:
   StepCapacity capacity_;

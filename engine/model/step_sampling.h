@@ -46,6 +46,13 @@ struct StepSampling {
   // rows, in batch order, none picked by the runner; a runner that cannot (no MTP module, a shape
   // it does not serve) returns no draft rows, and the drafter then runs the module itself.
   bool draft_on_picks = false;
+  // With draft_on_picks, on a step whose every member is a verify slice of a plain greedy
+  // sequence without a grammar: also pick each slice's accepted row on the device (its drafts
+  // checked against the main model's greedy picks, draft_check.h's rule for such a sequence)
+  // and chain this many more MTP passes from it, one row per slice, the passes the drafter
+  // would run after the step (mtp_drafter.cpp), so the step returns whole chains of drafts
+  // (StepResult::draft_chain) with one wait. 0: none. A runner that cannot returns none.
+  int32_t draft_chain = 0;
 
   int32_t mask_rows() const {
     int32_t n = 0;
@@ -69,6 +76,12 @@ struct StepResult {
   std::vector<int32_t> draft_tokens;
   std::vector<float> draft_logits;
   std::vector<float> draft_hidden;
+  // StepSampling::draft_chain, when the runner ran it (else empty): [logit_rows, draft_chain + 1]
+  // tokens. The row a slice's drafts were accepted to on the device holds the drafts chained
+  // from it: its draft_logits' greedy pick, then one per pass (-1 after a pass found none);
+  // every other row holds -1. The chain's passes wrote the MTP layer's cache at the positions
+  // after that row, as the drafter's own passes would.
+  std::vector<int32_t> draft_chain;
 };
 
 // The greedy rule of runtime/sampler.h without masks or penalties: the lowest id among the

@@ -81,6 +81,9 @@ class SequenceSampler {
   // step_sampling.h), so a runner may pick it: temperature 0, no penalties, no logprobs, and
   // min_tokens reached (no masks).
   bool plain_greedy_at(int index) const;
+  // True when that token is greedy_token() of the raw logits, whether or not its logprobs are
+  // wanted: what a device may check drafts against (StepSampling::draft_chain).
+  bool raw_greedy_at(int index) const;
   // True when the token at output index `index` needs nothing but the raw logits and the draw of
   // step 5 (or 4): no penalties, no logprobs, min_tokens reached; any temperature. Its RowDraw:
   bool plain_draw_at(int index) const;

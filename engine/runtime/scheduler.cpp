@@ -10,6 +10,9 @@ namespace sparkglm {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point from) {
+  return std::chrono::duration<double>(Clock::now() - from).count();
+}
 }  // namespace
 
 Scheduler::Scheduler(ModelRunner& runner, const SchedulerLimits& limits,
@@ -32,7 +35,7 @@ Scheduler::Scheduler(ModelRunner& runner, const SchedulerLimits& limits,
         limits_.speculative_tokens, limits_.speculative_rollback, std::move(drafter),
         runner_.config(), blocks_, geometry_.block_size, limits_.max_seq_len,
         [this](Sequence& s, const SampledToken& t) { emit_token(s, t); },
-        limits_.speculative_draft_in_step);
+        limits_.speculative_draft_in_step, limits_.speculative_chain_in_step);
   }
 }
 
@@ -401,6 +404,13 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
                             std::all_of(q.role.begin(), q.role.end(),
                                         [](SpecRole r) { return r == SpecRole::kVerify; }) &&
                             batch.logit_rows.size() == size_t(batch.num_rows());
+  // And the whole chain of drafts when every member can take it.
+  sampling.draft_chain = 0;
+  if (sampling.draft_on_picks) {
+    int passes = spec_->tokens();
+    for (const Sequence* s : q.members) passes = std::min(passes, spec_->chain_passes(*s));
+    sampling.draft_chain = passes;
+  }
   if (masked.empty()) {
     sampling.mask_row.clear();
   } else {
@@ -432,7 +442,9 @@ bool Scheduler::step() {
     return true;
   }
   try {
+    const auto submit_from = Clock::now();
     runner_.submit(batch, sampling);
+    counters_.host.submit_seconds += seconds_since(submit_from);
   } catch (const std::exception& e) {
     // A failed step fails its requests, never the server; a device fault fails the device, and
     // goes to the engine (which cancels everything through cancel_all).
@@ -461,7 +473,9 @@ void Scheduler::collect_oldest() {
   StepResult result;
   std::string failure;
   try {
+    const auto collect_from = Clock::now();
     runner_.collect(result);
+    counters_.host.collect_seconds += seconds_since(collect_from);
   } catch (const std::exception& e) {
     if (is_device_fatal(e)) throw;  // the engine's to handle, as in step()
     failure = e.what();
@@ -510,7 +524,11 @@ void Scheduler::collect_oldest() {
       finish(s, FinishReason::kError, e.what());  // e.g. every logit masked or NaN
     }
   }
-  if (spec_ && failure.empty()) spec_->draft(int(running_.size()));  // nothing is queued now
+  if (spec_ && failure.empty()) {
+    const auto draft_from = Clock::now();
+    spec_->draft(int(running_.size()));  // nothing is queued now
+    counters_.host.draft_seconds += seconds_since(draft_from);
+  }
   drop_finished();
   // A step's time is what it added to the pipeline: from its submission or the previous
   // collection, whichever came later, to its own collection.

@@ -94,9 +94,20 @@ struct SchedulerLimits {
   // Verify steps run the MTP drafter's first forward inside them (StepSampling::draft_on_picks).
   // Not an option: off only to measure it (bench/speculation_bench --draft-in-step off).
   bool speculative_draft_in_step = true;
+  // And the drafter's later chained passes too (StepSampling::draft_chain). Not an option
+  // either: off only to measure it (speculation_bench --chain-in-step off).
+  bool speculative_chain_in_step = true;
   // Error(kInvalidArgument) naming the option of a bad user limit; a bad engine constant
   // (prefill_align, reserve_output_tokens) is a defect and asserts.
   void validate(const CacheGeometry& g) const;
+};
+
+// Seconds the engine thread spent, summed over steps, inside the runner's submit (building the
+// step's inputs and launching it), inside its collect (mostly waiting for the device), and in the
+// speculator's draft (the drafter's own forwards and their waits). The rest of a step's time is
+// the scheduler's own host work.
+struct StepHostTimes {
+  double submit_seconds = 0, collect_seconds = 0, draft_seconds = 0;
 };
 
 struct SchedulerCounters {
@@ -106,6 +117,7 @@ struct SchedulerCounters {
   uint64_t snapshots_saved = 0, snapshot_evictions = 0;
   PrefixCacheCounters prefix;  // all of the cache's counters (answers, the disk tier)
   double last_step_seconds = 0, total_step_seconds = 0;
+  StepHostTimes host;  // where the engine thread's time went (bench/speculation_bench reports it)
   SpeculationCounters speculation;
 };
 

@@ -74,6 +74,7 @@ void ServingEngine::publish_stats() {
   s.speculation = c.speculation;
   s.last_step_seconds = c.last_step_seconds;
   s.total_step_seconds = c.total_step_seconds;
+  s.host = c.host;
   std::lock_guard<std::mutex> lock(mutex_);
   s.fatal = fatal_;
   scheduler_waiting_ = scheduler_.waiting();

@@ -45,7 +45,8 @@ struct EngineStats {
   SpeculationCounters speculation;  // --speculative-tokens: drafts and acceptance by position
   double last_step_seconds = 0;
   double total_step_seconds = 0;
-  std::string fatal;  // empty while the engine runs; the device fault that stopped it
+  StepHostTimes host;  // the engine thread's time in submit, collect and drafting (scheduler.h)
+  std::string fatal;   // empty while the engine runs; the device fault that stopped it
 };
 
 class ServingEngine {

@@ -504,9 +504,10 @@ std::vector<GenerationRequest> requests(int count) {
 std::vector<Outcome> generate(ModelRunner& runner, int k, SpeculativeRollback rollback,
                               const std::vector<GenerationRequest>& reqs,
                               std::unique_ptr<Drafter> drafter, SpeculationCounters* counters,
-                              bool draft_in_step = true) {
+                              bool draft_in_step = true, bool chain_in_step = true) {
   SchedulerLimits l;
   l.speculative_draft_in_step = draft_in_step;
+  l.speculative_chain_in_step = chain_in_step;
   l.max_num_seqs = 4;
   l.max_batch_size = 4;
   l.max_prefill_tokens = 64;  // prompts longer than a chunk prefill in pieces
@@ -630,6 +631,69 @@ TEST_P(CudaSpeculationRollback, DraftsFromInsideTheVerifyStepChangeNoTokenAndAre
         accepted_in_step, accepted_own);
     EXPECT_GT(accepted_own, 0.2) << "the trained MTP head drafts right often enough to compare";
     EXPECT_NEAR(accepted_in_step, accepted_own, 0.1);
+  }
+  if (graphs()) expect_graphed_verify_steps(r);
+}
+
+// The later drafts chained inside the verify step too (StepSampling::draft_chain, draft_chain.h:
+// the accepted row found on the device, the module's later passes run from it in the step's
+// graph): greedy output is the output without speculation, and the chains are the drafter's own
+// chained passes bit for bit (the same module over one-row decode rows at the same positions), so
+// every draft position is drafted and accepted exactly as often with chains in the step as
+// without, at C1 and C4. On the trained micro, whose drafts are often right, over the prompts of
+// the test above.
+TEST_P(CudaSpeculationRollback, ChainsFromInsideTheVerifyStepAreTheDraftersOwnDrafts) {
+  if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
+  const auto runner = spec_runner(0, 64, cuda_test::kTrainedMicro);
+  cuda::CudaModelRunner& r = *runner;
+  r.set_eager(false);
+  std::vector<GenerationRequest> reqs;
+  for (const char* t :
+       {"Task: repeat the following text exactly.\nThe river runs past the old mill.\n",
+        "The code of item K7 is 40213377. The code of item B2 is 99120456. The code of item K7 "
+        "is ",
+        "Task: output one JSON object with the fields name and age.\n{\"name\": \"Ada\", ",
+        "Continue this text in the same style. The morning was cold and "}) {
+    GenerationRequest q;
+    for (const char* c = t; *c; ++c) q.prompt.push_back(int32_t(static_cast<unsigned char>(*c)));
+    q.sampling.temperature = 0.0f;
+    q.sampling.max_tokens = 40;
+    q.sampling.ignore_eos = true;
+    q.sampling.logprobs = true;  // the device checks drafts on the raw logits all the same
+    reqs.push_back(std::move(q));
+  }
+  for (int count : {1, 4}) {
+    const std::vector<GenerationRequest> some(reqs.begin(), reqs.begin() + count);
+    const auto plain = generate(r, 0, rollback(), some, nullptr, nullptr);
+    r.set_eager(!graphs());
+    for (int k : {2, 3}) {
+      SCOPED_TRACE("C" + std::to_string(count) + " k " + std::to_string(k));
+      SpeculationCounters chained, own;
+      const auto a = generate(r, k, rollback(), some, nullptr, &chained, true, true);
+      const auto b = generate(r, k, rollback(), some, nullptr, &own, true, false);
+      for (size_t i = 0; i < some.size(); ++i) {
+        EXPECT_EQ(a[i].tokens, plain[i].tokens) << "request " << i;
+        EXPECT_EQ(a[i].logprobs, plain[i].logprobs) << "request " << i;
+        EXPECT_EQ(b[i].tokens, plain[i].tokens) << "request " << i;
+      }
+      EXPECT_EQ(own.step_chains, 0u);
+      if (rollback() == SpeculativeRollback::kRecords) {
+        EXPECT_GT(chained.step_chains, chained.verify_steps / 2);
+      }
+      for (int i = 0; i < k; ++i) {
+        EXPECT_EQ(chained.drafted[size_t(i)], own.drafted[size_t(i)]) << "position " << i;
+        EXPECT_EQ(chained.accepted[size_t(i)], own.accepted[size_t(i)]) << "position " << i;
+      }
+      std::printf(
+          "[ chains   ] C%d k %d: %llu of %llu verify steps chained in the step; "
+          "acceptance by position %.3f %.3f %.3f\n",
+          count, k, (unsigned long long)chained.step_chains,
+          (unsigned long long)chained.verify_steps,
+          double(chained.accepted[0]) / double(std::max<uint64_t>(1, chained.drafted[0])),
+          double(chained.accepted[1]) / double(std::max<uint64_t>(1, chained.drafted[1])),
+          double(chained.accepted[2]) / double(std::max<uint64_t>(1, chained.drafted[2])));
+    }
+    r.set_eager(false);
   }
   if (graphs()) expect_graphed_verify_steps(r);
 }

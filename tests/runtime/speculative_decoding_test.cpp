@@ -8,6 +8,7 @@
 // every block, and requests that opt out are not drafted for.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 
@@ -372,6 +373,22 @@ TEST_F(SpeculativeDecodingTest, RequestsThatOptOutAreNotDrafted) {
   run(*r, limits_with(2), requests);
   EXPECT_EQ(scheduler->counters().speculation.drafted[0], 0u);
   EXPECT_EQ(scheduler->counters().speculation.verify_steps, 0u);
+}
+
+// The engine thread's time in the runner's submit, its collect and the drafter is counted
+// (StepHostTimes, what speculation_bench splits a step's time by): each part is there, and
+// together they are no more than the run took.
+TEST_F(SpeculativeDecodingTest, TheEngineThreadsTimeIsSplitIntoSubmitCollectAndDraft) {
+  auto r = runner_for(64, 2, SpeculativeRollback::kRecords);
+  const auto from = std::chrono::steady_clock::now();
+  run(*r, limits_with(2), four());
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
+  const StepHostTimes t = scheduler->counters().host;
+  EXPECT_GT(t.submit_seconds, 0.0);
+  EXPECT_GT(t.collect_seconds, 0.0);
+  EXPECT_GT(t.draft_seconds, 0.0);  // k = 2: the MTP drafter's own chained forward
+  EXPECT_LE(t.submit_seconds + t.collect_seconds + t.draft_seconds, wall);
 }
 
 // Wraps a drafter and checks what it leaves behind for constrained sequences: every draft is

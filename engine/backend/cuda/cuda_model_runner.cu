@@ -211,6 +211,11 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
     SPARKGLM_CUDA_CHECK(
         cudaMallocHost(&pinned_draft_hidden_, sizeof(float) * rows * size_t(config_.hidden_size)));
     SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_draft_picks_, sizeof(int32_t) * rows));
+    chain_step_ = std::make_unique<StepInputs>(
+        StepCapacity{kDecodeMaxRows, kDecodeMaxRows, s.table_stride}, options_.block_size,
+        config_.index_topk_pools(), config_.index_kpool);
+    chain_ = std::make_unique<DraftChain>(ws_, kChainStride - 1, config_.hidden_size,
+                                          config_.vocab_size);
   }
 
   // Expert operand tables. The arena keeps each gate_proj directly before its up_proj, which is

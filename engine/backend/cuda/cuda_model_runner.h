@@ -36,6 +36,7 @@
 
 #include "engine/backend/cuda/device_buffer.h"
 #include "engine/backend/cuda/device_weights.h"
+#include "engine/backend/cuda/draft_chain.h"
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/moe_quant_table.h"
 #include "engine/backend/cuda/runner_buffers.h"
@@ -173,6 +174,11 @@ class CudaModelRunner : public ModelRunner {
   // (logit order), with the step's picks copied for `parity`.
   bool drafts_fit(const StepSampling& sampling) const;
   void run_draft_rows();
+  // The chained passes after them (draft_chain.h, StepSampling::draft_chain): planned at
+  // submission (their rows loaded into chain_step_, their buckets set; chain_.passes() is 0 when
+  // the step runs none), launched at the end of run_draft_rows with chain_step_ as the step.
+  void plan_chain(const ForwardBatch& batch, const StepSampling& sampling);
+  void run_chain_passes();
   struct QueuedStep;
   void drafts_to_host(int parity, QueuedStep& q);
   // A pipelined step's head: logits of every logit row, their picks into picks_ (greedy, or with
@@ -190,6 +196,9 @@ class CudaModelRunner : public ModelRunner {
     bool records_after = false, records_before = false;
     bool drafts = false;  // the draft rows after the layers (run_draft_rows)
     bool mtp = false;     // the MTP module alone: a chained pass of forward_mtp over decode rows
+    // The chained passes after the draft rows (run_chain_passes; 0: none), and their rows' dense
+    // count and buckets.
+    int chain = 0, chain_dense = 0, chain_bucket = 0, chain_pool_bucket = 0;
     bool verify() const { return groups.size() > 1 || records_after || records_before; }
     bool operator<(const GraphKey& o) const;
   };
@@ -251,6 +260,7 @@ class CudaModelRunner : public ModelRunner {
   int sparse_decode_graphs_ = 0;   // plain decode graphs with sparse rows (max_sparse_graphs)
   int sparse_pool_bucket() const;  // pool_bucket_ for the loaded step
   void set_eager_buckets();        // length_bucket_ and pool_bucket_ of an eager step
+  void set_chain_buckets();        // chain_bucket_ and chain_pool_bucket_ of the planned chain
 
   // Pipelined steps: at most two queued; picks of queued step i land in pinned_picks_[parity].
   struct QueuedStep {
@@ -262,8 +272,12 @@ class CudaModelRunner : public ModelRunner {
     // the step's picks.
     std::vector<int32_t> draft_tokens;
     std::vector<float> draft_logits, draft_hidden;
+    std::vector<int32_t> draft_chain;  // StepResult::draft_chain
   };
-  bool step_drafts_ = false;  // the step being launched runs its draft rows
+  bool step_drafts_ = false;                // the step being launched runs its draft rows
+  std::unique_ptr<StepInputs> chain_step_;  // the chained passes' rows (RunnerShape::drafts)
+  std::unique_ptr<DraftChain> chain_;
+  int chain_bucket_ = 0, chain_pool_bucket_ = 0;  // their length and pool buckets
   // [kDecodeMaxRows] rows of MTP logits, states and picks (RunnerShape::drafts, else null).
   float* pinned_draft_logits_ = nullptr;
   float* pinned_draft_hidden_ = nullptr;

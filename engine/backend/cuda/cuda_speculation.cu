@@ -3,7 +3,9 @@
 // drafter, and the drafter's first forward inside a verify step (StepSampling::draft_on_picks):
 // after the layers, in the same launches (the same graph), the head over every row, each row's
 // greedy pick on the device, and the MTP module on (pick, h) as decode rows of the step, so the
-// step returns the next drafts' logits with one wait instead of two forwards. A verify slice's rows
+// step returns the next drafts' logits with one wait instead of two forwards; and, where the
+// scheduler asks (StepSampling::draft_chain), the module's later passes from each slice's accepted
+// row (draft_chain.h), so the whole chain comes with that wait too. A verify slice's rows
 // themselves are one-row decode rows of the step's layout (step_layout.h), computed by the decode
 // kernels exactly as a one-row decode slice is.
 #include <algorithm>
@@ -100,6 +102,51 @@ void CudaModelRunner::run_draft_rows() {
   rms_norm_rows(z, mw.mtp->head_norm, config_.rms_norm_eps, T, D, ws_.head_rows, ws_.head_bf16,
                 stream_);
   project_decode(gemm_, mw.lm_head, ws_.head_bf16, T, ws_.draft_logits, stream_);
+  if (chain_ && chain_->passes() > 0) run_chain_passes();
+}
+
+void CudaModelRunner::plan_chain(const ForwardBatch& batch, const StepSampling& sampling) {
+  if (!chain_) return;
+  if (step_drafts_ && sampling.draft_chain > 0 && options_.selection_trace == nullptr &&
+      chain_->plan(batch, *step_, sampling.draft_chain, *chain_step_, stream_)) {
+    set_chain_buckets();
+  } else {
+    chain_->clear();
+  }
+}
+
+void CudaModelRunner::run_chain_passes() {
+  const ModelWeights& mw = weights_->weights();
+  const int64_t D = config_.hidden_size;
+  auto* keys = static_cast<unsigned long long*>(greedy_keys_.data());
+  profile_.mark("mtp.chain", stream_);
+  chain_->begin(*step_, ws_.draft_picks, ws_.draft_logits, ws_.X, *chain_step_, options_.block_size,
+                stream_, keys);
+  // The passes run with the chain's rows as the step, at the chain's buckets; the verify step's
+  // come back however they end.
+  struct AsChainStep {
+    CudaModelRunner& r;
+    int length, pools;
+    explicit AsChainStep(CudaModelRunner& runner)
+        : r(runner), length(runner.length_bucket_), pools(runner.pool_bucket_) {
+      std::swap(r.step_, r.chain_step_);
+      r.length_bucket_ = r.chain_bucket_;
+      r.pool_bucket_ = r.chain_pool_bucket_;
+    }
+    ~AsChainStep() {
+      std::swap(r.step_, r.chain_step_);
+      r.length_bucket_ = length;
+      r.pool_bucket_ = pools;
+    }
+  } as_chain(*this);
+  const int64_t B = step_->rows();
+  for (int pass = 1; pass <= chain_->passes(); ++pass) {
+    const float* z = mtp_module(step_->tokens(), chain_->hidden());
+    rms_norm_rows(z, mw.mtp->head_norm, config_.rms_norm_eps, B, D, ws_.head_rows, ws_.head_bf16,
+                  stream_);
+    project_decode(gemm_, mw.lm_head, ws_.head_bf16, B, chain_->logits(), stream_);
+    chain_->advance(pass, chain_->logits(), z, *step_, options_.block_size, stream_, keys);
+  }
 }
 
 void CudaModelRunner::drafts_to_host(int parity, QueuedStep& q) {
@@ -110,8 +157,11 @@ void CudaModelRunner::drafts_to_host(int parity, QueuedStep& q) {
   to_host(pinned_logits_, ws_.logits, size_t(T * V) * 4);
   to_host(pinned_hidden_, ws_.y, size_t(T * D) * 4);
   to_host(pinned_draft_logits_, ws_.draft_logits, size_t(T * V) * 4);
-  to_host(pinned_draft_hidden_, ws_.X, size_t(T * D) * 4);  // mtp_module's output state
+  // mtp_module's output state, which chained passes kept before they used its place.
+  const bool chained = chain_ && chain_->passes() > 0;
+  to_host(pinned_draft_hidden_, chained ? chain_->saved_z() : ws_.X, size_t(T * D) * 4);
   to_host(pinned_draft_picks_, ws_.draft_picks, size_t(T) * sizeof(int32_t));
+  if (chained) chain_->to_host(stream_);
   SPARKGLM_CUDA_CHECK(cudaEventRecord(picks_copied_[parity], stream_));
   profile_.end_step(stream_, "decode");
   SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -130,6 +180,7 @@ void CudaModelRunner::drafts_to_host(int parity, QueuedStep& q) {
     std::copy_n(pinned_draft_hidden_ + r * D, D, q.draft_hidden.data() + i * D);
     q.draft_tokens[size_t(i)] = pinned_draft_picks_[r];
   }
+  if (chained) chain_->spread(T, q.draft_chain);
 }
 
 }  // namespace sparkglm::cuda

@@ -54,9 +54,10 @@ int pool_bucket(int pools, int max_pools) {
 }  // namespace
 
 bool CudaModelRunner::GraphKey::operator<(const GraphKey& o) const {
-  return std::tie(groups, dense, bucket, pool_bucket, records_after, records_before, drafts, mtp) <
+  return std::tie(groups, dense, bucket, pool_bucket, records_after, records_before, drafts, mtp,
+                  chain, chain_dense, chain_bucket, chain_pool_bucket) <
          std::tie(o.groups, o.dense, o.bucket, o.pool_bucket, o.records_after, o.records_before,
-                  o.drafts, o.mtp);
+                  o.drafts, o.mtp, o.chain, o.chain_dense, o.chain_bucket, o.chain_pool_bucket);
 }
 
 int CudaModelRunner::sparse_pool_bucket() const {
@@ -65,6 +66,14 @@ int CudaModelRunner::sparse_pool_bucket() const {
   for (int r = step_->dense_decode_rows(); r < step_->decode_rows(); ++r)
     pools = std::max(pools, (pos[size_t(r)] + 1) / config_.index_kpool);
   return pools > 0 ? pool_bucket(pools, shape().max_pools) : 0;
+}
+
+void CudaModelRunner::set_chain_buckets() {
+  // The chain's rows sit at their furthest positions (draft_chain.h): these bound every pass.
+  std::swap(step_, chain_step_);
+  chain_bucket_ = length_bucket(std::max(1, step_->max_decode_length()), shape().attend_max);
+  chain_pool_bucket_ = sparse_pool_bucket();
+  std::swap(step_, chain_step_);
 }
 
 void CudaModelRunner::set_eager_buckets() {
@@ -122,6 +131,12 @@ std::optional<CudaModelRunner::GraphKey> CudaModelRunner::graph_key(bool mtp) co
   key.records_before = step_->layout().records_before();
   key.drafts = !mtp && step_drafts_;
   key.mtp = mtp;
+  if (key.drafts && chain_ && chain_->passes() > 0) {
+    key.chain = chain_->passes();
+    key.chain_dense = chain_step_->dense_decode_rows();
+    key.chain_bucket = chain_bucket_;
+    key.chain_pool_bucket = chain_pool_bucket_;
+  }
   return key;
 }
 

@@ -44,6 +44,7 @@ void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& samp
                          stream_);
     }
     step_drafts_ = drafts_fit(sampling);
+    plan_chain(batch, sampling);
     try {
       run_step(batch);
     } catch (...) {
@@ -107,6 +108,7 @@ void CudaModelRunner::collect(StepResult& result) {
   result.draft_tokens = std::move(q.draft_tokens);
   result.draft_logits = std::move(q.draft_logits);
   result.draft_hidden = std::move(q.draft_hidden);
+  result.draft_chain = std::move(q.draft_chain);
 }
 
 void CudaModelRunner::head_picks(int parity, std::vector<float>* logits, bool draws) {

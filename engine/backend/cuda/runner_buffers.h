@@ -15,6 +15,7 @@ namespace sparkglm::cuda {
 inline constexpr int kMlaRowChunk = 256;   // query rows per pass of the MLA attention
 inline constexpr int kLogitChunk = 64;     // logit rows per LM-head pass and host copy
 inline constexpr int kDecodeMaxRows = 32;  // rows of the weight-streaming decode kernels
+inline constexpr int kChainStride = 8;     // words per slice in draft_chain.h's maps and chains
 
 // Hands out 256-byte-aligned slices of one allocation; with base == nullptr it only counts.
 class Carve {
@@ -79,6 +80,12 @@ struct Workspace {
   // take_picked_tokens reads. The main model's logits of those rows are in `logits`.
   float* draft_logits;
   int32_t *draft_picks, *draft_tokens, *draft_from;
+  // The chained passes after them (draft_chain.h, StepSampling::draft_chain), one row per
+  // slice: their input states, the step pass's states saved, a pass's logits [rows, vocab]; the
+  // slices' row maps and chains [rows, kChainStride], each verify row's first draft, a pass's
+  // picks.
+  float *chain_h, *chain_saved_z, *chain_logits;
+  int32_t *chain_map, *chain_out, *chain_first_picks, *chain_picks;
 
   static Workspace carve(Carve& c, const ModelConfig& m, const RunnerShape& s);
 };

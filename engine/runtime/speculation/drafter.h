@@ -32,6 +32,11 @@ struct DraftJob {
   // at the last row. Null: it did not (the drafter runs the rows itself).
   const float* step_logits = nullptr;
   const float* step_hidden = nullptr;
+  // The verify step also chained the module's later passes from that row
+  // (StepSampling::draft_chain): step_chain_tokens drafts, the first step_logits' greedy pick
+  // (-1 ends them). Null: it did not. Only with step_logits, and never with a grammar.
+  const int32_t* step_chain = nullptr;
+  int32_t step_chain_tokens = 0;
   // The sequence's output grammar at its committed tokens, or null. A drafter may use it to
   // draft only tokens the grammar allows (accept_token through its drafts), and must leave it
   // as it found it (rollback), also when it throws. A refused draft costs only its row.
@@ -51,6 +56,8 @@ class Drafter {
   virtual void draft(std::vector<DraftJob>& jobs) = 0;
   // Whether it reads DraftJob::step_logits (then the scheduler asks verify steps for them).
   virtual bool reads_step_drafts() const { return false; }
+  // Whether it reads DraftJob::step_chain (then verify steps are asked for whole chains).
+  virtual bool reads_step_chains() const { return false; }
 };
 
 }  // namespace sparkglm

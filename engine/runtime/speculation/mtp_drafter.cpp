@@ -23,6 +23,18 @@ int32_t pick(DraftJob& job, const float* logits, int64_t vocab, std::vector<uint
   return token;
 }
 
+// A job's drafts from its verify step's chain (DraftJob::step_chain), when the chain's first
+// token is this drafter's pick of the step's row (what the chain's passes went on from) and it
+// has no grammar to draft under; false: the job is drafted here as without a chain.
+bool take_step_chain(DraftJob& job, int64_t vocab) {
+  if (!job.step_chain || job.grammar || job.step_chain_tokens < 1 ||
+      job.step_chain[0] != greedy_token(job.step_logits, vocab))
+    return false;
+  for (int32_t i = 0; i < job.step_chain_tokens && i < job.want && job.step_chain[i] >= 0; ++i)
+    job.drafts.push_back(job.step_chain[i]);
+  return true;
+}
+
 // Rolls each job's grammar back over the drafts it accepted, however drafting ends.
 struct GrammarRestore {
   std::vector<DraftJob>& jobs;
@@ -65,7 +77,8 @@ void MtpDrafter::draft(std::vector<DraftJob>& jobs) {
     SPARKGLM_ASSERT(size_t(job.first_position + job.rows) < job.tokens->size(),
                     "MTP drafter: a computed row without its next token");
     if (job.step_logits) {
-      if (job.want > 0) wanting.push_back({j, job.step_logits, job.step_hidden});
+      if (job.want > 0 && !take_step_chain(job, vocab))
+        wanting.push_back({j, job.step_logits, job.step_hidden});
       continue;
     }
     const auto first = job.tokens->begin() + job.first_position + 1;

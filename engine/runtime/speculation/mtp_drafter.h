@@ -9,7 +9,9 @@
 // allows at that position when it has one (the matcher advanced through the drafts before it,
 // and rolled back after). Every job is one slice of each call, so
 // one call serves the whole batch. A job whose rows the verify step already ran through the
-// module (DraftJob::step_logits) skips the first call: its draft 1 comes from the step's row.
+// module (DraftJob::step_logits) skips the first call: its draft 1 comes from the step's row. One
+// whose verify step also chained the later passes (DraftJob::step_chain) takes the whole chain
+// from the step, where its first token is the pick of the step's row here too.
 #include "engine/model/model_runner.h"
 #include "engine/runtime/speculation/drafter.h"
 
@@ -21,6 +23,7 @@ class MtpDrafter : public Drafter {
   explicit MtpDrafter(ModelRunner& runner);
   void draft(std::vector<DraftJob>& jobs) override;
   bool reads_step_drafts() const override { return true; }
+  bool reads_step_chains() const override { return true; }
 
  private:
   ModelRunner& runner_;

@@ -9,7 +9,7 @@ namespace sparkglm {
 
 Speculator::Speculator(int tokens, SpeculativeRollback rollback, std::unique_ptr<Drafter> drafter,
                        const ModelConfig& config, BlockAllocator& blocks, int block_size,
-                       int max_seq_len, Emit emit, bool draft_in_step)
+                       int max_seq_len, Emit emit, bool draft_in_step, bool chain_in_step)
     : tokens_(tokens),
       rollback_(rollback),
       drafter_(std::move(drafter)),
@@ -19,6 +19,7 @@ Speculator::Speculator(int tokens, SpeculativeRollback rollback, std::unique_ptr
       max_seq_len_(max_seq_len),
       emit_(std::move(emit)) {
   drafts_in_step_ = draft_in_step && drafter_ && drafter_->reads_step_drafts();
+  chains_in_step_ = drafts_in_step_ && chain_in_step && tokens > 1 && drafter_->reads_step_chains();
   SPARKGLM_ASSERT(tokens >= 1 && tokens <= kMaxSpeculativeTokens && drafter_,
                   "Speculator: 1..4 tokens and a drafter");
 }
@@ -27,6 +28,11 @@ bool Speculator::applies_to(const Sequence& s) const {
   const SamplingParams& p = s.request.sampling;
   // An answer (the prefix cache's) only prefills: no token, no sampler, nothing to draft.
   return !s.answer && !s.request.disable_speculation && (p.greedy() || !p.logprobs);
+}
+
+int Speculator::chain_passes(const Sequence& s) const {
+  if (!chains_in_step_ || s.matcher || !s.sampler->raw_greedy_at(s.generated())) return 0;
+  return tokens_ - 1;
 }
 
 const uint32_t* Speculator::grammar_mask(const Sequence& s, int row) {
@@ -66,6 +72,8 @@ void Speculator::commit(Sequence& s, SpecRole role, int rows, int first_logit,
   const int start = s.computed - rows;
   int observed = rows;
   const float *step_logits = nullptr, *step_hidden = nullptr;
+  const int32_t* chain = nullptr;
+  int width = 0;
   if (role == SpecRole::kVerify) {
     const int k = rows - 1;
     SPARKGLM_ASSERT(int(s.drafts.size()) == k, "Speculator: drafts changed under a verify slice");
@@ -96,11 +104,24 @@ void Speculator::commit(Sequence& s, SpecRole role, int rows, int first_logit,
     bool same = !result.draft_logits.empty();
     for (int i = 0; same && i <= accepted; ++i)
       same = result.draft_tokens[size_t(first_logit + i)] == s.tokens[size_t(start + i + 1)];
+    // A chain the step ran from another row than the one accepted here (the device's greedy
+    // check and the sampler disagreed) rewrote the module's cache after that row: the drafter
+    // then runs the rows itself, which writes them again.
+    if (!result.draft_chain.empty())
+      width = int(result.draft_chain.size() / (result.draft_logits.size() / size_t(vocab)));
+    if (same && width > 0) {
+      chain = result.draft_chain.data() + int64_t(first_logit + accepted) * width;
+      if (chain[0] < 0) {
+        same = false;
+        chain = nullptr;
+      }
+    }
     if (same) {
       step_logits = result.draft_logits.data() + int64_t(first_logit + accepted) * vocab;
       step_hidden =
           result.draft_hidden.data() + int64_t(first_logit + accepted) * config_.hidden_size;
       ++counters_.step_drafts;
+      counters_.step_chains += chain != nullptr;
     }
   } else if (role == SpecRole::kSampleLast) {
     emit_(s, check_draft(*s.sampler, logits(rows - 1), vocab, config_.eos_token_ids, -1,
@@ -112,7 +133,7 @@ void Speculator::commit(Sequence& s, SpecRole role, int rows, int first_logit,
                   "Speculator: the runner returned no hidden states (StepResult::hidden)");
   observed_.push_back({&s, start, observed,
                        result.hidden.data() + int64_t(first_logit) * config_.hidden_size,
-                       step_logits, step_hidden});
+                       step_logits, step_hidden, chain, chain ? width : 0});
 }
 
 int Speculator::drafts_wanted(const Sequence& s) const {
@@ -123,9 +144,11 @@ int Speculator::drafts_wanted(const Sequence& s) const {
 }
 
 void Speculator::trim_blocks(Sequence& s) {
-  // The next step's rows reach position tokens.size() - 1 + drafts.size().
+  // The next step's rows reach position tokens.size() - 1 + drafts.size(), and its chained
+  // passes (StepSampling::draft_chain) chain_passes(s) positions past its last row at most.
   const size_t need =
-      (s.tokens.size() + s.drafts.size() + size_t(block_size_) - 1) / size_t(block_size_);
+      (s.tokens.size() + s.drafts.size() + size_t(chain_passes(s)) + size_t(block_size_) - 1) /
+      size_t(block_size_);
   for (; s.spec_blocks > 0 && s.blocks.size() > need; --s.spec_blocks) {
     blocks_.release(s.blocks.back());
     s.blocks.pop_back();
@@ -146,6 +169,8 @@ void Speculator::draft(int reserve) {
     job.hidden = o.hidden;
     job.step_logits = o.step_logits;
     job.step_hidden = o.step_hidden;
+    job.step_chain = o.step_chain;
+    job.step_chain_tokens = o.step_chain_tokens;
     // Rows in a block another sequence holds (a prefix-cache hit) are that block's, not ours.
     while (job.rows > 0 &&
            blocks_.ref_count(s.blocks[size_t(job.first_position / block_size_)]) > 1) {
@@ -155,15 +180,19 @@ void Speculator::draft(int reserve) {
     }
     if (size_t(o.first_position + o.rows) + 1 == s.tokens.size()) {
       job.want = drafts_wanted(s);
-      // Blocks for the verify rows: positions up to tokens.size() - 1 + want.
-      const size_t need =
-          (s.tokens.size() + size_t(job.want) + size_t(block_size_) - 1) / size_t(block_size_);
-      while (s.blocks.size() < need && blocks_.num_free() > reserve) {
-        s.blocks.push_back(blocks_.allocate(1)[0]);
-        ++s.spec_blocks;
-      }
+      // Blocks for the verify rows: positions up to tokens.size() - 1 + want; then, where free
+      // blocks allow, for the step's chained passes past them (trim_blocks keeps those).
+      auto take_blocks_for = [&](size_t positions) {
+        const size_t need = (positions + size_t(block_size_) - 1) / size_t(block_size_);
+        while (s.blocks.size() < need && blocks_.num_free() > reserve) {
+          s.blocks.push_back(blocks_.allocate(1)[0]);
+          ++s.spec_blocks;
+        }
+      };
+      take_blocks_for(s.tokens.size() + size_t(job.want));
       const int64_t covered = int64_t(s.blocks.size()) * block_size_ - int64_t(s.tokens.size());
       job.want = int(std::clamp<int64_t>(covered, 0, job.want));
+      take_blocks_for(s.tokens.size() + size_t(job.want) + size_t(chain_passes(s)));
     }
     job.state_slot = s.slot;
     job.block_table = &s.blocks;

@@ -75,6 +75,9 @@ struct SpeculationCounters {
   // Verify slices whose next first draft came from the MTP rows of the verify step itself
   // (StepSampling::draft_on_picks), with no forward of the drafter's own for it.
   uint64_t step_drafts = 0;
+  // Of those, the slices whose step also returned the next drafts' whole chain from their
+  // accepted row (StepSampling::draft_chain): the drafter runs no forward of its own for them.
+  uint64_t step_chains = 0;
   // Verify rows of constrained sequences checked under the mask their draft was drafted under
   // (DraftJob::masks), instead of filling it again.
   uint64_t reused_masks = 0;
@@ -93,13 +96,19 @@ class Speculator {
   using Emit = std::function<void(Sequence&, const SampledToken&)>;
   // tokens: k in 1..kMaxSpeculativeTokens. emit: the scheduler's emit_token.
   // draft_in_step: ask verify steps for the drafter's first forward (when the drafter reads it).
+  // chain_in_step: ask such steps for the whole chain too (StepSampling::draft_chain), when the
+  // drafter reads it; the speculator then keeps blocks for the chain's positions where it can.
   Speculator(int tokens, SpeculativeRollback rollback, std::unique_ptr<Drafter> drafter,
              const ModelConfig& config, BlockAllocator& blocks, int block_size, int max_seq_len,
-             Emit emit, bool draft_in_step = true);
+             Emit emit, bool draft_in_step = true, bool chain_in_step = true);
 
   int tokens() const { return tokens_; }
   // Whether verify steps should run the MTP module on their picks (StepSampling::draft_on_picks).
   bool drafts_in_step() const { return drafts_in_step_; }
+  // The chained passes a verify step of `s` may run after its accepted row
+  // (StepSampling::draft_chain): 0 when the sequence cannot take them (not a plain greedy
+  // sequence, a grammar, chains off).
+  int chain_passes(const Sequence& s) const;
   bool applies_to(const Sequence& s) const;
   // Adds the verify slice of `s` (any replayed rows, its last token, then its drafts) to `batch`;
   // returns its rows past s.computed (those with logits, that the commit checks).
@@ -116,8 +125,10 @@ class Speculator {
     Sequence* seq;
     int32_t first_position, rows;
     const float* hidden;                 // [rows, D]
-    const float* step_logits = nullptr;  // DraftJob::step_logits, step_hidden
+    const float* step_logits = nullptr;  // DraftJob::step_logits, step_hidden, step_chain
     const float* step_hidden = nullptr;
+    const int32_t* step_chain = nullptr;
+    int32_t step_chain_tokens = 0;
   };
   int drafts_wanted(const Sequence& s) const;
   // Releases draft-only blocks past what the sequence's next step reaches.
@@ -129,6 +140,7 @@ class Speculator {
 
   int tokens_;
   bool drafts_in_step_ = false;
+  bool chains_in_step_ = false;
   SpeculativeRollback rollback_;
   std::unique_ptr<Drafter> drafter_;
   const ModelConfig& config_;

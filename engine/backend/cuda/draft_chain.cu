@@ -1,0 +1,183 @@
+#include "engine/backend/cuda/draft_chain.h"
+
+#include <algorithm>
+
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/sampling.h"
+#include "engine/core/error.h"
+
+namespace sparkglm::cuda {
+
+namespace {
+
+constexpr int kThreads = 128;
+
+// What the kernels write into a chain row of the chain's StepInputs (its fixed arrays).
+struct ChainRows {
+  int32_t *tokens, *page_rows, *lengths, *positions;
+  const int32_t* tables;  // [rows, stride]: decode row r is sequence r
+  int stride, block_size;
+};
+
+__device__ void place_row(const ChainRows& c, int r, int32_t token, int32_t position) {
+  c.tokens[r] = token < 0 ? 0 : token;  // a chain that found no pick runs on as waste
+  c.positions[r] = position;
+  c.lengths[r] = position + 1;
+  const int32_t block = c.tables[int64_t(r) * c.stride + position / c.block_size];
+  c.page_rows[r] = block * c.block_size + position % c.block_size;
+}
+
+// One block per chain row. map row r: [verify rows n, then their verify step rows]. out row r:
+// [accepted row, then the chain's drafts].
+__global__ void begin_kernel(const int32_t* map, int map_stride, const int32_t* verify_tokens,
+                             const int32_t* verify_positions, const int32_t* main_picks,
+                             const int32_t* first_picks, const float* z, int64_t D, ChainRows c,
+                             float* h, int32_t* out) {
+  const int r = blockIdx.x;
+  const int32_t* m = map + int64_t(r) * map_stride;
+  __shared__ int src;
+  if (threadIdx.x == 0) {
+    const int n = m[0];
+    int accepted = 0;  // drafts accepted: the pick at the row before a draft is that draft
+    while (accepted + 1 < n && main_picks[m[1 + accepted]] == verify_tokens[m[2 + accepted]])
+      ++accepted;
+    src = m[1 + accepted];
+    const int32_t draft = first_picks[src];
+    out[int64_t(r) * map_stride] = accepted;
+    out[int64_t(r) * map_stride + 1] = draft;
+    place_row(c, r, draft, verify_positions[m[1]] + accepted + 1);
+  }
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) h[r * D + j] = z[src * D + j];
+}
+
+__global__ void advance_kernel(int pass, bool last, const int32_t* picks, const float* z, int64_t D,
+                               int map_stride, ChainRows c, float* h, int32_t* out) {
+  const int r = blockIdx.x;
+  int32_t* o = out + int64_t(r) * map_stride;
+  if (threadIdx.x == 0) {
+    // A pass after a missing pick is waste: the chain ends at its first -1.
+    const int32_t draft = o[pass] < 0 ? -1 : picks[r];
+    o[1 + pass] = draft;
+    if (!last) place_row(c, r, draft, c.positions[r] + 1);
+  }
+  if (last) return;
+  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) h[r * D + j] = z[r * D + j];
+}
+
+ChainRows chain_rows(StepInputs& chain, int block_size) {
+  const StepInputs::Patch p = chain.rows_to_patch();
+  return {p.tokens,    p.page_rows,    p.lengths,
+          p.positions, chain.tables(), chain.layout().capacity().table_stride,
+          block_size};
+}
+
+}  // namespace
+
+DraftChain::DraftChain(const Workspace& ws, int max_width, int64_t hidden, int64_t vocab)
+    : max_rows_(kDecodeMaxRows),
+      max_width_(max_width),
+      hidden_(hidden),
+      vocab_(vocab),
+      h_(ws.chain_h),
+      logits_(ws.chain_logits),
+      saved_z_(ws.chain_saved_z),
+      map_(ws.chain_map),
+      first_picks_(ws.chain_first_picks),
+      picks_(ws.chain_picks),
+      out_(ws.chain_out) {
+  SPARKGLM_ASSERT(max_width + 1 <= kChainStride, "DraftChain: at most 7 drafts a chain");
+  const size_t words = size_t(max_rows_) * kChainStride * sizeof(int32_t);
+  SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_map_, words));
+  SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_out_, words));
+  SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&map_copied_, cudaEventDisableTiming));
+}
+
+DraftChain::~DraftChain() {
+  cudaEventDestroy(map_copied_);
+  cudaFreeHost(pinned_map_);
+  cudaFreeHost(pinned_out_);
+}
+
+bool DraftChain::plan(const ForwardBatch& batch, const StepInputs& verify, int passes,
+                      StepInputs& chain, cudaStream_t stream) {
+  passes_ = rows_ = 0;
+  first_logit_.clear();
+  if (passes <= 0 || passes + 1 > max_width_ || int(batch.seqs.size()) > max_rows_) return false;
+  std::vector<int> step_row(size_t(batch.num_rows()), -1), logit_of(size_t(batch.num_rows()), -1);
+  for (int r = 0; r < verify.rows(); ++r) step_row[size_t(verify.batch_row(r))] = r;
+  for (size_t i = 0; i < batch.logit_rows.size(); ++i)
+    logit_of[size_t(batch.logit_rows[i])] = int(i);
+  const int block_size = verify.layout().block_size();
+  ForwardBatch rows;
+  for (const SequenceSlice& s : batch.seqs) {
+    if (!s.decode || s.num_rows < 1 || s.num_rows + 1 > kChainStride) return false;
+    // The chain's passes run at positions last accepted row + 1 .. + passes: from the slice's
+    // first row + 1 to its last row + passes.
+    const int nearest = s.start_position + 1;
+    const int furthest = s.start_position + s.num_rows - 1 + passes;
+    if (verify.is_sparse(nearest) != verify.is_sparse(furthest) ||
+        int64_t(s.block_table.size()) * block_size <= furthest)
+      return false;
+    rows.add_sequence({0}, furthest, s.state_slot, s.block_table, /*want_logits=*/false);
+  }
+  chain.load(rows, stream);
+  // The map in the chain's step order (its dense rows first), once the last one has been read.
+  SPARKGLM_CUDA_CHECK(cudaEventSynchronize(map_copied_));
+  rows_ = chain.rows();
+  first_logit_.resize(size_t(rows_));
+  for (int r = 0; r < rows_; ++r) {
+    const SequenceSlice& s = batch.seqs[size_t(chain.batch_row(r))];
+    int32_t* m = pinned_map_ + int64_t(r) * kChainStride;
+    m[0] = s.num_rows;
+    for (int i = 0; i < s.num_rows; ++i) m[1 + i] = step_row[size_t(s.first_row + i)];
+    first_logit_[size_t(r)] = logit_of[size_t(s.first_row)];
+  }
+  SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(map_, pinned_map_,
+                                      size_t(rows_ * kChainStride) * sizeof(int32_t),
+                                      cudaMemcpyHostToDevice, stream));
+  SPARKGLM_CUDA_CHECK(cudaEventRecord(map_copied_, stream));
+  passes_ = passes;
+  return true;
+}
+
+void DraftChain::begin(const StepInputs& verify, const int32_t* main_picks,
+                       const float* draft_logits, const float* z, StepInputs& chain, int block_size,
+                       cudaStream_t stream, unsigned long long* greedy_keys) {
+  const int64_t T = verify.rows();
+  SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(saved_z_, z, size_t(T * hidden_) * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, stream));
+  sample_greedy(draft_logits, T, vocab_, first_picks_, stream, greedy_keys);
+  begin_kernel<<<rows_, kThreads, 0, stream>>>(
+      map_, kChainStride, verify.tokens(), verify.positions_device(), main_picks, first_picks_,
+      saved_z_, hidden_, chain_rows(chain, block_size), h_, out_);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+void DraftChain::advance(int pass, const float* logits, const float* z, StepInputs& chain,
+                         int block_size, cudaStream_t stream, unsigned long long* greedy_keys) {
+  sample_greedy(logits, rows_, vocab_, picks_, stream, greedy_keys);
+  advance_kernel<<<rows_, kThreads, 0, stream>>>(pass, pass == passes_, picks_, z, hidden_,
+                                                 kChainStride, chain_rows(chain, block_size), h_,
+                                                 out_);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+void DraftChain::to_host(cudaStream_t stream) {
+  SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(pinned_out_, out_,
+                                      size_t(rows_ * kChainStride) * sizeof(int32_t),
+                                      cudaMemcpyDeviceToHost, stream));
+}
+
+void DraftChain::spread(int64_t logit_rows, std::vector<int32_t>& draft_chain) const {
+  const int w = width();
+  draft_chain.assign(size_t(logit_rows * w), -1);
+  for (int r = 0; r < rows_; ++r) {
+    const int32_t* o = pinned_out_ + int64_t(r) * kChainStride;
+    const int64_t row = first_logit_[size_t(r)] + o[0];  // the slice's accepted row
+    SPARKGLM_ASSERT(row >= 0 && row < logit_rows, "DraftChain: an accepted row off its slice");
+    std::copy_n(o + 1, w, draft_chain.data() + row * w);
+  }
+}
+
+}  // namespace sparkglm::cuda
