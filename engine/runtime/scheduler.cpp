@@ -404,9 +404,10 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
                             std::all_of(q.role.begin(), q.role.end(),
                                         [](SpecRole r) { return r == SpecRole::kVerify; }) &&
                             batch.logit_rows.size() == size_t(batch.num_rows());
-  // And the whole chain of drafts when every member can take it.
+  // And the whole chain of drafts when every member can take it, in small steps
+  // (kMaxChainedSlices).
   sampling.draft_chain = 0;
-  if (sampling.draft_on_picks) {
+  if (sampling.draft_on_picks && q.members.size() <= size_t(kMaxChainedSlices)) {
     int passes = spec_->tokens();
     for (const Sequence* s : q.members) passes = std::min(passes, spec_->chain_passes(*s));
     sampling.draft_chain = passes;

@@ -640,7 +640,8 @@ TEST_P(CudaSpeculationRollback, DraftsFromInsideTheVerifyStepChangeNoTokenAndAre
 // graph): greedy output is the output without speculation, and the chains are the drafter's own
 // chained passes bit for bit (the same module over one-row decode rows at the same positions), so
 // every draft position is drafted and accepted exactly as often with chains in the step as
-// without, at C1 and C4. On the trained micro, whose drafts are often right, over the prompts of
+// without, at C1 and C4 (where steps take chains only once one sequence is left:
+// kMaxChainedSlices). On the trained micro, whose drafts are often right, over the prompts of
 // the test above.
 TEST_P(CudaSpeculationRollback, ChainsFromInsideTheVerifyStepAreTheDraftersOwnDrafts) {
   if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
@@ -657,7 +658,7 @@ TEST_P(CudaSpeculationRollback, ChainsFromInsideTheVerifyStepAreTheDraftersOwnDr
     GenerationRequest q;
     for (const char* c = t; *c; ++c) q.prompt.push_back(int32_t(static_cast<unsigned char>(*c)));
     q.sampling.temperature = 0.0f;
-    q.sampling.max_tokens = 40;
+    q.sampling.max_tokens = 40 - 8 * int(reqs.size());  // at C4 the first runs alone at the end
     q.sampling.ignore_eos = true;
     q.sampling.logprobs = true;  // the device checks drafts on the raw logits all the same
     reqs.push_back(std::move(q));
@@ -678,7 +679,8 @@ TEST_P(CudaSpeculationRollback, ChainsFromInsideTheVerifyStepAreTheDraftersOwnDr
       }
       EXPECT_EQ(own.step_chains, 0u);
       if (rollback() == SpeculativeRollback::kRecords) {
-        EXPECT_GT(chained.step_chains, chained.verify_steps / 2);
+        // At C4, the steps after the other three have ended.
+        EXPECT_GT(chained.step_chains, count <= kMaxChainedSlices ? chained.verify_steps / 2 : 0u);
       }
       for (int i = 0; i < k; ++i) {
         EXPECT_EQ(chained.drafted[size_t(i)], own.drafted[size_t(i)]) << "position " << i;
