@@ -250,6 +250,13 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
       per_step_us(stats_after.host.collect_seconds - stats_before.host.collect_seconds);
   const double draft_us =
       per_step_us(stats_after.host.draft_seconds - stats_before.host.draft_seconds);
+  // The runner's CUDA graphs over the whole cell (warmup included): a verify or MTP shape past
+  // the caps runs eagerly, which a cell's tok/s would otherwise hide.
+  const StepGraphStats g = runner.graph_stats();
+  const nlohmann::json graphs = {
+      {"verify_graphs", g.verify_graphs},           {"verify_graph_steps", g.verify_graph_steps},
+      {"verify_eager_steps", g.verify_eager_steps}, {"mtp_graphs", g.mtp_graphs},
+      {"mtp_graph_steps", g.mtp_graph_steps},       {"mtp_eager_steps", g.mtp_eager_steps}};
   const nlohmann::json step_time = {
       {"steps", engine_steps},  {"step_us", step_us},
       {"submit_us", submit_us}, {"collect_us", collect_us},
@@ -284,6 +291,7 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
           {"step_drafts_per_verify_step",
            steps > 0 ? double(after.step_drafts - before.step_drafts) / steps : 0.0},
           {"engine_step_time", step_time},
+          {"graphs", graphs},
           {"output_sha256", sha256_hex(outputs)}};
 }
 
