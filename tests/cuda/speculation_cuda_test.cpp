@@ -501,6 +501,31 @@ std::vector<GenerationRequest> requests(int count) {
   return r;
 }
 
+// Speculation one way (`a`, bitwise: tokens and logprobs) and the other (`b`, tokens) gave the
+// output without speculation.
+void expect_plain_output(const std::vector<Outcome>& a, const std::vector<Outcome>& b,
+                         const std::vector<Outcome>& plain) {
+  ASSERT_EQ(a.size(), plain.size());
+  ASSERT_EQ(b.size(), plain.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(a[i].tokens, plain[i].tokens) << "request " << i;
+    EXPECT_EQ(a[i].logprobs, plain[i].logprobs) << "request " << i;
+    EXPECT_EQ(b[i].tokens, plain[i].tokens) << "request " << i;
+  }
+}
+
+// A greedy request for `text` in the trained micro's byte vocabulary, with logprobs (bitwise
+// evidence; the device checks drafts on the raw logits all the same).
+GenerationRequest text_request(const char* text, int max_tokens) {
+  GenerationRequest q;
+  for (const char* c = text; *c; ++c) q.prompt.push_back(int32_t(static_cast<unsigned char>(*c)));
+  q.sampling.temperature = 0.0f;
+  q.sampling.max_tokens = max_tokens;
+  q.sampling.ignore_eos = true;
+  q.sampling.logprobs = true;
+  return q;
+}
+
 std::vector<Outcome> generate(ModelRunner& runner, int k, SpeculativeRollback rollback,
                               const std::vector<GenerationRequest>& reqs,
                               std::unique_ptr<Drafter> drafter, SpeculationCounters* counters,
@@ -597,15 +622,7 @@ TEST_P(CudaSpeculationRollback, DraftsFromInsideTheVerifyStepChangeNoTokenAndAre
       "Continue this text in the same style. The morning was cold and the streets were empty, "
       "and "};
   std::vector<GenerationRequest> reqs;
-  for (const char* t : texts) {
-    GenerationRequest q;
-    for (const char* c = t; *c; ++c) q.prompt.push_back(int32_t(static_cast<unsigned char>(*c)));
-    q.sampling.temperature = 0.0f;
-    q.sampling.max_tokens = 48;
-    q.sampling.ignore_eos = true;
-    q.sampling.logprobs = true;
-    reqs.push_back(std::move(q));
-  }
+  for (const char* t : texts) reqs.push_back(text_request(t, 48));
   const auto plain = generate(r, 0, rollback(), reqs, nullptr, nullptr);
   r.set_eager(!graphs());
   for (int k : {1, 3}) {
@@ -613,11 +630,7 @@ TEST_P(CudaSpeculationRollback, DraftsFromInsideTheVerifyStepChangeNoTokenAndAre
     SpeculationCounters in_step, own;
     const auto a = generate(r, k, rollback(), reqs, nullptr, &in_step, true);
     const auto b = generate(r, k, rollback(), reqs, nullptr, &own, false);
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      EXPECT_EQ(a[i].tokens, plain[i].tokens) << "request " << i;
-      EXPECT_EQ(a[i].logprobs, plain[i].logprobs) << "request " << i;
-      EXPECT_EQ(b[i].tokens, plain[i].tokens) << "request " << i;
-    }
+    expect_plain_output(a, b, plain);
     EXPECT_EQ(own.step_drafts, 0u);
     if (rollback() == SpeculativeRollback::kRecords) {
       EXPECT_GT(in_step.step_drafts, in_step.verify_steps / 2);
@@ -654,15 +667,8 @@ TEST_P(CudaSpeculationRollback, ChainsFromInsideTheVerifyStepAreTheDraftersOwnDr
         "The code of item K7 is 40213377. The code of item B2 is 99120456. The code of item K7 "
         "is ",
         "Task: output one JSON object with the fields name and age.\n{\"name\": \"Ada\", ",
-        "Continue this text in the same style. The morning was cold and "}) {
-    GenerationRequest q;
-    for (const char* c = t; *c; ++c) q.prompt.push_back(int32_t(static_cast<unsigned char>(*c)));
-    q.sampling.temperature = 0.0f;
-    q.sampling.max_tokens = 40 - 8 * int(reqs.size());  // at C4 the first runs alone at the end
-    q.sampling.ignore_eos = true;
-    q.sampling.logprobs = true;  // the device checks drafts on the raw logits all the same
-    reqs.push_back(std::move(q));
-  }
+        "Continue this text in the same style. The morning was cold and "})
+    reqs.push_back(text_request(t, 40 - 8 * int(reqs.size())));  // at C4 the first ends alone
   for (int count : {1, 4}) {
     const std::vector<GenerationRequest> some(reqs.begin(), reqs.begin() + count);
     const auto plain = generate(r, 0, rollback(), some, nullptr, nullptr);
@@ -672,11 +678,7 @@ TEST_P(CudaSpeculationRollback, ChainsFromInsideTheVerifyStepAreTheDraftersOwnDr
       SpeculationCounters chained, own;
       const auto a = generate(r, k, rollback(), some, nullptr, &chained, true, true);
       const auto b = generate(r, k, rollback(), some, nullptr, &own, true, false);
-      for (size_t i = 0; i < some.size(); ++i) {
-        EXPECT_EQ(a[i].tokens, plain[i].tokens) << "request " << i;
-        EXPECT_EQ(a[i].logprobs, plain[i].logprobs) << "request " << i;
-        EXPECT_EQ(b[i].tokens, plain[i].tokens) << "request " << i;
-      }
+      expect_plain_output(a, b, plain);
       EXPECT_EQ(own.step_chains, 0u);
       if (rollback() == SpeculativeRollback::kRecords) {
         // At C4, the steps after the other three have ended.
