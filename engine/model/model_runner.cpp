@@ -77,6 +77,8 @@ void ModelRunner::step(ForwardBatch& batch, const StepSampling& sampling, StepRe
       result.tokens[size_t(i)] = greedy_token(&out.logits[size_t(i * vocab)], vocab);
     }
   if (sampling.draft_on_picks) draft_on_picks(batch, out, result);
+  if (sampling.draft_chain > 0 && !result.draft_logits.empty())
+    draft_chain(batch, sampling.draft_chain, result);
   result.logits = std::move(out.logits);
   result.hidden = std::move(out.hidden);
   last_tokens_ = result.tokens;
@@ -105,6 +107,57 @@ void ModelRunner::draft_on_picks(const ForwardBatch& batch, const ForwardOutput&
   result.draft_tokens = std::move(picks);
   result.draft_logits = std::move(drafts.logits);
   result.draft_hidden = std::move(drafts.hidden);
+}
+
+void ModelRunner::draft_chain(const ForwardBatch& batch, int passes, StepResult& result) {
+  const int64_t vocab = config().vocab_size, d = config().hidden_size;
+  const int block_size = cache_geometry().block_size;
+  for (const SequenceSlice& s : batch.seqs)
+    if (int64_t(s.block_table.size()) * block_size <= s.start_position + s.num_rows - 1 + passes)
+      return;
+  const int width = passes + 1;
+  std::vector<int32_t> chain(size_t(batch.num_rows()) * size_t(width), -1);
+  struct Tip {
+    int32_t* tokens;  // the row's chain
+    int32_t position;
+    const SequenceSlice* slice;
+  };
+  std::vector<Tip> tips;
+  std::vector<float> hidden;  // [tips, D]
+  for (const SequenceSlice& s : batch.seqs) {
+    // The drafts accepted: the pick at the row before a draft is that draft (logit row = row).
+    int accepted = 0;
+    while (accepted + 1 < s.num_rows && result.draft_tokens[size_t(s.first_row + accepted)] ==
+                                            batch.tokens[size_t(s.first_row + accepted + 1)])
+      ++accepted;
+    const int64_t row = s.first_row + accepted;
+    int32_t* tokens = &chain[size_t(row * width)];
+    tokens[0] = greedy_token(&result.draft_logits[size_t(row * vocab)], vocab);
+    if (tokens[0] < 0) continue;
+    tips.push_back({tokens, s.start_position + accepted, &s});
+    hidden.insert(hidden.end(), result.draft_hidden.begin() + row * d,
+                  result.draft_hidden.begin() + (row + 1) * d);
+  }
+  for (int pass = 1; pass <= passes && !tips.empty(); ++pass) {
+    ForwardBatch next;
+    for (const Tip& t : tips)
+      next.add_sequence({t.tokens[pass - 1]}, t.position + pass, t.slice->state_slot,
+                        t.slice->block_table);
+    ForwardOutput out;
+    forward_mtp(next, hidden, out);
+    std::vector<Tip> going;
+    std::vector<float> going_hidden;
+    for (size_t i = 0; i < tips.size(); ++i) {
+      tips[i].tokens[pass] = greedy_token(&out.logits[i * size_t(vocab)], vocab);
+      if (tips[i].tokens[pass] < 0) continue;
+      going.push_back(tips[i]);
+      going_hidden.insert(going_hidden.end(), out.hidden.begin() + int64_t(i) * d,
+                          out.hidden.begin() + int64_t(i + 1) * d);
+    }
+    tips = std::move(going);
+    hidden = std::move(going_hidden);
+  }
+  result.draft_chain = std::move(chain);
 }
 
 }  // namespace sparkglm

@@ -117,6 +117,10 @@ class ModelRunner {
   // StepSampling::draft_on_picks for the default pipeline: forward_mtp over the step's rows on the
   // greedy picks of `out`; leaves `result`'s draft rows empty when the batch does not qualify.
   void draft_on_picks(const ForwardBatch& batch, const ForwardOutput& out, StepResult& result);
+  // StepSampling::draft_chain after it: each slice's accepted row by the greedy rule, then
+  // `passes` one-row forward_mtp calls from it (the drafter's own chained passes, made here as the
+  // CUDA runner makes them inside its step); none when a block table does not reach them.
+  void draft_chain(const ForwardBatch& batch, int passes, StepResult& result);
   std::deque<QueuedStep> queued_;
   std::vector<int32_t> last_tokens_;  // the picks of the last step run (for token_from)
 };

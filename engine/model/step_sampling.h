@@ -51,7 +51,9 @@ struct StepSampling {
   // checked against the main model's greedy picks, draft_check.h's rule for such a sequence)
   // and chain this many more MTP passes from it, one row per slice, the passes the drafter
   // would run after the step (mtp_drafter.cpp), so the step returns whole chains of drafts
-  // (StepResult::draft_chain) with one wait. 0: none. A runner that cannot returns none.
+  // (StepResult::draft_chain) with one wait (the CUDA runner inside its step's graph; the
+  // default pipeline with forward_mtp calls, ModelRunner::draft_chain). 0: none. A runner that
+  // cannot returns none.
   int32_t draft_chain = 0;
 
   int32_t mask_rows() const {

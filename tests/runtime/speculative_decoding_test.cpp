@@ -243,6 +243,63 @@ TEST_P(SpeculativeRollbackTest, DraftsFromInsideTheVerifyStepAreTheDraftersOwn) 
   }
 }
 
+// The MTP drafter, keeping every draft it made, per sequence (by its first prompt tokens) in order.
+class RecordingDrafter : public Drafter {
+ public:
+  explicit RecordingDrafter(ModelRunner& runner, std::map<int32_t, std::vector<int32_t>>& drafts)
+      : inner_(runner), drafts_(drafts) {}
+  void draft(std::vector<DraftJob>& jobs) override {
+    inner_.draft(jobs);
+    for (const DraftJob& job : jobs) {
+      std::vector<int32_t>& d = drafts_[(*job.tokens)[0] * 1000 + (*job.tokens)[1]];
+      d.insert(d.end(), job.drafts.begin(), job.drafts.end());
+      d.push_back(-1);  // the end of one call's drafts
+    }
+  }
+  bool reads_step_drafts() const override { return inner_.reads_step_drafts(); }
+  bool reads_step_chains() const override { return inner_.reads_step_chains(); }
+
+ private:
+  MtpDrafter inner_;
+  std::map<int32_t, std::vector<int32_t>>& drafts_;
+};
+
+// The later drafts chained by the runner inside the verify step (StepSampling::draft_chain; on
+// the CPU the default pipeline's ModelRunner::draft_chain, as the CUDA runner's draft_chain.h does
+// on the device): the output is the output without speculation, the speculator takes the chains
+// (steps of one slice ask for them: at C4 once one request is left), and every sequence gets
+// the very drafts, call by call, that the drafter makes when it chains itself.
+TEST_P(SpeculativeRollbackTest, ChainsFromTheVerifyStepAreTheDraftersOwnDrafts) {
+  const auto all = four();
+  for (size_t count : {size_t(1), size_t(4)}) {
+    const std::vector<GenerationRequest> requests(all.begin(), all.begin() + long(count));
+    auto plain_runner = runner(64, 0);
+    const auto plain = run(*plain_runner, limits_with(0), requests);
+    for (int k : {2, 3}) {
+      SCOPED_TRACE("C" + std::to_string(count) + " k " + std::to_string(k));
+      SpeculationCounters with_chains, without;
+      std::map<int32_t, std::vector<int32_t>> chained_drafts, own_drafts;
+      for (bool chains : {true, false}) {
+        auto r = runner_k(64, k);
+        SchedulerLimits l = limits_k(k);
+        l.speculative_chain_in_step = chains;
+        auto drafter = std::make_unique<RecordingDrafter>(*r, chains ? chained_drafts : own_drafts);
+        expect_same(run(*r, l, requests, std::move(drafter)), plain,
+                    chains ? "chains" : "no chains");
+        (chains ? with_chains : without) = scheduler->counters().speculation;
+      }
+      EXPECT_EQ(without.step_chains, 0u);
+      if (rollback() == SpeculativeRollback::kRecords) {
+        EXPECT_GT(with_chains.step_chains, 0u);
+      }
+      EXPECT_EQ(chained_drafts, own_drafts);
+      for (size_t i = 0; i < size_t(k); ++i) {
+        EXPECT_EQ(with_chains.accepted[i], without.accepted[i]) << "position " << i;
+      }
+    }
+  }
+}
+
 TEST_P(SpeculativeRollbackTest, MostlyRightDraftsAreAcceptedAndChangeNothing) {
   const auto requests = four();
   auto plain_runner = runner(64, 0);
