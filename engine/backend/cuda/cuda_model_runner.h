@@ -196,9 +196,10 @@ class CudaModelRunner : public ModelRunner {
     bool records_after = false, records_before = false;
     bool drafts = false;  // the draft rows after the layers (run_draft_rows)
     bool mtp = false;     // the MTP module alone: a chained pass of forward_mtp over decode rows
-    // The chained passes after the draft rows (run_chain_passes; 0: none), and their rows' dense
-    // count and buckets.
-    int chain = 0, chain_dense = 0, chain_bucket = 0, chain_pool_bucket = 0;
+    // The chained passes after the draft rows (run_chain_passes; 0: none), their rows (the
+    // groups alone do not fix them: a two-row slice across the dense/sparse edge and two one-row
+    // slices have the same groups), dense count and buckets.
+    int chain = 0, chain_rows = 0, chain_dense = 0, chain_bucket = 0, chain_pool_bucket = 0;
     bool verify() const { return groups.size() > 1 || records_after || records_before; }
     bool operator<(const GraphKey& o) const;
   };

@@ -55,9 +55,10 @@ int pool_bucket(int pools, int max_pools) {
 
 bool CudaModelRunner::GraphKey::operator<(const GraphKey& o) const {
   return std::tie(groups, dense, bucket, pool_bucket, records_after, records_before, drafts, mtp,
-                  chain, chain_dense, chain_bucket, chain_pool_bucket) <
+                  chain, chain_rows, chain_dense, chain_bucket, chain_pool_bucket) <
          std::tie(o.groups, o.dense, o.bucket, o.pool_bucket, o.records_after, o.records_before,
-                  o.drafts, o.mtp, o.chain, o.chain_dense, o.chain_bucket, o.chain_pool_bucket);
+                  o.drafts, o.mtp, o.chain, o.chain_rows, o.chain_dense, o.chain_bucket,
+                  o.chain_pool_bucket);
 }
 
 int CudaModelRunner::sparse_pool_bucket() const {
@@ -133,6 +134,7 @@ std::optional<CudaModelRunner::GraphKey> CudaModelRunner::graph_key(bool mtp) co
   key.mtp = mtp;
   if (key.drafts && chain_ && chain_->passes() > 0) {
     key.chain = chain_->passes();
+    key.chain_rows = chain_->rows();
     key.chain_dense = chain_step_->dense_decode_rows();
     key.chain_bucket = chain_bucket_;
     key.chain_pool_bucket = chain_pool_bucket_;
