@@ -27,7 +27,10 @@
 //    A step of verify slices only asks the runner to run the MTP module inside it, on each row's
 //    greedy pick (StepSampling::draft_on_picks): where every pick up to the last accepted row is
 //    the token committed there (always, for a greedy sequence), those rows are what the drafter
-//    would compute, and the drafter starts from the step's row instead of its own forward.
+//    would compute, and the drafter starts from the step's row instead of its own forward. A
+//    step of one plain greedy slice (kMaxChainedSlices) also asks for the later passes
+//    (StepSampling::draft_chain): the runner finds the accepted row by the greedy rule and chains
+//    the module from it, so the drafter takes a whole chain with no forward of its own.
 //    A drafter writes only positions in blocks no other sequence holds (rows in shared prefix
 //    blocks are not observed), and drafts take free blocks only beyond one per running sequence,
 //    so speculation never makes the scheduler preempt.
