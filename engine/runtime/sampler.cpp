@@ -378,14 +378,16 @@ bool SequenceSampler::plain_greedy_at(int index) const {
 }
 
 bool SequenceSampler::raw_greedy_at(int index) const {
-  const SamplingParams& p = params_;
-  return p.greedy() && p.repetition_penalty == 1.0f && p.frequency_penalty == 0.0f &&
-         p.presence_penalty == 0.0f && index >= p.min_tokens;
+  return params_.greedy() && raw_logits_at(index);
 }
 
 bool SequenceSampler::plain_draw_at(int index) const {
+  return !params_.logprobs && raw_logits_at(index);
+}
+
+bool SequenceSampler::raw_logits_at(int index) const {
   const SamplingParams& p = params_;
-  return !p.logprobs && p.repetition_penalty == 1.0f && p.frequency_penalty == 0.0f &&
+  return p.repetition_penalty == 1.0f && p.frequency_penalty == 0.0f &&
          p.presence_penalty == 0.0f && index >= p.min_tokens;
 }
 

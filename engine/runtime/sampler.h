@@ -101,6 +101,9 @@ class SequenceSampler {
   uint64_t seed() const { return seed_; }
 
  private:
+  // No penalty and no min_tokens mask changes the token at output index `index`: steps 1-3 of
+  // sample() leave the raw logits as they are.
+  bool raw_logits_at(int index) const;
   void apply_masks_and_penalties(float* x, int64_t vocab, const std::vector<int>& eos_ids,
                                  const uint32_t* allowed) const;
   // True when every token `allowed` holds would end the sequence (is_stop).

@@ -178,6 +178,7 @@ class CudaModelRunner : public ModelRunner {
   // submission (their rows loaded into chain_step_, their buckets set; chain_.passes() is 0 when
   // the step runs none), launched at the end of run_draft_rows with chain_step_ as the step.
   void plan_chain(const ForwardBatch& batch, const StepSampling& sampling);
+  int chain_passes() const { return chain_ ? chain_->passes() : 0; }  // of the planned step
   void run_chain_passes();
   struct QueuedStep;
   void drafts_to_host(int parity, QueuedStep& q);

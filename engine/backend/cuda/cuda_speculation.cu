@@ -102,7 +102,7 @@ void CudaModelRunner::run_draft_rows() {
   rms_norm_rows(z, mw.mtp->head_norm, config_.rms_norm_eps, T, D, ws_.head_rows, ws_.head_bf16,
                 stream_);
   project_decode(gemm_, mw.lm_head, ws_.head_bf16, T, ws_.draft_logits, stream_);
-  if (chain_ && chain_->passes() > 0) run_chain_passes();
+  if (chain_passes() > 0) run_chain_passes();
 }
 
 void CudaModelRunner::plan_chain(const ForwardBatch& batch, const StepSampling& sampling) {
@@ -158,7 +158,7 @@ void CudaModelRunner::drafts_to_host(int parity, QueuedStep& q) {
   to_host(pinned_hidden_, ws_.y, size_t(T * D) * 4);
   to_host(pinned_draft_logits_, ws_.draft_logits, size_t(T * V) * 4);
   // mtp_module's output state, which chained passes kept before they used its place.
-  const bool chained = chain_ && chain_->passes() > 0;
+  const bool chained = chain_passes() > 0;
   to_host(pinned_draft_hidden_, chained ? chain_->saved_z() : ws_.X, size_t(T * D) * 4);
   to_host(pinned_draft_picks_, ws_.draft_picks, size_t(T) * sizeof(int32_t));
   if (chained) chain_->to_host(stream_);

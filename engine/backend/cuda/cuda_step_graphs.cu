@@ -132,8 +132,8 @@ std::optional<CudaModelRunner::GraphKey> CudaModelRunner::graph_key(bool mtp) co
   key.records_before = step_->layout().records_before();
   key.drafts = !mtp && step_drafts_;
   key.mtp = mtp;
-  if (key.drafts && chain_ && chain_->passes() > 0) {
-    key.chain = chain_->passes();
+  if (key.drafts && chain_passes() > 0) {
+    key.chain = chain_passes();
     key.chain_rows = chain_->rows();
     key.chain_dense = chain_step_->dense_decode_rows();
     key.chain_bucket = chain_bucket_;

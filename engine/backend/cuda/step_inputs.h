@@ -39,15 +39,14 @@ class StepInputs {
 
   // Device arrays (fixed addresses).
   const int32_t* tokens() const { return array(kTokens); }
-  int32_t* tokens_to_patch() { return fixed_ + int64_t(kTokens) * layout_.capacity().max_rows; }
+  int32_t* tokens_to_patch() { return array(kTokens); }
   // The row arrays a kernel may move rows in (draft_chain.h: chained draft rows take their
   // positions on the device); lengths must stay positions + 1, page rows the tables' entry.
   struct Patch {
     int32_t *tokens, *page_rows, *lengths, *positions;
   };
   Patch rows_to_patch() {
-    auto at = [&](int which) { return fixed_ + int64_t(which) * layout_.capacity().max_rows; };
-    return {at(kTokens), at(kPageRows), at(kLengths), at(kPositions)};
+    return {array(kTokens), array(kPageRows), array(kLengths), array(kPositions)};
   }
   const int32_t* page_rows() const { return array(kPageRows); }
   const int32_t* lengths() const { return array(kLengths); }  // position + 1
@@ -69,6 +68,7 @@ class StepInputs {
   const int32_t* array(int which) const {
     return fixed_ + int64_t(which) * layout_.capacity().max_rows;
   }
+  int32_t* array(int which) { return fixed_ + int64_t(which) * layout_.capacity().max_rows; }
 
   StepLayout layout_;
   int32_t* host_ = nullptr;       // pinned staging, layout_.max_packed_words() long

@@ -108,7 +108,7 @@ void Speculator::commit(Sequence& s, SpecRole role, int rows, int first_logit,
     // check and the sampler disagreed) rewrote the module's cache after that row: the drafter
     // then runs the rows itself, which writes them again.
     if (!result.draft_chain.empty())
-      width = int(result.draft_chain.size() / (result.draft_logits.size() / size_t(vocab)));
+      width = int(result.draft_chain.size() / result.draft_tokens.size());  // per logit row
     if (same && width > 0) {
       chain = result.draft_chain.data() + int64_t(first_logit + accepted) * width;
       if (chain[0] < 0) {
