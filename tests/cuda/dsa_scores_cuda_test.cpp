@@ -4,6 +4,8 @@
 // The per-row kernel is checked against the CPU by the G1 dsa rows. Pools kept in pages (each
 // pooled once, when its fourth token is stored) have the bits of pools made from a sequence's
 // contiguous keys, and score the same through the block table, past the old 65,539-token limit.
+// Decode rows of different sequences (each its own table and position) score in one launch with
+// the bits of one launch a row.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -130,6 +132,51 @@ TEST(CudaDsaScores, PoolsKeptInPagesEqualPoolsOfContiguousKeys) {
     const auto a = cuda_test::to_host<float>(s1, size_t(r * pools));
     const auto b = cuda_test::to_host<float>(s2, size_t(r * pools));
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << r << " rows";
+  }
+}
+
+TEST(CudaDsaScores, DecodeRowsOfTheirOwnSequencesScoreInOneLaunchAsOneByOne) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  constexpr int kBlock = 16, kPerBlock = kBlock / 4, kRows = 5;
+  constexpr int64_t kStride = 40, kBlocks = kRows * kStride, kBucket = kStride * kPerBlock;
+  // Row r's sequence owns blocks r, r + 5, r + 10, ... (scattered among the others') and sits at
+  // its own position, some past the bucket's first tile, one shorter than a pool.
+  const std::vector<int32_t> positions = {2, 37, 150, 159, 97};
+  std::vector<int32_t> tables(size_t(kRows * kStride));
+  for (int r = 0; r < kRows; ++r)
+    for (int64_t b = 0; b < kStride; ++b) tables[size_t(r * kStride + b)] = int32_t(b * kRows + r);
+  const auto pooled = cuda_test::uniform(31, size_t(kBlocks * kPerBlock * kDim), -1.0f, 1.0f);
+  const auto q = cuda_test::uniform(32, size_t(kRows * kHeads * kDim), -1.0f, 1.0f);
+  const auto w = cuda_test::uniform(33, size_t(kRows * kHeads), 0.0f, 1.0f);
+  auto dp = cuda_test::to_device(pooled), dq = cuda_test::to_device(q),
+       dw = cuda_test::to_device(w), dt = cuda_test::to_device(tables),
+       dpos = cuda_test::to_device(positions);
+  const auto* qf = static_cast<const float*>(dq.data());
+  const auto* wf = static_cast<const float*>(dw.data());
+  const auto* tf = static_cast<const int32_t*>(dt.data());
+  const auto* pf = static_cast<const int32_t*>(dpos.data());
+  const std::vector<float> unset(size_t(kRows * kBucket), -7.0f);  // pools a row does not see
+  auto one = cuda_test::to_device(unset), each = cuda_test::to_device(unset);
+  cuda::PooledKeys keys{static_cast<const float*>(dp.data()), tf, kPerBlock, kStride};
+  cuda::dsa_pool_scores(qf, wf, kRows, kHeads, keys, kBucket, static_cast<float*>(one.data()),
+                        nullptr, kDim, pf);
+  for (int r = 0; r < kRows; ++r) {
+    const cuda::PooledKeys own{static_cast<const float*>(dp.data()), tf + r * kStride, kPerBlock};
+    cuda::dsa_pool_scores(qf + r * kHeads * kDim, wf + r * kHeads, 1, kHeads, own, kBucket,
+                          static_cast<float*>(each.data()) + r * kBucket, nullptr, kDim, pf + r);
+  }
+  const auto a = cuda_test::to_host<float>(one, unset.size());
+  const auto b = cuda_test::to_host<float>(each, unset.size());
+  ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+  // Each row scored its own sequence's pools: they differ from row to row where both see them,
+  // and a row leaves the pools past its position as they were.
+  EXPECT_NE(a[size_t(2 * kBucket)], a[size_t(3 * kBucket)]);
+  for (int r = 0; r < kRows; ++r) {
+    const int seen = (positions[size_t(r)] + 1) / 4;
+    EXPECT_EQ(a[size_t(r * kBucket + seen)], -7.0f) << "row " << r;
+    if (seen > 0) {
+      EXPECT_NE(a[size_t(r * kBucket + seen - 1)], -7.0f) << "row " << r;
+    }
   }
 }
 

@@ -164,35 +164,30 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
     project(ws_.cq_bf16 + int64_t(s0) * ql, sparse_rows, w.indexer.wq_b, ws_.iq);  // [n, I*di]
     project(ws_.normed_bf16 + int64_t(s0) * D, sparse_rows, w.indexer.weights_proj,
             ws_.iw);  // [n, I]
-    // Scores of rows [r, r + n) against the first `pools` pools of one sequence, read from the
-    // pool pages through its block table. dsa_pool_scores writes n rows `pools` apart;
-    // dsa_select reads rows `score_stride` apart: decode rows (one sequence each, scored one by
-    // one) sit max_pools apart, the rows of one prefill chunk (scored together against their
-    // sequence's pools) sit `pools` apart.
-    auto score = [&](int table_seq, int pools, int r, int n, const int32_t* positions) {
-      const PooledKeys keys{pooled_pages, step_->tables() + int64_t(table_seq) * stride,
-                            options_.block_size / kpool};
-      dsa_pool_scores(ws_.iq + int64_t(r) * I * di, ws_.iw + int64_t(r) * I, n, I, keys, pools,
-                      ws_.scores + int64_t(r) * shp.max_pools, stream_, di, positions);
-    };
-    int64_t score_stride = shp.max_pools;
+    // Scores of the pass's sparse rows against the pool pages through block tables.
+    // dsa_pool_scores writes rows max_pools apart, as dsa_select reads them: decode rows (one
+    // sequence each: row i reads the table of step sequence s0 + i) over the step's pool bucket,
+    // the rows of one prefill chunk against their sequence's pools.
+    PooledKeys keys{pooled_pages, nullptr, options_.block_size / kpool};
     int max_pools = 0;  // no row has more pools: how many blocks dsa_select gives each row
     if (decode) {
-      // Each row over the step's pool bucket, bounded on the device by its own position, so the
-      // launches depend on the bucket only (a graph serves every length up to it).
+      // Each row bounded on the device by its own position, so the launch depends on the
+      // bucket only (a graph serves every length up to it).
       max_pools = pool_bucket_;
-      for (int i = 0; i < sparse_rows; ++i) {
+      for (int i = 0; i < sparse_rows; ++i)
         SPARKGLM_ASSERT((pos[size_t(s0 + i)] + 1) / kpool <= max_pools,
                         "a sparse decode row past the step's pool bucket");
-        score(s0 + i, max_pools, i, 1, step_->positions_device() + s0 + i);
-      }
+      keys.table = step_->tables() + int64_t(s0) * stride;
+      keys.table_stride = stride;
+      dsa_pool_scores(ws_.iq, ws_.iw, sparse_rows, I, keys, max_pools, ws_.scores, stream_, di,
+                      step_->positions_device() + s0);
     } else {
       max_pools = (pos[size_t(row0 + rows - 1)] + 1) / kpool;
-      score(seq_index, max_pools, 0, sparse_rows, nullptr);
-      score_stride = max_pools;
+      keys.table = step_->tables() + int64_t(seq_index) * stride;
+      dsa_pool_scores(ws_.iq, ws_.iw, sparse_rows, I, keys, max_pools, ws_.scores, stream_, di);
     }
-    dsa_select(ws_.scores, score_stride, step_->positions_device() + s0, sparse_rows, max_pools,
-               topk, ws_.lists, shp.attend_max, ws_.counts, ws_.select_ws, stream_);
+    dsa_select(ws_.scores, max_pools, step_->positions_device() + s0, sparse_rows, max_pools, topk,
+               ws_.lists, shp.attend_max, ws_.counts, ws_.select_ws, stream_);
     if (options_.selection_trace != nullptr) trace_selection(cache_layer, s0, sparse_rows);
     MlaDecodeArgs a;
     a.rows = sparse_rows;

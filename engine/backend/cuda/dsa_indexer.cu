@@ -72,12 +72,13 @@ struct ScoreParams {
   const int32_t* positions;  // per row: it scores its visible pools only (dsa_pool_scores)
 };
 
-// Pool `pool`'s d_i values (PooledKeys' layout).
+// Pool `pool`'s d_i values as scored row `row` sees them (PooledKeys' layout).
 template <int kDim>
-__device__ __forceinline__ const float* pooled_row(const PooledKeys& k, int64_t pool) {
+__device__ __forceinline__ const float* pooled_row(const PooledKeys& k, int64_t row, int64_t pool) {
   if (k.table == nullptr) return k.data + pool * kDim;
+  const int32_t* table = k.table + row * k.table_stride;
   const int64_t entry =
-      int64_t(k.table[pool / k.pools_per_block]) * k.pools_per_block + pool % k.pools_per_block;
+      int64_t(table[pool / k.pools_per_block]) * k.pools_per_block + pool % k.pools_per_block;
   return k.data + entry * kDim;
 }
 
@@ -96,7 +97,7 @@ __global__ void __launch_bounds__(256) score_kernel(const __grid_constant__ Scor
     const int j = i / (kDim / 4), c4 = i % (kDim / 4);
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     if (j < npool)
-      v = __ldg(reinterpret_cast<const float4*>(pooled_row<kDim>(p.pooled, p0 + j)) + c4);
+      v = __ldg(reinterpret_cast<const float4*>(pooled_row<kDim>(p.pooled, row, p0 + j)) + c4);
     keys[j][c4 * 4 + 0] = v.x;
     keys[j][c4 * 4 + 1] = v.y;
     keys[j][c4 * 4 + 2] = v.z;
@@ -166,7 +167,7 @@ __global__ void __launch_bounds__(kTileThreads)
     const int j = i % kTileP, c4 = i / kTileP;
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     if (p0 + j < p.pools)
-      v = __ldg(reinterpret_cast<const float4*>(pooled_row<kIndexDim>(p.pooled, p0 + j)) + c4);
+      v = __ldg(reinterpret_cast<const float4*>(pooled_row<kIndexDim>(p.pooled, 0, p0 + j)) + c4);
     kt[(c4 * 4 + 0) * kTileP + j] = v.x;
     kt[(c4 * 4 + 1) * kTileP + j] = v.y;
     kt[(c4 * 4 + 2) * kTileP + j] = v.z;
@@ -271,7 +272,8 @@ void dsa_pool_scores(const float* q, const float* w, int64_t rows, int heads,
   if (dim == kIndexMicroDim) {
     const dim3 grid(unsigned((pools + kPoolTile - 1) / kPoolTile), unsigned(rows));
     score_kernel<kIndexMicroDim><<<grid, 256, 0, stream>>>(params);
-  } else if (positions == nullptr && rows >= kTileRows && heads == kTileHeads) {
+  } else if (positions == nullptr && pooled.table_stride == 0 && rows >= kTileRows &&
+             heads == kTileHeads) {
     static bool configured = false;
     if (!configured) {
       SPARKGLM_CUDA_CHECK(cudaFuncSetAttribute(

@@ -24,11 +24,14 @@ void dsa_pool_keys(const float* keys, const float* gates, const float* ape, int6
 // Pooled keys as the runner keeps them: in pages beside the token keys, one entry per pool of
 // kIndexKpool tokens, so a block of block_size tokens holds block_size / kIndexKpool pools. Pool p
 // of a sequence is entry table[p / pools_per_block] * pools_per_block + p % pools_per_block.
-// With table == nullptr the pools are contiguous: pool p is entry p.
+// With table == nullptr the pools are contiguous: pool p is entry p. With table_stride > 0 each
+// scored row has its own sequence: row r reads the table at table + r * table_stride (decode rows,
+// one sequence each, scored in one launch).
 struct PooledKeys {
   const float* data = nullptr;  // [entries, d_i]
   const int32_t* table = nullptr;
   int pools_per_block = 0;
+  int64_t table_stride = 0;
 };
 
 // The pools completed by a step's rows, each pooled once into its page entry (dsa_pool_keys'
@@ -44,7 +47,8 @@ void dsa_pool_completed(const float* key_pages, const float* gate_pages, const f
 // With `positions` ([rows], device), row r scores only the pools it sees, p < min(pools,
 // (positions[r] + 1) / 4), and leaves the rest of its row as it was (dsa_select reads no further):
 // `pools` is then a bound that sizes the grid, so a captured launch serves rows of any length up
-// to it. A pool's score does not depend on the bound (one-row kernel: the decode rows' path).
+// to it. A pool's score does not depend on the bound (one-row kernel: the decode rows' path, also
+// for rows of their own sequences, pooled.table_stride > 0).
 void dsa_pool_scores(const float* q, const float* w, int64_t rows, int heads,
                      const PooledKeys& pooled, int64_t pools, float* scores, cudaStream_t stream,
                      int dim = kIndexDim, const int32_t* positions = nullptr);
