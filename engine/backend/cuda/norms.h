@@ -12,6 +12,20 @@ namespace sparkglm::cuda {
 void rms_norm_rows(const float* x, const float* w, float eps, int64_t rows, int64_t n, float* y,
                    uint16_t* y_bf16, cudaStream_t stream);
 
+// x += add, then y = rms_norm(x) as rms_norm_rows computes it (one launch for rows of up to 4096
+// values; the bits of add_in_place then rms_norm_rows). y must not alias x or add.
+void add_rms_norm_rows(float* x, const float* add, const float* w, float eps, int64_t rows,
+                       int64_t n, float* y, uint16_t* y_bf16, cudaStream_t stream);
+
+// The MTP module's input in one launch (MODEL.md section 6): cat[t] = [enorm(embed(ids[t]));
+// hnorm(h[t])] as BF16 bits, each half the bits embed_tokens, rms_norm_rows and concat_bf16 give
+// (an id outside the vocabulary gives NaN). table: [vocab, n] BF16; h: [rows, n]; cat: [rows, 2n].
+// Only for mtp_entry_fits(n): rows of up to 4096 values, n % 4 == 0.
+bool mtp_entry_fits(int64_t n);
+void mtp_entry_bf16(const uint16_t* table, int64_t vocab, const int32_t* ids, const float* e_norm,
+                    const float* h, const float* h_norm, float eps, int64_t rows, int64_t n,
+                    uint16_t* cat, cudaStream_t stream);
+
 // y = (x - mean) * rsqrt(var + eps) * w + b (population variance). x, y: [rows, n] FP32.
 void layer_norm_rows(const float* x, const float* w, const float* b, float eps, int64_t rows,
                      int64_t n, float* y, cudaStream_t stream);

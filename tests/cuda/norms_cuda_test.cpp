@@ -1,0 +1,105 @@
+// The fused row norms of the MTP module (norms.h): add_rms_norm_rows gives the bits of
+// add_in_place then rms_norm_rows, and mtp_entry_bf16 the bits of embed_tokens, two
+// rms_norm_rows and concat_bf16 (the launches they replace), an id outside the vocabulary
+// included, at widths from one float4 a thread to the widest cached row and past it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "engine/backend/cuda/device_buffer.h"
+#include "engine/backend/cuda/embedding.h"
+#include "engine/backend/cuda/norms.h"
+#include "engine/backend/cuda/runner_kernels.h"
+#include "engine/core/dtype.h"
+#include "tests/cuda/cuda_test_support.h"
+
+namespace sparkglm {
+namespace {
+
+using cuda_test::have_device;
+constexpr int64_t kRows = 3;
+constexpr float kEps = 1e-5f;
+
+template <typename T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+TEST(CudaNorms, AddThenNormInOneLaunchGivesTheBitsOfItsTwoLaunches) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  for (int64_t n : {int64_t(256), int64_t(2052), int64_t(4096), int64_t(4100)}) {
+    const size_t count = size_t(kRows * n);
+    const auto x = cuda_test::uniform(41 + uint64_t(n), count, 0.0f, 3.0f);
+    const auto add = cuda_test::uniform(42 + uint64_t(n), count, 0.0f, 3.0f);
+    const auto w = cuda_test::uniform(43 + uint64_t(n), size_t(n), 1.0f, 0.5f);
+    auto dadd = cuda_test::to_device(add), dw = cuda_test::to_device(w);
+    const auto* af = static_cast<const float*>(dadd.data());
+    const auto* wf = static_cast<const float*>(dw.data());
+    auto x1 = cuda_test::to_device(x), x2 = cuda_test::to_device(x);
+    cuda::DeviceBuffer y1(count * 4), y2(count * 4), b1(count * 2), b2(count * 2);
+    cuda::add_in_place(static_cast<float*>(x1.data()), af, int64_t(count), nullptr);
+    cuda::rms_norm_rows(static_cast<const float*>(x1.data()), wf, kEps, kRows, n,
+                        static_cast<float*>(y1.data()), static_cast<uint16_t*>(b1.data()), nullptr);
+    cuda::add_rms_norm_rows(static_cast<float*>(x2.data()), af, wf, kEps, kRows, n,
+                            static_cast<float*>(y2.data()), static_cast<uint16_t*>(b2.data()),
+                            nullptr);
+    EXPECT_TRUE(same_bits(cuda_test::to_host<float>(x1, count), cuda_test::to_host<float>(x2, count)))
+        << "sums, n = " << n;
+    EXPECT_TRUE(same_bits(cuda_test::to_host<float>(y1, count), cuda_test::to_host<float>(y2, count)))
+        << "normed, n = " << n;
+    EXPECT_TRUE(
+        same_bits(cuda_test::to_host<uint16_t>(b1, count), cuda_test::to_host<uint16_t>(b2, count)))
+        << "BF16, n = " << n;
+    // And the sums are the sums (not x itself).
+    const auto sums = cuda_test::to_host<float>(x2, count);
+    EXPECT_EQ(sums[5], x[5] + add[5]);
+  }
+}
+
+TEST(CudaNorms, TheMtpInputInOneLaunchGivesTheBitsOfEmbedNormNormConcat) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  EXPECT_FALSE(cuda::mtp_entry_fits(4100));
+  EXPECT_FALSE(cuda::mtp_entry_fits(254));
+  for (int64_t n : {int64_t(256), int64_t(2048), int64_t(4096)}) {
+    ASSERT_TRUE(cuda::mtp_entry_fits(n));
+    constexpr int64_t kVocab = 11;
+    const auto table_f = cuda_test::uniform(51 + uint64_t(n), size_t(kVocab * n), 0.0f, 1.0f);
+    std::vector<uint16_t> table(table_f.size());
+    for (size_t i = 0; i < table.size(); ++i) table[i] = f32_to_bf16(table_f[i]);
+    const std::vector<int32_t> ids = {7, int32_t(kVocab), 0};  // the middle one is out of range
+    const auto h = cuda_test::uniform(52 + uint64_t(n), size_t(kRows * n), 0.0f, 2.0f);
+    const auto en = cuda_test::uniform(53 + uint64_t(n), size_t(n), 1.0f, 0.5f);
+    const auto hn = cuda_test::uniform(54 + uint64_t(n), size_t(n), 1.0f, 0.5f);
+    auto dt = cuda_test::to_device(table), di = cuda_test::to_device(ids),
+         dh = cuda_test::to_device(h), den = cuda_test::to_device(en),
+         dhn = cuda_test::to_device(hn);
+    const auto* tf = static_cast<const uint16_t*>(dt.data());
+    const auto* idf = static_cast<const int32_t*>(di.data());
+    const auto* hf = static_cast<const float*>(dh.data());
+    const auto* enf = static_cast<const float*>(den.data());
+    const auto* hnf = static_cast<const float*>(dhn.data());
+    const size_t count = size_t(kRows * n), cat_count = 2 * count;
+    cuda::DeviceBuffer e(count * 4), hnorm(count * 4), cat1(cat_count * 2), cat2(cat_count * 2);
+    auto* ef = static_cast<float*>(e.data());
+    cuda::embed_tokens(tf, kVocab, n, idf, kRows, 1, ef, nullptr);
+    cuda::rms_norm_rows(ef, enf, kEps, kRows, n, ef, nullptr, nullptr);
+    cuda::rms_norm_rows(hf, hnf, kEps, kRows, n, static_cast<float*>(hnorm.data()), nullptr,
+                        nullptr);
+    cuda::concat_bf16(ef, static_cast<const float*>(hnorm.data()), kRows, n,
+                      static_cast<uint16_t*>(cat1.data()), nullptr);
+    cuda::mtp_entry_bf16(tf, kVocab, idf, enf, hf, hnf, kEps, kRows, n,
+                         static_cast<uint16_t*>(cat2.data()), nullptr);
+    const auto a = cuda_test::to_host<uint16_t>(cat1, cat_count);
+    const auto b = cuda_test::to_host<uint16_t>(cat2, cat_count);
+    EXPECT_TRUE(same_bits(a, b)) << "n = " << n;
+    // The out-of-range id's embedding half is NaN, its hidden half is not.
+    EXPECT_TRUE(std::isnan(bf16_to_f32(b[size_t(2 * n)])));
+    EXPECT_FALSE(std::isnan(bf16_to_f32(b[size_t(3 * n)])));
+  }
+}
+
+}  // namespace
+}  // namespace sparkglm
