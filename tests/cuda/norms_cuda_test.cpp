@@ -46,9 +46,11 @@ TEST(CudaNorms, AddThenNormInOneLaunchGivesTheBitsOfItsTwoLaunches) {
     cuda::add_rms_norm_rows(static_cast<float*>(x2.data()), af, wf, kEps, kRows, n,
                             static_cast<float*>(y2.data()), static_cast<uint16_t*>(b2.data()),
                             nullptr);
-    EXPECT_TRUE(same_bits(cuda_test::to_host<float>(x1, count), cuda_test::to_host<float>(x2, count)))
+    EXPECT_TRUE(
+        same_bits(cuda_test::to_host<float>(x1, count), cuda_test::to_host<float>(x2, count)))
         << "sums, n = " << n;
-    EXPECT_TRUE(same_bits(cuda_test::to_host<float>(y1, count), cuda_test::to_host<float>(y2, count)))
+    EXPECT_TRUE(
+        same_bits(cuda_test::to_host<float>(y1, count), cuda_test::to_host<float>(y2, count)))
         << "normed, n = " << n;
     EXPECT_TRUE(
         same_bits(cuda_test::to_host<uint16_t>(b1, count), cuda_test::to_host<uint16_t>(b2, count)))
