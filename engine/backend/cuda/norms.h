@@ -1,6 +1,7 @@
 #pragma once
-// Row norms of MODEL.md in FP32 (one block per row, so a row never depends on other rows), and
-// the FP32 -> BF16 cast that feeds the projections.
+// Row norms of MODEL.md in FP32 (one block per row, so a row never depends on other rows), two
+// fusions of them (a residual add into the norm after it; the MTP module's input), and the FP32 ->
+// BF16 cast that feeds the projections.
 #include <cuda_runtime.h>
 
 #include <cstdint>
