@@ -10,7 +10,7 @@
 //   speculation_bench --model DIR --prompts DIR/heldout.json --k 0,1,2,3 --concurrency 1,4
 //       [--rollback records|recompute] [--device cpu|cuda] [--enforce-eager]
 //       [--draft-in-step on|off] [--chain-in-step on|off] [--profile-steps] [--tasks json,tool]
-//       [--json-mode]
+//       [--json-mode] [--waves N]
 // with DIR = tinyglm/weights/tinyglm-micro-trained. --draft-in-step off makes the drafter run its
 // first MTP forward itself instead of inside the verify step (SchedulerLimits::
 // speculative_draft_in_step): the two ways in one run; --chain-in-step off, that the drafter runs
@@ -20,14 +20,17 @@
 // its cells' tok/s are not the unprofiled ones). --tasks keeps the held-out examples of those
 // tasks only; --json-mode constrains every request to a JSON object, the grammar sparkglm-serve
 // compiles for `response_format: {"type": "json_object"}` with the model's tokenizer (structured
-// output is drafted for under its grammar: docs/structured-output.md).
+// output is drafted for under its grammar: docs/structured-output.md). --waves N runs each
+// repetition as N rounds back to back, round w taking examples w*C .. w*C + C - 1 (modulo their
+// count), so a C1 cell measures N prompts instead of the first one alone.
 //
 // Aggregate decode rate = sum(completion - 1) / (last token - first token) (QUALIFICATION.md),
-// per repetition; output_sha256 hashes every request's tokens, so equal hashes across k show that
-// speculation changed no output. The JSON states its schema ("sparkglm.speculation_bench/1") and
-// the identity a bundle binds (commit, clean_tree, binary_sha256, model_dir, weights,
-// config_sha256, reps): `sparkglm-qualify measure --speculation-bench FILE` makes it a receipt
-// judged by G2.json's speculation_targets (gates/speculation_bundle.h).
+// per repetition (with waves: summed over its rounds, tokens and spans); output_sha256 hashes every
+// request's tokens, so equal hashes across k show that speculation changed no output. The JSON
+// states its schema ("sparkglm.speculation_bench/1") and the identity a bundle binds (commit,
+// clean_tree, binary_sha256, model_dir, weights, config_sha256, reps): `sparkglm-qualify measure
+// --speculation-bench FILE` makes it a receipt judged by G2.json's speculation_targets
+// (gates/speculation_bundle.h).
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -82,18 +85,26 @@ std::vector<std::vector<int32_t>> load_prompts(const std::string& path,
   return prompts;
 }
 
+// Decode tokens over the span they took, summed over a repetition's rounds.
+struct Rate {
+  int64_t tokens = 0;
+  double seconds = 0;
+  double per_second() const { return seconds > 0 ? double(tokens) / seconds : 0.0; }
+};
+
 struct Round {
-  double rate = 0;  // aggregate decode tok/s
+  Rate rate;  // aggregate decode rate
   // The same from each request's second token: without the first decode step, which with
   // speculation also runs the MTP module over the whole prompt (drafts need its cache there).
-  double steady_rate = 0;
+  Rate steady_rate;
   int64_t completion_tokens = 0;
   std::vector<std::vector<int32_t>> outputs;
 };
 
+// `concurrency` requests at once, request c taking prompt first + c (modulo the prompt count).
 Round run_round(ServingEngine& engine, const std::vector<std::vector<int32_t>>& prompts,
                 int concurrency, int max_tokens,
-                const std::shared_ptr<const CompiledGrammar>& grammar) {
+                const std::shared_ptr<const CompiledGrammar>& grammar, int first = 0) {
   std::mutex m;
   std::condition_variable cv;
   std::vector<std::vector<Clock::time_point>> times(static_cast<size_t>(concurrency));
@@ -103,7 +114,7 @@ Round run_round(ServingEngine& engine, const std::vector<std::vector<int32_t>>& 
   const uint64_t finished_before = engine.stats().requests_finished;
   for (int c = 0; c < concurrency; ++c) {
     GenerationRequest r;
-    r.prompt = prompts[size_t(c) % prompts.size()];
+    r.prompt = prompts[size_t(first + c) % prompts.size()];
     r.sampling.temperature = 0.0f;
     r.sampling.max_tokens = max_tokens;
     if (grammar) {
@@ -131,15 +142,16 @@ Round run_round(ServingEngine& engine, const std::vector<std::vector<int32_t>>& 
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::lock_guard<std::mutex> lock(m);
   auto rate = [&](size_t from) {
-    Clock::time_point first = Clock::time_point::max(), last = Clock::time_point::min();
-    int64_t tokens = 0;
+    Clock::time_point begin = Clock::time_point::max(), end = Clock::time_point::min();
+    Rate r;
     for (const auto& t : times) {
       if (t.size() <= from + 1) continue;
-      first = std::min(first, t[from]);
-      last = std::max(last, t.back());
-      tokens += int64_t(t.size() - from) - 1;
+      begin = std::min(begin, t[from]);
+      end = std::max(end, t.back());
+      r.tokens += int64_t(t.size() - from) - 1;
     }
-    return tokens > 0 ? double(tokens) / std::chrono::duration<double>(last - first).count() : 0.0;
+    if (r.tokens > 0) r.seconds = std::chrono::duration<double>(end - begin).count();
+    return r;
   };
   round.rate = rate(0);
   round.steady_rate = rate(1);
@@ -171,6 +183,7 @@ struct BenchSettings {
   bool profile_steps = false;
   int max_tokens = 128;
   int reps = 3;
+  int waves = 1;  // rounds a repetition, each on the next `concurrency` prompts
   std::shared_ptr<const CompiledGrammar> grammar;  // --json-mode: every request's
 };
 
@@ -216,15 +229,23 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
   int64_t completion_tokens = 0;
   double wall_seconds = 0;  // of the measured rounds, prefill included
   for (int r = 0; r < reps; ++r) {
-    const auto from = Clock::now();
-    const Round round = run_round(engine, prompts, concurrency, max_tokens, s.grammar);
-    wall_seconds += std::chrono::duration<double>(Clock::now() - from).count();
-    rates.push_back(round.rate);
-    steady.push_back(round.steady_rate);
-    completion_tokens = round.completion_tokens;
-    if (r == 0)
-      for (const auto& o_tokens : round.outputs)
-        for (int32_t t : o_tokens) outputs += std::to_string(t) + ",";
+    Rate rate, steady_rate;
+    completion_tokens = 0;
+    for (int w = 0; w < s.waves; ++w) {
+      const auto from = Clock::now();
+      const Round round =
+          run_round(engine, prompts, concurrency, max_tokens, s.grammar, w * concurrency);
+      wall_seconds += std::chrono::duration<double>(Clock::now() - from).count();
+      rate.tokens += round.rate.tokens, rate.seconds += round.rate.seconds;
+      steady_rate.tokens += round.steady_rate.tokens;
+      steady_rate.seconds += round.steady_rate.seconds;
+      completion_tokens += round.completion_tokens;
+      if (r == 0)
+        for (const auto& o_tokens : round.outputs)
+          for (int32_t t : o_tokens) outputs += std::to_string(t) + ",";
+    }
+    rates.push_back(rate.per_second());
+    steady.push_back(steady_rate.per_second());
   }
   const EngineStats stats_after = engine.stats();
   const SpeculationCounters& after = stats_after.speculation;
@@ -303,7 +324,7 @@ int run(const std::vector<std::string>& args) {
   const CliArgs a(args, {"--enforce-eager", "--profile-steps", "--json-mode"});
   a.allow_only({"--model", "--prompts", "--k", "--concurrency", "--max-tokens", "--reps",
                 "--threads", "--rollback", "--device", "--enforce-eager", "--draft-in-step",
-                "--chain-in-step", "--profile-steps", "--tasks", "--json-mode"});
+                "--chain-in-step", "--profile-steps", "--tasks", "--json-mode", "--waves"});
   set_default_thread_count(int(a.integer("--threads", 0, 0, 1024)));
   ThreadPool& pool = default_thread_pool();
   BenchSettings s;
@@ -332,6 +353,7 @@ int run(const std::vector<std::string>& args) {
       a.has("--concurrency") ? a.int_list("--concurrency") : std::vector<int32_t>{1, 4};
   s.max_tokens = int(a.integer("--max-tokens", 128, 2, 1 << 16));
   s.reps = int(a.integer("--reps", 3, 1, 100));
+  s.waves = int(a.integer("--waves", 1, 1, 64));
   s.rollback = speculative_rollback_from_name(a.str("--rollback", "records"), "--rollback");
   auto on_off = [&](const std::string& flag) {
     const std::string v = a.str(flag, "on");
@@ -363,6 +385,7 @@ int run(const std::vector<std::string>& args) {
                               {"threads", pool.size()},
                               {"max_tokens", s.max_tokens},
                               {"reps", s.reps},
+                              {"waves", s.waves},
                               {"rollback", speculative_rollback_name(s.rollback)},
                               {"tasks", tasks},
                               {"constraint", s.grammar ? "json_object" : "none"},

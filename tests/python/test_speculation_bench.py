@@ -1,7 +1,8 @@
 """speculation_bench on the CPU with the trained tinyGLM, in JSON mode on the held-out JSON tasks
 (--tasks json --json-mode): the file states its tasks and constraint, every k draws the same
 greedy output as k = 0 at each concurrency, drafts under the grammar are accepted, and a --tasks
-that selects nothing is refused naming the flag.
+that selects nothing is refused naming the flag. --waves 2 measures a C1 cell over two prompts (more
+tokens, another output, still the same for every k) and --waves 0 is refused.
 
 Run: python3 test_speculation_bench.py --bin-dir BUILD_DIR
 """
@@ -26,7 +27,7 @@ def bench(*extra):
         capture_output=True, text=True, timeout=600)
 
 
-class SpeculationBenchJsonMode(unittest.TestCase):
+class SpeculationBenchCells(unittest.TestCase):
     def test_json_mode_cells_keep_their_output_and_accept_drafts(self):
         proc = bench("--tasks", "json", "--json-mode", "--k", "0,2", "--concurrency", "1,2",
                      "--reps", "1", "--max-tokens", "24")
@@ -41,6 +42,25 @@ class SpeculationBenchJsonMode(unittest.TestCase):
             self.assertEqual(by_k[2]["output_sha256"], by_k[0]["output_sha256"], f"C{c}")
             self.assertGreater(by_k[2]["acceptance_by_position"][0], 0, f"C{c}")
             self.assertGreater(by_k[2]["tokens_per_verify_step"], 1, f"C{c}")
+
+    def test_waves_measure_more_prompts_per_cell(self):
+        def cells(concurrency, waves):
+            proc = bench("--k", "0,1", "--concurrency", concurrency, "--reps", "1", "--max-tokens",
+                         "12", "--waves", str(waves))
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            out = json.loads(proc.stdout)
+            self.assertEqual(out["waves"], waves)
+            return {(cell["concurrency"], cell["k"]): cell for cell in out["cells"]}
+        one, two = cells("1,2", 1), cells("1", 2)
+        for k in (0, 1):
+            # C1 over two waves runs prompts 0 then 1: the tokens C2 draws for them at once (a
+            # request's greedy output does not depend on its batch), not prompt 0 twice.
+            self.assertEqual(two[(1, k)]["output_sha256"], one[(2, k)]["output_sha256"], f"k={k}")
+            self.assertEqual(two[(1, k)]["completion_tokens"], one[(2, k)]["completion_tokens"])
+            self.assertNotEqual(two[(1, k)]["output_sha256"], one[(1, k)]["output_sha256"], f"k={k}")
+        proc = bench("--k", "0", "--reps", "1", "--waves", "0")
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("--waves", proc.stderr)
 
     def test_tasks_that_select_nothing_are_refused(self):
         proc = bench("--tasks", "no-such-task", "--k", "0", "--reps", "1")
