@@ -90,6 +90,11 @@ struct Rate {
   int64_t tokens = 0;
   double seconds = 0;
   double per_second() const { return seconds > 0 ? double(tokens) / seconds : 0.0; }
+  Rate& operator+=(const Rate& o) {
+    tokens += o.tokens;
+    seconds += o.seconds;
+    return *this;
+  }
 };
 
 struct Round {
@@ -236,9 +241,8 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
       const Round round =
           run_round(engine, prompts, concurrency, max_tokens, s.grammar, w * concurrency);
       wall_seconds += std::chrono::duration<double>(Clock::now() - from).count();
-      rate.tokens += round.rate.tokens, rate.seconds += round.rate.seconds;
-      steady_rate.tokens += round.steady_rate.tokens;
-      steady_rate.seconds += round.steady_rate.seconds;
+      rate += round.rate;
+      steady_rate += round.steady_rate;
       completion_tokens += round.completion_tokens;
       if (r == 0)
         for (const auto& o_tokens : round.outputs)

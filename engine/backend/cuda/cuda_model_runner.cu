@@ -489,22 +489,13 @@ float* CudaModelRunner::mtp_module(const int32_t* tokens, const float* h) {
   const MtpWeights& m = *mw.mtp;
   const int64_t T = step_->rows(), D = config_.hidden_size;
   const float eps = config_.rms_norm_eps;
-  // z, the embedding, hnorm(h) and the BF16 concatenation share the residual-stream buffer, which
-  // the MTP layer (plain residual) does not otherwise use; h may be hnorm's place itself. Rows
-  // of up to 4096 values take the input in one launch (the same bits).
+  // z and the BF16 concatenation [enorm(embed(token)); hnorm(h)] share the residual-stream
+  // buffer, which the MTP layer (plain residual) does not otherwise use. The input takes one
+  // launch: every width the runner serves (mhc.h: 256 and 4096) is one mtp_entry_bf16 row.
   float* z = ws_.X;
   auto* cat = reinterpret_cast<uint16_t*>(ws_.X + 3 * T * D);
-  if (mtp_entry_fits(D)) {
-    mtp_entry_bf16(mw.embed.bf16(), config_.vocab_size, tokens, m.enorm, h, m.hnorm, eps, T, D, cat,
-                   stream_);
-  } else {
-    float* e = ws_.X + T * D;
-    float* hn = ws_.X + 2 * T * D;
-    embed_tokens(mw.embed.bf16(), config_.vocab_size, D, tokens, T, 1, e, stream_);
-    rms_norm_rows(e, m.enorm, eps, T, D, e, nullptr, stream_);
-    rms_norm_rows(h, m.hnorm, eps, T, D, hn, nullptr, stream_);
-    concat_bf16(e, hn, T, D, cat, stream_);
-  }
+  mtp_entry_bf16(mw.embed.bf16(), config_.vocab_size, tokens, m.enorm, h, m.hnorm, eps, T, D, cat,
+                 stream_);
   project_step(gemm_, weights_->dequant_workspace(), m.eh_proj, cat, step_->decode_rows(), T, z,
                stream_);  // [T, D]
 

@@ -140,8 +140,8 @@ __global__ void __launch_bounds__(kThreads)
       xv[u] = make_float4(nan, nan, nan, nan);
     } else {
       const uint2 b = reinterpret_cast<const uint2*>(p.table + int64_t(id) * p.n)[i];
-      xv[u] = make_float4(__uint_as_float(b.x << 16), __uint_as_float(b.x & 0xffff0000u),
-                          __uint_as_float(b.y << 16), __uint_as_float(b.y & 0xffff0000u));
+      xv[u] = make_float4(bf16_bits_to_f32(uint16_t(b.x)), bf16_bits_to_f32(uint16_t(b.x >> 16)),
+                          bf16_bits_to_f32(uint16_t(b.y)), bf16_bits_to_f32(uint16_t(b.y >> 16)));
     }
   }
   const float r = rms_scale(xv, p.n, p.eps, scratch);

@@ -1,6 +1,6 @@
 #pragma once
 // The small row-wise steps that join the operators into a model (cuda_model_runner): the dense
-// SwiGLU, gathering rows, a residual add and the MTP input concatenation. Each thread touches one
+// SwiGLU, gathering rows, a residual add and a BF16 concatenation. Each thread touches one
 // element of one row, so rows never depend on each other.
 #include <cuda_runtime.h>
 
@@ -25,7 +25,8 @@ void take_picked_tokens(const int32_t* from, const int32_t* picks, int64_t rows,
 // x += y, n floats.
 void add_in_place(float* x, const float* y, int64_t n, cudaStream_t stream);
 
-// out[t] = [a[t] ; b[t]] as BF16 bits: a, b: [rows, d] FP32; out: [rows, 2d].
+// out[t] = [a[t] ; b[t]] as BF16 bits: a, b: [rows, d] FP32; out: [rows, 2d]. The MTP module's
+// input now takes norms.h's mtp_entry_bf16, which tests/cuda/norms_cuda_test.cpp holds to this.
 void concat_bf16(const float* a, const float* b, int64_t rows, int64_t d, uint16_t* out,
                  cudaStream_t stream);
 
