@@ -1,7 +1,7 @@
 // The KDA attention block of the CUDA runner (MODEL.md section 3; cpu::kda_layer_forward): the
 // projections over every row, then the recurrence per group of rows (all decode rows as one batch
-// of one-row sequences, or a verify step's decode rows wave by wave; each prefill chunk as one
-// sequence), then the gated output and W_o.
+// of one-row sequences, or a verify step's decode rows slice by slice in one set of launches
+// (kda_verify_slices); each prefill chunk as one sequence), then the gated output and W_o.
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_model_runner.h"
 #include "engine/backend/cuda/kda.h"
@@ -53,18 +53,8 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
   float* state = caches_.kda_state + kda_index * slots * HK * K;  // slot 0 of this layer
   float* conv = caches_.kda_conv + kda_index * slots * 3 * (kKdaTaps - 1) * HK;
 
-  // Decode rows run the token-by-token recurrence, prompt pieces (one-row pieces too) the chunked
-  // form on the absolute 64-row grid, as on the CPU: a row's path never depends on how the
-  // scheduler cut its prompt. (At K = 32 every row runs the recurrence, also cut-independent.)
-  auto run_group = [&](int first_row, int num_seqs, int rows_per_seq, int seq_index, int start,
-                       bool decode) {
-    KdaBatch b;
-    b.num_seqs = num_seqs;
-    b.rows_per_seq = rows_per_seq;
-    b.heads = H;
-    b.slots = step_->slots() + seq_index;
-    b.head_dim = K;
-    const int64_t r = first_row;
+  // The prepare's arguments for rows from `r` on.
+  auto prepare_args = [&](int64_t r) {
     KdaPrepareArgs a;
     a.raw_q = ws_.raw_q + r * 3 * HK;
     a.raw_k = ws_.raw_k + r * 3 * HK;
@@ -82,6 +72,21 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
     a.v = ws_.v + r * HK;
     a.decay = ws_.decay + r * HK;
     a.beta = ws_.beta + r * H;
+    return a;
+  };
+  // Decode rows run the token-by-token recurrence, prompt pieces (one-row pieces too) the chunked
+  // form on the absolute 64-row grid, as on the CPU: a row's path never depends on how the
+  // scheduler cut its prompt. (At K = 32 every row runs the recurrence, also cut-independent.)
+  auto run_group = [&](int first_row, int num_seqs, int rows_per_seq, int seq_index, int start,
+                       bool decode) {
+    KdaBatch b;
+    b.num_seqs = num_seqs;
+    b.rows_per_seq = rows_per_seq;
+    b.heads = H;
+    b.slots = step_->slots() + seq_index;
+    b.head_dim = K;
+    const int64_t r = first_row;
+    const KdaPrepareArgs a = prepare_args(r);
     kda_prepare(b, a, stream_);
     kda_advance_conv_history(b, a.raw_q, a.raw_k, a.raw_v, conv, stream_, a.raw_stride);
     // The chunked form is specialised to K = 128: at tinyglm-micro's K = 32 prompt pieces take the
@@ -93,12 +98,30 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
     }
   };
   profile_.mark("kda.recur", stream_);
-  // Decode rows: one batch, or in a verify step group by group (step_layout.h: each slot once per
-  // group, its rows in order), keeping the KDA state records the slices ask for.
-  for (const StepGroup& g : step_->layout().decode_groups()) {
-    record_kda_states(kda_index, g, /*before=*/true);
-    run_group(g.first_row, g.rows, 1, g.first_row, 0, true);
-    record_kda_states(kda_index, g, /*before=*/false);
+  // Decode rows: one batch, or in a verify step slice by slice in one set of launches (each
+  // slice's rows in order inside the kernels, which keep the KDA state records it asks for).
+  if (step_->slices() > 0) {
+    KdaBatch b;
+    b.num_seqs = step_->slices();
+    b.rows_per_seq = step_->longest_slice();
+    b.heads = H;
+    b.slots = step_->slice_slots();
+    b.head_dim = K;
+    b.slice_rows = step_->slice_rows();
+    b.slice_first = step_->slice_first();
+    KdaRowRecords records;
+    records.after = step_->record_after();
+    records.before = step_->record_before();
+    records.records = caches_.records;
+    if (caches_.records > 0) {
+      records.record_state = caches_.record_state + kda_index * slots * caches_.records * HK * K;
+      records.record_conv =
+          caches_.record_conv + kda_index * slots * caches_.records * 3 * (kKdaTaps - 1) * HK;
+    }
+    kda_verify_slices(b, prepare_args(0), conv, state, ws_.o, records, stream_);
+  } else {
+    for (const StepGroup& g : step_->layout().decode_groups())
+      run_group(g.first_row, g.rows, 1, g.first_row, 0, true);
   }
   for (const StepSequence& s : step_->seqs())
     if (!s.decode) run_group(s.first_row, 1, s.rows, s.index, s.start, false);

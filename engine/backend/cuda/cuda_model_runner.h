@@ -15,8 +15,9 @@
 //
 // Speculative decoding (docs/speculative-decoding.md): a verify slice (a decode slice of several
 // rows) runs each row as a one-row decode row (step_layout.h: a sequence of its own; the KDA
-// recurrence wave by wave), recording the KDA state after each row (or before one) in the state
-// records (inside the graph: which rows record is read from device words), and a later slice
+// recurrence slice by slice, its rows in order inside the kernels), recording the KDA state after
+// each row (or before one) in the state records (inside the KDA kernels and the graph: which rows
+// record is read from device words), and a later slice
 // resumes from a record (a copy before the step's launches, as snapshot restores).
 //
 // Pipelined steps (submit/collect, cuda_step_pipeline.cu) return before the device has run them:
@@ -145,9 +146,6 @@ class CudaModelRunner : public ModelRunner {
   // Speculative decoding (cuda_speculation.cu). Copies each slice's KDA state record
   // `resume_record` into its slot, every KDA layer (before the step's rows, after the restores).
   void resume_records(const ForwardBatch& batch);
-  // One KDA layer's state records of decode group `g`: before it runs (`before`: rows with
-  // record_before, into record 0) or after (rows with record_after >= 0).
-  void record_kda_states(int kda_index, const StepGroup& g, bool before);
   // The loaded step's logit rows of h [T, D] (the head-reduced state) to the host.
   void hidden_to_host(const float* h, std::vector<float>& hidden);
   // The loaded step from the embedding to the head reduction (h in ws_.y), on stream_.
@@ -201,6 +199,9 @@ class CudaModelRunner : public ModelRunner {
     // groups alone do not fix them: a two-row slice across the dense/sparse edge and two one-row
     // slices have the same groups), dense count and buckets.
     int chain = 0, chain_rows = 0, chain_dense = 0, chain_bucket = 0, chain_pool_bucket = 0;
+    // A verify step's KDA slices and their longest (kda_verify_slices' launch shape, which the
+    // groups alone do not fix either).
+    int slices = 0, longest_slice = 0;
     bool verify() const { return groups.size() > 1 || records_after || records_before; }
     bool operator<(const GraphKey& o) const;
   };

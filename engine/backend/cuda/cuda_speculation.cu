@@ -13,7 +13,6 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_model_runner.h"
-#include "engine/backend/cuda/kda_records.h"
 #include "engine/backend/cuda/norms.h"
 #include "engine/backend/cuda/projection.h"
 #include "engine/backend/cuda/runner_kernels.h"
@@ -42,25 +41,6 @@ void CudaModelRunner::resume_records(const ForwardBatch& batch) {
     copy(caches_.kda_state, caches_.record_state, state);
     copy(caches_.kda_conv, caches_.record_conv, conv);
   }
-}
-
-void CudaModelRunner::record_kda_states(int kda_index, const StepGroup& g, bool before) {
-  // Launched for every group of a step where some row records (the step's graph key says so), so
-  // a captured verify step has the same launches whichever rows record; rows read -1 and skip.
-  if (!(before ? step_->layout().records_before() : step_->layout().records_after())) return;
-  const int64_t H = config_.kda.num_heads, K = config_.kda.head_dim;
-  const int64_t slots = options_.num_state_slots, records = caches_.records;
-  KdaRecordPools p;
-  p.state_floats = H * K * K;
-  p.conv_floats = 3 * (config_.kda.short_conv_kernel_size - 1) * H * K;
-  p.records = caches_.records;
-  p.state = caches_.kda_state + kda_index * slots * p.state_floats;
-  p.conv = caches_.kda_conv + kda_index * slots * p.conv_floats;
-  p.record_state = caches_.record_state + kda_index * slots * records * p.state_floats;
-  p.record_conv = caches_.record_conv + kda_index * slots * records * p.conv_floats;
-  // Decode row i is step sequence i: its slot and record words sit at index i.
-  const int32_t* words = before ? step_->record_before() : step_->record_after();
-  kda_record_states(step_->slots() + g.first_row, words + g.first_row, g.rows, p, stream_);
 }
 
 void CudaModelRunner::hidden_to_host(const float* h, std::vector<float>& hidden) {

@@ -4,9 +4,9 @@
 // step_layout.h), how many of its rows attend densely (they come first; the rest use the
 // indexer), the attention's length bucket (mla_decode's split grid), the pool bucket its sparse
 // rows are scored over (dsa_pool_scores bounded by the rows' positions, dsa_select's grid), and
-// whether it keeps KDA state records after or before its rows (kda_records.h), and whether it
-// runs the draft rows of speculative decoding after the layers. forward_mtp over decode rows (the
-// drafter's chained passes, one row a sequence) is graphed the same way, its own key marked
+// whether it keeps KDA state records after or before its rows (kda.h: KdaRowRecords), and whether
+// it runs the draft rows of speculative decoding after the layers. forward_mtp over decode rows
+// (the drafter's chained passes, one row a sequence) is graphed the same way, its own key marked
 // `mtp`: the MTP module alone, on hidden states at a fixed place. Everything else it
 // reads sits at fixed device addresses: StepInputs' arrays (tokens, page rows, positions,
 // lengths, slots, block tables, record words), the caches and the workspace. So the first step of
@@ -55,10 +55,11 @@ int pool_bucket(int pools, int max_pools) {
 
 bool CudaModelRunner::GraphKey::operator<(const GraphKey& o) const {
   return std::tie(groups, dense, bucket, pool_bucket, records_after, records_before, drafts, mtp,
-                  chain, chain_rows, chain_dense, chain_bucket, chain_pool_bucket) <
-         std::tie(o.groups, o.dense, o.bucket, o.pool_bucket, o.records_after, o.records_before,
-                  o.drafts, o.mtp, o.chain, o.chain_rows, o.chain_dense, o.chain_bucket,
-                  o.chain_pool_bucket);
+                  chain, chain_rows, chain_dense, chain_bucket, chain_pool_bucket, slices,
+                  longest_slice) < std::tie(o.groups, o.dense, o.bucket, o.pool_bucket,
+                                            o.records_after, o.records_before, o.drafts, o.mtp,
+                                            o.chain, o.chain_rows, o.chain_dense, o.chain_bucket,
+                                            o.chain_pool_bucket, o.slices, o.longest_slice);
 }
 
 int CudaModelRunner::sparse_pool_bucket() const {
@@ -132,6 +133,8 @@ std::optional<CudaModelRunner::GraphKey> CudaModelRunner::graph_key(bool mtp) co
   key.records_before = step_->layout().records_before();
   key.drafts = !mtp && step_drafts_;
   key.mtp = mtp;
+  key.slices = mtp ? 0 : step_->slices();
+  key.longest_slice = mtp ? 0 : step_->longest_slice();
   if (key.drafts && chain_passes() > 0) {
     key.chain = chain_passes();
     key.chain_rows = chain_->rows();

@@ -101,6 +101,39 @@ __device__ int run_prefix(int pools, Flag flag, int* b, int* e, int* total, int*
   return block_scan<kSelectThreads>(local, warp_total, total) - local;
 }
 
+// One radix pass's byte of T, by threads 0..255 of the block (every thread calls it): thread j
+// holds bin 255 - j, and its inclusive scan counts the keys in that bin and above, so exactly one
+// thread (a non-empty bin) holds the remaining-th largest key; it adds the byte to *prefix and
+// leaves in *remaining how many keys of that bin are still needed. The walk from bin 255 down
+// that one thread took before gave the same byte, 256 steps long. bin_sums: 8 ints of shared
+// memory. Returns after a barrier, with *prefix and *remaining written.
+__device__ void pick_byte(const uint32_t* hist, int shift, uint32_t* prefix, int* remaining,
+                          int* bin_sums) {
+  const int j = int(threadIdx.x), lane = j & 31, warp = j >> 5;
+  const int need = *remaining;  // read by all before the one writer below
+  int h = 0, incl = 0;
+  if (j < 256) {
+    h = int(hist[255 - j]);
+    incl = h;
+#pragma unroll
+    for (int m = 1; m < 32; m <<= 1) {
+      const int u = __shfl_up_sync(0xffffffffu, incl, m);
+      if (lane >= m) incl += u;
+    }
+    if (lane == 31) bin_sums[warp] = incl;
+  }
+  __syncthreads();
+  if (j < 256) {
+    for (int w = 0; w < warp; ++w) incl += bin_sums[w];
+    const int above = incl - h;
+    if (above < need && incl >= need) {
+      *prefix |= uint32_t(255 - j) << shift;
+      *remaining = need - above;
+    }
+  }
+  __syncthreads();
+}
+
 // Grid: rows; 1024 threads. Dense rows, and sparse rows of at most kSelectCachedPools pools
 // (their keys in shared memory); longer rows are the multi-block path's. Chosen pools are written
 // in pool order by a block-wide prefix count, and the tail follows.
@@ -109,6 +142,7 @@ __global__ void __launch_bounds__(kSelectThreads)
   extern __shared__ uint32_t keys[];  // [kSelectCachedPools]
   __shared__ int warp_total[kSelectThreads / 32];
   __shared__ uint32_t hist[256];
+  __shared__ int bin_sums[8];
   __shared__ uint32_t prefix;
   __shared__ int remaining, valid;
   const int64_t row = blockIdx.x;
@@ -142,17 +176,7 @@ __global__ void __launch_bounds__(kSelectThreads)
       if (k != 0u && (k & mask) == prefix) atomicAdd(&hist[(k >> shift) & 255u], 1u);
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-      int above = 0;
-      for (int b = 255; b >= 0; --b) {
-        if (above + int(hist[b]) >= remaining) {
-          prefix |= uint32_t(b) << shift;
-          remaining -= above;
-          break;
-        }
-        above += int(hist[b]);
-      }
-    }
+    pick_byte(hist, shift, &prefix, &remaining, bin_sums);
     mask |= 255u << shift;
     __syncthreads();
   }

@@ -21,16 +21,32 @@ __device__ __forceinline__ int64_t slot_of(const KdaBatch& batch, int seq) {
   return batch.slots ? int64_t(batch.slots[seq]) : int64_t(seq);
 }
 
+// Sequence seq's rows: rows_per_seq consecutive ones, or with kSlices a verify slice's
+// (KdaBatch::slice_rows). The kernels take kSlices as a template argument, so the decode and
+// prefill launches run the code they ran before verify slices existed.
+template <bool kSlices>
+__device__ __forceinline__ int rows_of(const KdaBatch& batch, int seq) {
+  if constexpr (kSlices) return batch.slice_first[seq + 1] - batch.slice_first[seq];
+  return batch.rows_per_seq;
+}
+template <bool kSlices>
+__device__ __forceinline__ int64_t row_of(const KdaBatch& batch, int seq, int t) {
+  if constexpr (kSlices) return int64_t(batch.slice_rows[batch.slice_first[seq] + t]);
+  return int64_t(seq) * batch.rows_per_seq + t;
+}
+
 // Every kernel is a template over K = V with two instantiations (kda.h): kKdaHeadDim and
 // kKdaMicroHeadDim.
 
 // Grid: (H, B*n); block: K threads, one channel each.
-template <int kK>
+template <int kK, bool kSlices>
 __global__ void __launch_bounds__(kK)
     prepare_kernel(const KdaBatch batch, const __grid_constant__ KdaPrepareArgs a) {
   __shared__ float scratch[32];
-  const int h = blockIdx.x, row = blockIdx.y, i = threadIdx.x;
-  const int n = batch.rows_per_seq, seq = row / n, t = row % n;
+  const int h = blockIdx.x, i = threadIdx.x;
+  const int n = batch.rows_per_seq, seq = int(blockIdx.y) / n, t = int(blockIdx.y) % n;
+  if (kSlices && t >= rows_of<kSlices>(batch, seq)) return;  // a slice shorter than n (the block)
+  const int64_t row = row_of<kSlices>(batch, seq, t);
   const int64_t hk = int64_t(batch.heads) * kK;
   const int64_t c = int64_t(h) * kK + i;  // channel
   const float* raws[3] = {a.raw_q, a.raw_k, a.raw_v};
@@ -45,15 +61,15 @@ __global__ void __launch_bounds__(kK)
 #pragma unroll
     for (int j = 0; j < kKdaTaps; ++j) {
       const int p = t + j;  // combined index of tap j for output t
-      const float in =
-          p < kHist ? hist[p * hk + c] : raws[part][(int64_t(seq) * n + p - kHist) * rs + c];
+      const float in = p < kHist ? hist[p * hk + c]
+                                 : raws[part][row_of<kSlices>(batch, seq, p - kHist) * rs + c];
       acc = j == 0 ? w[0] * in : acc + w[j] * in;
     }
     out[part] = acc / (1.0f + expf(-acc));  // SiLU
   }
   const float q_ss = block_sum(out[0] * out[0], scratch);
   const float k_ss = block_sum(out[1] * out[1], scratch);
-  const int64_t at = int64_t(row) * hk + c;
+  const int64_t at = row * hk + c;
   a.q[at] = out[0] * (1.0f / sqrtf(q_ss + kL2NormEps)) / sqrtf(float(kK));
   a.k[at] = out[1] * (1.0f / sqrtf(k_ss + kL2NormEps));
   a.v[at] = out[2];
@@ -61,26 +77,43 @@ __global__ void __launch_bounds__(kK)
   const float scale = fminf(expf(a.a_log[h]), FLT_MAX);
   const float g = a.gate_lower_bound * sigmoidf_dev(scale * (a.f[at] + a.dt_bias[c]));
   a.decay[at] = expf(g);
-  if (i == 0)
-    a.beta[int64_t(row) * batch.heads + h] =
-        sigmoidf_dev(a.b_logit[int64_t(row) * batch.heads + h]);
+  if (i == 0) a.beta[row * batch.heads + h] = sigmoidf_dev(a.b_logit[row * batch.heads + h]);
 }
 
-// Grid: (H, B); block: K threads. The new history of each sequence from its old history and rows.
-template <int kK>
+// Grid: (H, B) (with kSlices (H, B, 3): one of q/k/v a block); block: K threads. The new history of
+// each sequence from its old history and rows; with kSlices (a verify step), the history after (or
+// before) each row that keeps a record in `records` is copied into that record first.
+template <int kK, bool kSlices>
 __global__ void advance_hist_kernel(const KdaBatch batch, const float* raw_q, const float* raw_k,
-                                    const float* raw_v, int64_t rs, float* conv_hist) {
+                                    const float* raw_v, int64_t rs, float* conv_hist,
+                                    const KdaRowRecords records) {
   const int64_t hk = int64_t(batch.heads) * kK;
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int seq = blockIdx.y, n = batch.rows_per_seq;
+  const int seq = blockIdx.y, n = rows_of<kSlices>(batch, seq);
+  const int64_t slot = slot_of(batch, seq);
   const float* raws[3] = {raw_q, raw_k, raw_v};
-  for (int part = 0; part < 3; ++part) {
-    float* hist = conv_hist + (slot_of(batch, seq) * 3 + part) * kHist * hk;
-    float next[kHist];
-    for (int p = 0; p < kHist; ++p) {
-      const int q = n + p;  // combined index of the new history row p
-      next[p] = q < kHist ? hist[q * hk + c] : raws[part][(int64_t(seq) * n + q - kHist) * rs + c];
+  const int first_part = kSlices ? int(blockIdx.z) : 0, end_part = kSlices ? first_part + 1 : 3;
+  for (int part = first_part; part < end_part; ++part) {
+    float* hist = conv_hist + (slot * 3 + part) * kHist * hk;
+    // Input p of the combined sequence [history; rows].
+    auto input = [&](int p) {
+      return p < kHist ? hist[p * hk + c]
+                       : raws[part][row_of<kSlices>(batch, seq, p - kHist) * rs + c];
+    };
+    // The history just before row t is inputs t .. t + kHist - 1; just after it, t + 1 ...
+    auto keep = [&](int record, int first) {
+      float* to = records.record_conv + ((slot * records.records + record) * 3 + part) * kHist * hk;
+      for (int p = 0; p < kHist; ++p) to[p * hk + c] = input(first + p);
+    };
+    if constexpr (kSlices) {
+      for (int t = 0; t < n; ++t) {
+        const int64_t row = row_of<kSlices>(batch, seq, t);
+        if (records.before[row] >= 0) keep(records.before[row], t);
+        if (records.after[row] >= 0) keep(records.after[row], t + 1);
+      }
     }
+    float next[kHist];
+    for (int p = 0; p < kHist; ++p) next[p] = input(n + p);  // the new history row p
     for (int p = 0; p < kHist; ++p) hist[p * hk + c] = next[p];
   }
 }
@@ -127,35 +160,46 @@ __device__ __forceinline__ float part_sum(float x) {
   return x;
 }
 
-template <int kK, int kParts>
+// With kSlices (a verify step's slices), the state just before or after a row that keeps a
+// record in `records` is copied there from the registers (KdaRowRecords).
+template <int kK, int kParts, bool kSlices = false>
 __global__ void __launch_bounds__(128)
     recurrent_kernel(const KdaBatch batch, const float* __restrict__ q, const float* __restrict__ k,
                      const float* __restrict__ v, const float* __restrict__ decay,
                      const float* __restrict__ beta, float* __restrict__ state,
-                     float* __restrict__ o) {
+                     float* __restrict__ o, const KdaRowRecords records) {
   using T = KdaTiling<kK, kParts>;
   constexpr int kKeysPerPart = T::kKeysPerPart, kVec = T::kVec;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int part = lane / T::kColsPerWarp;
   const int col = blockIdx.x * T::kColsPerBlock + warp * T::kColsPerWarp + lane % T::kColsPerWarp;
-  const int h = blockIdx.y, seq = blockIdx.z, n = batch.rows_per_seq;
+  const int h = blockIdx.y, seq = blockIdx.z, n = rows_of<kSlices>(batch, seq);
   const int64_t hk = int64_t(batch.heads) * kK;
   const int key0 = part * kKeysPerPart;
-  float* s_ptr = state + ((slot_of(batch, seq) * batch.heads + h) * kK + key0) * kK + col;
+  const int64_t slot = slot_of(batch, seq);
+  float* s_ptr = state + ((slot * batch.heads + h) * kK + key0) * kK + col;
+  auto keep = [&](int record, const float* s) {
+    float* to = records.record_state +
+                (((slot * records.records + record) * batch.heads + h) * kK + key0) * kK + col;
+#pragma unroll
+    for (int i = 0; i < kKeysPerPart; ++i) to[int64_t(i) * kK] = s[i];
+  };
 
   float s[kKeysPerPart];  // S[key0 + i][col]
 #pragma unroll
   for (int i = 0; i < kKeysPerPart; ++i) s[i] = s_ptr[int64_t(i) * kK];
 
-  const int64_t row0 = int64_t(seq) * n;
+  int64_t row = row_of<kSlices>(batch, seq, 0);
   StepInputs<kVec> cur, next;
-  load_step(cur, k, q, decay, v, beta, row0 * hk + h * kK + key0, row0 * hk + h * kK + col,
-            row0 * batch.heads + h);
+  load_step(cur, k, q, decay, v, beta, row * hk + h * kK + key0, row * hk + h * kK + col,
+            row * batch.heads + h);
   for (int t = 0; t < n; ++t) {
-    const int64_t row = row0 + t;
+    const int64_t following = t + 1 < n ? row_of<kSlices>(batch, seq, t + 1) : row;
     if (t + 1 < n)
-      load_step(next, k, q, decay, v, beta, (row + 1) * hk + h * kK + key0,
-                (row + 1) * hk + h * kK + col, (row + 1) * batch.heads + h);
+      load_step(next, k, q, decay, v, beta, following * hk + h * kK + key0,
+                following * hk + h * kK + col, following * batch.heads + h);
+    if constexpr (kSlices)
+      if (records.before[row] >= 0) keep(records.before[row], s);
     float kv = 0.0f;
 #pragma unroll
     for (int i4 = 0; i4 < kVec; ++i4) {
@@ -183,7 +227,10 @@ __global__ void __launch_bounds__(128)
     }
     out = part_sum<kParts>(out);
     if (part == 0) o[row * hk + h * kK + col] = out;
+    if constexpr (kSlices)
+      if (records.after[row] >= 0) keep(records.after[row], s);
     cur = next;
+    row = following;
   }
 #pragma unroll
   for (int i = 0; i < kKeysPerPart; ++i) s_ptr[int64_t(i) * kK] = s[i];
@@ -240,7 +287,12 @@ void kda_prepare(const KdaBatch& batch, const KdaPrepareArgs& args, cudaStream_t
   check_batch(batch);
   const dim3 grid(unsigned(batch.heads), unsigned(batch.num_seqs * batch.rows_per_seq));
   with_head_dim(batch, [&](auto k) {
-    prepare_kernel<decltype(k)::value><<<grid, decltype(k)::value, 0, stream>>>(batch, args);
+    constexpr int kK = decltype(k)::value;
+    if (batch.slice_rows) {
+      prepare_kernel<kK, true><<<grid, kK, 0, stream>>>(batch, args);
+    } else {
+      prepare_kernel<kK, false><<<grid, kK, 0, stream>>>(batch, args);
+    }
   });
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
@@ -249,11 +301,12 @@ void kda_advance_conv_history(const KdaBatch& batch, const float* raw_q, const f
                               const float* raw_v, float* conv_hist, cudaStream_t stream,
                               int64_t raw_stride) {
   check_batch(batch);
+  SPARKGLM_ASSERT(!batch.slice_rows, "kda_advance_conv_history: slices go to kda_verify_slices");
   const dim3 grid(unsigned(batch.heads), unsigned(batch.num_seqs));
   const int64_t rs = raw_stride > 0 ? raw_stride : int64_t(batch.heads) * batch.head_dim;
   with_head_dim(batch, [&](auto k) {
-    advance_hist_kernel<decltype(k)::value>
-        <<<grid, decltype(k)::value, 0, stream>>>(batch, raw_q, raw_k, raw_v, rs, conv_hist);
+    advance_hist_kernel<decltype(k)::value, false>
+        <<<grid, decltype(k)::value, 0, stream>>>(batch, raw_q, raw_k, raw_v, rs, conv_hist, {});
   });
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
@@ -262,6 +315,7 @@ void kda_recurrent(const KdaBatch& batch, const float* q, const float* k, const 
                    const float* decay, const float* beta, float* state, float* o,
                    cudaStream_t stream) {
   check_batch(batch);
+  SPARKGLM_ASSERT(!batch.slice_rows, "kda_recurrent: slices go to kda_verify_slices");
   if (batch.head_dim == kKdaMicroHeadDim) {
     // One tiling for every row count at the micro head dim (4 key parts, one block per head):
     // prefill takes this kernel too (kda_chunked.h is specialised to K = 128), so a row's bits do
@@ -269,18 +323,40 @@ void kda_recurrent(const KdaBatch& batch, const float* q, const float* k, const 
     constexpr int kK = kKdaMicroHeadDim;
     const dim3 grid(kK / KdaTiling<kK, 4>::kColsPerBlock, unsigned(batch.heads),
                     unsigned(batch.num_seqs));
-    recurrent_kernel<kK, 4><<<grid, 128, 0, stream>>>(batch, q, k, v, decay, beta, state, o);
+    recurrent_kernel<kK, 4><<<grid, 128, 0, stream>>>(batch, q, k, v, decay, beta, state, o, {});
   } else if (batch.rows_per_seq == 1) {
     constexpr int kK = kKdaHeadDim;
     const dim3 grid(kK / KdaTiling<kK, 4>::kColsPerBlock, unsigned(batch.heads),
                     unsigned(batch.num_seqs));
-    recurrent_kernel<kK, 4><<<grid, 128, 0, stream>>>(batch, q, k, v, decay, beta, state, o);
+    recurrent_kernel<kK, 4><<<grid, 128, 0, stream>>>(batch, q, k, v, decay, beta, state, o, {});
   } else {
     constexpr int kK = kKdaHeadDim;
     const dim3 grid(kK / KdaTiling<kK, 8>::kColsPerBlock, unsigned(batch.heads),
                     unsigned(batch.num_seqs));
-    recurrent_kernel<kK, 8><<<grid, 128, 0, stream>>>(batch, q, k, v, decay, beta, state, o);
+    recurrent_kernel<kK, 8><<<grid, 128, 0, stream>>>(batch, q, k, v, decay, beta, state, o, {});
   }
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+void kda_verify_slices(const KdaBatch& batch, const KdaPrepareArgs& a, float* conv_hist,
+                       float* state, float* o, const KdaRowRecords& records, cudaStream_t stream) {
+  check_batch(batch);
+  SPARKGLM_ASSERT(batch.slice_rows && batch.slice_first && records.after && records.before &&
+                      a.conv_hist == conv_hist,
+                  "kda_verify_slices: the slices' rows, the record words and one conv history");
+  kda_prepare(batch, a, stream);
+  const int64_t rs = a.raw_stride > 0 ? a.raw_stride : int64_t(batch.heads) * batch.head_dim;
+  with_head_dim(batch, [&](auto k) {
+    constexpr int kK = decltype(k)::value;
+    advance_hist_kernel<kK, true>
+        <<<dim3(unsigned(batch.heads), unsigned(batch.num_seqs), 3), kK, 0, stream>>>(
+            batch, a.raw_q, a.raw_k, a.raw_v, rs, conv_hist, records);
+    // The decode tiling (4 key parts) at every K: each row's bits are a one-row decode row's.
+    const dim3 grid(kK / KdaTiling<kK, 4>::kColsPerBlock, unsigned(batch.heads),
+                    unsigned(batch.num_seqs));
+    recurrent_kernel<kK, 4, true>
+        <<<grid, 128, 0, stream>>>(batch, a.q, a.k, a.v, a.decay, a.beta, state, o, records);
+  });
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -28,6 +28,23 @@ struct KdaBatch {
   int heads = 0;                   // H
   const int32_t* slots = nullptr;  // [B] on the device: sequence b's state slot; null: slot b
   int head_dim = kKdaHeadDim;      // K = V: kKdaHeadDim or kKdaMicroHeadDim
+  // A verify step's slices (speculative decoding, kda_verify_slices): sequence b's rows are
+  // rows[first[b] .. first[b + 1]) (at most n of them, in position order), device words; null:
+  // rows b*n + t.
+  const int32_t* slice_rows = nullptr;
+  const int32_t* slice_first = nullptr;
+};
+
+// The KDA state records a verify step keeps (one layer's pools; KdaStatePool's record_state and
+// record_conv on the device), read per step row:
+// after[row] >= 0 keeps the state and conv history after that row in that record, before[row] >= 0
+// keeps those just before it in record 0.
+struct KdaRowRecords {
+  const int32_t* after = nullptr;
+  const int32_t* before = nullptr;
+  float* record_state = nullptr;  // [slots][records][H * K * V]
+  float* record_conv = nullptr;   // [slots][records][3][taps - 1][H * K]
+  int records = 0;
 };
 
 // Short conv + SiLU + l2norm (q also / sqrt(K)), gates and beta, MODEL.md section 3.
@@ -69,6 +86,16 @@ void kda_advance_conv_history(const KdaBatch& batch, const float* raw_q, const f
 void kda_recurrent(const KdaBatch& batch, const float* q, const float* k, const float* v,
                    const float* decay, const float* beta, float* state, float* o,
                    cudaStream_t stream);
+
+// The decode rows of a verify step, slice by slice in one launch each instead of one set of
+// launches per wave (step_layout.h): the prepare, the conv history's advance and the token-by-token
+// recurrence of kda_prepare / kda_advance_conv_history / kda_recurrent over `batch`'s slices
+// (slice_rows / slice_first; rows_per_seq the longest), each row computing the bits it computes
+// as a one-row decode row (the decode tiling at every K), with the state records of `records` kept
+// inside the kernels. The caller's rows of one slice share a slot and are in position order;
+// conv_hist is args.conv_hist, which this call advances.
+void kda_verify_slices(const KdaBatch& batch, const KdaPrepareArgs& args, float* conv_hist,
+                       float* state, float* o, const KdaRowRecords& records, cudaStream_t stream);
 
 // out = RMSNorm_per_head(o; o_norm, eps) * sigmoid(gate). o, gate, out: [B*n, H*V] FP32;
 // out_bf16 (may be null): the same as BF16 bits for W_o.

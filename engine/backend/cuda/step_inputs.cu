@@ -63,11 +63,54 @@ StepInputs::StepInputs(const StepCapacity& capacity, int block_size, int topk_po
   fixed_ = static_cast<int32_t*>(fixed_buffer_.data());
   SPARKGLM_CUDA_CHECK(cudaMemset(fixed_, 0, fixed_words * sizeof(int32_t)));
   SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
+  const size_t slice_words = 3 * size_t(capacity.max_seqs) + 1;
+  SPARKGLM_CUDA_CHECK(cudaMallocHost(&slice_host_, slice_words * sizeof(int32_t)));
+  slice_buffer_ = DeviceBuffer(slice_words * sizeof(int32_t));
+  slice_words_ = static_cast<int32_t*>(slice_buffer_.data());
+  SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&slices_copied_, cudaEventDisableTiming));
 }
 
 StepInputs::~StepInputs() {
+  cudaEventDestroy(slices_copied_);
+  cudaFreeHost(slice_host_);
   cudaEventDestroy(copied_);
   cudaFreeHost(host_);
+}
+
+void StepInputs::load_slices(cudaStream_t stream) {
+  slices_ = longest_slice_ = 0;
+  if (!layout_.speculative()) return;
+  // Decode row i is step sequence i (one row each); a slot's rows come in wave order, which is
+  // position order (step_layout.h).
+  const int max_seqs = layout_.capacity().max_seqs;
+  std::vector<int> slots;
+  std::vector<std::vector<int32_t>> rows;
+  for (int i = 0; i < layout_.decode_rows(); ++i) {
+    const StepSequence& q = layout_.seqs()[size_t(i)];
+    const auto at = std::find(slots.begin(), slots.end(), q.slot);
+    if (at == slots.end()) {
+      slots.push_back(q.slot);
+      rows.push_back({q.first_row});
+    } else {
+      rows[size_t(at - slots.begin())].push_back(q.first_row);
+    }
+  }
+  SPARKGLM_CUDA_CHECK(cudaEventSynchronize(slices_copied_));  // the last copy has read the staging
+  int32_t* slot_words = slice_host_;
+  int32_t* first = slice_host_ + max_seqs;
+  int32_t* row_words = first + max_seqs + 1;
+  first[0] = 0;
+  for (size_t b = 0; b < slots.size(); ++b) {
+    slot_words[b] = slots[b];
+    std::copy(rows[b].begin(), rows[b].end(), row_words + first[b]);
+    first[b + 1] = first[b] + int32_t(rows[b].size());
+    longest_slice_ = std::max(longest_slice_, int(rows[b].size()));
+  }
+  slices_ = int(slots.size());
+  SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(slice_words_, slice_host_,
+                                      (3 * size_t(max_seqs) + 1) * sizeof(int32_t),
+                                      cudaMemcpyHostToDevice, stream));
+  SPARKGLM_CUDA_CHECK(cudaEventRecord(slices_copied_, stream));
 }
 
 void StepInputs::load(const ForwardBatch& batch, cudaStream_t stream) {
@@ -82,6 +125,7 @@ void StepInputs::load(const ForwardBatch& batch, cudaStream_t stream) {
   unpack_kernel<<<32, 256, 0, stream>>>(static_cast<const int32_t*>(staging_.data()), c.max_rows,
                                         c.max_seqs, c.table_stride, fixed_);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  load_slices(stream);
 }
 
 }  // namespace sparkglm::cuda

@@ -60,6 +60,13 @@ class StepInputs {
     return tables() + int64_t(c.max_seqs) * c.table_stride;
   }
   const int32_t* record_before() const { return record_after() + layout_.capacity().max_seqs; }
+  // A verify step's slices (kda.h: KdaBatch::slice_rows): the decode rows grouped by state slot,
+  // each slice's rows in position order. Host counts, device words.
+  int slices() const { return slices_; }
+  int longest_slice() const { return longest_slice_; }
+  const int32_t* slice_slots() const { return slice_words_; }
+  const int32_t* slice_first() const { return slice_words_ + layout_.capacity().max_seqs; }
+  const int32_t* slice_rows() const { return slice_first() + layout_.capacity().max_seqs + 1; }
 
  private:
   // Fixed device arrays: these row arrays, each max_rows long; then slots [max_seqs]; then
@@ -70,11 +77,20 @@ class StepInputs {
   }
   int32_t* array(int which) { return fixed_ + int64_t(which) * layout_.capacity().max_rows; }
 
+  // Groups a speculative step's decode rows into slices (slice_*) and starts their copy.
+  void load_slices(cudaStream_t stream);
+
   StepLayout layout_;
   int32_t* host_ = nullptr;       // pinned staging, layout_.max_packed_words() long
   cudaEvent_t copied_ = nullptr;  // the last copy out of host_ has run
   DeviceBuffer staging_, fixed_buffer_;
   int32_t* fixed_ = nullptr;
+  // slots [max_seqs], first [max_seqs + 1], rows [max_seqs]: pinned staging and device words.
+  int slices_ = 0, longest_slice_ = 0;
+  int32_t* slice_host_ = nullptr;
+  cudaEvent_t slices_copied_ = nullptr;
+  DeviceBuffer slice_buffer_;
+  int32_t* slice_words_ = nullptr;
 };
 
 }  // namespace sparkglm::cuda
