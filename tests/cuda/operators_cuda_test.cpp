@@ -112,6 +112,55 @@ TEST(CudaOperators, StreamedGemvMatchesTheRegisterKernelBitForBit) {
   }
 }
 
+// Gemm::decode_group: each part's outputs are, bit for bit, what its own decode() writes, for
+// parts of their own inputs, widths and depths (CUDA-core parts sharing one launch, one on the
+// tensor-core path beside them), at row counts of one tile, ragged tiles and two 32-row pieces.
+TEST(CudaOperators, GroupedGemvPartsKeepTheBitsOfTheirOwnLaunches) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  cuda::Gemm gemm;
+  struct Shape {
+    int64_t n, k;
+  };
+  // tinyglm's MLA group (latent 40 of 264 here, a 1-row gate, a short-k factor) and a 512-k part.
+  const Shape shapes[cuda::kGemvGroupMax] = {{40, 264}, {1, 256}, {100, 32}, {48, 512}};
+  const int64_t max_m = 40;
+  std::vector<cuda::DeviceBuffer> xs, ws, ys;
+  for (int i = 0; i < cuda::kGemvGroupMax; ++i) {
+    std::vector<uint16_t> w(size_t(shapes[i].n * shapes[i].k)), x(size_t(max_m * shapes[i].k));
+    const auto wf = uniform(10 + i, w.size(), 0.0f, 0.2f);
+    const auto xf = uniform(20 + i, x.size(), 0.0f, 1.0f);
+    for (size_t j = 0; j < w.size(); ++j) w[j] = f32_to_bf16(wf[j]);
+    for (size_t j = 0; j < x.size(); ++j) x[j] = f32_to_bf16(xf[j]);
+    ws.push_back(to_device(w));
+    xs.push_back(to_device(x));
+    ys.emplace_back(size_t(max_m * shapes[i].n * 4));
+  }
+  for (int count : {1, 3, 4}) {
+    for (int64_t m : {1, 2, 3, 5, 9, 33, 40}) {
+      cuda::GemvPart parts[cuda::kGemvGroupMax];
+      std::vector<std::vector<float>> want(static_cast<size_t>(count));
+      for (int i = 0; i < count; ++i) {
+        parts[i] = cuda::GemvPart{static_cast<const uint16_t*>(xs[size_t(i)].data()),
+                                  static_cast<const uint16_t*>(ws[size_t(i)].data()), shapes[i].n,
+                                  shapes[i].k, static_cast<float*>(ys[size_t(i)].data())};
+        SPARKGLM_CUDA_CHECK(cudaMemset(ys[size_t(i)].data(), 0xff, ys[size_t(i)].bytes()));
+        gemm.decode(parts[i].x, m, parts[i].w, parts[i].n, parts[i].k, parts[i].y, nullptr);
+        want[size_t(i)] = to_host<float>(ys[size_t(i)], size_t(m * shapes[i].n));
+        SPARKGLM_CUDA_CHECK(cudaMemset(ys[size_t(i)].data(), 0xff, ys[size_t(i)].bytes()));
+      }
+      gemm.decode_group(parts, count, m, nullptr);
+      for (int i = 0; i < count; ++i) {
+        const auto got = to_host<float>(ys[size_t(i)], size_t(m * shapes[i].n));
+        EXPECT_EQ(std::memcmp(got.data(), want[size_t(i)].data(), got.size() * 4), 0)
+            << "part " << i << " (n " << shapes[i].n << ", k " << shapes[i].k << ") of " << count
+            << ", m " << m;
+        EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float v) { return v == v; }))
+            << "part " << i << " left an output unwritten, m " << m;
+      }
+    }
+  }
+}
+
 // Prefill rows: the fixed-tile GEMM, within tolerance of the CPU and, row for row, the same bits
 // whatever the number of rows sharing the product (1 to 700, ragged tiles included); a weight of
 // n % 8 != 0 columns takes the CUDA-core kernel with the same promise.

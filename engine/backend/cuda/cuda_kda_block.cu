@@ -18,13 +18,19 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
   const uint16_t* x = ws_.normed_bf16;
   profile_.mark("kda.proj", stream_);
   // q_proj, k_proj and v_proj sit back to back in the arena (checkpoint order, elements and
-  // scales): one [3*H*K, D] product streams all three, one launch instead of three.
+  // scales): one [3*H*K, D] product streams all three. The products of x go in one group (one
+  // launch for tinyglm's decode rows, projection.h), then the two low-rank factors' second halves.
   const DequantWorkspace dq = weights_->dequant_workspace();
   const int64_t dec = step_->decode_rows();
+  float* f_low = ws_.low;
+  float* g_low = ws_.low + T * K;  // ws_.low holds both: [2][T, K]
+  const uint16_t* f_low_bf16 = ws_.low_bf16;
+  const uint16_t* g_low_bf16 = ws_.low_bf16 + T * K;
+  const ProjectionPart f_a{&w.f_a, x, f_low}, g_a{&w.g_a, x, g_low}, b{&w.b_proj, x, ws_.b_logit};
   if (options_.precision_mode != PrecisionMode::kSpark) {
     const Linear qkv = fused({&w.q_proj, &w.k_proj, &w.v_proj}, "KDA q/k/v");
     SPARKGLM_ASSERT(qkv.rows == 3 * HK && qkv.cols == D, "KDA q/k/v: [3*H*K, D]");
-    project_step(gemm_, dq, qkv, x, dec, T, ws_.raw_q, stream_);
+    project_step_group(gemm_, dq, {{&qkv, x, ws_.raw_q}, f_a, g_a, b}, dec, T, stream_);
   } else {
     // Spark converted q, k and v each with its own NVFP4 global scale (precision_mode.h), so
     // they cannot share one product: each goes through ws_.f (free until f_b below) into its
@@ -36,14 +42,11 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
                                             HK * sizeof(float), HK * sizeof(float), size_t(T),
                                             cudaMemcpyDeviceToDevice, stream_));
     }
+    project_step_group(gemm_, dq, {f_a, g_a, b}, dec, T, stream_);
   }
-  project_step(gemm_, dq, w.f_a, x, dec, T, ws_.low, stream_);  // [T, K]
-  cast_f32_to_bf16(ws_.low, T * K, ws_.low_bf16, stream_);
-  project_step(gemm_, dq, w.f_b, ws_.low_bf16, dec, T, ws_.f, stream_);  // [T, H*K]
-  project_step(gemm_, dq, w.g_a, x, dec, T, ws_.low, stream_);
-  cast_f32_to_bf16(ws_.low, T * K, ws_.low_bf16, stream_);
-  project_step(gemm_, dq, w.g_b, ws_.low_bf16, dec, T, ws_.gate, stream_);  // [T, H*K]
-  project_step(gemm_, dq, w.b_proj, x, dec, T, ws_.b_logit, stream_);       // [T, H]
+  cast_f32_to_bf16(ws_.low, 2 * T * K, ws_.low_bf16, stream_);  // both factors' [T, K]
+  project_step_group(gemm_, dq, {{&w.f_b, f_low_bf16, ws_.f}, {&w.g_b, g_low_bf16, ws_.gate}}, dec,
+                     T, stream_);  // [T, H*K] each
 
   // The three conv weights sit back to back in the arena: kda_prepare's [3][H*K, taps] operand.
   const int64_t conv_w = HK * kKdaTaps;

@@ -39,14 +39,18 @@ void CudaModelRunner::mla_block(int cache_layer, const MlaWeights& w, float* out
   SPARKGLM_ASSERT(
       w.kv_a.rows == R && w.kv_a.cols == D && w.q_a.rows == ql && w.indexer.wk.rows == di,
       "MLA projections: the config's shapes");
-  project_step(gemm_, dq, w.kv_a, x, dec, T, ws_.latent, stream_);  // [T, R]
+  // The four products of x in one group (one launch for tinyglm's decode rows, projection.h).
+  project_step_group(gemm_, dq,
+                     {{&w.kv_a, x, ws_.latent},                     // [T, R]
+                      {&w.indexer.wk, x, ws_.index_keys},           // [T, di]
+                      {&w.indexer.kpool_gate, x, ws_.index_gates},  // [T, 1]
+                      {&w.q_a, x, ws_.cq}},                         // [T, ql]
+                     dec, T, stream_);
   rms_norm_rows(ws_.latent, w.kv_a_norm, eps, T, R, ws_.latent, nullptr, stream_);
   store_latents(ws_.latent, T, int(R), format, step_->page_rows(),
                 caches_.latent_layer(cache_layer), stream_);
-  project_step(gemm_, dq, w.indexer.wk, x, dec, T, ws_.index_keys, stream_);  // [T, di]
   layer_norm_rows(ws_.index_keys, w.indexer.k_norm_weight, w.indexer.k_norm_bias, kIndexKeyNormEps,
                   T, di, ws_.index_keys, stream_);
-  project_step(gemm_, dq, w.indexer.kpool_gate, x, dec, T, ws_.index_gates, stream_);  // [T, 1]
   float* key_pages = caches_.index_keys + cache_layer * caches_.tokens * di;
   float* gate_pages = caches_.index_gates + cache_layer * caches_.tokens;
   store_index_keys(ws_.index_keys, ws_.index_gates, T, int(di), step_->page_rows(), key_pages,
@@ -55,7 +59,6 @@ void CudaModelRunner::mla_block(int cache_layer, const MlaWeights& w, float* out
   dsa_pool_completed(key_pages, gate_pages, w.indexer.kpool_ape, step_->positions_device(),
                      step_->page_rows(), T, caches_.pooled_layer(cache_layer, int(di)), stream_,
                      int(di));
-  project_step(gemm_, dq, w.q_a, x, dec, T, ws_.cq, stream_);  // [T, ql]
   rms_norm_rows(ws_.cq, w.q_a_norm, eps, T, ql, ws_.cq, ws_.cq_bf16, stream_);
 
   profile_.mark("mla.attend", stream_);
@@ -161,9 +164,15 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
   const int sparse_rows = rows - dense_rows;
   if (sparse_rows > 0) {
     const int s0 = row0 + dense_rows;  // first sparse row of the step
-    project(ws_.cq_bf16 + int64_t(s0) * ql, sparse_rows, w.indexer.wq_b, ws_.iq);  // [n, I*di]
-    project(ws_.normed_bf16 + int64_t(s0) * D, sparse_rows, w.indexer.weights_proj,
-            ws_.iw);  // [n, I]
+    const ProjectionPart iq{&w.indexer.wq_b, ws_.cq_bf16 + int64_t(s0) * ql, ws_.iq};  // [n, I*di]
+    const ProjectionPart iw{&w.indexer.weights_proj, ws_.normed_bf16 + int64_t(s0) * D,
+                            ws_.iw};  // [n, I]
+    if (decode) {
+      project_decode_group(gemm_, {iq, iw}, sparse_rows, stream_);
+    } else {
+      project(iq.x, sparse_rows, *iq.w, iq.y);
+      project(iw.x, sparse_rows, *iw.w, iw.y);
+    }
     // Scores of the pass's sparse rows against the pool pages through block tables.
     // dsa_pool_scores writes rows max_pools apart, as dsa_select reads them: decode rows (one
     // sequence each: row i reads the table of step sequence s0 + i) over the step's pool bucket,

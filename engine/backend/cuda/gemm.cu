@@ -81,6 +81,30 @@ void Gemm::decode(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, in
   }
 }
 
+void Gemm::decode_group(const GemvPart* parts, int count, int64_t m, cudaStream_t stream) {
+  SPARKGLM_ASSERT(count >= 0 && count <= kGemvGroupMax, "Gemm::decode_group: at most 4 parts");
+  GemvPart cores[kGemvGroupMax];
+  int n_cores = 0;
+  for (int i = 0; i < count; ++i) {
+    const GemvPart& p = parts[i];
+    if (p.k % kGemvMmaK == 0) {
+      decode(p.x, m, p.w, p.n, p.k, p.y, stream);  // the tensor-core path (decode()'s own test)
+    } else {
+      cores[n_cores++] = p;
+    }
+  }
+  // decode() takes these through gemv_bf16's CUDA-core kernel piece by piece; so does the group.
+  for (int64_t r0 = 0; r0 < m && n_cores > 0; r0 += kGemvMaxRows) {
+    GemvPart piece[kGemvGroupMax];
+    for (int i = 0; i < n_cores; ++i) {
+      piece[i] = cores[i];
+      piece[i].x = cores[i].x + r0 * cores[i].k;
+      piece[i].y = cores[i].y + r0 * cores[i].n;
+    }
+    gemv_cuda_cores_group(piece, n_cores, std::min<int64_t>(kGemvMaxRows, m - r0), stream);
+  }
+}
+
 void Gemm::prefill(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
                    cudaStream_t stream) {
   if (m <= 0 || n <= 0) return;

@@ -31,6 +31,16 @@ namespace sparkglm::cuda {
 
 inline constexpr int kGemvMaxRows = 32;
 
+// One product of a grouped decode GEMV (Gemm::decode_group): y [m, n] = x [m, k] W [n, k]^T, its
+// own operands; the group shares m.
+struct GemvPart {
+  const uint16_t* x = nullptr;
+  const uint16_t* w = nullptr;
+  int64_t n = 0, k = 0;
+  float* y = nullptr;
+};
+inline constexpr int kGemvGroupMax = 4;
+
 // The decode GEMV's two kernels, which give the same bits (gemv_bf16.h): kStream through shared
 // memory, kRegisters (the 2026-12-02 kernel) straight into registers; kAuto, the engine's, takes
 // kStream for weights of kGemvStreamBytes or more and kRegisters below.
@@ -76,6 +86,11 @@ class Gemm {
   // weight, written by no kernel: its first stage is read before the PDL wait (pdl.cuh).
   void decode(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
               cudaStream_t stream, GemvKernel kernel = GemvKernel::kAuto);
+  // decode() of each of `count` <= kGemvGroupMax parts, the same bits, but the parts whose k is
+  // not a multiple of kGemvMmaK (the CUDA-core GEMV's: tinyglm's projections of its 256-wide
+  // hidden state) in one launch per piece of kGemvMaxRows rows, since such small products cost
+  // their launch more than their bytes. Parts on the tensor-core path are decode() each.
+  void decode_group(const GemvPart* parts, int count, int64_t m, cudaStream_t stream);
   // Prefill rows (any m, one row included): the fixed-tile GEMM.
   void prefill(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
                cudaStream_t stream);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <type_traits>
 
 #include "engine/backend/cuda/cp_async.cuh"
 #include "engine/backend/cuda/cuda_check.h"
@@ -35,14 +36,14 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
   }
 }
 
-// Grid: (ceil(n / (kWarps * kRowsPerWarp)), ceil(m / kMt)). One warp: kRowsPerWarp rows of W
-// against up to kMt rows of x; lane l takes the 8-value chunks l, l+32, l+64, ...
+// Block `block` of the CUDA-core GEMV (grid (ceil(n / (kWarps * kRowsPerWarp)), ceil(m / kMt))).
+// One warp: kRowsPerWarp rows of W against up to kMt rows of x; lane l takes the 8-value chunks
+// l, l+32, l+64, ... Both kernels below run this code, so a part of a group gets the bits of its
+// own launch.
 template <int kMt>
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const __grid_constant__ GemvParams p) {
-  pdl_trigger();
-  pdl_wait();  // stays first: Gemm::prefill hands it the dequantize workspace as w
+__device__ __forceinline__ void gemv_block(const GemvParams& p, int64_t block) {
   const int lane = threadIdx.x & 31;
-  const int64_t n0 = (int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * kRowsPerWarp;
+  const int64_t n0 = (block * kWarps + (threadIdx.x >> 5)) * kRowsPerWarp;
   const int64_t m0 = int64_t(blockIdx.y) * kMt;
   if (n0 >= p.n) return;
   const int rows = int(p.n - n0 < kRowsPerWarp ? p.n - n0 : kRowsPerWarp);
@@ -82,6 +83,31 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const __grid_constant
       const float s = warp_sum(acc[r][i]);
       if (lane == (r * kMt + i) % 32 && r < rows && i < mt) p.y[(m0 + i) * p.n + n0 + r] = s;
     }
+}
+
+template <int kMt>
+__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const __grid_constant__ GemvParams p) {
+  pdl_trigger();
+  pdl_wait();  // stays first: Gemm::prefill hands it the dequantize workspace as w
+  gemv_block<kMt>(p, blockIdx.x);
+}
+
+// Up to kGemvGroupMax GEMVs of one m in one launch: blocks [end[i - 1], end[i]) of grid.x are part
+// i's grid.x.
+struct GemvGroupParams {
+  GemvParams part[kGemvGroupMax];
+  int64_t end[kGemvGroupMax];
+  int count;
+};
+
+template <int kMt>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_group_kernel(const __grid_constant__ GemvGroupParams g) {
+  pdl_trigger();
+  pdl_wait();
+  int i = 0;
+  while (i + 1 < g.count && int64_t(blockIdx.x) >= g.end[i]) ++i;
+  gemv_block<kMt>(g.part[i], int64_t(blockIdx.x) - (i > 0 ? g.end[i - 1] : 0));
 }
 
 // The tensor-core path's geometry (gemv_bf16.h): 4 warps a block, each a contiguous quarter of
@@ -346,13 +372,37 @@ void launch_gemv_mma(const GemvParams& p, GemvKernel kernel, cudaStream_t stream
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
+int64_t gemv_blocks(int64_t n) {
+  const int64_t rows_per_block = kWarps * kRowsPerWarp;
+  return (n + rows_per_block - 1) / rows_per_block;
+}
+
 template <int kMt>
 void launch_gemv(const GemvParams& p, cudaStream_t stream) {
-  const int64_t rows_per_block = kWarps * kRowsPerWarp;
-  const dim3 grid(unsigned((p.n + rows_per_block - 1) / rows_per_block),
-                  unsigned((p.m + kMt - 1) / kMt));
+  const dim3 grid(unsigned(gemv_blocks(p.n)), unsigned((p.m + kMt - 1) / kMt));
   launch_dependent(gemv_kernel<kMt>, grid, kWarps * 32, 0, stream, p);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+template <int kMt>
+void launch_gemv_group(const GemvGroupParams& g, int64_t m, cudaStream_t stream) {
+  const dim3 grid(unsigned(g.end[g.count - 1]), unsigned((m + kMt - 1) / kMt));
+  launch_dependent(gemv_group_kernel<kMt>, grid, kWarps * 32, 0, stream, g);
+  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+}
+
+// The CUDA-core kernel's tile width for m rows: it only groups rows for reuse of each W chunk.
+template <typename F>
+void with_tile_width(int64_t m, F&& f) {
+  if (m == 1) {
+    f(std::integral_constant<int, 1>{});
+  } else if (m == 2) {
+    f(std::integral_constant<int, 2>{});
+  } else if (m <= 4) {
+    f(std::integral_constant<int, 4>{});
+  } else {
+    f(std::integral_constant<int, 8>{});
+  }
 }
 
 }  // namespace
@@ -392,16 +442,23 @@ void gemv_cuda_cores(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n,
                      float* y, cudaStream_t stream) {
   if (m <= 0 || n <= 0) return;
   const GemvParams p{x, w, y, m, n, k};
-  // The tile width only groups rows for reuse of each W chunk.
-  if (m == 1) {
-    launch_gemv<1>(p, stream);
-  } else if (m == 2) {
-    launch_gemv<2>(p, stream);
-  } else if (m <= 4) {
-    launch_gemv<4>(p, stream);
-  } else {
-    launch_gemv<8>(p, stream);
+  with_tile_width(m, [&](auto t) { launch_gemv<decltype(t)::value>(p, stream); });
+}
+
+void gemv_cuda_cores_group(const GemvPart* parts, int count, int64_t m, cudaStream_t stream) {
+  SPARKGLM_ASSERT(count >= 0 && count <= kGemvGroupMax, "gemv_cuda_cores_group: at most 4 parts");
+  GemvGroupParams g{};
+  for (int i = 0; i < count; ++i) {
+    const GemvPart& q = parts[i];
+    SPARKGLM_ASSERT(q.k % 8 == 0 && q.n > 0 && reinterpret_cast<uintptr_t>(q.x) % 16 == 0 &&
+                        reinterpret_cast<uintptr_t>(q.w) % 16 == 0,
+                    "gemv_cuda_cores_group: k a multiple of 8, n > 0, operands 16-byte aligned");
+    g.part[i] = GemvParams{q.x, q.w, q.y, m, q.n, q.k};
+    g.end[i] = (i > 0 ? g.end[i - 1] : 0) + gemv_blocks(q.n);
   }
+  g.count = count;
+  if (m <= 0 || count == 0) return;
+  with_tile_width(m, [&](auto t) { launch_gemv_group<decltype(t)::value>(g, m, stream); });
 }
 
 void gemv_bf16(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,

@@ -49,4 +49,8 @@ void gemv_mma(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_
 void gemv_cuda_cores(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k,
                      float* y, cudaStream_t stream);
 
+// gemv_cuda_cores of each of `count` <= kGemvGroupMax parts (gemm.h: GemvPart), all of m rows, in
+// one launch: each part's blocks run the code its own launch runs, so its bits are that launch's.
+void gemv_cuda_cores_group(const GemvPart* parts, int count, int64_t m, cudaStream_t stream);
+
 }  // namespace sparkglm::cuda

@@ -145,4 +145,30 @@ void project_step(Gemm& gemm, const DequantWorkspace& ws, const Linear& w, const
                   stream);
 }
 
+void project_decode_group(Gemm& gemm, std::initializer_list<ProjectionPart> parts, int64_t m,
+                          cudaStream_t stream) {
+  SPARKGLM_ASSERT(parts.size() <= size_t(kGemvGroupMax), "project_decode_group: at most 4 parts");
+  GemvPart dense[kGemvGroupMax];
+  int count = 0;
+  for (const ProjectionPart& p : parts) {
+    if (p.w->quantized()) {
+      project_decode(gemm, *p.w, p.x, m, p.y, stream);
+    } else {
+      dense[count++] = GemvPart{p.x, p.w->bf16(), p.w->rows, p.w->cols, p.y};
+    }
+  }
+  gemm.decode_group(dense, count, m, stream);
+}
+
+void project_step_group(Gemm& gemm, const DequantWorkspace& ws,
+                        std::initializer_list<ProjectionPart> parts, int64_t decode_rows, int64_t m,
+                        cudaStream_t stream) {
+  SPARKGLM_ASSERT(decode_rows >= 0 && decode_rows <= m,
+                  "project_step_group: decode rows outside [0, m]");
+  project_decode_group(gemm, parts, decode_rows, stream);
+  for (const ProjectionPart& p : parts)
+    project_prefill(gemm, ws, *p.w, p.x + decode_rows * p.w->cols, m - decode_rows,
+                    p.y + decode_rows * p.w->rows, stream);
+}
+
 }  // namespace sparkglm::cuda

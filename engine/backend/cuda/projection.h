@@ -53,6 +53,22 @@ void project_decode(Gemm& gemm, const Linear& w, const uint16_t* x, int64_t m, f
 void project_prefill(Gemm& gemm, const DequantWorkspace& ws, const Linear& w, const uint16_t* x,
                      int64_t m, float* y, cudaStream_t stream);
 
+// One of several products of the same rows: y = x W^T.
+struct ProjectionPart {
+  const Linear* w = nullptr;
+  const uint16_t* x = nullptr;
+  float* y = nullptr;
+};
+// project_step (project_decode) of each part, the same bits, with the BF16 parts' decode rows in
+// one Gemm::decode_group: tinyglm's small products of one input (MLA's latent, index key,
+// pooling gate and query projections; KDA's q/k/v, gate factors and beta) in one launch each.
+// At most kGemvGroupMax parts.
+void project_step_group(Gemm& gemm, const DequantWorkspace& ws,
+                        std::initializer_list<ProjectionPart> parts, int64_t decode_rows, int64_t m,
+                        cudaStream_t stream);
+void project_decode_group(Gemm& gemm, std::initializer_list<ProjectionPart> parts, int64_t m,
+                          cudaStream_t stream);
+
 // out: [w.rows, w.cols] BF16 bits, each weight weight_formats.h's FP32 value rounded to nearest
 // even. w must be quantized.
 void dequantize_to_bf16(const Linear& w, uint16_t* out, cudaStream_t stream);

@@ -33,10 +33,10 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
   w.raw_k = w.raw_q + HK;
   w.raw_v = w.raw_q + 2 * HK;
   for (float** p : {&w.q, &w.k, &w.v, &w.f, &w.decay, &w.gate, &w.o}) *p = c.take<float>(T * HK);
-  w.low = c.take<float>(T * K);
+  w.low = c.take<float>(2 * T * K);  // the decay's and the gate's low-rank factors
   w.b_logit = c.take<float>(T * H);
   w.beta = c.take<float>(T * H);
-  w.low_bf16 = c.take<uint16_t>(T * K);
+  w.low_bf16 = c.take<uint16_t>(2 * T * K);
   w.o_bf16 = c.take<uint16_t>(T * HK);
 
   w.latent = c.take<float>(T * R);
