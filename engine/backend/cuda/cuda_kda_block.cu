@@ -19,7 +19,8 @@ void CudaModelRunner::kda_block(int kda_index, const KdaWeights& w, float* out) 
   profile_.mark("kda.proj", stream_);
   // q_proj, k_proj and v_proj sit back to back in the arena (checkpoint order, elements and
   // scales): one [3*H*K, D] product streams all three. The products of x go in one group (one
-  // launch for tinyglm's decode rows, projection.h), then the two low-rank factors' second halves.
+  // launch for tinyglm-micro's decode rows, projection.h), then the two low-rank factors' second
+  // halves.
   const DequantWorkspace dq = weights_->dequant_workspace();
   const int64_t dec = step_->decode_rows();
   float* f_low = ws_.low;

@@ -39,7 +39,7 @@ void CudaModelRunner::mla_block(int cache_layer, const MlaWeights& w, float* out
   SPARKGLM_ASSERT(
       w.kv_a.rows == R && w.kv_a.cols == D && w.q_a.rows == ql && w.indexer.wk.rows == di,
       "MLA projections: the config's shapes");
-  // The four products of x in one group (one launch for tinyglm's decode rows, projection.h).
+  // The four products of x in one group (one launch for tinyglm-micro's decode rows, projection.h).
   project_step_group(gemm_, dq,
                      {{&w.kv_a, x, ws_.latent},                     // [T, R]
                       {&w.indexer.wk, x, ws_.index_keys},           // [T, di]

@@ -60,7 +60,7 @@ struct ProjectionPart {
   float* y = nullptr;
 };
 // project_step (project_decode) of each part, the same bits, with the BF16 parts' decode rows in
-// one Gemm::decode_group: tinyglm's small products of one input (MLA's latent, index key,
+// one Gemm::decode_group: tinyglm-micro's small products of one input (MLA's latent, index key,
 // pooling gate and query projections; KDA's q/k/v, gate factors and beta) in one launch each.
 // At most kGemvGroupMax parts.
 void project_step_group(Gemm& gemm, const DequantWorkspace& ws,
