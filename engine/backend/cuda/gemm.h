@@ -88,8 +88,9 @@ class Gemm {
               cudaStream_t stream, GemvKernel kernel = GemvKernel::kAuto);
   // decode() of each of `count` <= kGemvGroupMax parts, the same bits, but the parts whose k is
   // not a multiple of kGemvMmaK (the CUDA-core GEMV's: tinyglm-micro's projections of its 256-wide
-  // hidden state) in one launch per piece of kGemvMaxRows rows, since such small products cost
-  // their launch more than their bytes. Parts on the tensor-core path are decode() each.
+  // hidden state, KDA's low-rank second halves at every width) in one launch per piece of
+  // kGemvMaxRows rows, since such small products cost their launch more than their bytes. Parts
+  // on the tensor-core path are decode() each.
   void decode_group(const GemvPart* parts, int count, int64_t m, cudaStream_t stream);
   // Prefill rows (any m, one row included): the fixed-tile GEMM.
   void prefill(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
