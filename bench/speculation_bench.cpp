@@ -9,13 +9,15 @@
 //
 //   speculation_bench --model DIR --prompts DIR/heldout.json --k 0,1,2,3 --concurrency 1,4
 //       [--rollback records|recompute] [--device cpu|cuda] [--enforce-eager]
-//       [--draft-in-step on|off] [--chain-in-step on|off] [--profile-steps] [--tasks json,tool]
-//       [--json-mode] [--waves N]
+//       [--draft-in-step on|off] [--chain-in-step on|off] [--chain-slices N] [--profile-steps]
+//       [--tasks json,tool] [--json-mode] [--waves N]
 // with DIR = tinyglm/weights/tinyglm-micro-trained. --draft-in-step off makes the drafter run its
 // first MTP forward itself instead of inside the verify step (SchedulerLimits::
 // speculative_draft_in_step): the two ways in one run; --chain-in-step off, that the drafter runs
 // its later chained passes itself instead of the verify step (speculative_chain_in_step, on the
-// runners that chain on the device). --profile-steps prints each cell's device
+// runners that chain on the device); --chain-slices N, that verify steps of up to N slices take
+// those chains (SchedulerLimits::speculative_chain_slices; the engine's 1 by default).
+// --profile-steps prints each cell's device
 // time by model part to stderr (CudaRunnerOptions::profile_steps; it synchronises every step, so
 // its cells' tok/s are not the unprofiled ones). --tasks keeps the held-out examples of those
 // tasks only; --json-mode constrains every request to a JSON object, the grammar sparkglm-serve
@@ -54,6 +56,7 @@
 #include "engine/runtime/latent_cache.h"
 #include "engine/runtime/serving_engine.h"
 #include "engine/runtime/speculation/speculative_rollback.h"
+#include "engine/runtime/speculation/speculator.h"
 #include "engine/server/token_codec.h"
 #include "engine/text/grammar/compiled_grammar.h"
 
@@ -185,6 +188,7 @@ struct BenchSettings {
   SpeculativeRollback rollback = SpeculativeRollback::kRecords;
   bool draft_in_step = true;
   bool chain_in_step = true;
+  int chain_slices = kMaxChainedSlices;
   bool profile_steps = false;
   int max_tokens = 128;
   int reps = 3;
@@ -221,6 +225,7 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
   limits.speculative_rollback = rollback;
   limits.speculative_draft_in_step = s.draft_in_step;
   limits.speculative_chain_in_step = s.chain_in_step;
+  limits.speculative_chain_slices = s.chain_slices;
   o.max_tokens_per_step = limits.max_prefill_tokens + concurrency * o.decode_slice_rows;
   BuiltRunner built = build_runner(o, pool);
   loaded = {built.weights_identity, sha256_hex(built.config.to_json().dump())};
@@ -311,6 +316,7 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
            steps > 0 ? double(after.replayed_rows - before.replayed_rows) / steps : 0.0},
           {"draft_in_step", s.draft_in_step},
           {"chain_in_step", s.chain_in_step},
+          {"chain_slices", s.chain_slices},
           {"step_chains_per_verify_step",
            steps > 0 ? double(after.step_chains - before.step_chains) / steps : 0.0},
           {"step_drafts_per_verify_step",
@@ -328,7 +334,8 @@ int run(const std::vector<std::string>& args) {
   const CliArgs a(args, {"--enforce-eager", "--profile-steps", "--json-mode"});
   a.allow_only({"--model", "--prompts", "--k", "--concurrency", "--max-tokens", "--reps",
                 "--threads", "--rollback", "--device", "--enforce-eager", "--draft-in-step",
-                "--chain-in-step", "--profile-steps", "--tasks", "--json-mode", "--waves"});
+                "--chain-in-step", "--chain-slices", "--profile-steps", "--tasks", "--json-mode",
+                "--waves"});
   set_default_thread_count(int(a.integer("--threads", 0, 0, 1024)));
   ThreadPool& pool = default_thread_pool();
   BenchSettings s;
@@ -367,6 +374,7 @@ int run(const std::vector<std::string>& args) {
   };
   s.draft_in_step = on_off("--draft-in-step");
   s.chain_in_step = on_off("--chain-in-step");
+  s.chain_slices = int(a.integer("--chain-slices", kMaxChainedSlices, 1, 64));
   nlohmann::json cells = nlohmann::json::array();
   LoadedIdentity loaded;
   for (int32_t c : cs)

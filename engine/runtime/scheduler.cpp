@@ -405,9 +405,9 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
                                         [](SpecRole r) { return r == SpecRole::kVerify; }) &&
                             batch.logit_rows.size() == size_t(batch.num_rows());
   // And the whole chain of drafts when every member can take it, in small steps
-  // (kMaxChainedSlices).
+  // (SchedulerLimits::speculative_chain_slices).
   sampling.draft_chain = 0;
-  if (sampling.draft_on_picks && q.members.size() <= size_t(kMaxChainedSlices)) {
+  if (sampling.draft_on_picks && q.members.size() <= size_t(limits_.speculative_chain_slices)) {
     int passes = spec_->tokens();
     for (const Sequence* s : q.members) passes = std::min(passes, spec_->chain_passes(*s));
     sampling.draft_chain = passes;

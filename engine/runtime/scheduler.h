@@ -97,6 +97,9 @@ struct SchedulerLimits {
   // And the drafter's later chained passes too (StepSampling::draft_chain). Not an option
   // either: off only to measure it (speculation_bench --chain-in-step off).
   bool speculative_chain_in_step = true;
+  // Verify steps of at most this many slices take those chains (kMaxChainedSlices says why one).
+  // Not an option: other values only to measure them (speculation_bench --chain-slices N).
+  int speculative_chain_slices = kMaxChainedSlices;
   // Error(kInvalidArgument) naming the option of a bad user limit; a bad engine constant
   // (prefill_align, reserve_output_tokens) is a defect and asserts.
   void validate(const CacheGeometry& g) const;

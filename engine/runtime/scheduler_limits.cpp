@@ -28,6 +28,8 @@ void SchedulerLimits::validate(const CacheGeometry& g) const {
   if (speculative_tokens < 0 || speculative_tokens > kMaxSpeculativeTokens)
     bad_limit("speculative-tokens", "0.." + std::to_string(kMaxSpeculativeTokens),
               speculative_tokens);
+  if (speculative_chain_slices < 1)
+    bad_limit("chain-slices", "at least 1", speculative_chain_slices);
   const int records = speculative_state_records(speculative_tokens, speculative_rollback);
   if (g.state_records < records)
     bad_limit("speculative-tokens",

@@ -267,7 +267,8 @@ class RecordingDrafter : public Drafter {
 // The later drafts chained by the runner inside the verify step (StepSampling::draft_chain; on
 // the CPU the default pipeline's ModelRunner::draft_chain, as the CUDA runner's draft_chain.h does
 // on the device): the output is the output without speculation, the speculator takes the chains
-// (steps of one slice ask for them: at C4 once one request is left), and every sequence gets
+// (steps of one slice ask for them by default: at C4 once one request is left; with
+// SchedulerLimits::speculative_chain_slices 4, every step at C4 does), and every sequence gets
 // the very drafts, call by call, that the drafter makes when it chains itself.
 TEST_P(SpeculativeRollbackTest, ChainsFromTheVerifyStepAreTheDraftersOwnDrafts) {
   const auto all = four();
@@ -277,24 +278,42 @@ TEST_P(SpeculativeRollbackTest, ChainsFromTheVerifyStepAreTheDraftersOwnDrafts) 
     const auto plain = run(*plain_runner, limits_with(0), requests);
     for (int k : {2, 3}) {
       SCOPED_TRACE("C" + std::to_string(count) + " k " + std::to_string(k));
-      SpeculationCounters with_chains, without;
-      std::map<int32_t, std::vector<int32_t>> chained_drafts, own_drafts;
-      for (bool chains : {true, false}) {
+      // Chains in steps of one slice (the default), of up to four, and none.
+      struct Way {
+        const char* name;
+        bool chains;
+        int slices;
+        SpeculationCounters counters;
+        std::map<int32_t, std::vector<int32_t>> drafts;
+      };
+      Way ways[] = {{"chains", true, 1, {}, {}},
+                    {"chains in steps of 4 slices", true, 4, {}, {}},
+                    {"no chains", false, 1, {}, {}}};
+      for (Way& w : ways) {
         auto r = runner_k(64, k);
         SchedulerLimits l = limits_k(k);
-        l.speculative_chain_in_step = chains;
-        auto drafter = std::make_unique<RecordingDrafter>(*r, chains ? chained_drafts : own_drafts);
-        expect_same(run(*r, l, requests, std::move(drafter)), plain,
-                    chains ? "chains" : "no chains");
-        (chains ? with_chains : without) = scheduler->counters().speculation;
+        l.speculative_chain_in_step = w.chains;
+        l.speculative_chain_slices = w.slices;
+        auto drafter = std::make_unique<RecordingDrafter>(*r, w.drafts);
+        expect_same(run(*r, l, requests, std::move(drafter)), plain, w.name);
+        w.counters = scheduler->counters().speculation;
       }
-      EXPECT_EQ(without.step_chains, 0u);
+      const Way &one = ways[0], &four_slices = ways[1], &none = ways[2];
+      EXPECT_EQ(none.counters.step_chains, 0u);
       if (rollback() == SpeculativeRollback::kRecords) {
-        EXPECT_GT(with_chains.step_chains, 0u);
+        EXPECT_GT(one.counters.step_chains, 0u);
+        // At C4 the steps of four slices chain too.
+        if (count > 1) {
+          EXPECT_GT(four_slices.counters.step_chains, one.counters.step_chains);
+        } else {
+          EXPECT_EQ(four_slices.counters.step_chains, one.counters.step_chains);
+        }
       }
-      EXPECT_EQ(chained_drafts, own_drafts);
+      EXPECT_EQ(one.drafts, none.drafts);
+      EXPECT_EQ(four_slices.drafts, none.drafts);
       for (size_t i = 0; i < size_t(k); ++i) {
-        EXPECT_EQ(with_chains.accepted[i], without.accepted[i]) << "position " << i;
+        EXPECT_EQ(one.counters.accepted[i], none.counters.accepted[i]) << "position " << i;
+        EXPECT_EQ(four_slices.counters.accepted[i], none.counters.accepted[i]) << "position " << i;
       }
     }
   }
@@ -538,6 +557,18 @@ TEST_F(SpeculativeDecodingTest, ARunnerWithoutStateRecordsIsRefusedNamingTheOpti
     FAIL() << "two drafts need three state records";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--speculative-tokens"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(SpeculativeDecodingTest, ChainsInStepsOfNoSliceAreRefused) {
+  auto r = runner(64, 3);
+  SchedulerLimits l = limits_with(2);
+  l.speculative_chain_slices = 0;
+  try {
+    Scheduler s(*r, l);
+    FAIL() << "a verify step has at least one slice";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("chain-slices"), std::string::npos) << e.what();
   }
 }
 

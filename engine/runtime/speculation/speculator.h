@@ -66,10 +66,11 @@
 namespace sparkglm {
 
 inline constexpr int kMaxSpeculativeTokens = 4;
-// Verify steps of at most this many slices ask for whole chains (StepSampling::draft_chain).
-// Measured on an H100 with the chain-trained micro (docs/speculative-decoding.md, "Chains in the
-// verify step"): at C1 the chain in the step is 3-5 % faster at k = 3, at C4 and C8 2-3 % slower
-// (the cause is not isolated), so only one-slice steps take it.
+// Verify steps of at most this many slices ask for whole chains (StepSampling::draft_chain), by
+// default (SchedulerLimits::speculative_chain_slices). Measured on an H100 with the chain-trained
+// micro (docs/speculative-decoding.md, "Chains in the verify step"): at C1 the chain in the step is
+// 3-5 % faster at k = 3, at C4 and C8 2-3 % slower (the cause is not isolated), so only one-slice
+// steps take it.
 inline constexpr int kMaxChainedSlices = 1;
 
 struct SpeculationCounters {
