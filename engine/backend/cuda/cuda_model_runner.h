@@ -17,8 +17,8 @@
 // rows) runs each row as a one-row decode row (step_layout.h: a sequence of its own; the KDA
 // recurrence slice by slice, its rows in order inside the kernels), recording the KDA state after
 // each row (or before one) in the state records (inside the KDA kernels and the graph: which rows
-// record is read from device words), and a later slice
-// resumes from a record (a copy before the step's launches, as snapshot restores).
+// record is read from device words), and a later slice resumes from a record (a copy before the
+// step's launches, as snapshot restores).
 //
 // Pipelined steps (submit/collect, cuda_step_pipeline.cu) return before the device has run them:
 // greedy tokens are picked on the device and only their ids come back; a later step's rows read
