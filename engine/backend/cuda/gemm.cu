@@ -87,8 +87,8 @@ void Gemm::decode_group(const GemvPart* parts, int count, int64_t m, cudaStream_
   int n_cores = 0;
   for (int i = 0; i < count; ++i) {
     const GemvPart& p = parts[i];
-    if (p.k % kGemvMmaK == 0) {
-      decode(p.x, m, p.w, p.n, p.k, p.y, stream);  // the tensor-core path (decode()'s own test)
+    if (gemv_on_tensor_cores(std::min<int64_t>(m, kGemvMaxRows), p.k)) {  // as decode()'s pieces
+      decode(p.x, m, p.w, p.n, p.k, p.y, stream);
     } else {
       cores[n_cores++] = p;
     }

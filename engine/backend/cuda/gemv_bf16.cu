@@ -466,7 +466,7 @@ void gemv_bf16(const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64
   SPARKGLM_ASSERT(k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                       reinterpret_cast<uintptr_t>(w) % 16 == 0,
                   "gemv_bf16: k must be a multiple of 8 and operands 16-byte aligned");
-  if (m <= kGemvMaxRows && k % kGemvMmaK == 0) {
+  if (gemv_on_tensor_cores(m, k)) {
     gemv_mma(x, m, w, n, k, y, GemvSplit{}, kernel, stream);
   } else {
     gemv_cuda_cores(x, m, w, n, k, y, stream);

@@ -30,6 +30,12 @@ namespace sparkglm::cuda {
 
 inline constexpr int64_t kGemvMmaK = 512;  // k of the tensor-core path: a multiple of this
 
+// Whether gemv_bf16 takes m rows of depth k on tensor cores (else the CUDA-core kernel): the one
+// rule gemv_bf16 and Gemm::decode_group share.
+inline bool gemv_on_tensor_cores(int64_t m, int64_t k) {
+  return m <= kGemvMaxRows && k % kGemvMmaK == 0;
+}
+
 // Blocks a tile of 16 W rows gets over k: 1 for weights of many rows; for few rows, doubled while
 // the grid stays under about 8 blocks an SM and k still divides. From the shape alone.
 int gemv_mma_splits(int64_t n, int64_t k);
