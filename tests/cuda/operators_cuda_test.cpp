@@ -358,37 +358,49 @@ TEST(CudaOperators, RouterKeepsTheTieRuleAndNeverChoosesNan) {
   for (int i = 0; i < top; ++i) EXPECT_EQ(experts[size_t(i)], i);  // ties: lowest index first
 }
 
+// At a vocabulary the split form spreads over blocks (5,003: 3) and one of a single block
+// (tinyglm-micro's 320: one launch, the block writes the token).
 TEST(CudaOperators, GreedyTakesTheLowestIdAmongTheMaxima) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  const int64_t vocab = 5003;  // not a multiple of the block
-  std::vector<float> logits = uniform(12, size_t(2 * vocab), 0.0f, 4.0f);
-  logits[17] = NAN;
-  logits[4000] = 9.0f;
-  logits[4999] = 9.0f;
-  for (int64_t i = 0; i < vocab; ++i) logits[size_t(vocab + i)] = i == 3 ? NAN : -INFINITY;
-  logits[size_t(vocab + vocab - 1)] = -1.0f;  // row 1's only finite logit is the last id
-  auto dl = to_device(logits);
-  cuda::DeviceBuffer dt(8), keys(2 * sizeof(unsigned long long));
-  ASSERT_EQ(cudaMemset(keys.data(), 0, keys.bytes()), cudaSuccess);
-  for (bool split : {false, true}) {
-    cuda::sample_greedy(static_cast<float*>(dl.data()), 2, vocab, static_cast<int32_t*>(dt.data()),
-                        nullptr, split ? static_cast<unsigned long long*>(keys.data()) : nullptr);
-    const auto tokens = to_host<int32_t>(dt, 2);
-    EXPECT_EQ(tokens[0], 4000) << "split " << split;
-    EXPECT_EQ(tokens[1], vocab - 1) << "split " << split;
-  }
-  // Signed zeros are equal values: the lower id wins in both forms; an all -inf/NaN row gives -1.
-  std::vector<float> zeros(size_t(2 * vocab), -1.0f);
-  zeros[100] = -0.0f;
-  zeros[200] = 0.0f;
-  for (int64_t i = 0; i < vocab; ++i) zeros[size_t(vocab + i)] = i % 2 ? NAN : -INFINITY;
-  auto dz = to_device(zeros);
-  for (bool split : {false, true}) {
-    cuda::sample_greedy(static_cast<float*>(dz.data()), 2, vocab, static_cast<int32_t*>(dt.data()),
-                        nullptr, split ? static_cast<unsigned long long*>(keys.data()) : nullptr);
-    const auto tokens = to_host<int32_t>(dt, 2);
-    EXPECT_EQ(tokens[0], 100) << "split " << split;
-    EXPECT_EQ(tokens[1], -1) << "split " << split;
+  for (const int64_t vocab : {int64_t(5003), int64_t(320)}) {  // not multiples of the block
+    const int64_t hi = vocab * 4 / 5, last = vocab - 4;
+    std::vector<float> logits = uniform(12, size_t(2 * vocab), 0.0f, 4.0f);
+    logits[17] = NAN;
+    logits[size_t(hi)] = 9.0f;
+    logits[size_t(last)] = 9.0f;
+    for (int64_t i = 0; i < vocab; ++i) logits[size_t(vocab + i)] = i == 3 ? NAN : -INFINITY;
+    logits[size_t(vocab + vocab - 1)] = -1.0f;  // row 1's only finite logit is the last id
+    auto dl = to_device(logits);
+    cuda::DeviceBuffer dt(8), keys(2 * sizeof(unsigned long long));
+    ASSERT_EQ(cudaMemset(keys.data(), 0, keys.bytes()), cudaSuccess);
+    for (bool split : {false, true}) {
+      ASSERT_EQ(cudaMemset(dt.data(), 0x7f, dt.bytes()), cudaSuccess);
+      cuda::sample_greedy(static_cast<float*>(dl.data()), 2, vocab,
+                          static_cast<int32_t*>(dt.data()), nullptr,
+                          split ? static_cast<unsigned long long*>(keys.data()) : nullptr);
+      const auto tokens = to_host<int32_t>(dt, 2);
+      EXPECT_EQ(tokens[0], hi) << "split " << split << " vocab " << vocab;
+      EXPECT_EQ(tokens[1], vocab - 1) << "split " << split << " vocab " << vocab;
+    }
+    // Signed zeros are equal values: the lower id wins in both forms; an all -inf/NaN row gives -1.
+    std::vector<float> zeros(size_t(2 * vocab), -1.0f);
+    zeros[100] = -0.0f;
+    zeros[200] = 0.0f;
+    for (int64_t i = 0; i < vocab; ++i) zeros[size_t(vocab + i)] = i % 2 ? NAN : -INFINITY;
+    auto dz = to_device(zeros);
+    for (bool split : {false, true}) {
+      ASSERT_EQ(cudaMemset(dt.data(), 0x7f, dt.bytes()), cudaSuccess);
+      cuda::sample_greedy(static_cast<float*>(dz.data()), 2, vocab,
+                          static_cast<int32_t*>(dt.data()), nullptr,
+                          split ? static_cast<unsigned long long*>(keys.data()) : nullptr);
+      const auto tokens = to_host<int32_t>(dt, 2);
+      EXPECT_EQ(tokens[0], 100) << "split " << split << " vocab " << vocab;
+      EXPECT_EQ(tokens[1], -1) << "split " << split << " vocab " << vocab;
+    }
+    // The split form leaves its scratch zeroed for the next call.
+    const auto left = to_host<unsigned long long>(keys, 2);
+    EXPECT_EQ(left[0], 0u) << "vocab " << vocab;
+    EXPECT_EQ(left[1], 0u) << "vocab " << vocab;
   }
 }
 

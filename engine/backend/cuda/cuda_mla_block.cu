@@ -104,7 +104,23 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
     }
   };
   SPARKGLM_ASSERT(!w.kv_b.quantized(), "device weights keep kv_b_proj in BF16");
-  project(ws_.cq_bf16 + int64_t(row0) * ql, rows, w.q_b, ws_.mq);  // [rows, H*dn]
+  // Rows [0, dense_rows) of the pass attend every earlier token; the rest use the indexer.
+  int dense_rows = 0;
+  while (dense_rows < rows && !step_->is_sparse(pos[size_t(row0 + dense_rows)])) ++dense_rows;
+  const int sparse_rows = rows - dense_rows;
+  const int s0 = row0 + dense_rows;  // first sparse row of the step
+  const ProjectionPart mq{&w.q_b, ws_.cq_bf16 + int64_t(row0) * ql, ws_.mq};         // [rows, H*dn]
+  const ProjectionPart iq{&w.indexer.wq_b, ws_.cq_bf16 + int64_t(s0) * ql, ws_.iq};  // [n, I*di]
+  const ProjectionPart iw{&w.indexer.weights_proj, ws_.normed_bf16 + int64_t(s0) * D,
+                          ws_.iw};  // [n, I]
+  // Decode passes group their products (projection.h): with every row sparse (a drafter's
+  // chained pass at a long context), the query's and the indexer's in one group.
+  const bool grouped_indexer = decode && dense_rows == 0;
+  if (grouped_indexer) {
+    project_decode_group(gemm_, {mq, iq, iw}, rows, stream_);
+  } else {
+    project(mq.x, rows, *mq.w, mq.y);
+  }
   // Prefill passes take the per-head products on tensor cores, launched at the full pass of
   // kMlaRowChunk rows whatever their count (the rows past `rows` compute unused values), so that
   // cuBLAS picks one kernel for every pass and a row's bits do not depend on how its prompt was
@@ -117,9 +133,6 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
     mla_absorb_queries(ws_.mq, rows, H, dn, dv, R, w.kv_b.bf16(), ws_.q_tilde, stream_);
   }
 
-  // Rows [0, dense_rows) of the pass attend every earlier token; the rest use the indexer.
-  int dense_rows = 0;
-  while (dense_rows < rows && !step_->is_sparse(pos[size_t(row0 + dense_rows)])) ++dense_rows;
   const int64_t hr = int64_t(H) * R;
 
   if (dense_rows > 0) {
@@ -161,15 +174,10 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
     }
   }
 
-  const int sparse_rows = rows - dense_rows;
   if (sparse_rows > 0) {
-    const int s0 = row0 + dense_rows;  // first sparse row of the step
-    const ProjectionPart iq{&w.indexer.wq_b, ws_.cq_bf16 + int64_t(s0) * ql, ws_.iq};  // [n, I*di]
-    const ProjectionPart iw{&w.indexer.weights_proj, ws_.normed_bf16 + int64_t(s0) * D,
-                            ws_.iw};  // [n, I]
-    if (decode) {
+    if (decode && !grouped_indexer) {
       project_decode_group(gemm_, {iq, iw}, sparse_rows, stream_);
-    } else {
+    } else if (!decode) {
       project(iq.x, sparse_rows, *iq.w, iq.y);
       project(iw.x, sparse_rows, *iw.w, iw.y);
     }

@@ -484,7 +484,7 @@ float* CudaModelRunner::mtp_input() const {
   return ws_.X + 2 * step_->rows() * config_.hidden_size;
 }
 
-float* CudaModelRunner::mtp_module(const int32_t* tokens, const float* h) {
+float* CudaModelRunner::mtp_module(const int32_t* tokens, const float* h, const float* head_norm) {
   const ModelWeights& mw = weights_->weights();
   const MtpWeights& m = *mw.mtp;
   const int64_t T = step_->rows(), D = config_.hidden_size;
@@ -504,7 +504,12 @@ float* CudaModelRunner::mtp_module(const int32_t* tokens, const float* h) {
   add_rms_norm_rows(z, ws_.block_out, m.layer.post_attn_norm, eps, T, D, ws_.normed,
                     ws_.normed_bf16, stream_);
   ffn_block(m.layer, config_.mtp_layer(), ws_.block_out);
-  add_in_place(z, ws_.block_out, T * D, stream_);
+  if (head_norm != nullptr) {
+    add_rms_norm_rows(z, ws_.block_out, head_norm, eps, T, D, ws_.head_rows, ws_.head_bf16,
+                      stream_);
+  } else {
+    add_in_place(z, ws_.block_out, T * D, stream_);
+  }
   return z;
 }
 

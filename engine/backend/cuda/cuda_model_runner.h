@@ -163,8 +163,10 @@ class CudaModelRunner : public ModelRunner {
   void head_to_host(const float* h, const float* norm, ForwardOutput& out);
   // The MTP module (MODEL.md section 6) over the loaded step's rows: row r on token tokens[r]
   // (device, step order) and the main model's state h[r] ([T, D], read only); its output state
-  // lands in ws_.X ([T, D]), which it returns.
-  float* mtp_module(const int32_t* tokens, const float* h);
+  // lands in ws_.X ([T, D]), which it returns. With head_norm (the drafts' passes), its last
+  // residual add goes into the head's norm, one launch: ws_.head_rows / ws_.head_bf16 =
+  // rms_norm(z; head_norm), the bits of the add and then rms_norm_rows (norms.h).
+  float* mtp_module(const int32_t* tokens, const float* h, const float* head_norm = nullptr);
   // Drafts inside a verify step (cuda_speculation.cu, StepSampling::draft_on_picks): whether the
   // loaded step qualifies (every row a decode row and a logit row, none picked by a draw, at most
   // kDecodeMaxRows); the launches (the main head over every row, the greedy picks, the MTP module

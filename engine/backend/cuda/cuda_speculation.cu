@@ -78,9 +78,7 @@ void CudaModelRunner::run_draft_rows() {
                 static_cast<unsigned long long*>(greedy_keys_.data()));
   take_picked_tokens(ws_.draft_from, ws_.draft_picks, T, ws_.draft_tokens, stream_);
   profile_.mark("mtp", stream_);
-  const float* z = mtp_module(ws_.draft_tokens, ws_.y);
-  rms_norm_rows(z, mw.mtp->head_norm, config_.rms_norm_eps, T, D, ws_.head_rows, ws_.head_bf16,
-                stream_);
+  mtp_module(ws_.draft_tokens, ws_.y, mw.mtp->head_norm);  // head-normed into ws_.head_bf16
   project_decode(gemm_, mw.lm_head, ws_.head_bf16, T, ws_.draft_logits, stream_);
   if (chain_passes() > 0) run_chain_passes();
 }
@@ -97,7 +95,6 @@ void CudaModelRunner::plan_chain(const ForwardBatch& batch, const StepSampling& 
 
 void CudaModelRunner::run_chain_passes() {
   const ModelWeights& mw = weights_->weights();
-  const int64_t D = config_.hidden_size;
   auto* keys = static_cast<unsigned long long*>(greedy_keys_.data());
   profile_.mark("mtp.chain", stream_);
   chain_->begin(*step_, ws_.draft_picks, ws_.draft_logits, ws_.X, *chain_step_, options_.block_size,
@@ -121,9 +118,7 @@ void CudaModelRunner::run_chain_passes() {
   } as_chain(*this);
   const int64_t B = step_->rows();
   for (int pass = 1; pass <= chain_->passes(); ++pass) {
-    const float* z = mtp_module(step_->tokens(), chain_->hidden());
-    rms_norm_rows(z, mw.mtp->head_norm, config_.rms_norm_eps, B, D, ws_.head_rows, ws_.head_bf16,
-                  stream_);
+    const float* z = mtp_module(step_->tokens(), chain_->hidden(), mw.mtp->head_norm);
     project_decode(gemm_, mw.lm_head, ws_.head_bf16, B, chain_->logits(), stream_);
     chain_->advance(pass, chain_->logits(), z, *step_, options_.block_size, stream_, keys);
   }

@@ -54,10 +54,17 @@ constexpr int kSplitThreads = 256;
 constexpr int64_t kSplitMinSpan = 2048;  // values per block at least
 constexpr int kSplitMaxBlocks = 64;
 
-// Grid: (blocks per row, rows). Block b scans its contiguous span of the row.
+// The token a merged key stands for (-1: no candidate).
+__device__ __forceinline__ int32_t greedy_token(unsigned long long k) {
+  return k == 0 ? -1 : int32_t(0xffffffffu - static_cast<uint32_t>(k & 0xffffffffu));
+}
+
+// Grid: (blocks per row, rows). Block b scans its contiguous span of the row. With one block a
+// row (a vocabulary of at most kSplitMinSpan: tinyglm-micro's 320) the block's best is the row's,
+// so it writes the token itself and the finishing launch is not needed.
 __global__ void __launch_bounds__(kSplitThreads)
-    greedy_split_kernel(const float* logits, int64_t vocab, int64_t span,
-                        unsigned long long* keys) {
+    greedy_split_kernel(const float* logits, int64_t vocab, int64_t span, unsigned long long* keys,
+                        int32_t* tokens) {
   __shared__ unsigned long long warp_best[kSplitThreads / 32];
   const float* x = logits + int64_t(blockIdx.y) * vocab;
   const int64_t begin = int64_t(blockIdx.x) * span;
@@ -78,7 +85,11 @@ __global__ void __launch_bounds__(kSplitThreads)
   __syncthreads();
   if (threadIdx.x == 0) {
     for (int w = 1; w < kSplitThreads / 32; ++w) best = warp_best[w] > best ? warp_best[w] : best;
-    if (best != 0) atomicMax(keys + blockIdx.y, best);
+    if (gridDim.x == 1) {
+      tokens[blockIdx.y] = greedy_token(best);
+    } else if (best != 0) {
+      atomicMax(keys + blockIdx.y, best);
+    }
   }
 }
 
@@ -86,8 +97,7 @@ __global__ void __launch_bounds__(kSplitThreads)
 __global__ void greedy_finish_kernel(int64_t rows, unsigned long long* keys, int32_t* tokens) {
   const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= rows) return;
-  const unsigned long long k = keys[r];
-  tokens[r] = k == 0 ? -1 : int32_t(0xffffffffu - static_cast<uint32_t>(k & 0xffffffffu));
+  tokens[r] = greedy_token(keys[r]);
   keys[r] = 0;
 }
 
@@ -105,8 +115,9 @@ void sample_greedy(const float* logits, int64_t rows, int64_t vocab, int32_t* to
       kSplitMaxBlocks, std::max<int64_t>(1, (vocab + kSplitMinSpan - 1) / kSplitMinSpan));
   const int64_t span = (vocab + blocks - 1) / blocks;
   greedy_split_kernel<<<dim3(unsigned(blocks), unsigned(rows)), kSplitThreads, 0, stream>>>(
-      logits, vocab, span, scratch);
+      logits, vocab, span, scratch, tokens);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  if (blocks == 1) return;  // the one block wrote the tokens (scratch untouched)
   greedy_finish_kernel<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(rows, scratch, tokens);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }

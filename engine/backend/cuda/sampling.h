@@ -10,7 +10,8 @@ namespace sparkglm::cuda {
 // logits: [rows, vocab] FP32; tokens: [rows]. With `scratch` ([rows] zeros on the device, left
 // zeroed), a row spreads over up to 64 blocks that merge their (value, id) bests with one 64-bit
 // atomicMax on an order-preserving key (the maximum value, then the lowest id: an order-free
-// merge, so the token is the same whatever the block count); without it one block per row scans
+// merge, so the token is the same whatever the block count; a vocabulary of one block, 2,048 ids
+// or fewer, takes one launch); without it one block per row scans
 // the whole vocabulary, latency-bound at large vocabularies.
 void sample_greedy(const float* logits, int64_t rows, int64_t vocab, int32_t* tokens,
                    cudaStream_t stream, unsigned long long* scratch = nullptr);
