@@ -40,6 +40,18 @@ struct StepGraphStats {
   size_t graph_bytes = 0;  // device memory the captures took (free memory before - after each)
 };
 
+// Where the time of the steps that bring their drafts back went (StepSampling::draft_on_picks,
+// ModelRunner::draft_step_times), on a runner that times them (the CUDA runner; events on the
+// device). Such a step's wall time less its device time is the device's idle time, which
+// pipelined decode steps hide and these steps, waiting for their drafts, do not.
+struct DraftStepTimes {
+  uint64_t steps = 0;
+  double host_seconds = 0;    // the host inside submit, besides the wait
+  double wait_seconds = 0;    // the host waiting for the device
+  double device_seconds = 0;  // the device from the step's first input copy to its last output copy
+  double run_seconds = 0;     // of which the step proper: layers, head, MTP passes (no copies)
+};
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
@@ -80,6 +92,7 @@ class ModelRunner {
     return false;
   }
   virtual StepGraphStats graph_stats() const { return {}; }
+  virtual DraftStepTimes draft_step_times() const { return {}; }
 
   // Host copies of cache contents: the prefix cache's disk tier (engine/runtime/prefix_store.h)
   // spills evicted blocks and snapshots through them and restores them the same way. A block is

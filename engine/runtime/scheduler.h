@@ -97,7 +97,7 @@ struct SchedulerLimits {
   // And the drafter's later chained passes too (StepSampling::draft_chain). Not an option
   // either: off only to measure it (speculation_bench --chain-in-step off).
   bool speculative_chain_in_step = true;
-  // Verify steps of at most this many slices take those chains (kMaxChainedSlices says why one).
+  // Verify steps of at most this many slices take those chains (kMaxChainedSlices says why 8).
   // Not an option: other values only to measure them (speculation_bench --chain-slices N).
   int speculative_chain_slices = kMaxChainedSlices;
   // Error(kInvalidArgument) naming the option of a bad user limit; a bad engine constant

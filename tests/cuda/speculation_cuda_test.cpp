@@ -628,9 +628,28 @@ TEST_P(CudaSpeculationRollback, DraftsFromInsideTheVerifyStepChangeNoTokenAndAre
   for (int k : {1, 3}) {
     SCOPED_TRACE("k " + std::to_string(k));
     SpeculationCounters in_step, own;
+    const DraftStepTimes t0 = r.draft_step_times();
     const auto a = generate(r, k, rollback(), reqs, nullptr, &in_step, true);
+    const DraftStepTimes t1 = r.draft_step_times();
     const auto b = generate(r, k, rollback(), reqs, nullptr, &own, false);
     expect_plain_output(a, b, plain);
+    // The runner timed the steps that ran drafts (DraftStepTimes), and no other; the device's
+    // span of a step lies inside the host's span from its submit to the end of its wait, and
+    // the step proper inside the device's span.
+    if (in_step.step_drafts > 0) {
+      EXPECT_GT(t1.steps, t0.steps);
+    }
+    EXPECT_LE(t1.steps - t0.steps, in_step.verify_steps);
+    EXPECT_EQ(r.draft_step_times().steps, t1.steps);
+    if (t1.steps > t0.steps) {
+      const double device = t1.device_seconds - t0.device_seconds;
+      const double run = t1.run_seconds - t0.run_seconds;
+      EXPECT_GT(run, 0.0);
+      EXPECT_GT(t1.wait_seconds, t0.wait_seconds);
+      EXPECT_LE(run, device);
+      EXPECT_LE(device, (t1.host_seconds + t1.wait_seconds) - (t0.host_seconds + t0.wait_seconds) +
+                            1e-5 * double(t1.steps - t0.steps));
+    }
     EXPECT_EQ(own.step_drafts, 0u);
     if (rollback() == SpeculativeRollback::kRecords) {
       EXPECT_GT(in_step.step_drafts, in_step.verify_steps / 2);
@@ -653,9 +672,8 @@ TEST_P(CudaSpeculationRollback, DraftsFromInsideTheVerifyStepChangeNoTokenAndAre
 // graph): greedy output is the output without speculation, and the chains are the drafter's own
 // chained passes bit for bit (the same module over one-row decode rows at the same positions), so
 // every draft position is drafted and accepted exactly as often with chains in the step as
-// without, at C1 and C4 (where steps take chains only once one sequence is left:
-// kMaxChainedSlices). On the trained micro, whose drafts are often right, over the prompts of
-// the test above.
+// without, at C1 and C4 (steps of up to kMaxChainedSlices slices take chains). On the trained
+// micro, whose drafts are often right, over the prompts of the test above.
 TEST_P(CudaSpeculationRollback, ChainsFromInsideTheVerifyStepAreTheDraftersOwnDrafts) {
   if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
   const auto runner = spec_runner(0, 64, cuda_test::kTrainedMicro);

@@ -267,8 +267,8 @@ class RecordingDrafter : public Drafter {
 // The later drafts chained by the runner inside the verify step (StepSampling::draft_chain; on
 // the CPU the default pipeline's ModelRunner::draft_chain, as the CUDA runner's draft_chain.h does
 // on the device): the output is the output without speculation, the speculator takes the chains
-// (steps of one slice ask for them by default: at C4 once one request is left; with
-// SchedulerLimits::speculative_chain_slices 4, every step at C4 does), and every sequence gets
+// (in steps of one slice, SchedulerLimits::speculative_chain_slices 1: at C4 once one request is
+// left; in steps of up to four, every step at C4), and every sequence gets
 // the very drafts, call by call, that the drafter makes when it chains itself.
 TEST_P(SpeculativeRollbackTest, ChainsFromTheVerifyStepAreTheDraftersOwnDrafts) {
   const auto all = four();
@@ -278,7 +278,7 @@ TEST_P(SpeculativeRollbackTest, ChainsFromTheVerifyStepAreTheDraftersOwnDrafts) 
     const auto plain = run(*plain_runner, limits_with(0), requests);
     for (int k : {2, 3}) {
       SCOPED_TRACE("C" + std::to_string(count) + " k " + std::to_string(k));
-      // Chains in steps of one slice (the default), of up to four, and none.
+      // Chains in steps of one slice, of up to four (as the default, 8, at C4), and none.
       struct Way {
         const char* name;
         bool chains;
@@ -286,7 +286,7 @@ TEST_P(SpeculativeRollbackTest, ChainsFromTheVerifyStepAreTheDraftersOwnDrafts) 
         SpeculationCounters counters;
         std::map<int32_t, std::vector<int32_t>> drafts;
       };
-      Way ways[] = {{"chains", true, 1, {}, {}},
+      Way ways[] = {{"chains in steps of one slice", true, 1, {}, {}},
                     {"chains in steps of 4 slices", true, 4, {}, {}},
                     {"no chains", false, 1, {}, {}}};
       for (Way& w : ways) {

@@ -196,6 +196,10 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
   SPARKGLM_CUDA_CHECK(
       cudaMallocHost(&pinned_draws_, size_t(options_.max_rows) * sizeof(SampleParams)));
   SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&draws_copied_, cudaEventDisableTiming));
+  SPARKGLM_CUDA_CHECK(cudaEventCreate(&step_began_));
+  SPARKGLM_CUDA_CHECK(cudaEventCreate(&step_ended_));
+  SPARKGLM_CUDA_CHECK(cudaEventCreate(&run_began_));
+  SPARKGLM_CUDA_CHECK(cudaEventCreate(&run_ended_));
   for (int p = 0; p < 2; ++p) {
     SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_picks_[p], row_ints));
     SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&picks_copied_[p], cudaEventDisableTiming));
@@ -306,6 +310,10 @@ CudaModelRunner::~CudaModelRunner() {
   cudaEventDestroy(from_copied_);
   cudaFreeHost(pinned_draws_);
   cudaEventDestroy(draws_copied_);
+  cudaEventDestroy(step_began_);
+  cudaEventDestroy(step_ended_);
+  cudaEventDestroy(run_began_);
+  cudaEventDestroy(run_ended_);
   cudaFreeHost(pinned_draft_logits_);
   cudaFreeHost(pinned_draft_hidden_);
   cudaFreeHost(pinned_draft_picks_);

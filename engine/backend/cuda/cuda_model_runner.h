@@ -25,6 +25,7 @@
 // those picks where they are.
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -114,6 +115,7 @@ class CudaModelRunner : public ModelRunner {
 
   bool set_eager(bool eager) override;
   StepGraphStats graph_stats() const override { return graph_stats_; }
+  DraftStepTimes draft_step_times() const override { return draft_times_; }
 
   // The start-up line that bounds the graphs these options may capture (runner_factory logs it).
   static std::string graph_plan(const ModelConfig& config, const CudaRunnerOptions& options);
@@ -279,7 +281,13 @@ class CudaModelRunner : public ModelRunner {
     std::vector<float> draft_logits, draft_hidden;
     std::vector<int32_t> draft_chain;  // StepResult::draft_chain
   };
-  bool step_drafts_ = false;                // the step being launched runs its draft rows
+  bool step_drafts_ = false;  // the step being launched runs its draft rows
+  // Timing of the steps with draft rows (draft_step_times): the submit's start on the host, and
+  // events around the step's device work (recorded where sampling asks for drafts).
+  std::chrono::steady_clock::time_point submit_began_;
+  cudaEvent_t step_began_ = nullptr, step_ended_ = nullptr;
+  cudaEvent_t run_began_ = nullptr, run_ended_ = nullptr;  // around run_step
+  DraftStepTimes draft_times_;
   std::unique_ptr<StepInputs> chain_step_;  // the chained passes' rows (RunnerShape::drafts)
   std::unique_ptr<DraftChain> chain_;
   int chain_bucket_ = 0, chain_pool_bucket_ = 0;  // their length and pool buckets

@@ -9,6 +9,7 @@
 // themselves are one-row decode rows of the step's layout (step_layout.h), computed by the decode
 // kernels exactly as a one-row decode slice is.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "engine/backend/cuda/cuda_check.h"
@@ -138,8 +139,12 @@ void CudaModelRunner::drafts_to_host(int parity, QueuedStep& q) {
   to_host(pinned_draft_picks_, ws_.draft_picks, size_t(T) * sizeof(int32_t));
   if (chained) chain_->to_host(stream_);
   SPARKGLM_CUDA_CHECK(cudaEventRecord(picks_copied_[parity], stream_));
+  SPARKGLM_CUDA_CHECK(cudaEventRecord(step_ended_, stream_));
   profile_.end_step(stream_, "decode");
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point waiting = Clock::now();
   SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  const Clock::time_point waited = Clock::now();
   // Step order to logit order: logit row i is step row logit_rows()[i].
   q.logits.resize(size_t(T * V));
   q.hidden.resize(size_t(T * D));
@@ -156,6 +161,15 @@ void CudaModelRunner::drafts_to_host(int parity, QueuedStep& q) {
     q.draft_tokens[size_t(i)] = pinned_draft_picks_[r];
   }
   if (chained) chain_->spread(T, q.draft_chain);
+  float device_ms = 0, run_ms = 0;
+  SPARKGLM_CUDA_CHECK(cudaEventElapsedTime(&device_ms, step_began_, step_ended_));
+  SPARKGLM_CUDA_CHECK(cudaEventElapsedTime(&run_ms, run_began_, run_ended_));
+  const std::chrono::duration<double> host = (waiting - submit_began_) + (Clock::now() - waited);
+  draft_times_.steps += 1;
+  draft_times_.host_seconds += host.count();
+  draft_times_.wait_seconds += std::chrono::duration<double>(waited - waiting).count();
+  draft_times_.device_seconds += 1e-3 * double(device_ms);
+  draft_times_.run_seconds += 1e-3 * double(run_ms);
 }
 
 }  // namespace sparkglm::cuda

@@ -29,6 +29,10 @@ void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& samp
   q.parity = next_parity_;
   q.logit_rows = n;
   if (rows > 0) {
+    if (sampling.draft_on_picks) {  // drafts_to_host reads these when the step runs its drafts
+      submit_began_ = std::chrono::steady_clock::now();
+      SPARKGLM_CUDA_CHECK(cudaEventRecord(step_began_, stream_));
+    }
     step_->load(batch, stream_);
     if (!sampling.token_from.empty()) {
       // The previous submission's copy may still be queued: it must have read pinned_from_.
@@ -46,7 +50,9 @@ void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& samp
     step_drafts_ = drafts_fit(sampling);
     plan_chain(batch, sampling);
     try {
+      if (step_drafts_) SPARKGLM_CUDA_CHECK(cudaEventRecord(run_began_, stream_));
       run_step(batch);
+      if (step_drafts_) SPARKGLM_CUDA_CHECK(cudaEventRecord(run_ended_, stream_));
     } catch (...) {
       step_drafts_ = false;
       throw;

@@ -28,7 +28,7 @@
 //    greedy pick (StepSampling::draft_on_picks): where every pick up to the last accepted row is
 //    the token committed there (always, for a greedy sequence), those rows are what the drafter
 //    would compute, and the drafter starts from the step's row instead of its own forward. A
-//    step of one plain greedy slice (kMaxChainedSlices) also asks for the later passes
+//    step of at most kMaxChainedSlices plain greedy slices also asks for the later passes
 //    (StepSampling::draft_chain): the runner finds the accepted row by the greedy rule and chains
 //    the module from it, so the drafter takes a whole chain with no forward of its own.
 //    A drafter writes only positions in blocks no other sequence holds (rows in shared prefix
@@ -68,10 +68,12 @@ namespace sparkglm {
 inline constexpr int kMaxSpeculativeTokens = 4;
 // Verify steps of at most this many slices ask for whole chains (StepSampling::draft_chain), by
 // default (SchedulerLimits::speculative_chain_slices). Measured on an H100 with the chain-trained
-// micro (docs/speculative-decoding.md, "Chains in the verify step"): at C1 the chain in the step is
-// 3-5 % faster at k = 3, at C4 and C8 2-3 % slower (the cause is not isolated), so only one-slice
-// steps take it.
-inline constexpr int kMaxChainedSlices = 1;
+// micro (docs/speculative-decoding.md, "Chains in the verify step"): in session 23 steps of
+// several slices lost 2-3 % with chains at C4 and C8, so only one-slice steps took them; in
+// session 26, after the one-launch pool scores and the KDA verify slices, steps of up to 8 slices
+// gained at k = 2 (C4 +3.6 %, C8 +11.6 %) and k = 3 (+2.9 %, +1.5 %), three runs alternated,
+// identical output (bundles 2026-12-06-speculation-micro-chain-slices-{1,8}-cuda-h100).
+inline constexpr int kMaxChainedSlices = 8;
 
 struct SpeculationCounters {
   uint64_t verify_steps = 0;   // verify slices with at least one draft
