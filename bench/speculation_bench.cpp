@@ -233,6 +233,7 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
   ServingEngine engine(runner, limits);
   run_round(engine, prompts, concurrency, 8, s.grammar);  // warmup
   const EngineStats stats_before = engine.stats();
+  const DraftStepTimes times_before = runner.draft_step_times();
   const SpeculationCounters& before = stats_before.speculation;
   std::vector<double> rates, steady;
   std::string outputs;
@@ -291,6 +292,20 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
       {"steps", engine_steps},  {"step_us", step_us},
       {"submit_us", submit_us}, {"collect_us", collect_us},
       {"draft_us", draft_us},   {"other_us", step_us - submit_us - collect_us - draft_us}};
+  // The runner's own split of the steps that brought their drafts back (DraftStepTimes), per such
+  // step of the measured rounds. step_us includes prefill; at C1, tokens a step over the decode
+  // rate less device_us is the device's idle time a step.
+  const DraftStepTimes times = runner.draft_step_times();
+  const double draft_steps = double(times.steps - times_before.steps);
+  auto per_draft_step_us = [&](double after_s, double before_s) {
+    return draft_steps > 0 ? 1e6 * (after_s - before_s) / draft_steps : 0.0;
+  };
+  const nlohmann::json draft_step_time = {
+      {"steps", draft_steps},
+      {"host_us", per_draft_step_us(times.host_seconds, times_before.host_seconds)},
+      {"wait_us", per_draft_step_us(times.wait_seconds, times_before.wait_seconds)},
+      {"device_us", per_draft_step_us(times.device_seconds, times_before.device_seconds)},
+      {"run_us", per_draft_step_us(times.run_seconds, times_before.run_seconds)}};
   // The element n / 2 of the sorted samples (gates/speculation_bench_file.h checks it so).
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -322,6 +337,7 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
           {"step_drafts_per_verify_step",
            steps > 0 ? double(after.step_drafts - before.step_drafts) / steps : 0.0},
           {"engine_step_time", step_time},
+          {"draft_step_time", draft_step_time},
           {"graphs", graphs},
           {"output_sha256", sha256_hex(outputs)}};
 }
