@@ -305,7 +305,10 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
       {"host_us", per_draft_step_us(times.host_seconds, times_before.host_seconds)},
       {"wait_us", per_draft_step_us(times.wait_seconds, times_before.wait_seconds)},
       {"device_us", per_draft_step_us(times.device_seconds, times_before.device_seconds)},
-      {"run_us", per_draft_step_us(times.run_seconds, times_before.run_seconds)}};
+      {"run_us", per_draft_step_us(times.run_seconds, times_before.run_seconds)},
+      {"load_us", per_draft_step_us(times.load_seconds, times_before.load_seconds)},
+      {"plan_us", per_draft_step_us(times.plan_seconds, times_before.plan_seconds)},
+      {"launch_us", per_draft_step_us(times.launch_seconds, times_before.launch_seconds)}};
   // The element n / 2 of the sorted samples (gates/speculation_bench_file.h checks it so).
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());

@@ -50,6 +50,10 @@ struct DraftStepTimes {
   double wait_seconds = 0;    // the host waiting for the device
   double device_seconds = 0;  // the device from the step's first input copy to its last output copy
   double run_seconds = 0;     // of which the step proper: layers, head, MTP passes (no copies)
+  // Of host_seconds, before the device can run the step proper: checking and packing the step
+  // and its input copies (load), the drafts' checks and the chain's plan (plan), and the state
+  // copies and the graph launch (launch).
+  double load_seconds = 0, plan_seconds = 0, launch_seconds = 0;
 };
 
 class ModelRunner {

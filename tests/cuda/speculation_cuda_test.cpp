@@ -647,6 +647,11 @@ TEST_P(CudaSpeculationRollback, DraftsFromInsideTheVerifyStepChangeNoTokenAndAre
       EXPECT_GT(run, 0.0);
       EXPECT_GT(t1.wait_seconds, t0.wait_seconds);
       EXPECT_LE(run, device);
+      // The host's pieces before the launch are parts of its time in submit.
+      const double pieces = (t1.load_seconds + t1.plan_seconds + t1.launch_seconds) -
+                            (t0.load_seconds + t0.plan_seconds + t0.launch_seconds);
+      EXPECT_GT(t1.launch_seconds, t0.launch_seconds);
+      EXPECT_LE(pieces, t1.host_seconds - t0.host_seconds);
       EXPECT_LE(device, (t1.host_seconds + t1.wait_seconds) - (t0.host_seconds + t0.wait_seconds) +
                             1e-5 * double(t1.steps - t0.steps));
     }

@@ -284,7 +284,7 @@ class CudaModelRunner : public ModelRunner {
   bool step_drafts_ = false;  // the step being launched runs its draft rows
   // Timing of the steps with draft rows (draft_step_times): the submit's start on the host, and
   // events around the step's device work (recorded where sampling asks for drafts).
-  std::chrono::steady_clock::time_point submit_began_;
+  std::chrono::steady_clock::time_point submit_began_, step_loaded_, chain_planned_, step_launched_;
   cudaEvent_t step_began_ = nullptr, step_ended_ = nullptr;
   cudaEvent_t run_began_ = nullptr, run_ended_ = nullptr;  // around run_step
   DraftStepTimes draft_times_;

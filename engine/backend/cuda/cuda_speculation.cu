@@ -170,6 +170,10 @@ void CudaModelRunner::drafts_to_host(int parity, QueuedStep& q) {
   draft_times_.wait_seconds += std::chrono::duration<double>(waited - waiting).count();
   draft_times_.device_seconds += 1e-3 * double(device_ms);
   draft_times_.run_seconds += 1e-3 * double(run_ms);
+  using Seconds = std::chrono::duration<double>;
+  draft_times_.load_seconds += Seconds(step_loaded_ - submit_began_).count();
+  draft_times_.plan_seconds += Seconds(chain_planned_ - step_loaded_).count();
+  draft_times_.launch_seconds += Seconds(step_launched_ - chain_planned_).count();
 }
 
 }  // namespace sparkglm::cuda

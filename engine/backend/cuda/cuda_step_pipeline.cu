@@ -6,6 +6,7 @@
 // waits for the oldest step's ids. So the host builds step N+1 while the device runs step N, and
 // a decode step moves a few hundred bytes each way.
 #include <algorithm>
+#include <chrono>
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_model_runner.h"
@@ -19,6 +20,8 @@
 namespace sparkglm::cuda {
 
 void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& sampling) {
+  using Clock = std::chrono::steady_clock;
+  submit_began_ = Clock::now();  // drafts_to_host times the steps that run their drafts
   SPARKGLM_ASSERT(queued_.size() < 2, "CudaModelRunner::submit: two steps are already queued");
   batch.validate(config_, options_.block_size, options_.num_blocks, options_.num_state_slots,
                  options_.num_snapshots, options_.state_records);
@@ -29,10 +32,7 @@ void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& samp
   q.parity = next_parity_;
   q.logit_rows = n;
   if (rows > 0) {
-    if (sampling.draft_on_picks) {  // drafts_to_host reads these when the step runs its drafts
-      submit_began_ = std::chrono::steady_clock::now();
-      SPARKGLM_CUDA_CHECK(cudaEventRecord(step_began_, stream_));
-    }
+    if (sampling.draft_on_picks) SPARKGLM_CUDA_CHECK(cudaEventRecord(step_began_, stream_));
     step_->load(batch, stream_);
     if (!sampling.token_from.empty()) {
       // The previous submission's copy may still be queued: it must have read pinned_from_.
@@ -47,12 +47,15 @@ void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& samp
                          static_cast<const int32_t*>(picks_.data()), rows, step_->tokens_to_patch(),
                          stream_);
     }
+    step_loaded_ = Clock::now();
     step_drafts_ = drafts_fit(sampling);
     plan_chain(batch, sampling);
+    chain_planned_ = Clock::now();
     try {
       if (step_drafts_) SPARKGLM_CUDA_CHECK(cudaEventRecord(run_began_, stream_));
       run_step(batch);
       if (step_drafts_) SPARKGLM_CUDA_CHECK(cudaEventRecord(run_ended_, stream_));
+      step_launched_ = Clock::now();
     } catch (...) {
       step_drafts_ = false;
       throw;
