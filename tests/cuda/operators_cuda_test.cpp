@@ -373,12 +373,16 @@ TEST(CudaOperators, GreedyTakesTheLowestIdAmongTheMaxima) {
     auto dl = to_device(logits);
     cuda::DeviceBuffer dt(8), keys(2 * sizeof(unsigned long long));
     ASSERT_EQ(cudaMemset(keys.data(), 0, keys.bytes()), cudaSuccess);
-    for (bool split : {false, true}) {
-      ASSERT_EQ(cudaMemset(dt.data(), 0x7f, dt.bytes()), cudaSuccess);
-      cuda::sample_greedy(static_cast<float*>(dl.data()), 2, vocab,
+    // The two rows' picks, in one launch (split: false) or the split form.
+    auto greedy = [&](const cuda::DeviceBuffer& rows, bool split) {
+      EXPECT_EQ(cudaMemset(dt.data(), 0x7f, dt.bytes()), cudaSuccess);
+      cuda::sample_greedy(static_cast<const float*>(rows.data()), 2, vocab,
                           static_cast<int32_t*>(dt.data()), nullptr,
                           split ? static_cast<unsigned long long*>(keys.data()) : nullptr);
-      const auto tokens = to_host<int32_t>(dt, 2);
+      return to_host<int32_t>(dt, 2);
+    };
+    for (bool split : {false, true}) {
+      const auto tokens = greedy(dl, split);
       EXPECT_EQ(tokens[0], hi) << "split " << split << " vocab " << vocab;
       EXPECT_EQ(tokens[1], vocab - 1) << "split " << split << " vocab " << vocab;
     }
@@ -389,11 +393,7 @@ TEST(CudaOperators, GreedyTakesTheLowestIdAmongTheMaxima) {
     for (int64_t i = 0; i < vocab; ++i) zeros[size_t(vocab + i)] = i % 2 ? NAN : -INFINITY;
     auto dz = to_device(zeros);
     for (bool split : {false, true}) {
-      ASSERT_EQ(cudaMemset(dt.data(), 0x7f, dt.bytes()), cudaSuccess);
-      cuda::sample_greedy(static_cast<float*>(dz.data()), 2, vocab,
-                          static_cast<int32_t*>(dt.data()), nullptr,
-                          split ? static_cast<unsigned long long*>(keys.data()) : nullptr);
-      const auto tokens = to_host<int32_t>(dt, 2);
+      const auto tokens = greedy(dz, split);
       EXPECT_EQ(tokens[0], 100) << "split " << split << " vocab " << vocab;
       EXPECT_EQ(tokens[1], -1) << "split " << split << " vocab " << vocab;
     }
