@@ -6,7 +6,7 @@
 # (../h200-2026-12-04/README.md); this script copies the steps and the patch.
 set -u
 P=bench/results/h200-pending
-cp $P/gemv-rows-loads.patch .devroot/
+cp $P/gemv-rows-loads.patch $P/variant.sh .devroot/
 cp $P/step_gemv_loads.sh .devroot/step_gl.sh
 cp $P/step_gemv_bench.sh .devroot/step_glbench.sh
 bash .devroot/dev.sh 590 build cuda_tests gl glbench
