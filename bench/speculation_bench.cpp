@@ -16,8 +16,8 @@
 // speculative_draft_in_step): the two ways in one run; --chain-in-step off, that the drafter runs
 // its later chained passes itself instead of the verify step (speculative_chain_in_step, on the
 // runners that chain on the device); --chain-slices N, that verify steps of up to N slices take
-// those chains (SchedulerLimits::speculative_chain_slices; the engine's 1 by default).
-// --profile-steps prints each cell's device
+// those chains (SchedulerLimits::speculative_chain_slices; the engine's kMaxChainedSlices, 8, by
+// default). --profile-steps prints each cell's device
 // time by model part to stderr (CudaRunnerOptions::profile_steps; it synchronises every step, so
 // its cells' tok/s are not the unprofiled ones). --tasks keeps the held-out examples of those
 // tasks only; --json-mode constrains every request to a JSON object, the grammar sparkglm-serve
@@ -270,10 +270,12 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
   // (prefill steps included; StepHostTimes): inside the runner's submit (a step whose drafts run
   // inside it waits for the device there), inside its collect (the wait for a pipelined step),
   // in drafting, and the rest (the scheduler's own work, and the engine thread's idle time).
-  const double engine_steps = double(stats_after.steps - stats_before.steps);
-  auto per_step_us = [&](double seconds) {
-    return engine_steps > 0 ? 1e6 * seconds / engine_steps : 0.0;
+  // Microseconds a step: `seconds` over `count` steps (0 without a step).
+  auto per_step = [](double seconds, double count) {
+    return count > 0 ? 1e6 * seconds / count : 0.0;
   };
+  const double engine_steps = double(stats_after.steps - stats_before.steps);
+  auto per_step_us = [&](double seconds) { return per_step(seconds, engine_steps); };
   const double step_us = per_step_us(wall_seconds);
   const double submit_us =
       per_step_us(stats_after.host.submit_seconds - stats_before.host.submit_seconds);
@@ -298,7 +300,7 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
   const DraftStepTimes times = runner.draft_step_times();
   const double draft_steps = double(times.steps - times_before.steps);
   auto per_draft_step_us = [&](double after_s, double before_s) {
-    return draft_steps > 0 ? 1e6 * (after_s - before_s) / draft_steps : 0.0;
+    return per_step(after_s - before_s, draft_steps);
   };
   const nlohmann::json draft_step_time = {
       {"steps", draft_steps},
