@@ -65,11 +65,18 @@ __device__ __forceinline__ void gemv_block(const GemvParams& p, int64_t block) {
       const int rr = r < rows ? r : rows - 1;
       unpack8(load_stream(p.w + (n0 + rr) * p.k + c * 8), wf[r]);
     }
+    // Every row of the tile is computed, a row past mt on row m0's values (its sums are not
+    // stored): with no branch between them, the compiler requests every x row's chunk before
+    // any is used, so the rows wait for one memory latency, not one each. Each row's sums take
+    // the same fmaf sequence as before, so its bits do not change.
+    uint4 xv[kMt];
+#pragma unroll
+    for (int i = 0; i < kMt; ++i)
+      xv[i] = __ldcg(reinterpret_cast<const uint4*>(p.x + (m0 + (i < mt ? i : 0)) * p.k + c * 8));
 #pragma unroll
     for (int i = 0; i < kMt; ++i) {
-      if (i >= mt) break;
       float xf[8];
-      unpack8(__ldcg(reinterpret_cast<const uint4*>(p.x + (m0 + i) * p.k + c * 8)), xf);
+      unpack8(xv[i], xf);
 #pragma unroll
       for (int r = 0; r < kRowsPerWarp; ++r)
 #pragma unroll
