@@ -308,6 +308,7 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
       {"wait_us", per_draft_step_us(times.wait_seconds, times_before.wait_seconds)},
       {"device_us", per_draft_step_us(times.device_seconds, times_before.device_seconds)},
       {"run_us", per_draft_step_us(times.run_seconds, times_before.run_seconds)},
+      {"lag_us", per_draft_step_us(times.lag_seconds, times_before.lag_seconds)},
       {"load_us", per_draft_step_us(times.load_seconds, times_before.load_seconds)},
       {"plan_us", per_draft_step_us(times.plan_seconds, times_before.plan_seconds)},
       {"launch_us", per_draft_step_us(times.launch_seconds, times_before.launch_seconds)}};

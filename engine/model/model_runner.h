@@ -50,6 +50,10 @@ struct DraftStepTimes {
   double wait_seconds = 0;    // the host waiting for the device
   double device_seconds = 0;  // the device from the step's first input copy to its last output copy
   double run_seconds = 0;     // of which the step proper: layers, head, MTP passes (no copies)
+  // Of run_seconds, from the step proper's start on the stream (after the state copies queued
+  // before it) to its graph's first node on the device: mostly the device waiting for the host's
+  // graph launch (about 0 when eager).
+  double lag_seconds = 0;
   // Of host_seconds, before the device can run the step proper: checking and packing the step
   // and its input copies (load), the drafts' checks and the chain's plan (plan), and the state
   // copies and the graph launch (launch).

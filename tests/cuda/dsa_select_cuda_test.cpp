@@ -15,6 +15,7 @@
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_buffer.h"
 #include "engine/backend/cuda/dsa_indexer.h"
+#include "engine/model/engine_fault.h"
 #include "tests/cuda/cuda_test_support.h"
 
 namespace sparkglm {
@@ -25,9 +26,9 @@ using cuda_test::have_device;
 constexpr int kTopk = 512;
 
 // Selects for `positions` in one call (max_pools: the longest row's pools unless given) and
-// compares every row with cpu::select_attended.
+// compares every row with cpu::select_attended (both under `fault`: the tie rule flipped or not).
 void check_rows(const std::vector<int32_t>& positions, const std::vector<float>& scores,
-                int64_t stride, int64_t max_pools = 0) {
+                int64_t stride, int64_t max_pools = 0, EngineFault fault = EngineFault::kNone) {
   const int64_t rows = int64_t(positions.size());
   const int64_t out_stride = kTopk * 4 + 3;
   if (max_pools == 0)
@@ -39,13 +40,14 @@ void check_rows(const std::vector<int32_t>& positions, const std::vector<float>&
   cuda::dsa_select(static_cast<const float*>(d_scores.data()), stride,
                    static_cast<const int32_t*>(d_pos.data()), rows, max_pools, kTopk,
                    static_cast<int32_t*>(d_out.data()), out_stride,
-                   static_cast<int32_t*>(d_counts.data()), d_ws.data(), nullptr);
+                   static_cast<int32_t*>(d_counts.data()), d_ws.data(), nullptr,
+                   fault == EngineFault::kIndexerTieFlipped);
   const auto out = cuda_test::to_host<int32_t>(d_out, size_t(rows * out_stride));
   const auto counts = cuda_test::to_host<int32_t>(d_counts, size_t(rows));
   for (int64_t r = 0; r < rows; ++r) {
     const int t = positions[size_t(r)];
     const std::vector<float> row(scores.begin() + r * stride, scores.begin() + (r + 1) * stride);
-    const std::vector<int32_t> want = cpu::select_attended(row, t, 4, kTopk);
+    const std::vector<int32_t> want = cpu::select_attended(row, t, 4, kTopk, fault);
     ASSERT_EQ(counts[size_t(r)], int32_t(want.size())) << "row " << r << " at position " << t;
     for (size_t i = 0; i < want.size(); ++i)
       ASSERT_EQ(out[size_t(r * out_stride) + i], want[i])
@@ -150,26 +152,51 @@ TEST(CudaDsaSelect, OneLongDecodeRowChoosesAsTheCpuDoesAtEveryLength) {
     }
 }
 
-// Rows of different lengths in one call (dense, one block, multi-block; the grid sized for the
-// deepest context, so most blocks of the shorter rows find no pools), each kind of scores.
-TEST(CudaDsaSelect, RowsOfMixedLengthsInOneCallChooseAsTheCpuDoes) {
-  if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  const int64_t stride = cuda::kIndexMaxPools;
-  const std::vector<int32_t> positions = {1048575,       70000,  2047,   16384 * 4 + 3,
-                                          16384 * 4 + 4, 500001, 8190,   99999,
-                                          1048574,       262145, 131072, 40000};
+// Rows of different lengths for one call (dense, one block, multi-block), each kind of scores,
+// every row kIndexMaxPools long.
+const std::vector<int32_t> kMixedPositions = {1048575,       70000,  2047,   16384 * 4 + 3,
+                                              16384 * 4 + 4, 500001, 8190,   99999,
+                                              1048574,       262145, 131072, 40000};
+std::vector<float> mixed_scores() {
   const std::vector<Kind> kinds = {Kind::kRandom,      Kind::kSpreadTies, Kind::kRandom,
                                    Kind::kFewValues,   Kind::kAllEqual,   Kind::kNan,
                                    Kind::kFewValues,   Kind::kFewValid,   Kind::kSpreadTies,
                                    Kind::kSignedZeros, Kind::kNan,        Kind::kFewValid};
   std::vector<float> scores;
-  scores.reserve(positions.size() * size_t(stride));
-  for (size_t r = 0; r < positions.size(); ++r) {
-    const auto row = row_scores(kinds[r], 0x4b00 + r, stride);
+  scores.reserve(kMixedPositions.size() * size_t(cuda::kIndexMaxPools));
+  for (size_t r = 0; r < kMixedPositions.size(); ++r) {
+    const auto row = row_scores(kinds[r], 0x4b00 + r, cuda::kIndexMaxPools);
     scores.insert(scores.end(), row.begin(), row.end());
   }
-  check_rows(positions, scores, stride);
-  check_rows(positions, scores, stride, stride);  // a looser bound: more blocks, no pools
+  return scores;
+}
+
+// The mixed rows in one call (the grid sized for the deepest context, so most blocks of the
+// shorter rows find no pools).
+TEST(CudaDsaSelect, RowsOfMixedLengthsInOneCallChooseAsTheCpuDoes) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const int64_t stride = cuda::kIndexMaxPools;
+  const std::vector<float> scores = mixed_scores();
+  check_rows(kMixedPositions, scores, stride);
+  check_rows(kMixedPositions, scores, stride, stride);  // a looser bound: more blocks, no pools
+}
+
+// The negative control EngineFault::kIndexerTieFlipped (engine_fault.h): with the tie rule
+// flipped, both paths choose as the CPU's flipped rule does, on the mixed rows' ties (all equal,
+// few values, ties spread over chunks); and the flip does change those rows' choices.
+TEST(CudaDsaSelect, WithTheTieRuleFlippedBothPathsChooseAsTheFlippedCpuRule) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const int64_t stride = cuda::kIndexMaxPools;
+  const std::vector<float> scores = mixed_scores();
+  check_rows(kMixedPositions, scores, stride, 0, EngineFault::kIndexerTieFlipped);
+  for (size_t r : {size_t(3), size_t(4), size_t(8)}) {  // one block, then the multi-block path
+    const std::vector<float> row(scores.begin() + int64_t(r) * stride,
+                                 scores.begin() + int64_t(r + 1) * stride);
+    const int t = kMixedPositions[r];
+    EXPECT_NE(cpu::select_attended(row, t, 4, kTopk),
+              cpu::select_attended(row, t, 4, kTopk, EngineFault::kIndexerTieFlipped))
+        << "row " << r << ": the flip must matter here";
+  }
 }
 
 // A captured call replays for other positions and scores: its launches depend on host arguments

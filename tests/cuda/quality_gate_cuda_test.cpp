@@ -6,12 +6,15 @@
 //  - the MLA output projection doubled in the uploaded weights: what a kernel that scales its
 //    output one exponent too high computes;
 //  - the indexer's head weights zeroed: every pool ties, so the indexer selects the wrong pools.
-// Each prints its scores beside the intact engine's. (The engine faults built into CPU code,
-// engine/model/engine_fault.h, have no CUDA counterpart: two of them are not caught on these
-// weights on the CPU either, and the third needs fp8_g128 latents, which the CUDA kernels do not
-// serve at the micro's geometry.)
+// Each prints its scores beside the intact engine's. Of the engine faults built into engine code
+// (engine/model/engine_fault.h), the CUDA runner takes the flipped indexer tie-break and the
+// dropped MoE clamp (CudaRunnerOptions::fault): as on the CPU, the gate does not catch them on
+// these weights, so the CudaEngineFault tests below show that each reaches the CUDA runner's
+// output where its rule binds. The third (fp8 scale) needs fp8_g128 latents, which the CUDA
+// kernels do not serve at the micro's geometry, and the CUDA runner refuses it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -22,6 +25,8 @@
 #include "engine/core/dtype.h"
 #include "engine/core/error.h"
 #include "engine/model/checkpoint.h"
+#include "engine/model/engine_fault.h"
+#include "engine/model/forward_batch.h"
 #include "engine/model/tensor_source.h"
 #include "gates/quality_gate.h"
 #include "harness/heldout_loss.h"
@@ -73,14 +78,18 @@ struct Fixture {
   // from `slot_for` (null: one slot, the state carried).
   harness::HeldoutLoss score(const TensorSource& weights,
                              const harness::SlotForChunk& slot_for = nullptr) {
+    cuda::CudaRunnerOptions o = options();
+    cuda::CudaModelRunner runner(config, cuda::DeviceWeights::upload(config, weights), o);
+    return harness::score_heldout(runner, set, targets.chunk, slot_for);
+  }
+  cuda::CudaRunnerOptions options() const {
     cuda::CudaRunnerOptions o;
     o.num_blocks = 8192 / 16 + 16;  // the longest example fits
     o.block_size = 16;
     o.num_state_slots = 2;
     o.max_rows = targets.chunk + 4;
     o.max_seq_len = 8192;
-    cuda::CudaModelRunner runner(config, cuda::DeviceWeights::upload(config, weights), o);
-    return harness::score_heldout(runner, set, targets.chunk, slot_for);
+    return o;
   }
   const harness::HeldoutLoss& intact() {
     if (!intact_) intact_ = score(*checkpoint);
@@ -153,6 +162,92 @@ TEST(CudaQualityGate, AnIndexerThatSelectsTheWrongPoolsFails) {
              ".self_attn.indexer.weights_proj.weight",
          [](float) { return 0.0f; });
   EXPECT_EQ(judge_control("wrong pools", f.score(w)), "fail");
+}
+
+// Every row's logits [n, vocab] of one prefill of the first held-out example's first n tokens
+// (one chunk, slot 0, a fresh cache) through a CUDA runner over `weights` with `fault` built in.
+std::vector<float> prefill_logits(const TensorSource& weights, int n, EngineFault fault) {
+  Fixture& f = fixture();
+  cuda::CudaRunnerOptions o = f.options();
+  o.fault = fault;
+  cuda::CudaModelRunner runner(f.config, cuda::DeviceWeights::upload(f.config, weights), o);
+  const std::vector<int32_t>& tokens = f.set.examples.at(0).tokens;
+  EXPECT_GE(int(tokens.size()), n);
+  std::vector<int32_t> table(size_t((n + o.block_size - 1) / o.block_size));
+  for (size_t b = 0; b < table.size(); ++b) table[b] = int32_t(b);
+  ForwardBatch batch;
+  batch.add_sequence({tokens.begin(), tokens.begin() + n}, 0, 0, table, true, /*all_logits=*/true);
+  ForwardOutput out;
+  runner.forward(batch, out);
+  EXPECT_EQ(out.logits.size(), size_t(n) * size_t(f.config.vocab_size));
+  return out.logits;
+}
+
+// Rows of [n, vocab] logits that differ at all between a and b.
+std::vector<bool> rows_differ(const std::vector<float>& a, const std::vector<float>& b, int vocab) {
+  std::vector<bool> differ(a.size() / size_t(vocab), false);
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    differ[i / size_t(vocab)] = differ[i / size_t(vocab)] || a[i] != b[i];
+  return differ;
+}
+
+TEST(CudaEngineFault, TheTieFlipChangesEveryRowThatSelectsWhenAllPoolsTie) {
+  // As tests/gates/quality_gate_test.cpp's CPU test: the indexer's head weights zeroed, so every
+  // pool scores 0 and the intact engine attends the lowest pools, the flipped one the highest.
+  // Rows that see at most topk pools attend densely and must not change; every row that selects
+  // must.
+  if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
+  Fixture& f = fixture();
+  EditedTensors w(*f.checkpoint);
+  w.edit("model.layers." + std::to_string(mla_layer(f.config)) +
+             ".self_attn.indexer.weights_proj.weight",
+         [](float) { return 0.0f; });
+  const int n = 64;
+  const std::vector<bool> differ =
+      rows_differ(prefill_logits(w, n, EngineFault::kNone),
+                  prefill_logits(w, n, EngineFault::kIndexerTieFlipped), f.config.vocab_size);
+  const int first_sparse = (f.config.index_topk_pools() + 1) * f.config.index_kpool - 1;
+  ASSERT_LT(first_sparse, n);
+  for (int t = 0; t < n; ++t) EXPECT_EQ(differ[size_t(t)], t >= first_sparse) << "row " << t;
+}
+
+TEST(CudaEngineFault, TheClampDropChangesTheOutputWhereTheClampBinds) {
+  // The shared experts' up projections x16 (the main layers'): |u| passes the limit on most
+  // tokens, so the clamp binds and dropping it must change the logits.
+  if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
+  Fixture& f = fixture();
+  EditedTensors w(*f.checkpoint);
+  for (int l = 0; l < f.config.num_hidden_layers; ++l) {
+    const std::string name =
+        "model.layers." + std::to_string(l) + ".mlp.shared_experts.up_proj.weight";
+    if (f.checkpoint->find(name)) w.edit(name, [](float x) { return 16.0f * x; });
+  }
+  const int n = 32;
+  const std::vector<float> intact = prefill_logits(w, n, EngineFault::kNone);
+  const std::vector<bool> differ =
+      rows_differ(intact, prefill_logits(w, n, EngineFault::kMoeClampDropped), f.config.vocab_size);
+  int changed = 0;
+  for (bool d : differ) changed += d;
+  std::printf("clamp dropped (cuda): %d of %d rows' logits change\n", changed, n);
+  EXPECT_GT(changed, n / 2);
+  // The intact engine is deterministic: the same run again changes no row.
+  const std::vector<bool> again =
+      rows_differ(intact, prefill_logits(w, n, EngineFault::kNone), f.config.vocab_size);
+  EXPECT_EQ(std::count(again.begin(), again.end(), true), 0);
+}
+
+TEST(CudaEngineFault, TheFp8ScaleFaultIsRefusedByName) {
+  if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
+  Fixture& f = fixture();
+  cuda::CudaRunnerOptions o = f.options();
+  o.fault = EngineFault::kFp8ScaleOffByOneExponent;
+  try {
+    cuda::CudaModelRunner runner(f.config, cuda::DeviceWeights::upload(f.config, *f.checkpoint), o);
+    ADD_FAILURE() << "the CUDA runner took the fp8 scale fault";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("fp8 scale"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -647,6 +647,10 @@ TEST_P(CudaSpeculationRollback, DraftsFromInsideTheVerifyStepChangeNoTokenAndAre
       EXPECT_GT(run, 0.0);
       EXPECT_GT(t1.wait_seconds, t0.wait_seconds);
       EXPECT_LE(run, device);
+      // The device's wait for the layers' first launch (the graph's first node) is part of the
+      // step proper.
+      EXPECT_GE(t1.lag_seconds, t0.lag_seconds);
+      EXPECT_LE(t1.lag_seconds - t0.lag_seconds, run);
       // The host's pieces before the launch are parts of its time in submit.
       const double pieces = (t1.load_seconds + t1.plan_seconds + t1.launch_seconds) -
                             (t0.load_seconds + t0.plan_seconds + t0.launch_seconds);

@@ -31,7 +31,8 @@ void CudaModelRunner::fill_expert_args(Args& a, const SwiGluWeights* shared, int
   a.n_experts = config_.n_routed_experts;
   a.hidden = D;
   a.width = config_.moe_intermediate_size;
-  a.clamp_limit = config_.swiglu_limit;
+  a.clamp_limit =  // <= 0: no clamp
+      options_.fault == EngineFault::kMoeClampDropped ? 0.0f : config_.swiglu_limit;
   a.x = ws_.normed_bf16 + row0 * D;
   a.experts = ws_.experts + row0 * k;
   a.weights = ws_.expert_weights + row0 * k;

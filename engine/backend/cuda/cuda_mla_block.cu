@@ -204,7 +204,8 @@ void CudaModelRunner::mla_attend(int cache_layer, const MlaWeights& w, int row0,
       dsa_pool_scores(ws_.iq, ws_.iw, sparse_rows, I, keys, max_pools, ws_.scores, stream_, di);
     }
     dsa_select(ws_.scores, max_pools, step_->positions_device() + s0, sparse_rows, max_pools, topk,
-               ws_.lists, shp.attend_max, ws_.counts, ws_.select_ws, stream_);
+               ws_.lists, shp.attend_max, ws_.counts, ws_.select_ws, stream_,
+               options_.fault == EngineFault::kIndexerTieFlipped);
     if (options_.selection_trace != nullptr) trace_selection(cache_layer, s0, sparse_rows);
     MlaDecodeArgs a;
     a.rows = sparse_rows;

@@ -132,6 +132,10 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
   if (options_.kv_dtype == KvDtype::kF32)
     throw Error(ErrorKind::kUnsupported,
                 "--kv-cache-dtype f32: the CUDA backend keeps bf16 or fp8_g128 latents");
+  if (options_.fault == EngineFault::kFp8ScaleOffByOneExponent)
+    throw Error(ErrorKind::kUnsupported,
+                "engine fault fp8 scale off by one exponent: the CUDA runner keeps its indexer "
+                "keys in f32, so it cannot break them as the CPU engine does");
   check_latent_geometry(config_.kv_lora_rank, options_.kv_dtype == KvDtype::kFp8G128
                                                   ? LatentFormat::kFp8G128
                                                   : LatentFormat::kBF16);
@@ -200,6 +204,7 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
   SPARKGLM_CUDA_CHECK(cudaEventCreate(&step_ended_));
   SPARKGLM_CUDA_CHECK(cudaEventCreate(&run_began_));
   SPARKGLM_CUDA_CHECK(cudaEventCreate(&run_ended_));
+  SPARKGLM_CUDA_CHECK(cudaEventCreate(&graph_began_));
   for (int p = 0; p < 2; ++p) {
     SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_picks_[p], row_ints));
     SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&picks_copied_[p], cudaEventDisableTiming));
@@ -314,6 +319,7 @@ CudaModelRunner::~CudaModelRunner() {
   cudaEventDestroy(step_ended_);
   cudaEventDestroy(run_began_);
   cudaEventDestroy(run_ended_);
+  cudaEventDestroy(graph_began_);
   cudaFreeHost(pinned_draft_logits_);
   cudaFreeHost(pinned_draft_hidden_);
   cudaFreeHost(pinned_draft_picks_);
@@ -449,6 +455,7 @@ void CudaModelRunner::run_step(const ForwardBatch& batch) {
   if (!launch_graph(/*mtp=*/false)) {
     if (step_->layout().speculative()) ++graph_stats_.verify_eager_steps;
     set_eager_buckets();
+    if (step_drafts_) SPARKGLM_CUDA_CHECK(cudaEventRecord(graph_began_, stream_));
     run_layers();
     if (step_drafts_) run_draft_rows();
   }

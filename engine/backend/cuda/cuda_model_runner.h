@@ -45,6 +45,7 @@
 #include "engine/backend/cuda/step_inputs.h"
 #include "engine/backend/cuda/step_profiler.h"
 #include "engine/backend/cuda/token_mask.h"
+#include "engine/model/engine_fault.h"
 #include "engine/model/model_runner.h"
 #include "engine/model/precision_mode.h"
 #include "engine/model/selection_trace.h"
@@ -75,6 +76,10 @@ struct CudaRunnerOptions {
   // Records each sparse row's attended tokens (selection_trace.h): only tests set one. Every step
   // then runs eagerly and waits for each sparse pass's selection.
   SelectionTrace* selection_trace = nullptr;
+  // A negative control built in on purpose (engine_fault.h): only tests set one. The CUDA runner
+  // takes kIndexerTieFlipped (dsa_select) and kMoeClampDropped (the experts' SwiGLU); it refuses
+  // kFp8ScaleOffByOneExponent, whose latents and indexer keys it does not store alike.
+  EngineFault fault = EngineFault::kNone;
 };
 
 class CudaModelRunner : public ModelRunner {
@@ -287,6 +292,7 @@ class CudaModelRunner : public ModelRunner {
   std::chrono::steady_clock::time_point submit_began_, step_loaded_, chain_planned_, step_launched_;
   cudaEvent_t step_began_ = nullptr, step_ended_ = nullptr;
   cudaEvent_t run_began_ = nullptr, run_ended_ = nullptr;  // around run_step
+  cudaEvent_t graph_began_ = nullptr;  // the layers' start (a drafting step graph's first node)
   DraftStepTimes draft_times_;
   std::unique_ptr<StepInputs> chain_step_;  // the chained passes' rows (RunnerShape::drafts)
   std::unique_ptr<DraftChain> chain_;

@@ -161,15 +161,17 @@ void CudaModelRunner::drafts_to_host(int parity, QueuedStep& q) {
     q.draft_tokens[size_t(i)] = pinned_draft_picks_[r];
   }
   if (chained) chain_->spread(T, q.draft_chain);
-  float device_ms = 0, run_ms = 0;
+  float device_ms = 0, run_ms = 0, lag_ms = 0;
   SPARKGLM_CUDA_CHECK(cudaEventElapsedTime(&device_ms, step_began_, step_ended_));
   SPARKGLM_CUDA_CHECK(cudaEventElapsedTime(&run_ms, run_began_, run_ended_));
+  SPARKGLM_CUDA_CHECK(cudaEventElapsedTime(&lag_ms, run_began_, graph_began_));
   const std::chrono::duration<double> host = (waiting - submit_began_) + (Clock::now() - waited);
   draft_times_.steps += 1;
   draft_times_.host_seconds += host.count();
   draft_times_.wait_seconds += std::chrono::duration<double>(waited - waiting).count();
   draft_times_.device_seconds += 1e-3 * double(device_ms);
   draft_times_.run_seconds += 1e-3 * double(run_ms);
+  draft_times_.lag_seconds += 1e-3 * double(lag_ms);
   using Seconds = std::chrono::duration<double>;
   draft_times_.load_seconds += Seconds(step_loaded_ - submit_began_).count();
   draft_times_.plan_seconds += Seconds(chain_planned_ - step_loaded_).count();

@@ -172,6 +172,10 @@ bool CudaModelRunner::launch_graph(bool mtp) {
       if (key->mtp) {
         mtp_module(step_->tokens(), mtp_input());
       } else {
+        // A drafting step's first node marks when the device began it (DraftStepTimes::lag).
+        if (key->drafts)
+          SPARKGLM_CUDA_CHECK(
+              cudaEventRecordWithFlags(graph_began_, stream_, cudaEventRecordExternal));
         run_layers();
         if (key->drafts) run_draft_rows();
       }

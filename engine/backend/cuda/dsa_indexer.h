@@ -60,9 +60,11 @@ void dsa_pool_scores(const float* q, const float* w, int64_t rows, int heads,
 // path for rows longer than one block keeps in shared memory (dsa_select.cu). workspace:
 // dsa_select_workspace_bytes(rows, max_pools) bytes of device memory (none needed, and nullptr
 // allowed, when that is 0). No host sync, no allocation: the launches can be captured.
+// tie_flipped: the negative control EngineFault::kIndexerTieFlipped (engine_fault.h), equal
+// scores choosing the higher pools, as cpu::select_attended does under that fault.
 void dsa_select(const float* scores, int64_t score_stride, const int32_t* positions, int64_t rows,
                 int64_t max_pools, int topk_pools, int32_t* out, int64_t out_stride,
-                int32_t* counts, void* workspace, cudaStream_t stream);
+                int32_t* counts, void* workspace, cudaStream_t stream, bool tie_flipped = false);
 
 // Device bytes dsa_select needs for `rows` rows of at most `max_pools` pools each: the per-row
 // radix state and per-chunk counts of the multi-block path, 0 while no row can be that long.

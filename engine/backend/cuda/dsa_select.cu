@@ -4,8 +4,9 @@
 // paths map scores to the same order keys, find the topk-th largest key T by a 4-pass radix
 // select (one byte per pass, most significant first) and how many pools holding exactly T are
 // still needed (`remaining`); every pool above T is chosen, and of those at T the
-// lowest-numbered `remaining` (the tie rule). When at most topk pools are valid, every valid
-// pool is chosen: that is T = 0 (NaN's key) with remaining = 0.
+// lowest-numbered `remaining` (the tie rule; the highest-numbered under the negative control
+// EngineFault::kIndexerTieFlipped). When at most topk pools are valid, every valid pool is
+// chosen: that is T = 0 (NaN's key) with remaining = 0.
 //
 // - select_kernel, one 1024-thread block per row, for rows of at most kSelectCachedPools pools:
 //   their keys stay in shared memory, and one block is fast at that length. It also writes the
@@ -49,6 +50,7 @@ struct SelectParams {
   int64_t out_stride;
   int32_t* counts;
   int topk;
+  bool flip;  // EngineFault::kIndexerTieFlipped: of the pools at T, the highest `remaining`
 };
 
 // A score's key in an unsigned order that is the float order: larger score, larger key. NaN is 0
@@ -188,11 +190,14 @@ __global__ void __launch_bounds__(kSelectThreads)
       all_valid ? 0
                 : run_prefix(
                       pools, [&](int i) { return int(keys[i] == T); }, &b, &e, &ties, warp_total);
+  // Of the `ties` pools at T, the first `remaining` (the tie rule), or the last (flipped).
+  const int first_tie = p.flip ? ties - remaining : 0;
   const auto chooser = [&, tie_rank = ties_before](int i) mutable {
     const uint32_t k = keys[i];
     if (all_valid) return int(k != 0u);
     const bool at_t = k == T;
-    const bool chosen = k > T || (at_t && tie_rank < remaining);
+    const bool chosen =
+        k > T || (at_t && tie_rank >= first_tie && tie_rank < first_tie + remaining);
     tie_rank += at_t;
     return int(chosen);
   };
@@ -331,8 +336,9 @@ __global__ void __launch_bounds__(kWideThreads)
 }
 
 // Grid: (chunks, rows); kWideThreads threads. A pool is chosen when above T, or at T with fewer
-// than `remaining` pools at T before it; its slot is the chosen pools before it: those above T
-// plus min(pools at T before it, remaining). Chunk 0 also writes the tail and the count.
+// than `remaining` pools at T before it (flipped: at least at_all - remaining); its slot is the
+// chosen pools before it: those above T plus the chosen ones at T before it. Chunk 0 also writes
+// the tail and the count.
 __global__ void __launch_bounds__(kWideThreads)
     wide_write_kernel(const __grid_constant__ WideParams p) {
   __shared__ int warp_sums[kWideThreads / 32];
@@ -350,6 +356,10 @@ __global__ void __launch_bounds__(kWideThreads)
   }
   block_scan<kWideThreads>(up_before, warp_sums, &up_before);
   block_scan<kWideThreads>(at_before, warp_sums, &at_before);
+  block_scan<kWideThreads>(up_all, warp_sums, &up_all);
+  block_scan<kWideThreads>(at_all, warp_sums, &at_all);
+  // Of the row's at_all pools at T, the first `remaining` (the tie rule), or the last (flipped).
+  const int first_tie = p.s.flip ? at_all - remaining : 0;
   const float* scores = p.s.scores + row * p.s.score_stride;
   int32_t* out = p.s.out + row * p.s.out_stride;
   // Per tile, one scan of (at T) << 16 | (above T): a tile has at most 256 of each.
@@ -361,16 +371,15 @@ __global__ void __launch_bounds__(kWideThreads)
     int tile = 0;
     const int excl = block_scan<kWideThreads>(v, warp_sums, &tile) - v;
     const int ties_before = at_before + (excl >> 16);
-    if (up || (at && ties_before < remaining)) {
-      const int slot = up_before + (excl & 0xffff) + min(ties_before, remaining);
+    if (up || (at && ties_before >= first_tie && ties_before < first_tie + remaining)) {
+      const int slot =
+          up_before + (excl & 0xffff) + min(max(ties_before - first_tie, 0), remaining);
       for (int j = 0; j < kIndexKpool; ++j) out[slot * kIndexKpool + j] = i * kIndexKpool + j;
     }
     up_before += tile & 0xffff;
     at_before += tile >> 16;
   }
   if (blockIdx.x != 0) return;
-  block_scan<kWideThreads>(up_all, warp_sums, &up_all);
-  block_scan<kWideThreads>(at_all, warp_sums, &at_all);
   const int total = up_all + min(at_all, remaining);
   const int tail0 = c.pools * kIndexKpool;
   for (int j = tail0 + int(threadIdx.x); j <= c.t; j += kWideThreads)
@@ -387,11 +396,12 @@ size_t dsa_select_workspace_bytes(int64_t rows, int64_t max_pools) {
 
 void dsa_select(const float* scores, int64_t score_stride, const int32_t* positions, int64_t rows,
                 int64_t max_pools, int topk_pools, int32_t* out, int64_t out_stride,
-                int32_t* counts, void* workspace, cudaStream_t stream) {
+                int32_t* counts, void* workspace, cudaStream_t stream, bool tie_flipped) {
   if (rows <= 0) return;
   SPARKGLM_ASSERT(max_pools <= score_stride && max_pools <= kIndexMaxPools,
                   "dsa_select: max_pools above the score stride or kIndexMaxPools");
-  const SelectParams s{scores, score_stride, positions, out, out_stride, counts, topk_pools};
+  const SelectParams s{scores,     score_stride, positions,  out,
+                       out_stride, counts,       topk_pools, tie_flipped};
   constexpr size_t kSmem = size_t(kSelectCachedPools) * sizeof(uint32_t);
   static bool configured = false;
   if (!configured) {
