@@ -26,13 +26,13 @@
 #include "engine/core/error.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/engine_fault.h"
-#include "engine/model/forward_batch.h"
 #include "engine/model/tensor_source.h"
 #include "gates/quality_gate.h"
 #include "harness/heldout_loss.h"
 #include "tests/cuda/cuda_test_support.h"
 #include "tests/cuda/served_models.h"
 #include "tests/support/build_paths.h"
+#include "tests/support/fault_reach.h"
 
 namespace sparkglm {
 namespace {
@@ -129,6 +129,12 @@ int mla_layer(const ModelConfig& c) {
   throw Error(ErrorKind::kInvalidConfig, "the model has no MLA layer");
 }
 
+// The indexer's head weights zeroed: every pool scores 0, so every pool ties.
+void zero_indexer_heads(EditedTensors& w, const ModelConfig& c) {
+  w.edit("model.layers." + std::to_string(mla_layer(c)) + ".self_attn.indexer.weights_proj.weight",
+         [](float) { return 0.0f; });
+}
+
 TEST(CudaQualityGate, TheTrainedWeightsPassTheirCpuReference) {
   if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
   Fixture& f = fixture();
@@ -158,38 +164,21 @@ TEST(CudaQualityGate, AnIndexerThatSelectsTheWrongPoolsFails) {
   if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
   Fixture& f = fixture();
   EditedTensors w(*f.checkpoint);
-  w.edit("model.layers." + std::to_string(mla_layer(f.config)) +
-             ".self_attn.indexer.weights_proj.weight",
-         [](float) { return 0.0f; });
+  zero_indexer_heads(w, f.config);
   EXPECT_EQ(judge_control("wrong pools", f.score(w)), "fail");
 }
 
 // Every row's logits [n, vocab] of one prefill of the first held-out example's first n tokens
-// (one chunk, slot 0, a fresh cache) through a CUDA runner over `weights` with `fault` built in.
+// through a CUDA runner over `weights` with `fault` built in.
 std::vector<float> prefill_logits(const TensorSource& weights, int n, EngineFault fault) {
   Fixture& f = fixture();
   cuda::CudaRunnerOptions o = f.options();
   o.fault = fault;
   cuda::CudaModelRunner runner(f.config, cuda::DeviceWeights::upload(f.config, weights), o);
-  const std::vector<int32_t>& tokens = f.set.examples.at(0).tokens;
-  EXPECT_GE(int(tokens.size()), n);
-  std::vector<int32_t> table(size_t((n + o.block_size - 1) / o.block_size));
-  for (size_t b = 0; b < table.size(); ++b) table[b] = int32_t(b);
-  ForwardBatch batch;
-  batch.add_sequence({tokens.begin(), tokens.begin() + n}, 0, 0, table, true, /*all_logits=*/true);
-  ForwardOutput out;
-  runner.forward(batch, out);
-  EXPECT_EQ(out.logits.size(), size_t(n) * size_t(f.config.vocab_size));
-  return out.logits;
+  return fault_reach::prefill_logits(runner, f.set.examples.at(0).tokens, n, o.block_size);
 }
 
-// Rows of [n, vocab] logits that differ at all between a and b.
-std::vector<bool> rows_differ(const std::vector<float>& a, const std::vector<float>& b, int vocab) {
-  std::vector<bool> differ(a.size() / size_t(vocab), false);
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-    differ[i / size_t(vocab)] = differ[i / size_t(vocab)] || a[i] != b[i];
-  return differ;
-}
+using fault_reach::rows_differ;
 
 TEST(CudaEngineFault, TheTieFlipChangesEveryRowThatSelectsWhenAllPoolsTie) {
   // As tests/gates/quality_gate_test.cpp's CPU test: the indexer's head weights zeroed, so every
@@ -199,9 +188,7 @@ TEST(CudaEngineFault, TheTieFlipChangesEveryRowThatSelectsWhenAllPoolsTie) {
   if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
   Fixture& f = fixture();
   EditedTensors w(*f.checkpoint);
-  w.edit("model.layers." + std::to_string(mla_layer(f.config)) +
-             ".self_attn.indexer.weights_proj.weight",
-         [](float) { return 0.0f; });
+  zero_indexer_heads(w, f.config);
   const int n = 64;
   const std::vector<bool> differ =
       rows_differ(prefill_logits(w, n, EngineFault::kNone),

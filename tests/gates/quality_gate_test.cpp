@@ -36,11 +36,11 @@
 #include "engine/core/error.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/engine_fault.h"
-#include "engine/model/forward_batch.h"
 #include "engine/model/model_loader.h"
 #include "gates/quality_probes.h"
 #include "harness/heldout_loss.h"
 #include "tests/support/build_paths.h"
+#include "tests/support/fault_reach.h"
 
 namespace sparkglm::gates {
 namespace {
@@ -192,7 +192,7 @@ TEST(QualityGate, AnFp8ScaleOffByOneExponentInsideTheEngineFails) {
 }
 
 // Every row's logits [n, vocab] of one prefill of the first held-out example's first n tokens
-// (one chunk, slot 0, a fresh cache).
+// through a CPU runner over `weights` with `fault` built in.
 std::vector<float> prefill_logits(const ModelWeights& weights, int n, EngineFault fault) {
   Fixture& f = fixture();
   cpu::CpuRunnerOptions o;
@@ -200,24 +200,10 @@ std::vector<float> prefill_logits(const ModelWeights& weights, int n, EngineFaul
   o.kv_dtype = KvDtype::kBF16;
   o.fault = fault;
   cpu::CpuModelRunner runner(f.model->config, weights, o, f.pool);
-  const std::vector<int32_t>& tokens = f.set.examples.at(0).tokens;
-  EXPECT_GE(int(tokens.size()), n);
-  std::vector<int32_t> table(size_t((n + o.block_size - 1) / o.block_size));
-  for (size_t b = 0; b < table.size(); ++b) table[b] = int32_t(b);
-  ForwardBatch batch;
-  batch.add_sequence({tokens.begin(), tokens.begin() + n}, 0, 0, table, true, /*all_logits=*/true);
-  ForwardOutput out;
-  runner.forward(batch, out);
-  return out.logits;
+  return fault_reach::prefill_logits(runner, f.set.examples.at(0).tokens, n, o.block_size);
 }
 
-// Rows of [n, vocab] logits that differ at all between a and b.
-std::vector<bool> rows_differ(const std::vector<float>& a, const std::vector<float>& b, int vocab) {
-  std::vector<bool> differ(a.size() / size_t(vocab), false);
-  for (size_t i = 0; i < a.size(); ++i)
-    differ[i / size_t(vocab)] = differ[i / size_t(vocab)] || a[i] != b[i];
-  return differ;
-}
+using fault_reach::rows_differ;
 
 // Why the gate does not judge the two faults above per token either (docs/trained-tinyglm.md): on
 // these weights each moves every reply token's nll less than a legitimate precision change does
