@@ -6,10 +6,10 @@
 // A runner carries one fault in its options (cpu::CpuRunnerOptions::fault and
 // cuda::CudaRunnerOptions::fault, default kNone) and hands it, as an argument, to exactly the code
 // it breaks: the DSA indexer's selection, the MoE experts' SwiGLU and the latent cache's fp8_g128
-// encoding (the CUDA runner takes the first two and refuses the third). Only tests construct runners with a fault: no
-// flag, typed option or profile of sparkglm-serve or sparkglm-qualify sets one, no environment
-// variable is read and there is no global switch. With kNone a faulted site costs one comparison of
-// the argument, outside the inner loops.
+// encoding (the CUDA runner takes the first two and refuses the third). Only tests construct
+// runners with a fault: no flag, typed option or profile of sparkglm-serve or sparkglm-qualify sets
+// one, no environment variable is read and there is no global switch. With kNone a faulted site
+// costs one comparison of the argument, outside the inner loops.
 //
 // It lives beside ModelRunner, not in one backend, because the latent cache (engine/runtime) reads
 // it too and the CUDA runner takes the same controls.

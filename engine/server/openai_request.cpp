@@ -204,15 +204,25 @@ GenerationFields read_fields(const json& body, const ServedModel& model) {
   if (auto v = f.integer("max_completion_tokens", 1, kMaxTokens)) g.max_tokens = int32_t(*v);
 
   if (const json* stop = f.get("stop")) {
+    // An empty stop string would match before every token and hold back the whole output
+    // (vLLM refuses it too).
+    auto add_stop = [&](std::string text, const std::string& param) {
+      if (text.empty())
+        throw ApiError::invalid_request("`" + param +
+                                            "` is an empty string: a stop string needs "
+                                            "at least one character",
+                                        param);
+      g.stop.push_back(std::move(text));
+    };
     if (stop->is_string()) {
-      g.stop.push_back(stop->get<std::string>());
+      add_stop(stop->get<std::string>(), "stop");
     } else if (stop->is_array()) {
       if (stop->size() > kMaxStopStrings)
         throw too_many("stop", stop->size(), kMaxStopStrings, "strings");
       for (size_t i = 0; i < stop->size(); ++i) {
-        if (!(*stop)[i].is_string())
-          throw ApiError::wrong_type("stop[" + std::to_string(i) + "]", "a string");
-        g.stop.push_back((*stop)[i].get<std::string>());
+        const std::string param = "stop[" + std::to_string(i) + "]";
+        if (!(*stop)[i].is_string()) throw ApiError::wrong_type(param, "a string");
+        add_stop((*stop)[i].get<std::string>(), param);
       }
     } else {
       throw ApiError::wrong_type("stop", "a string or an array of strings");

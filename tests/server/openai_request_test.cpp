@@ -160,6 +160,19 @@ TEST(ParseChatCompletion, WrongTypesNameTheField) {
   EXPECT_NE(std::string(list.what()).find("stop[1]"), std::string::npos) << list.what();
 }
 
+// An empty stop string would match before every token and hold back all of the output: refused,
+// alone or in a list, naming where it is.
+TEST(ParseChatCompletion, AnEmptyStopStringIsRefusedByPlace) {
+  const ApiError alone = chat_error(chat({{"stop", ""}}));
+  EXPECT_EQ(alone.status(), 400);
+  EXPECT_EQ(alone.param(), "stop");
+  const ApiError listed = chat_error(chat({{"stop", {"END", ""}}}));
+  EXPECT_EQ(listed.status(), 400);
+  EXPECT_EQ(listed.param(), "stop[1]");
+  EXPECT_NE(std::string(listed.what()).find("empty"), std::string::npos) << listed.what();
+  EXPECT_EQ(parse_chat_completion(chat({{"stop", {"END", " "}}}), kModel).fields.stop.size(), 2u);
+}
+
 TEST(ParseChatCompletion, OutOfRangeValuesNameTheField) {
   const std::vector<std::pair<std::string, json>> cases = {
       {"temperature", 2.5},     {"top_p", 0.0},          {"min_p", 1.5}, {"max_tokens", 0},
