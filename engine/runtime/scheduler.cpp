@@ -299,6 +299,31 @@ void Scheduler::emit_token(Sequence& s, const SampledToken& t) {
   if (s.request.on_event) s.request.on_event(e);
 }
 
+std::vector<int> Scheduler::prefill_grants() const {
+  // Prefill tokens each prefilling sequence may take this step, in running_ order. Each is
+  // offered an equal share of the budget first (whole chunks, at least one), then what is left
+  // goes in order: a long prompt ahead of a short one no longer holds all of every step's budget
+  // until it is done, so the short one's first token waits for a share, not for the long prefill.
+  std::vector<int> want;
+  for (const auto& sp : running_)
+    if (sp->prefilling()) want.push_back(sp->prefill_end() - sp->computed);
+  std::vector<int> grant(want.size(), 0);
+  if (want.empty()) return grant;
+  const int align = limits_.prefill_align;
+  int budget = limits_.max_prefill_tokens;
+  const int share = std::max(align, budget / int(want.size()) / align * align);
+  for (size_t i = 0; i < want.size(); ++i) {
+    grant[i] = std::min({want[i], share, budget});
+    budget -= grant[i];
+  }
+  for (size_t i = 0; i < want.size() && budget > 0; ++i) {
+    const int more = std::min(want[i] - grant[i], budget);
+    grant[i] += more;
+    budget -= more;
+  }
+  return grant;
+}
+
 Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& sampling) {
   QueuedStep q;
   std::vector<const GrammarMatcher*> masked;  // members whose picks the runner masks
@@ -367,15 +392,19 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     ++decode_rows;
   }
   decode_cursor_ = n ? (decode_cursor_ + size_t(decode_rows)) % n : 0;
+  const std::vector<int> grants = prefill_grants();
   int budget = limits_.max_prefill_tokens;
+  size_t next_grant = 0;
   for (auto& sp : running_) {
     Sequence& s = *sp;
-    if (!s.prefilling() || budget <= 0) continue;
+    if (!s.prefilling()) continue;
+    const int grant = std::min(budget, grants[next_grant++]);
+    if (grant <= 0) continue;
     const int start = s.computed;
     const int prefill_end = s.prefill_end();
     // An answer prefills one chunk a step: a request that arrives waits for no more than that.
-    int end = std::min(prefill_end,
-                       start + (s.answer ? std::min(budget, limits_.prefill_align) : budget));
+    int end =
+        std::min(prefill_end, start + (s.answer ? std::min(grant, limits_.prefill_align) : grant));
     if (end < prefill_end) {
       // Split only on the KDA chunk grid so the arithmetic matches an unshared prefill.
       const int aligned = end / limits_.prefill_align * limits_.prefill_align;

@@ -20,7 +20,10 @@
 //
 // Prefill is split only at absolute positions that are multiples of `prefill_align` (the KDA chunk
 // size), so a prompt's arithmetic does not depend on how the prefill budget was shared: greedy
-// output at concurrency 4 equals greedy output alone, bitwise.
+// output at concurrency 4 equals greedy output alone, bitwise. The budget is shared: every
+// prefilling sequence is offered an equal share of it (whole chunks) before the rest goes in
+// arrival order, so a short prompt behind a long one gets its first token after a few steps, not
+// after the whole long prefill (prefill_grants).
 //
 // Prefix caching (limits.prefix_caching; engine/runtime/prefix_cache.h): admission asks the cache
 // for the longest cached prefix with both its blocks and a KDA snapshot, takes those blocks by
@@ -187,6 +190,9 @@ class Scheduler {
   void drop_finished();
   // Builds the next step's batch from the running sequences (empty when there is nothing to run).
   QueuedStep build_step(ForwardBatch& batch, StepSampling& sampling);
+  // The prefill tokens each prefilling running sequence may take this step (running_ order): an
+  // equal share of max_prefill_tokens first, then the rest in order.
+  std::vector<int> prefill_grants() const;
   // Collects the oldest queued step and reports its tokens.
   void collect_oldest();
   // Reports the next token of `s`; may finish `s`.

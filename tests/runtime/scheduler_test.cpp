@@ -161,6 +161,33 @@ TEST_F(SchedulerTest, AdmissionReservesOnlyPartOfALongOutputSoShortRequestsRunAl
   EXPECT_EQ(s.blocks().num_free(), 14);
 }
 
+TEST_F(SchedulerTest, AShortPromptBehindALongOneGetsItsFirstTokenFirst) {
+  // A 1,024-token prompt arrives first, a 64-token one right after, with 256 prefill tokens a
+  // step: the budget is shared (Scheduler::prefill_grants), so the short prompt is prefilled in
+  // the first step and answers before the long prefill (four steps of the whole budget) is done.
+  // Taking the budget in arrival order alone would make it wait for all of the long prefill.
+  auto runner = make_runner(128, 4);
+  SchedulerLimits limits;
+  limits.max_prefill_tokens = 256;
+  Scheduler s(runner, limits);
+  int steps = 0;
+  std::vector<int> first_token_step(2, -1);
+  std::vector<GenerationRequest> reqs = {greedy(1024, 1, 3), greedy(64, 2, 3)};
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].on_event = [&, i](const RequestEvent& e) {
+      if (!e.tokens.empty() && first_token_step[i] < 0) first_token_step[i] = steps;
+    };
+    s.add(std::make_shared<RequestHandle>(i + 1), reqs[i]);
+  }
+  for (; !s.idle() && steps < 10000; ++steps) s.step();
+  ASSERT_TRUE(s.idle());
+  ASSERT_GE(first_token_step[0], 0);
+  ASSERT_GE(first_token_step[1], 0);
+  EXPECT_LT(first_token_step[1], first_token_step[0]);
+  EXPECT_LE(first_token_step[1], 2) << "prefilled in the first step, its token collected after";
+  EXPECT_EQ(s.blocks().num_free(), 128);
+}
+
 TEST_F(SchedulerTest, OversubscribedPoolPreemptsTheNewestAndLosesNoRequest) {
   // Each request ends at 40 + 60 = 100 tokens (7 blocks) but is admitted with 4; the pool of 12
   // cannot hold two finished ones, so growth runs dry and the newest running sequence is
