@@ -304,12 +304,14 @@ std::vector<int> Scheduler::prefill_grants() const {
   // offered an equal share of the budget first (whole chunks, at least one), then what is left
   // goes in order: a long prompt ahead of a short one no longer holds all of every step's budget
   // until it is done, so the short one's first token waits for a share, not for the long prefill.
-  std::vector<int> want;
+  const int align = limits_.prefill_align;
+  std::vector<int> want;  // an answer prefills one chunk a step (build_step)
   for (const auto& sp : running_)
-    if (sp->prefilling()) want.push_back(sp->prefill_end() - sp->computed);
+    if (sp->prefilling())
+      want.push_back(sp->answer ? std::min(sp->prefill_end() - sp->computed, align)
+                                : sp->prefill_end() - sp->computed);
   std::vector<int> grant(want.size(), 0);
   if (want.empty()) return grant;
-  const int align = limits_.prefill_align;
   int budget = limits_.max_prefill_tokens;
   const int share = std::max(align, budget / int(want.size()) / align * align);
   for (size_t i = 0; i < want.size(); ++i) {
