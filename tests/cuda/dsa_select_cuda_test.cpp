@@ -189,7 +189,7 @@ TEST(CudaDsaSelect, WithTheTieRuleFlippedBothPathsChooseAsTheFlippedCpuRule) {
   const int64_t stride = cuda::kIndexMaxPools;
   const std::vector<float> scores = mixed_scores();
   check_rows(kMixedPositions, scores, stride, 0, EngineFault::kIndexerTieFlipped);
-  for (size_t r : {size_t(3), size_t(4), size_t(8)}) {  // one block, then the multi-block path
+  for (size_t r : {size_t(6), size_t(4), size_t(8)}) {  // one block, then the multi-block path
     const std::vector<float> row(scores.begin() + int64_t(r) * stride,
                                  scores.begin() + int64_t(r + 1) * stride);
     const int t = kMixedPositions[r];
