@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/core/error.h"
 #include "engine/runtime/speculation/mtp_drafter.h"
@@ -299,31 +301,34 @@ void Scheduler::emit_token(Sequence& s, const SampledToken& t) {
   if (s.request.on_event) s.request.on_event(e);
 }
 
-std::vector<int> Scheduler::prefill_grants() const {
-  // Prefill tokens each prefilling sequence may take this step, in running_ order. Each is
-  // offered an equal share of the budget first (whole chunks, at least one), then what is left
-  // goes in order: a long prompt ahead of a short one no longer holds all of every step's budget
-  // until it is done, so the short one's first token waits for a share, not for the long prefill.
+std::vector<std::pair<Sequence*, int>> Scheduler::prefill_grants() const {
+  // Each prefilling sequence is offered an equal share of the budget first (whole chunks, at
+  // least one), then what is left goes in order: a long prompt ahead of a short one no longer
+  // holds all of every step's budget until it is done, so the short one's first token waits for
+  // a share, not for the long prefill. An answer prefills one chunk a step: a request that
+  // arrives waits for no more than that.
   const int align = limits_.prefill_align;
-  std::vector<int> want;  // an answer prefills one chunk a step (build_step)
+  std::vector<std::pair<Sequence*, int>> grants;  // (sequence, tokens it wants) until granted
   for (const auto& sp : running_)
-    if (sp->prefilling())
-      want.push_back(sp->answer ? std::min(sp->prefill_end() - sp->computed, align)
-                                : sp->prefill_end() - sp->computed);
-  std::vector<int> grant(want.size(), 0);
-  if (want.empty()) return grant;
+    if (sp->prefilling()) {
+      const int want = sp->prefill_end() - sp->computed;
+      grants.emplace_back(sp.get(), sp->answer ? std::min(want, align) : want);
+    }
+  if (grants.empty()) return grants;
+  std::vector<int> want(grants.size());
+  for (size_t i = 0; i < grants.size(); ++i) want[i] = grants[i].second;
   int budget = limits_.max_prefill_tokens;
-  const int share = std::max(align, budget / int(want.size()) / align * align);
-  for (size_t i = 0; i < want.size(); ++i) {
-    grant[i] = std::min({want[i], share, budget});
-    budget -= grant[i];
+  const int share = std::max(align, budget / int(grants.size()) / align * align);
+  for (size_t i = 0; i < grants.size(); ++i) {
+    grants[i].second = std::min({want[i], share, budget});
+    budget -= grants[i].second;
   }
-  for (size_t i = 0; i < want.size() && budget > 0; ++i) {
-    const int more = std::min(want[i] - grant[i], budget);
-    grant[i] += more;
+  for (size_t i = 0; i < grants.size() && budget > 0; ++i) {
+    const int more = std::min(want[i] - grants[i].second, budget);
+    grants[i].second += more;
     budget -= more;
   }
-  return grant;
+  return grants;
 }
 
 Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& sampling) {
@@ -394,19 +399,12 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     ++decode_rows;
   }
   decode_cursor_ = n ? (decode_cursor_ + size_t(decode_rows)) % n : 0;
-  const std::vector<int> grants = prefill_grants();
-  int budget = limits_.max_prefill_tokens;
-  size_t next_grant = 0;
-  for (auto& sp : running_) {
+  for (const auto& [sp, grant] : prefill_grants()) {
     Sequence& s = *sp;
-    if (!s.prefilling()) continue;
-    const int grant = std::min(budget, grants[next_grant++]);
     if (grant <= 0) continue;
     const int start = s.computed;
     const int prefill_end = s.prefill_end();
-    // An answer prefills one chunk a step: a request that arrives waits for no more than that.
-    int end =
-        std::min(prefill_end, start + (s.answer ? std::min(grant, limits_.prefill_align) : grant));
+    int end = std::min(prefill_end, start + grant);
     if (end < prefill_end) {
       // Split only on the KDA chunk grid so the arithmetic matches an unshared prefill.
       const int aligned = end / limits_.prefill_align * limits_.prefill_align;
@@ -425,7 +423,6 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
                : sample ? SpecRole::kSampleLast
                         : SpecRole::kObserve);
     if (cache_) cache_->mark_slice(s, batch.seqs.back(), start, end);
-    budget -= end - start;
     if (!s.answer) counters_.prompt_tokens += uint64_t(end - start);
   }
   if (!sampling.token_from.empty()) sampling.token_from.resize(batch.tokens.size(), -1);

@@ -23,7 +23,8 @@
 // output at concurrency 4 equals greedy output alone, bitwise. The budget is shared: every
 // prefilling sequence is offered an equal share of it (whole chunks) before the rest goes in
 // arrival order, so a short prompt behind a long one gets its first token after a few steps, not
-// after the whole long prefill (prefill_grants).
+// after the whole long prefill (prefill_grants;
+// SchedulerTest.AShortPromptBehindALongOneGetsItsFirstTokenFirst).
 //
 // Prefix caching (limits.prefix_caching; engine/runtime/prefix_cache.h): admission asks the cache
 // for the longest cached prefix with both its blocks and a KDA snapshot, takes those blocks by
@@ -56,6 +57,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/model/model_runner.h"
@@ -190,9 +192,9 @@ class Scheduler {
   void drop_finished();
   // Builds the next step's batch from the running sequences (empty when there is nothing to run).
   QueuedStep build_step(ForwardBatch& batch, StepSampling& sampling);
-  // The prefill tokens each prefilling running sequence may take this step (running_ order): an
-  // equal share of max_prefill_tokens first, then the rest in order.
-  std::vector<int> prefill_grants() const;
+  // Each prefilling running sequence (running_ order) and the prefill tokens it may take this
+  // step: an equal share of max_prefill_tokens first, then the rest in order.
+  std::vector<std::pair<Sequence*, int>> prefill_grants() const;
   // Collects the oldest queued step and reports its tokens.
   void collect_oldest();
   // Reports the next token of `s`; may finish `s`.
