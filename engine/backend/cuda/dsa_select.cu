@@ -356,10 +356,14 @@ __global__ void __launch_bounds__(kWideThreads)
   }
   block_scan<kWideThreads>(up_before, warp_sums, &up_before);
   block_scan<kWideThreads>(at_before, warp_sums, &at_before);
-  block_scan<kWideThreads>(up_all, warp_sums, &up_all);
-  block_scan<kWideThreads>(at_all, warp_sums, &at_all);
-  // Of the row's at_all pools at T, the first `remaining` (the tie rule), or the last (flipped).
-  const int first_tie = p.s.flip ? at_all - remaining : 0;
+  // Of the row's pools at T, the first `remaining` (the tie rule), or the last (flipped: only
+  // then does a block need the row's count of them; p.s.flip is the same for every thread).
+  int first_tie = 0;
+  if (p.s.flip) {
+    int ties = 0;
+    block_scan<kWideThreads>(at_all, warp_sums, &ties);
+    first_tie = ties - remaining;
+  }
   const float* scores = p.s.scores + row * p.s.score_stride;
   int32_t* out = p.s.out + row * p.s.out_stride;
   // Per tile, one scan of (at T) << 16 | (above T): a tile has at most 256 of each.
@@ -380,6 +384,8 @@ __global__ void __launch_bounds__(kWideThreads)
     at_before += tile >> 16;
   }
   if (blockIdx.x != 0) return;
+  block_scan<kWideThreads>(up_all, warp_sums, &up_all);
+  block_scan<kWideThreads>(at_all, warp_sums, &at_all);
   const int total = up_all + min(at_all, remaining);
   const int tail0 = c.pools * kIndexKpool;
   for (int j = tail0 + int(threadIdx.x); j <= c.t; j += kWideThreads)
