@@ -49,6 +49,11 @@ void DeviceFaultInjector::collect(StepResult& result) {
   inner_->collect(result);
 }
 
+void DeviceFaultInjector::collect_main(StepResult& main) {
+  rethrow_if_failed();
+  inner_->collect_main(main);
+}
+
 void DeviceFaultInjector::copy_block_to_host(int32_t block, std::byte* host) {
   rethrow_if_failed();
   inner_->copy_block_to_host(block, host);

@@ -28,6 +28,8 @@ class DeviceFaultInjector : public ModelRunner {
                    ForwardOutput& out) override;
   void submit(const ForwardBatch& batch, const StepSampling& sampling) override;
   void collect(StepResult& result) override;
+  bool main_rows_early() const override { return inner_->main_rows_early(); }
+  void collect_main(StepResult& main) override;
   size_t host_block_bytes() const override { return inner_->host_block_bytes(); }
   size_t host_snapshot_bytes() const override { return inner_->host_snapshot_bytes(); }
   void copy_block_to_host(int32_t block, std::byte* host) override;

@@ -20,6 +20,22 @@ void ModelRunner::collect(StepResult& result) {
   result = std::move(q.result);
 }
 
+void ModelRunner::collect_main(StepResult& main) {
+  SPARKGLM_ASSERT(main_rows_early() && !queued_.empty() && !queued_.back().main_taken &&
+                      queued_.back().sampling.draft_chain > 0,
+                  "ModelRunner::collect_main: the step just submitted runs no chain");
+  QueuedStep& q = queued_.back();
+  if (!q.ran) run(q);
+  if (q.failure) std::rethrow_exception(q.failure);  // the step is still collected after
+  q.main_taken = true;
+  main.tokens = std::move(q.result.tokens);
+  main.logits = std::move(q.result.logits);
+  main.hidden = std::move(q.result.hidden);
+  main.draft_tokens = std::move(q.result.draft_tokens);
+  const size_t rows = main.tokens.size();
+  main.draft_chain_width = rows > 0 ? int32_t(q.result.draft_chain.size() / rows) : 0;
+}
+
 void ModelRunner::run_queued() {
   for (QueuedStep& q : queued_) {
     if (!q.ran) run(q);
@@ -57,7 +73,15 @@ void ModelRunner::step(ForwardBatch& batch, const StepSampling& sampling, StepRe
                     "ModelRunner: token_from names a row the previous step did not return");
     batch.tokens[r] = last_tokens_[size_t(from)] < 0 ? 0 : last_tokens_[size_t(from)];
   }
+  for (size_t r = 0; r < sampling.chain_from.size(); ++r) {
+    const int32_t from = sampling.chain_from[r];
+    if (from < 0) continue;
+    SPARKGLM_ASSERT(size_t(from) < last_chain_.size(),
+                    "ModelRunner: chain_from names a draft the previous step did not chain");
+    batch.tokens[r] = last_chain_[size_t(from)] < 0 ? 0 : last_chain_[size_t(from)];
+  }
   last_tokens_.clear();
+  last_chain_.clear();
   ForwardOutput out;
   forward(batch, out);
   const int64_t n = int64_t(batch.logit_rows.size()), vocab = config().vocab_size;
@@ -82,6 +106,7 @@ void ModelRunner::step(ForwardBatch& batch, const StepSampling& sampling, StepRe
   result.logits = std::move(out.logits);
   result.hidden = std::move(out.hidden);
   last_tokens_ = result.tokens;
+  last_chain_ = result.draft_chain;
 }
 
 void ModelRunner::draft_on_picks(const ForwardBatch& batch, const ForwardOutput& out,

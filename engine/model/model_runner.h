@@ -90,6 +90,16 @@ class ModelRunner {
   virtual void submit(const ForwardBatch& batch, const StepSampling& sampling);
   virtual void collect(StepResult& result);
   virtual bool draws_sampled() const { return false; }
+  // A verify step's main rows before its drafts (docs/speculative-decoding.md, "The verify step
+  // pipelined"). For the step just submitted, with StepSampling::draft_chain > 0: waits until
+  // its main model's rows are on the host and moves them into `main` (tokens, logits, hidden,
+  // draft_tokens, and draft_chain_width), while the device goes on with the MTP passes. The
+  // caller may then build and submit the next step, whose draft rows take the chain's tokens
+  // (StepSampling::chain_from); the step's collect() returns the rest (draft_logits,
+  // draft_hidden, draft_chain), leaving what collect_main() moved out empty. Only where
+  // main_rows_early(); the default pipeline's is for runners that keep it (CpuModelRunner).
+  virtual bool main_rows_early() const { return false; }
+  virtual void collect_main(StepResult& main);
 
   // Captured step graphs. set_eager(true) runs later steps without them (as --enforce-eager does
   // from the start), set_eager(false) with them again; graphs already captured are kept. Returns
@@ -131,6 +141,7 @@ class ModelRunner {
     bool ran = false;
     StepResult result;
     std::exception_ptr failure;
+    bool main_taken = false;  // collect_main() moved the main rows out
   };
   void run(QueuedStep& q);  // step() into q, keeping what it throws
   // One step of the default pipeline: token_from, forward(), greedy picks on the host.
@@ -144,6 +155,7 @@ class ModelRunner {
   void draft_chain(const ForwardBatch& batch, int passes, StepResult& result);
   std::deque<QueuedStep> queued_;
   std::vector<int32_t> last_tokens_;  // the picks of the last step run (for token_from)
+  std::vector<int32_t> last_chain_;   // and its draft chains (for chain_from)
 };
 
 }  // namespace sparkglm

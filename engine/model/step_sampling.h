@@ -32,6 +32,11 @@ struct StepSampling {
   // input (the batch's token there is a placeholder). Empty: every row's token is in the batch.
   // A pick that found no token (-1) feeds token 0: that sequence has failed and its row is waste.
   std::vector<int32_t> token_from;
+  // [rows]: -1, or an entry of the previous submitted step's StepResult::draft_chain (logit row
+  // x width + draft), whose token is this row's input, as token_from's (-1 feeds token 0): the
+  // draft rows of a verify slice built before the step that drafted them was collected
+  // (ModelRunner::collect_main). Empty: none.
+  std::vector<int32_t> chain_from;
   // Grammar masks of picked rows (text/grammar): [logit_rows] the row's mask index, or -1; empty:
   // no row is masked. fill_masks writes the masks, [mask rows, mask_words] uint32 (bit id % 32 of
   // word id / 32 set: allowed). A runner calls it after it has launched the forward and before it
@@ -84,6 +89,9 @@ struct StepResult {
   // every other row holds -1. The chain's passes wrote the MTP layer's cache at the positions
   // after that row, as the drafter's own passes would.
   std::vector<int32_t> draft_chain;
+  // ModelRunner::collect_main: the width draft_chain will have when the step is collected (0:
+  // the step runs no chain).
+  int32_t draft_chain_width = 0;
 };
 
 // The greedy rule of runtime/sampler.h without masks or penalties: the lowest id among the

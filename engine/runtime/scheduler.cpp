@@ -381,6 +381,12 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     if (s.prefilling()) continue;
     if (spec_ && spec_->applies_to(s)) {
       add_member(s, spec_->add_verify_slice(s, batch), true, SpecRole::kVerify);
+      if (s.drafts_from_chain >= 0) {  // drafts the queued step is chaining on the device
+        const int first = int(batch.tokens.size() - s.drafts.size());
+        sampling.chain_from.resize(batch.tokens.size(), -1);
+        for (int j = 0; j < int(s.drafts.size()); ++j)
+          sampling.chain_from[size_t(first + j)] = s.drafts_from_chain + j;
+      }
       ++decode_rows;
       continue;
     }
@@ -426,6 +432,7 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     if (!s.answer) counters_.prompt_tokens += uint64_t(end - start);
   }
   if (!sampling.token_from.empty()) sampling.token_from.resize(batch.tokens.size(), -1);
+  if (!sampling.chain_from.empty()) sampling.chain_from.resize(batch.tokens.size(), -1);
   // A step of verify slices only, every row a logit row (no replayed rows): the runner may run
   // the drafter's MTP rows inside it (speculator.h).
   sampling.draft_on_picks = spec_ && spec_->drafts_in_step() && !q.role.empty() &&
@@ -439,6 +446,8 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     int passes = spec_->tokens();
     for (const Sequence* s : q.members) passes = std::min(passes, spec_->chain_passes(*s));
     sampling.draft_chain = passes;
+    // Its main rows can be committed before its chains arrive (commit_early).
+    q.early = passes > 0 && runner_.main_rows_early();
   }
   if (masked.empty()) {
     sampling.mask_row.clear();
@@ -458,7 +467,9 @@ bool Scheduler::step() {
   // The queued step stays in flight while this one is built only when this one can read its
   // tokens on the device and no sequence must be preempted (a preempted sequence must have no
   // row in flight): otherwise it is collected first.
-  if (!queued_.empty() && (!queued_.back().all_picked || needs_preemption())) collect_oldest();
+  if (!queued_.empty() &&
+      (!(queued_.back().all_picked || queued_.back().committed) || needs_preemption()))
+    collect_oldest();
   grow_or_preempt();  // before admission: running sequences have the first claim on free blocks
   admit();
 
@@ -493,7 +504,40 @@ bool Scheduler::step() {
   }
   queued_.push_back(std::move(q));
   if (queued_.size() > 1) collect_oldest();  // step N-1, while step N runs
+  if (!queued_.empty() && queued_.back().early) commit_early();
   return true;
+}
+
+void Scheduler::commit_early() {
+  QueuedStep& q = queued_.back();
+  try {
+    const auto collect_from = Clock::now();
+    runner_.collect_main(q.main);
+    counters_.host.collect_seconds += seconds_since(collect_from);
+  } catch (const std::exception& e) {
+    if (is_device_fatal(e)) throw;
+    collect_oldest();  // which fails its members with what the step threw
+    return;
+  }
+  if (q.main.draft_chain_width == 0) {  // no chain ran (the runner could not lay it out)
+    collect_oldest();
+    return;
+  }
+  bool pipelined = true;
+  for (size_t i = 0; i < q.members.size(); ++i) {
+    Sequence& s = *q.members[i];
+    if (s.finish != FinishReason::kNone) continue;  // cancelled while queued
+    s.pending_row = -1;                             // its tokens are known from here on
+    try {
+      pipelined = spec_->commit_main(s, q.rows[i], q.logit_row[i], q.main, int(running_.size())) &&
+                  pipelined;
+    } catch (const std::exception& e) {
+      finish(s, FinishReason::kError, e.what());
+    }
+  }
+  q.committed = true;
+  // A sequence the chain was not its drafter's for is drafted by the drafter, with no step queued.
+  if (!pipelined) collect_oldest();
 }
 
 void Scheduler::collect_oldest() {
@@ -509,6 +553,12 @@ void Scheduler::collect_oldest() {
     if (is_device_fatal(e)) throw;  // the engine's to handle, as in step()
     failure = e.what();
     if (cache_) cache_->clear();
+  }
+  if (!q.main.tokens.empty() && !q.committed) {  // collect_main moved these out
+    result.tokens = std::move(q.main.tokens);
+    result.logits = std::move(q.main.logits);
+    result.hidden = std::move(q.main.hidden);
+    result.draft_tokens = std::move(q.main.draft_tokens);
   }
   const ModelConfig& c = runner_.config();
   const int64_t vocab = c.vocab_size;
@@ -527,6 +577,7 @@ void Scheduler::collect_oldest() {
       finish(s, FinishReason::kError, failure);
       continue;
     }
+    if (q.committed) continue;  // commit_early committed it
     if (q.role[i] != SpecRole::kNone) {
       try {
         spec_->commit(s, q.role[i], q.rows[i], row, result);
@@ -553,9 +604,12 @@ void Scheduler::collect_oldest() {
       finish(s, FinishReason::kError, e.what());  // e.g. every logit masked or NaN
     }
   }
+  if (spec_ && q.committed) spec_->take_chains(result);  // its members are finished if it failed
   if (spec_ && failure.empty()) {
     const auto draft_from = Clock::now();
-    spec_->draft(int(running_.size()));  // nothing is queued now
+    // Nothing is queued now, or the step was committed early with every draft from its chain
+    // (commit_early): then the drafter has nothing to draft.
+    spec_->draft(int(running_.size()));
     counters_.host.draft_seconds += seconds_since(draft_from);
   }
   drop_finished();
@@ -579,6 +633,7 @@ void Scheduler::cancel_all(FinishReason reason, const std::string& error) {
     }
     for (Sequence* s : queued_.front().members) s->queued_steps = 0, s->pending_row = -1;
   }
+  if (spec_) spec_->drop_pending();
   for (auto& s : waiting_) finish(*s, reason, error);
   for (auto& s : running_)
     if (s->finish == FinishReason::kNone) finish(*s, reason, error);

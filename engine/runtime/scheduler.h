@@ -50,8 +50,10 @@
 // Speculative decoding (limits.speculative_tokens > 0; engine/runtime/speculation/speculator.h):
 // a decode slice carries the sequence's drafts as extra rows (a verify slice), its step is
 // collected before the next is built, and the speculator commits the accepted prefix, rolls the
-// rest back and drafts again. A verify slice needs k more blocks than a decode row; it takes them
-// only from blocks no running sequence may need, so the preemption rule above is unchanged.
+// rest back and drafts again; a step that chains its drafts is committed from its main rows
+// instead, and the next one built while its MTP passes run (speculator.h, commit_early). A verify
+// slice needs k more blocks than a decode row; it takes them only from blocks no running sequence
+// may need, so the preemption rule above is unchanged.
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -168,6 +170,11 @@ class Scheduler {
     std::vector<uint8_t> picked;  // per member: the runner picks its token
     std::vector<SpecRole> role;   // per member: its part in speculation (logit rows: all rows)
     bool all_picked = true;       // every member with a logit row is picked
+    // The verify step pipelined (speculator.h): its main rows may be committed before its
+    // drafts arrive (early), and were (committed: the next step may be built before it is
+    // collected); main holds what ModelRunner::collect_main returned.
+    bool early = false, committed = false;
+    StepResult main;
     // Members that finished while queued: kept alive until the step is collected.
     std::vector<std::unique_ptr<Sequence>> retired;
     Clock::time_point submitted;
@@ -197,6 +204,8 @@ class Scheduler {
   std::vector<std::pair<Sequence*, int>> prefill_grants() const;
   // Collects the oldest queued step and reports its tokens.
   void collect_oldest();
+  // The newest queued step, early: commits its members from its main rows, or collects it.
+  void commit_early();
   // Reports the next token of `s`; may finish `s`.
   void emit_token(Sequence& s, const SampledToken& t);
 

@@ -44,6 +44,10 @@ struct Sequence {
   // its next verify slice checks, the recorded row its KDA state resumes from (-1: none), and
   // how many blocks at the end of its table were taken for draft positions only.
   std::vector<int32_t> drafts;
+  // Drafts still on the device (the verify step pipelined, speculator.h): drafts holds
+  // placeholders, and the first is entry drafts_from_chain of the queued step's draft_chain
+  // (StepSampling::chain_from); -1 once they are known.
+  int32_t drafts_from_chain = -1;
   int rewind_row = -1;
   int spec_blocks = 0;
   // With an output grammar: the masks the drafter drafted under (draft_masks[i] before drafts[i],

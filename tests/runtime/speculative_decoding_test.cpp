@@ -14,9 +14,11 @@
 
 #include "engine/backend/cpu/cpu_model_runner.h"
 #include "engine/core/error.h"
+#include "engine/model/model_loader.h"
 #include "engine/runtime/scheduler.h"
 #include "engine/runtime/speculation/mtp_drafter.h"
 #include "engine/text/grammar/compiled_grammar.h"
+#include "tests/support/build_paths.h"
 #include "tests/support/micro_model.h"
 
 namespace sparkglm {
@@ -244,32 +246,37 @@ TEST_P(SpeculativeRollbackTest, DraftsFromInsideTheVerifyStepAreTheDraftersOwn) 
 }
 
 // The MTP drafter, keeping every draft it made, per sequence (by its first prompt tokens) in order.
-class RecordingDrafter : public Drafter {
+// Records the rows of every decode slice the runner computes (each verify slice's last token and
+// its drafts, as the runner sees them after taking tokens from an earlier step), per state slot,
+// and counts the steps whose main rows were collected before their drafts.
+class VerifyRowRecorder : public cpu::CpuModelRunner {
  public:
-  explicit RecordingDrafter(ModelRunner& runner, std::map<int32_t, std::vector<int32_t>>& drafts)
-      : inner_(runner), drafts_(drafts) {}
-  void draft(std::vector<DraftJob>& jobs) override {
-    inner_.draft(jobs);
-    for (const DraftJob& job : jobs) {
-      std::vector<int32_t>& d = drafts_[(*job.tokens)[0] * 1000 + (*job.tokens)[1]];
-      d.insert(d.end(), job.drafts.begin(), job.drafts.end());
-      d.push_back(-1);  // the end of one call's drafts
+  using cpu::CpuModelRunner::CpuModelRunner;
+  void forward(const ForwardBatch& batch, ForwardOutput& out) override {
+    for (const SequenceSlice& s : batch.seqs) {
+      if (!s.decode) continue;
+      std::vector<int32_t>& d = rows[s.state_slot];
+      d.insert(d.end(), batch.tokens.begin() + s.first_row,
+               batch.tokens.begin() + s.first_row + s.num_rows);
+      d.push_back(-1);  // the end of one slice
     }
+    cpu::CpuModelRunner::forward(batch, out);
   }
-  bool reads_step_drafts() const override { return inner_.reads_step_drafts(); }
-  bool reads_step_chains() const override { return inner_.reads_step_chains(); }
-
- private:
-  MtpDrafter inner_;
-  std::map<int32_t, std::vector<int32_t>>& drafts_;
+  void collect_main(StepResult& main) override {
+    ++early_steps;
+    cpu::CpuModelRunner::collect_main(main);
+  }
+  std::map<int32_t, std::vector<int32_t>> rows;
+  int early_steps = 0;
 };
 
 // The later drafts chained by the runner inside the verify step (StepSampling::draft_chain; on
 // the CPU the default pipeline's ModelRunner::draft_chain, as the CUDA runner's draft_chain.h does
 // on the device): the output is the output without speculation, the speculator takes the chains
 // (in steps of one slice, SchedulerLimits::speculative_chain_slices 1: at C4 once one request is
-// left; in steps of up to four, every step at C4), and every sequence gets
-// the very drafts, call by call, that the drafter makes when it chains itself.
+// left; in steps of up to four, every step at C4), committing each step from its main rows and
+// building the next before the chains arrive (ModelRunner::collect_main), and every verify slice
+// checks the very drafts, slice by slice, that the drafter makes when it chains itself.
 TEST_P(SpeculativeRollbackTest, ChainsFromTheVerifyStepAreTheDraftersOwnDrafts) {
   const auto all = four();
   for (size_t count : {size_t(1), size_t(4)}) {
@@ -284,24 +291,33 @@ TEST_P(SpeculativeRollbackTest, ChainsFromTheVerifyStepAreTheDraftersOwnDrafts) 
         bool chains;
         int slices;
         SpeculationCounters counters;
-        std::map<int32_t, std::vector<int32_t>> drafts;
+        std::map<int32_t, std::vector<int32_t>> rows;
+        int early_steps;
       };
-      Way ways[] = {{"chains in steps of one slice", true, 1, {}, {}},
-                    {"chains in steps of 4 slices", true, 4, {}, {}},
-                    {"no chains", false, 1, {}, {}}};
+      Way ways[] = {{"chains in steps of one slice", true, 1, {}, {}, 0},
+                    {"chains in steps of 4 slices", true, 4, {}, {}, 0},
+                    {"no chains", false, 1, {}, {}, 0}};
       for (Way& w : ways) {
-        auto r = runner_k(64, k);
+        cpu::CpuRunnerOptions o;
+        o.num_blocks = 64;
+        o.block_size = 16;
+        o.num_state_slots = 4;
+        o.state_records = speculative_state_records(k, rollback());
+        VerifyRowRecorder r(micro.config, micro.weights, o, pool);
         SchedulerLimits l = limits_k(k);
         l.speculative_chain_in_step = w.chains;
         l.speculative_chain_slices = w.slices;
-        auto drafter = std::make_unique<RecordingDrafter>(*r, w.drafts);
-        expect_same(run(*r, l, requests, std::move(drafter)), plain, w.name);
+        expect_same(run(r, l, requests), plain, w.name);
         w.counters = scheduler->counters().speculation;
+        w.rows = r.rows;
+        w.early_steps = r.early_steps;
       }
       const Way &one = ways[0], &four_slices = ways[1], &none = ways[2];
       EXPECT_EQ(none.counters.step_chains, 0u);
+      EXPECT_EQ(none.early_steps, 0);
       if (rollback() == SpeculativeRollback::kRecords) {
         EXPECT_GT(one.counters.step_chains, 0u);
+        EXPECT_GT(one.early_steps, 0);
         // At C4 the steps of four slices chain too.
         if (count > 1) {
           EXPECT_GT(four_slices.counters.step_chains, one.counters.step_chains);
@@ -309,12 +325,74 @@ TEST_P(SpeculativeRollbackTest, ChainsFromTheVerifyStepAreTheDraftersOwnDrafts) 
           EXPECT_EQ(four_slices.counters.step_chains, one.counters.step_chains);
         }
       }
-      EXPECT_EQ(one.drafts, none.drafts);
-      EXPECT_EQ(four_slices.drafts, none.drafts);
+      EXPECT_EQ(one.rows, none.rows);
+      EXPECT_EQ(four_slices.rows, none.rows);
       for (size_t i = 0; i < size_t(k); ++i) {
         EXPECT_EQ(one.counters.accepted[i], none.counters.accepted[i]) << "position " << i;
         EXPECT_EQ(four_slices.counters.accepted[i], none.counters.accepted[i]) << "position " << i;
       }
+    }
+  }
+}
+
+// The verify step pipelined on a model whose chains are often right (the chain-trained micro):
+// each step is committed from its main rows and the next is built and submitted before its
+// chains come back, and its slices check exactly the drafts the drafter's own chains would have
+// given them: the same output, and at every draft position the same acceptance as with chains
+// drafted after the step (dummy weights draft nothing right, so there a wrong draft would go
+// unseen). Text prompts in its byte vocabulary, at C1 and C4.
+TEST_P(SpeculativeRollbackTest, APipelinedVerifyStepChecksTheDraftersOwnChains) {
+  const auto trained =
+      load_model_dir(testing::source_dir() + "/tinyglm/weights/tinyglm-micro-trained-mtp-chain");
+  const char* texts[] = {
+      "Task: repeat the following text exactly.\nThe river runs past the old mill and on to the "
+      "sea.\n",
+      "The code of item K7 is 40213377. The code of item B2 is 99120456. The code of item K7 is ",
+      "Task: output one JSON object with the fields name and age.\n{\"name\": \"Ada\", \"age\": ",
+      "Continue this text in the same style. The morning was cold and the streets were empty, "
+      "and "};
+  std::vector<GenerationRequest> all;
+  for (const char* t : texts) {
+    GenerationRequest q;
+    for (const char* c = t; *c; ++c) q.prompt.push_back(int32_t(static_cast<unsigned char>(*c)));
+    q.sampling.temperature = 0.0f;
+    q.sampling.max_tokens = 40;
+    q.sampling.ignore_eos = true;
+    all.push_back(std::move(q));
+  }
+  const int k = 3;
+  cpu::CpuRunnerOptions o;
+  o.num_blocks = 64;
+  o.block_size = 16;
+  o.num_state_slots = 4;
+  for (size_t count : {size_t(1), size_t(4)}) {
+    SCOPED_TRACE("C" + std::to_string(count));
+    const std::vector<GenerationRequest> requests(all.begin(), all.begin() + long(count));
+    o.state_records = 0;
+    cpu::CpuModelRunner plain_runner(trained->config, trained->weights, o, pool);
+    const auto plain = run(plain_runner, limits_with(0), requests);
+    o.state_records = speculative_state_records(k, rollback());
+    SpeculationCounters counters[2];
+    int early_steps[2] = {0, 0};
+    for (int chains : {0, 1}) {
+      VerifyRowRecorder r(trained->config, trained->weights, o, pool);
+      SchedulerLimits l = limits_k(k);
+      l.speculative_chain_in_step = chains == 1;
+      expect_same(run(r, l, requests), plain, chains ? "pipelined" : "drafter's chains");
+      counters[chains] = scheduler->counters().speculation;
+      early_steps[chains] = r.early_steps;
+    }
+    EXPECT_EQ(early_steps[0], 0);
+    // Rolling back by recompute, a C4 step mostly holds replayed rows (no logits), and such
+    // steps run no chain (speculator.h); at C1 enough do.
+    if (rollback() == SpeculativeRollback::kRecords || count == 1) {
+      EXPECT_GT(early_steps[1], 0);
+      EXPECT_GT(counters[1].step_chains, 0u);
+    }
+    EXPECT_GT(counters[1].accepted[1], 0u);  // chained drafts were right, and counted
+    for (size_t i = 0; i < size_t(k); ++i) {
+      EXPECT_EQ(counters[1].drafted[i], counters[0].drafted[i]) << "position " << i;
+      EXPECT_EQ(counters[1].accepted[i], counters[0].accepted[i]) << "position " << i;
     }
   }
 }

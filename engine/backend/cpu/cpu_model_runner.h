@@ -55,6 +55,8 @@ class CpuModelRunner : public ModelRunner {
   // With several ranks: steps pick greedy tokens across the vocabulary shards (dist::RankSteps).
   void submit(const ForwardBatch& batch, const StepSampling& sampling) override;
   void collect(StepResult& result) override;
+  // The default pipeline's early main rows; not with several ranks (their steps are dist's).
+  bool main_rows_early() const override { return !steps_; }
 
   // Host copies (the prefix cache's disk tier): the caches are host memory already; a copy first
   // runs the steps queued before it.

@@ -65,45 +65,61 @@ int Speculator::add_verify_slice(Sequence& s, ForwardBatch& batch) {
   return slice.num_rows - replay;
 }
 
+int Speculator::accept(Sequence& s, int rows, int first_logit, const StepResult& result) {
+  const int64_t vocab = config_.vocab_size;
+  const int start = s.computed - rows;
+  const int k = rows - 1;
+  SPARKGLM_ASSERT(int(s.drafts.size()) == k && s.drafts_from_chain < 0,
+                  "Speculator: drafts changed under a verify slice");
+  int accepted = 0, committed = 0;
+  for (int i = 0; i < k; ++i) ++counters_.drafted[size_t(i)];
+  for (int i = 0; i <= k; ++i) {
+    const int32_t draft = i < k ? s.drafts[size_t(i)] : -1;
+    const DraftCheck c = check_draft(*s.sampler, result.logits.data() + (first_logit + i) * vocab,
+                                     vocab, config_.eos_token_ids, draft, grammar_mask(s, i));
+    emit_(s, c.token);
+    ++committed;
+    if (s.finish != FinishReason::kNone || !c.accepted) break;
+    ++counters_.accepted[size_t(i)];
+    ++accepted;
+  }
+  if (k > 0) {
+    ++counters_.verify_steps;
+    counters_.verify_tokens += uint64_t(committed);
+  }
+  s.drafts.clear();
+  s.draft_masks_made = 0;
+  if (s.finish != FinishReason::kNone) return -1;  // its blocks and slot are released
+  s.computed = start + accepted + 1;
+  s.rewind_row = accepted < k ? accepted : -1;
+  trim_blocks(s);
+  return accepted;
+}
+
+bool Speculator::step_rows_match(const Sequence& s, int first_logit, int accepted,
+                                 const StepResult& result) const {
+  // The step's MTP rows are the drafter's when each took the token committed after its row.
+  if (result.draft_tokens.empty()) return false;
+  const int start = s.computed - accepted - 1;
+  for (int i = 0; i <= accepted; ++i)
+    if (result.draft_tokens[size_t(first_logit + i)] != s.tokens[size_t(start + i + 1)])
+      return false;
+  return true;
+}
+
 void Speculator::commit(Sequence& s, SpecRole role, int rows, int first_logit,
                         const StepResult& result) {
   const int64_t vocab = config_.vocab_size;
-  auto logits = [&](int i) { return result.logits.data() + int64_t(first_logit + i) * vocab; };
   const int start = s.computed - rows;
   int observed = rows;
   const float *step_logits = nullptr, *step_hidden = nullptr;
   const int32_t* chain = nullptr;
   int width = 0;
   if (role == SpecRole::kVerify) {
-    const int k = rows - 1;
-    SPARKGLM_ASSERT(int(s.drafts.size()) == k, "Speculator: drafts changed under a verify slice");
-    int accepted = 0, committed = 0;
-    for (int i = 0; i < k; ++i) ++counters_.drafted[size_t(i)];
-    for (int i = 0; i <= k; ++i) {
-      const int32_t draft = i < k ? s.drafts[size_t(i)] : -1;
-      const DraftCheck c = check_draft(*s.sampler, logits(i), vocab, config_.eos_token_ids, draft,
-                                       grammar_mask(s, i));
-      emit_(s, c.token);
-      ++committed;
-      if (s.finish != FinishReason::kNone || !c.accepted) break;
-      ++counters_.accepted[size_t(i)];
-      ++accepted;
-    }
-    if (k > 0) {
-      ++counters_.verify_steps;
-      counters_.verify_tokens += uint64_t(committed);
-    }
-    s.drafts.clear();
-    s.draft_masks_made = 0;
-    if (s.finish != FinishReason::kNone) return;  // its blocks and slot are released
-    s.computed = start + accepted + 1;
-    s.rewind_row = accepted < k ? accepted : -1;
-    trim_blocks(s);
+    const int accepted = accept(s, rows, first_logit, result);
+    if (accepted < 0) return;
     observed = accepted + 1;
-    // The step's MTP rows are the drafter's when each took the token committed after its row.
-    bool same = !result.draft_logits.empty();
-    for (int i = 0; same && i <= accepted; ++i)
-      same = result.draft_tokens[size_t(first_logit + i)] == s.tokens[size_t(start + i + 1)];
+    bool same = !result.draft_logits.empty() && step_rows_match(s, first_logit, accepted, result);
     // A chain the step ran from another row than the one accepted here (the device's greedy
     // check and the sampler disagreed) rewrote the module's cache after that row: the drafter
     // then runs the rows itself, which writes them again.
@@ -124,8 +140,8 @@ void Speculator::commit(Sequence& s, SpecRole role, int rows, int first_logit,
       counters_.step_chains += chain != nullptr;
     }
   } else if (role == SpecRole::kSampleLast) {
-    emit_(s, check_draft(*s.sampler, logits(rows - 1), vocab, config_.eos_token_ids, -1,
-                         grammar_mask(s))
+    emit_(s, check_draft(*s.sampler, result.logits.data() + (first_logit + rows - 1) * vocab, vocab,
+                         config_.eos_token_ids, -1, grammar_mask(s))
                  .token);
     if (s.finish != FinishReason::kNone) return;
   }
@@ -134,6 +150,45 @@ void Speculator::commit(Sequence& s, SpecRole role, int rows, int first_logit,
   observed_.push_back({&s, start, observed,
                        result.hidden.data() + int64_t(first_logit) * config_.hidden_size,
                        step_logits, step_hidden, chain, chain ? width : 0});
+}
+
+bool Speculator::commit_main(Sequence& s, int rows, int first_logit, const StepResult& main,
+                             int reserve) {
+  const int start = s.computed - rows;
+  const int accepted = accept(s, rows, first_logit, main);
+  if (accepted < 0) return true;  // finished: nothing to draft
+  const int width = main.draft_chain_width;
+  if (width > 0 && chain_passes(s) > 0 && step_rows_match(s, first_logit, accepted, main)) {
+    // The chain the device runs now from the accepted row is the drafter's own (as in
+    // commit()); the next verify slice takes it where it is (StepSampling::chain_from).
+    const int want = std::min(take_draft_blocks(s, reserve), width);
+    s.drafts.assign(size_t(want), 0);
+    s.drafts_from_chain = want > 0 ? (first_logit + accepted) * width : -1;
+    trim_blocks(s);  // blocks taken for drafts past the chain
+    if (want > 0) pending_.push_back(&s);
+    ++counters_.step_drafts;
+    ++counters_.step_chains;
+    return true;
+  }
+  // The drafter drafts for it once the step is collected, running the rows itself.
+  observed_.push_back(
+      {&s, start, accepted + 1, main.hidden.data() + int64_t(first_logit) * config_.hidden_size});
+  return false;
+}
+
+void Speculator::take_chains(const StepResult& result) {
+  for (Sequence* s : pending_) {
+    if (s->finish != FinishReason::kNone) continue;
+    const size_t from = size_t(s->drafts_from_chain);
+    SPARKGLM_ASSERT(
+        s->drafts_from_chain >= 0 && from + s->drafts.size() <= result.draft_chain.size(),
+        "Speculator: a pipelined verify step returned no chain for its drafts");
+    // The tokens its draft rows took on the device (a missing pick, -1, fed token 0).
+    for (size_t i = 0; i < s->drafts.size(); ++i)
+      s->drafts[i] = std::max(result.draft_chain[from + i], 0);
+    s->drafts_from_chain = -1;
+  }
+  pending_.clear();
 }
 
 int Speculator::drafts_wanted(const Sequence& s) const {
@@ -153,6 +208,24 @@ void Speculator::trim_blocks(Sequence& s) {
     blocks_.release(s.blocks.back());
     s.blocks.pop_back();
   }
+}
+
+int Speculator::take_draft_blocks(Sequence& s, int reserve) {
+  // Blocks for the verify rows: positions up to tokens.size() - 1 + want; then, where free
+  // blocks allow, for the step's chained passes past them (trim_blocks keeps those).
+  auto take_blocks_for = [&](size_t positions) {
+    const size_t need = (positions + size_t(block_size_) - 1) / size_t(block_size_);
+    while (s.blocks.size() < need && blocks_.num_free() > reserve) {
+      s.blocks.push_back(blocks_.allocate(1)[0]);
+      ++s.spec_blocks;
+    }
+  };
+  int want = drafts_wanted(s);
+  take_blocks_for(s.tokens.size() + size_t(want));
+  const int64_t covered = int64_t(s.blocks.size()) * block_size_ - int64_t(s.tokens.size());
+  want = int(std::clamp<int64_t>(covered, 0, want));
+  take_blocks_for(s.tokens.size() + size_t(want) + size_t(chain_passes(s)));
+  return want;
 }
 
 void Speculator::draft(int reserve) {
@@ -178,22 +251,8 @@ void Speculator::draft(int reserve) {
       --job.rows;
       job.hidden += d;
     }
-    if (size_t(o.first_position + o.rows) + 1 == s.tokens.size()) {
-      job.want = drafts_wanted(s);
-      // Blocks for the verify rows: positions up to tokens.size() - 1 + want; then, where free
-      // blocks allow, for the step's chained passes past them (trim_blocks keeps those).
-      auto take_blocks_for = [&](size_t positions) {
-        const size_t need = (positions + size_t(block_size_) - 1) / size_t(block_size_);
-        while (s.blocks.size() < need && blocks_.num_free() > reserve) {
-          s.blocks.push_back(blocks_.allocate(1)[0]);
-          ++s.spec_blocks;
-        }
-      };
-      take_blocks_for(s.tokens.size() + size_t(job.want));
-      const int64_t covered = int64_t(s.blocks.size()) * block_size_ - int64_t(s.tokens.size());
-      job.want = int(std::clamp<int64_t>(covered, 0, job.want));
-      take_blocks_for(s.tokens.size() + size_t(job.want) + size_t(chain_passes(s)));
-    }
+    if (size_t(o.first_position + o.rows) + 1 == s.tokens.size())
+      job.want = take_draft_blocks(s, reserve);
     job.state_slot = s.slot;
     job.block_table = &s.blocks;
     job.grammar = s.matcher ? &*s.matcher : nullptr;

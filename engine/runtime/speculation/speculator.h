@@ -34,8 +34,13 @@
 //    A drafter writes only positions in blocks no other sequence holds (rows in shared prefix
 //    blocks are not observed), and drafts take free blocks only beyond one per running sequence,
 //    so speculation never makes the scheduler preempt.
-// A step with such members is collected before the next one is built (no pipelining): the next
-// step's rows depend on what was accepted.
+// A step with such members is collected before the next one is built: the next step's rows
+// depend on what was accepted. Except a step that chains (the verify step pipelined): where the
+// runner returns its main rows early (ModelRunner::collect_main, at an event after the main
+// model's head), commit_main() commits its slices from those rows alone while the device runs
+// the MTP passes, and the scheduler builds and submits the next step at once; that step's draft
+// rows take the chain's tokens on the device (StepSampling::chain_from), and take_chains() fills
+// the placeholders in s.drafts when the step is collected, before the next step is committed.
 //
 // A request with an output grammar is drafted for like any other. Each verify row is checked
 // under the grammar's mask at that row: the matcher has accepted every token committed before
@@ -126,6 +131,16 @@ class Speculator {
   int add_verify_slice(Sequence& s, ForwardBatch& batch);
   // A collected member: its `rows` rows start at logit row `first_logit` of `result`.
   void commit(Sequence& s, SpecRole role, int rows, int first_logit, const StepResult& result);
+  // The verify step pipelined (ModelRunner::collect_main): commits verify slice `s` from its
+  // step's main rows alone. Where the step chains from the row accepted here (always, for the
+  // plain greedy sequences chains are run for), its next drafts are that chain: it takes blocks
+  // for them as draft() would (leaving `reserve` free), holds placeholders in s.drafts and the
+  // chain's entry in s.drafts_from_chain, and returns true; take_chains() then fills them in.
+  // False: the drafter drafts for it in draft(), once the step is collected.
+  bool commit_main(Sequence& s, int rows, int first_logit, const StepResult& main, int reserve);
+  // The collected step's chains into the drafts commit_main() left placeholders for.
+  void take_chains(const StepResult& result);
+  void drop_pending() { pending_.clear(); }  // the scheduler cancelled everything
   // After every member of a step is committed: drafts for the sequences still running, leaving
   // `reserve` free blocks to the scheduler. Must run while `result` of the commits lives.
   void draft(int reserve);
@@ -142,6 +157,14 @@ class Speculator {
     int32_t step_chain_tokens = 0;
   };
   int drafts_wanted(const Sequence& s) const;
+  // The verify rule over a verify slice's rows, emitting each committed token, then the
+  // rollback: the drafts accepted, or -1 when the sequence finished.
+  int accept(Sequence& s, int rows, int first_logit, const StepResult& result);
+  // Whether the step's MTP rows up to the accepted one took the tokens committed there.
+  bool step_rows_match(const Sequence& s, int first_logit, int accepted,
+                       const StepResult& result) const;
+  // Takes blocks for the next drafts and the step's chained passes; returns the drafts wanted.
+  int take_draft_blocks(Sequence& s, int reserve);
   // Releases draft-only blocks past what the sequence's next step reaches.
   void trim_blocks(Sequence& s);
   // The output grammar's mask for the sequence's next token, or null without one: the drafter's
@@ -159,6 +182,7 @@ class Speculator {
   int block_size_, max_seq_len_;
   Emit emit_;
   std::vector<Observed> observed_;
+  std::vector<Sequence*> pending_;  // commit_main()'s, whose drafts are still on the device
   std::vector<uint32_t> mask_;
   SpeculationCounters counters_;
 };
