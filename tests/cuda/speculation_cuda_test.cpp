@@ -633,9 +633,10 @@ TEST_P(CudaSpeculationRollback, DraftsFromInsideTheVerifyStepChangeNoTokenAndAre
     const DraftStepTimes t1 = r.draft_step_times();
     const auto b = generate(r, k, rollback(), reqs, nullptr, &own, false);
     expect_plain_output(a, b, plain);
-    // The runner timed the steps that ran drafts (DraftStepTimes), and no other; the device's
-    // span of a step lies inside the host's span from its submit to the end of its wait, and
-    // the step proper inside the device's span.
+    // The runner timed the steps that ran drafts (DraftStepTimes), and no other; the step
+    // proper lies inside the device's span. (The device's span is not bounded by the host's
+    // time in the runner: a chaining step's MTP passes run while the host commits its main
+    // rows and builds the next step, ModelRunner::collect_main.)
     if (in_step.step_drafts > 0) {
       EXPECT_GT(t1.steps, t0.steps);
     }
@@ -656,8 +657,6 @@ TEST_P(CudaSpeculationRollback, DraftsFromInsideTheVerifyStepChangeNoTokenAndAre
                             (t0.load_seconds + t0.plan_seconds + t0.launch_seconds);
       EXPECT_GT(t1.launch_seconds, t0.launch_seconds);
       EXPECT_LE(pieces, t1.host_seconds - t0.host_seconds);
-      EXPECT_LE(device, (t1.host_seconds + t1.wait_seconds) - (t0.host_seconds + t0.wait_seconds) +
-                            1e-5 * double(t1.steps - t0.steps));
     }
     EXPECT_EQ(own.step_drafts, 0u);
     if (rollback() == SpeculativeRollback::kRecords) {

@@ -200,14 +200,15 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
   SPARKGLM_CUDA_CHECK(
       cudaMallocHost(&pinned_draws_, size_t(options_.max_rows) * sizeof(SampleParams)));
   SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&draws_copied_, cudaEventDisableTiming));
-  SPARKGLM_CUDA_CHECK(cudaEventCreate(&step_began_));
-  SPARKGLM_CUDA_CHECK(cudaEventCreate(&step_ended_));
-  SPARKGLM_CUDA_CHECK(cudaEventCreate(&run_began_));
-  SPARKGLM_CUDA_CHECK(cudaEventCreate(&run_ended_));
   SPARKGLM_CUDA_CHECK(cudaEventCreate(&graph_began_));
+  SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&main_ready_, cudaEventDisableTiming));
   for (int p = 0; p < 2; ++p) {
     SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_picks_[p], row_ints));
     SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&picks_copied_[p], cudaEventDisableTiming));
+    SPARKGLM_CUDA_CHECK(cudaEventCreate(&step_began_[p]));
+    SPARKGLM_CUDA_CHECK(cudaEventCreate(&step_ended_[p]));
+    SPARKGLM_CUDA_CHECK(cudaEventCreate(&run_began_[p]));
+    SPARKGLM_CUDA_CHECK(cudaEventCreate(&run_ended_[p]));
   }
   if (s.drafts) {
     std::vector<int32_t> identity(static_cast<size_t>(kDecodeMaxRows));
@@ -215,11 +216,16 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
     SPARKGLM_CUDA_CHECK(cudaMemcpy(ws_.draft_from, identity.data(),
                                    identity.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
     const size_t rows = size_t(kDecodeMaxRows);
-    SPARKGLM_CUDA_CHECK(
-        cudaMallocHost(&pinned_draft_logits_, sizeof(float) * rows * size_t(config_.vocab_size)));
-    SPARKGLM_CUDA_CHECK(
-        cudaMallocHost(&pinned_draft_hidden_, sizeof(float) * rows * size_t(config_.hidden_size)));
+    for (int p = 0; p < 2; ++p) {
+      SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_draft_logits_[p],
+                                         sizeof(float) * rows * size_t(config_.vocab_size)));
+      SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_draft_hidden_[p],
+                                         sizeof(float) * rows * size_t(config_.hidden_size)));
+    }
     SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_draft_picks_, sizeof(int32_t) * rows));
+    chain_from_ = DeviceBuffer(row_ints);
+    SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_chain_from_, row_ints));
+    SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&chain_from_copied_, cudaEventDisableTiming));
     chain_step_ = std::make_unique<StepInputs>(
         StepCapacity{kDecodeMaxRows, kDecodeMaxRows, s.table_stride}, options_.block_size,
         config_.index_topk_pools(), config_.index_kpool);
@@ -315,17 +321,20 @@ CudaModelRunner::~CudaModelRunner() {
   cudaEventDestroy(from_copied_);
   cudaFreeHost(pinned_draws_);
   cudaEventDestroy(draws_copied_);
-  cudaEventDestroy(step_began_);
-  cudaEventDestroy(step_ended_);
-  cudaEventDestroy(run_began_);
-  cudaEventDestroy(run_ended_);
   cudaEventDestroy(graph_began_);
-  cudaFreeHost(pinned_draft_logits_);
-  cudaFreeHost(pinned_draft_hidden_);
+  cudaEventDestroy(main_ready_);
   cudaFreeHost(pinned_draft_picks_);
+  cudaFreeHost(pinned_chain_from_);
+  if (chain_from_copied_) cudaEventDestroy(chain_from_copied_);  // a runner without drafts has none
   for (int p = 0; p < 2; ++p) {
     cudaFreeHost(pinned_picks_[p]);
     cudaEventDestroy(picks_copied_[p]);
+    cudaEventDestroy(step_began_[p]);
+    cudaEventDestroy(step_ended_[p]);
+    cudaEventDestroy(run_began_[p]);
+    cudaEventDestroy(run_ended_[p]);
+    cudaFreeHost(pinned_draft_logits_[p]);
+    cudaFreeHost(pinned_draft_hidden_[p]);
   }
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -455,7 +464,7 @@ void CudaModelRunner::run_step(const ForwardBatch& batch) {
   if (!launch_graph(/*mtp=*/false)) {
     if (step_->layout().speculative()) ++graph_stats_.verify_eager_steps;
     set_eager_buckets();
-    if (step_drafts_) SPARKGLM_CUDA_CHECK(cudaEventRecord(graph_began_, stream_));
+    if (step_drafts_) SPARKGLM_CUDA_CHECK(cudaEventRecord(graph_began_, stream_));  // eager
     run_layers();
     if (step_drafts_) run_draft_rows();
   }

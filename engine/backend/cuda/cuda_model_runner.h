@@ -110,6 +110,10 @@ class CudaModelRunner : public ModelRunner {
   void submit(const ForwardBatch& batch, const StepSampling& sampling) override;
   void collect(StepResult& result) override;
   bool draws_sampled() const override { return true; }
+  // A chaining verify step's main rows come to pinned memory at an event inside its graph,
+  // before its MTP passes (cuda_speculation.cu).
+  bool main_rows_early() const override { return chain_ != nullptr; }
+  void collect_main(StepResult& main) override;
   // Host copies for the prefix cache's disk tier (cuda_host_copies.cu).
   size_t host_block_bytes() const override;
   size_t host_snapshot_bytes() const override;
@@ -187,8 +191,19 @@ class CudaModelRunner : public ModelRunner {
   void plan_chain(const ForwardBatch& batch, const StepSampling& sampling);
   int chain_passes() const { return chain_ ? chain_->passes() : 0; }  // of the planned step
   void run_chain_passes();
+  // The main rows' copies to pinned memory and main_ready_, at the end of the main head (inside
+  // the step's graph); queues the rest's copies for q.parity after the step (chains, or the MTP
+  // rows where the step runs none), without waiting.
+  void main_rows_to_host();
   struct QueuedStep;
-  void drafts_to_host(int parity, QueuedStep& q);
+  void drafts_to_host(QueuedStep& q);
+  // Waits for q's main rows and moves them into q (logit order), once: before the next step's
+  // graph can overwrite them.
+  void take_main_rows(QueuedStep& q);
+  // StepSampling::chain_from: the rows take the previous step's chain tokens on the device.
+  void take_chain_tokens(const StepSampling& sampling, int rows);
+  // collect() of a step with draft rows.
+  void collect_drafts(QueuedStep& q, StepResult& result);
   // A pipelined step's head: logits of every logit row, their picks into picks_ (greedy, or with
   // `draws` the seeded draws of ws_.draws) and then the pinned picks of `parity`; with `logits`,
   // the logits to the host too (synchronising).
@@ -285,22 +300,34 @@ class CudaModelRunner : public ModelRunner {
     std::vector<int32_t> draft_tokens;
     std::vector<float> draft_logits, draft_hidden;
     std::vector<int32_t> draft_chain;  // StepResult::draft_chain
+    // A step with draft rows: its logit rows in step order, the chain's width (0: none), and
+    // whether its main rows were moved into this step already (take_main_rows).
+    bool drafts = false, main_taken = false;
+    std::vector<int32_t> logit_order;
+    int chain_width = 0;
   };
   bool step_drafts_ = false;  // the step being launched runs its draft rows
   // Timing of the steps with draft rows (draft_step_times): the submit's start on the host, and
   // events around the step's device work (recorded where sampling asks for drafts).
   std::chrono::steady_clock::time_point submit_began_, step_loaded_, chain_planned_, step_launched_;
-  cudaEvent_t step_began_ = nullptr, step_ended_ = nullptr;
-  cudaEvent_t run_began_ = nullptr, run_ended_ = nullptr;  // around run_step
+  // Per parity: a queued step's events stay until its collect, while the next step records its own.
+  cudaEvent_t step_began_[2] = {}, step_ended_[2] = {};
+  cudaEvent_t run_began_[2] = {}, run_ended_[2] = {};  // around run_step
   cudaEvent_t graph_began_ = nullptr;  // the layers' start (a drafting step graph's first node)
+  cudaEvent_t main_ready_ = nullptr;   // its main rows in pinned memory (a node of its graph)
   DraftStepTimes draft_times_;
   std::unique_ptr<StepInputs> chain_step_;  // the chained passes' rows (RunnerShape::drafts)
   std::unique_ptr<DraftChain> chain_;
   int chain_bucket_ = 0, chain_pool_bucket_ = 0;  // their length and pool buckets
   // [kDecodeMaxRows] rows of MTP logits, states and picks (RunnerShape::drafts, else null).
-  float* pinned_draft_logits_ = nullptr;
-  float* pinned_draft_hidden_ = nullptr;
+  // Main rows (main_rows_to_host): the step's picks here, its logits and states in pinned_logits_
+  // and pinned_hidden_. MTP rows: per parity.
+  float* pinned_draft_logits_[2] = {};
+  float* pinned_draft_hidden_[2] = {};
   int32_t* pinned_draft_picks_ = nullptr;
+  DeviceBuffer chain_from_;               // int32 [max_rows]: take_chain_tokens' sources
+  int32_t* pinned_chain_from_ = nullptr;  // [max_rows]
+  cudaEvent_t chain_from_copied_ = nullptr;
   std::deque<QueuedStep> queued_;
   int next_parity_ = 0;
   DeviceBuffer picks_, token_from_;  // int32 [max_rows] each

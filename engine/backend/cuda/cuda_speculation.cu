@@ -77,6 +77,7 @@ void CudaModelRunner::run_draft_rows() {
   project_decode(gemm_, mw.lm_head, ws_.head_bf16, T, ws_.logits, stream_);
   sample_greedy(ws_.logits, T, V, ws_.draft_picks, stream_,
                 static_cast<unsigned long long*>(greedy_keys_.data()));
+  main_rows_to_host();
   take_picked_tokens(ws_.draft_from, ws_.draft_picks, T, ws_.draft_tokens, stream_);
   profile_.mark("mtp", stream_);
   mtp_module(ws_.draft_tokens, ws_.y, mw.mtp->head_norm);  // head-normed into ws_.head_bf16
@@ -125,57 +126,106 @@ void CudaModelRunner::run_chain_passes() {
   }
 }
 
-void CudaModelRunner::drafts_to_host(int parity, QueuedStep& q) {
+void CudaModelRunner::main_rows_to_host() {
   const int64_t T = step_->rows(), D = config_.hidden_size, V = config_.vocab_size;
   auto to_host = [&](void* host, const void* device, size_t bytes) {
     SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_));
   };
   to_host(pinned_logits_, ws_.logits, size_t(T * V) * 4);
   to_host(pinned_hidden_, ws_.y, size_t(T * D) * 4);
-  to_host(pinned_draft_logits_, ws_.draft_logits, size_t(T * V) * 4);
-  // mtp_module's output state, which chained passes kept before they used its place.
-  const bool chained = chain_passes() > 0;
-  to_host(pinned_draft_hidden_, chained ? chain_->saved_z() : ws_.X, size_t(T * D) * 4);
   to_host(pinned_draft_picks_, ws_.draft_picks, size_t(T) * sizeof(int32_t));
-  if (chained) chain_->to_host(stream_);
-  SPARKGLM_CUDA_CHECK(cudaEventRecord(picks_copied_[parity], stream_));
-  SPARKGLM_CUDA_CHECK(cudaEventRecord(step_ended_, stream_));
-  profile_.end_step(stream_, "decode");
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point waiting = Clock::now();
-  SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  const Clock::time_point waited = Clock::now();
-  // Step order to logit order: logit row i is step row logit_rows()[i].
-  q.logits.resize(size_t(T * V));
-  q.hidden.resize(size_t(T * D));
-  q.draft_logits.resize(size_t(T * V));
-  q.draft_hidden.resize(size_t(T * D));
-  q.draft_tokens.resize(size_t(T));
-  const std::vector<int32_t>& rows = step_->logit_rows();
-  for (int64_t i = 0; i < T; ++i) {
-    const int64_t r = rows[size_t(i)];
-    std::copy_n(pinned_logits_ + r * V, V, q.logits.data() + i * V);
-    std::copy_n(pinned_hidden_ + r * D, D, q.hidden.data() + i * D);
-    std::copy_n(pinned_draft_logits_ + r * V, V, q.draft_logits.data() + i * V);
-    std::copy_n(pinned_draft_hidden_ + r * D, D, q.draft_hidden.data() + i * D);
-    q.draft_tokens[size_t(i)] = pinned_draft_picks_[r];
+  // Inside a capture the event is recorded by a node of the graph, each time it runs.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  SPARKGLM_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
+  SPARKGLM_CUDA_CHECK(capturing == cudaStreamCaptureStatusActive
+                          ? cudaEventRecordWithFlags(main_ready_, stream_, cudaEventRecordExternal)
+                          : cudaEventRecord(main_ready_, stream_));
+}
+
+void CudaModelRunner::drafts_to_host(QueuedStep& q) {
+  const int64_t T = step_->rows(), D = config_.hidden_size, V = config_.vocab_size;
+  const int p = q.parity;
+  q.drafts = true;
+  q.logit_order = step_->logit_rows();
+  q.chain_width = chain_passes() > 0 ? chain_->width() : 0;
+  if (q.chain_width > 0) {
+    // The host reads the chains only (Speculator::commit_main); the MTP rows stay here.
+    chain_->to_host(stream_, p);
+  } else {
+    // mtp_module's output state is in ws_.X.
+    SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(pinned_draft_logits_[p], ws_.draft_logits,
+                                        size_t(T * V) * 4, cudaMemcpyDeviceToHost, stream_));
+    SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(pinned_draft_hidden_[p], ws_.X, size_t(T * D) * 4,
+                                        cudaMemcpyDeviceToHost, stream_));
   }
-  if (chained) chain_->spread(T, q.draft_chain);
-  float device_ms = 0, run_ms = 0, lag_ms = 0;
-  SPARKGLM_CUDA_CHECK(cudaEventElapsedTime(&device_ms, step_began_, step_ended_));
-  SPARKGLM_CUDA_CHECK(cudaEventElapsedTime(&run_ms, run_began_, run_ended_));
-  SPARKGLM_CUDA_CHECK(cudaEventElapsedTime(&lag_ms, run_began_, graph_began_));
-  const std::chrono::duration<double> host = (waiting - submit_began_) + (Clock::now() - waited);
-  draft_times_.steps += 1;
-  draft_times_.host_seconds += host.count();
-  draft_times_.wait_seconds += std::chrono::duration<double>(waited - waiting).count();
-  draft_times_.device_seconds += 1e-3 * double(device_ms);
-  draft_times_.run_seconds += 1e-3 * double(run_ms);
-  draft_times_.lag_seconds += 1e-3 * double(lag_ms);
+  SPARKGLM_CUDA_CHECK(cudaEventRecord(picks_copied_[p], stream_));
+  SPARKGLM_CUDA_CHECK(cudaEventRecord(step_ended_[p], stream_));
+  profile_.end_step(stream_, "decode");
   using Seconds = std::chrono::duration<double>;
+  const auto now = std::chrono::steady_clock::now();
+  draft_times_.host_seconds += Seconds(now - submit_began_).count();
   draft_times_.load_seconds += Seconds(step_loaded_ - submit_began_).count();
   draft_times_.plan_seconds += Seconds(chain_planned_ - step_loaded_).count();
   draft_times_.launch_seconds += Seconds(step_launched_ - chain_planned_).count();
+}
+
+void CudaModelRunner::take_main_rows(QueuedStep& q) {
+  if (!q.drafts || q.main_taken) return;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point waiting = Clock::now();
+  SPARKGLM_CUDA_CHECK(cudaEventSynchronize(main_ready_));
+  const Clock::time_point waited = Clock::now();
+  const int64_t T = int64_t(q.logit_order.size()), D = config_.hidden_size;
+  const int64_t V = config_.vocab_size;
+  // Step order to logit order: logit row i is step row logit_order[i].
+  q.logits.resize(size_t(T * V));
+  q.hidden.resize(size_t(T * D));
+  q.draft_tokens.resize(size_t(T));
+  for (int64_t i = 0; i < T; ++i) {
+    const int64_t r = q.logit_order[size_t(i)];
+    std::copy_n(pinned_logits_ + r * V, V, q.logits.data() + i * V);
+    std::copy_n(pinned_hidden_ + r * D, D, q.hidden.data() + i * D);
+    q.draft_tokens[size_t(i)] = pinned_draft_picks_[r];
+  }
+  q.main_taken = true;
+  // The graph's first node ran before main_ready_: its lag can be read before the next step
+  // records its own.
+  float lag_ms = 0;
+  SPARKGLM_CUDA_CHECK(cudaEventElapsedTime(&lag_ms, run_began_[q.parity], graph_began_));
+  using Seconds = std::chrono::duration<double>;
+  draft_times_.lag_seconds += 1e-3 * double(lag_ms);
+  draft_times_.wait_seconds += Seconds(waited - waiting).count();
+  draft_times_.host_seconds += Seconds(Clock::now() - waited).count();
+}
+
+void CudaModelRunner::collect_main(StepResult& main) {
+  SPARKGLM_ASSERT(!queued_.empty() && queued_.back().drafts && !queued_.back().main_taken,
+                  "CudaModelRunner::collect_main: the step just submitted runs no draft rows");
+  QueuedStep& q = queued_.back();
+  take_main_rows(q);
+  main.tokens = q.draft_tokens;  // the greedy picks the draft rows took
+  main.logits = std::move(q.logits);
+  main.hidden = std::move(q.hidden);
+  main.draft_tokens = std::move(q.draft_tokens);
+  main.draft_chain_width = q.chain_width;
+}
+
+void CudaModelRunner::take_chain_tokens(const StepSampling& sampling, int rows) {
+  SPARKGLM_ASSERT(chain_ && !queued_.empty() && queued_.back().chain_width > 0,
+                  "StepSampling::chain_from: the previous step ran no chain");
+  const int parity = queued_.back().parity;
+  // The previous submission's copy may still be queued: it must have read pinned_chain_from_.
+  SPARKGLM_CUDA_CHECK(cudaEventSynchronize(chain_from_copied_));
+  for (int r = 0; r < rows; ++r) {
+    const int32_t entry = sampling.chain_from[size_t(step_->batch_row(r))];
+    pinned_chain_from_[r] = entry < 0 ? -1 : chain_->out_index(parity, entry);
+  }
+  SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(chain_from_.data(), pinned_chain_from_,
+                                      size_t(rows) * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                      stream_));
+  SPARKGLM_CUDA_CHECK(cudaEventRecord(chain_from_copied_, stream_));
+  take_picked_tokens(static_cast<const int32_t*>(chain_from_.data()), chain_->out(), rows,
+                     step_->tokens_to_patch(), stream_);
 }
 
 }  // namespace sparkglm::cuda

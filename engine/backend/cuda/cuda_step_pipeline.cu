@@ -28,11 +28,16 @@ void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& samp
   const int64_t rows = batch.num_rows(), n = int64_t(batch.logit_rows.size());
   SPARKGLM_ASSERT(sampling.token_from.empty() || int64_t(sampling.token_from.size()) == rows,
                   "StepSampling::token_from must have one entry per row");
+  SPARKGLM_ASSERT(sampling.chain_from.empty() || int64_t(sampling.chain_from.size()) == rows,
+                  "StepSampling::chain_from must have one entry per row");
+  // The previous step's main rows, before this step's graph can overwrite them.
+  if (!queued_.empty()) take_main_rows(queued_.back());
   QueuedStep q;
   q.parity = next_parity_;
   q.logit_rows = n;
   if (rows > 0) {
-    if (sampling.draft_on_picks) SPARKGLM_CUDA_CHECK(cudaEventRecord(step_began_, stream_));
+    if (sampling.draft_on_picks)
+      SPARKGLM_CUDA_CHECK(cudaEventRecord(step_began_[q.parity], stream_));
     step_->load(batch, stream_);
     if (!sampling.token_from.empty()) {
       // The previous submission's copy may still be queued: it must have read pinned_from_.
@@ -47,14 +52,15 @@ void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& samp
                          static_cast<const int32_t*>(picks_.data()), rows, step_->tokens_to_patch(),
                          stream_);
     }
+    if (!sampling.chain_from.empty()) take_chain_tokens(sampling, int(rows));
     step_loaded_ = Clock::now();
     step_drafts_ = drafts_fit(sampling);
     plan_chain(batch, sampling);
     chain_planned_ = Clock::now();
     try {
-      if (step_drafts_) SPARKGLM_CUDA_CHECK(cudaEventRecord(run_began_, stream_));
+      if (step_drafts_) SPARKGLM_CUDA_CHECK(cudaEventRecord(run_began_[q.parity], stream_));
       run_step(batch);
-      if (step_drafts_) SPARKGLM_CUDA_CHECK(cudaEventRecord(run_ended_, stream_));
+      if (step_drafts_) SPARKGLM_CUDA_CHECK(cudaEventRecord(run_ended_[q.parity], stream_));
       step_launched_ = Clock::now();
     } catch (...) {
       step_drafts_ = false;
@@ -62,7 +68,7 @@ void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& samp
     }
     if (step_drafts_) {  // the head and the picks ran with the layers: only copies are left
       step_drafts_ = false;
-      drafts_to_host(q.parity, q);
+      drafts_to_host(q);
       next_parity_ ^= 1;
       queued_.push_back(std::move(q));
       return;
@@ -105,19 +111,50 @@ void CudaModelRunner::collect(StepResult& result) {
   SPARKGLM_ASSERT(!queued_.empty(), "CudaModelRunner::collect: no step is queued");
   QueuedStep q = std::move(queued_.front());
   queued_.pop_front();
+  if (q.drafts) return collect_drafts(q, result);
   const int32_t* picks = pinned_picks_[q.parity];
   SPARKGLM_CUDA_CHECK(cudaEventSynchronize(picks_copied_[q.parity]));  // the step has run
-  if (q.draft_tokens.empty()) {
-    result.tokens.assign(picks, picks + q.logit_rows);
-  } else {
-    result.tokens = q.draft_tokens;  // the greedy picks the draft rows took
-  }
+  result.tokens.assign(picks, picks + q.logit_rows);
   result.logits = std::move(q.logits);
   result.hidden = std::move(q.hidden);
-  result.draft_tokens = std::move(q.draft_tokens);
-  result.draft_logits = std::move(q.draft_logits);
-  result.draft_hidden = std::move(q.draft_hidden);
-  result.draft_chain = std::move(q.draft_chain);
+}
+
+void CudaModelRunner::collect_drafts(QueuedStep& q, StepResult& result) {
+  const bool early = q.main_taken;  // collect_main moved the main rows out already
+  take_main_rows(q);
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point waiting = Clock::now();
+  SPARKGLM_CUDA_CHECK(cudaEventSynchronize(picks_copied_[q.parity]));  // the step has run
+  const Clock::time_point waited = Clock::now();
+  if (!early) {
+    result.tokens = q.draft_tokens;  // the greedy picks the draft rows took
+    result.logits = std::move(q.logits);
+    result.hidden = std::move(q.hidden);
+    result.draft_tokens = std::move(q.draft_tokens);
+  }
+  const int64_t T = int64_t(q.logit_order.size()), D = config_.hidden_size;
+  const int64_t V = config_.vocab_size;
+  if (q.chain_width > 0) {
+    chain_->spread(q.parity, T, result.draft_chain);
+  } else {
+    result.draft_logits.resize(size_t(T * V));
+    result.draft_hidden.resize(size_t(T * D));
+    for (int64_t i = 0; i < T; ++i) {
+      const int64_t r = q.logit_order[size_t(i)];
+      std::copy_n(pinned_draft_logits_[q.parity] + r * V, V, result.draft_logits.data() + i * V);
+      std::copy_n(pinned_draft_hidden_[q.parity] + r * D, D, result.draft_hidden.data() + i * D);
+    }
+  }
+  float device_ms = 0, run_ms = 0;
+  SPARKGLM_CUDA_CHECK(
+      cudaEventElapsedTime(&device_ms, step_began_[q.parity], step_ended_[q.parity]));
+  SPARKGLM_CUDA_CHECK(cudaEventElapsedTime(&run_ms, run_began_[q.parity], run_ended_[q.parity]));
+  using Seconds = std::chrono::duration<double>;
+  draft_times_.steps += 1;
+  draft_times_.device_seconds += 1e-3 * double(device_ms);
+  draft_times_.run_seconds += 1e-3 * double(run_ms);
+  draft_times_.wait_seconds += Seconds(waited - waiting).count();
+  draft_times_.host_seconds += Seconds(Clock::now() - waited).count();
 }
 
 void CudaModelRunner::head_picks(int parity, std::vector<float>* logits, bool draws) {

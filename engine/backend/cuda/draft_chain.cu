@@ -89,14 +89,14 @@ DraftChain::DraftChain(const Workspace& ws, int max_width, int64_t hidden, int64
   SPARKGLM_ASSERT(max_width + 1 <= kChainStride, "DraftChain: at most 7 drafts a chain");
   const size_t words = size_t(max_rows_) * kChainStride * sizeof(int32_t);
   SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_map_, words));
-  SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_out_, words));
+  for (int32_t*& out : pinned_out_) SPARKGLM_CUDA_CHECK(cudaMallocHost(&out, words));
   SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&map_copied_, cudaEventDisableTiming));
 }
 
 DraftChain::~DraftChain() {
   cudaEventDestroy(map_copied_);
   cudaFreeHost(pinned_map_);
-  cudaFreeHost(pinned_out_);
+  for (int32_t* out : pinned_out_) cudaFreeHost(out);
 }
 
 bool DraftChain::plan(const ForwardBatch& batch, const StepInputs& verify, int passes,
@@ -163,18 +163,35 @@ void DraftChain::advance(int pass, const float* logits, const float* z, StepInpu
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
-void DraftChain::to_host(cudaStream_t stream) {
-  SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(pinned_out_, out_,
+void DraftChain::to_host(cudaStream_t stream, int parity) {
+  SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(pinned_out_[parity], out_,
                                       size_t(rows_ * kChainStride) * sizeof(int32_t),
                                       cudaMemcpyDeviceToHost, stream));
+  copied_first_logit_[parity] = first_logit_;
+  copied_width_[parity] = width();
 }
 
-void DraftChain::spread(int64_t logit_rows, std::vector<int32_t>& draft_chain) const {
-  const int w = width();
+int32_t DraftChain::out_index(int parity, int32_t entry) const {
+  const int w = copied_width_[parity];
+  const std::vector<int32_t>& first = copied_first_logit_[parity];
+  SPARKGLM_ASSERT(w > 0 && entry >= 0, "DraftChain: chain_from names no chain");
+  const int32_t row = entry / w, draft = entry % w;
+  // The slice holding logit row `row`: the one starting last at or before it.
+  int found = -1;
+  for (int r = 0; r < int(first.size()); ++r)
+    if (first[size_t(r)] <= row && (found < 0 || first[size_t(r)] > first[size_t(found)]))
+      found = r;
+  SPARKGLM_ASSERT(found >= 0, "DraftChain: chain_from names a row before every chain");
+  return found * kChainStride + 1 + draft;
+}
+
+void DraftChain::spread(int parity, int64_t logit_rows, std::vector<int32_t>& draft_chain) const {
+  const int w = copied_width_[parity];
+  const std::vector<int32_t>& first = copied_first_logit_[parity];
   draft_chain.assign(size_t(logit_rows * w), -1);
-  for (int r = 0; r < rows_; ++r) {
-    const int32_t* o = pinned_out_ + int64_t(r) * kChainStride;
-    const int64_t row = first_logit_[size_t(r)] + o[0];  // the slice's accepted row
+  for (int r = 0; r < int(first.size()); ++r) {
+    const int32_t* o = pinned_out_[parity] + int64_t(r) * kChainStride;
+    const int64_t row = first[size_t(r)] + o[0];  // the slice's accepted row
     SPARKGLM_ASSERT(row >= 0 && row < logit_rows, "DraftChain: an accepted row off its slice");
     std::copy_n(o + 1, w, draft_chain.data() + row * w);
   }

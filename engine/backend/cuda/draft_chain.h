@@ -60,11 +60,16 @@ class DraftChain {
   float* logits() const { return logits_; }          // a pass's logits [rows, vocab]
   const float* saved_z() const { return saved_z_; }  // the step pass's output states, saved
 
-  // Queues the copy of the chains to pinned memory, then (after the stream is waited for)
-  // spreads them by logit row: [logit rows, width()] (-1 where no chain is), the layout of
+  // Queues the copy of the chains to pinned memory for `parity` (the runner's queued step; the
+  // next step's plan() may run before it is collected), then (after the stream is waited for)
+  // spreads them by logit row: [logit rows, width] (-1 where no chain is), the layout of
   // StepResult::draft_chain.
-  void to_host(cudaStream_t stream);
-  void spread(int64_t logit_rows, std::vector<int32_t>& draft_chain) const;
+  void to_host(cudaStream_t stream, int parity);
+  void spread(int parity, int64_t logit_rows, std::vector<int32_t>& draft_chain) const;
+  // Where entry `entry` of the draft_chain that spread(parity) gives lies in out() (the chains of
+  // the step last run), for StepSampling::chain_from: valid until the next step's begin().
+  int32_t out_index(int parity, int32_t entry) const;
+  const int32_t* out() const { return out_; }
 
  private:
   int max_rows_, max_width_;
@@ -75,7 +80,11 @@ class DraftChain {
   std::vector<int32_t> first_logit_;  // per chain row: the slice's first logit row
   float *h_ = nullptr, *logits_ = nullptr, *saved_z_ = nullptr;
   int32_t *map_ = nullptr, *first_picks_ = nullptr, *picks_ = nullptr, *out_ = nullptr;
-  int32_t *pinned_map_ = nullptr, *pinned_out_ = nullptr;
+  int32_t* pinned_map_ = nullptr;
+  // Per parity (to_host): the chains' copy and what spreading them needs.
+  int32_t* pinned_out_[2] = {};
+  std::vector<int32_t> copied_first_logit_[2];
+  int copied_width_[2] = {0, 0};
   cudaEvent_t map_copied_ = nullptr;  // the last copy out of pinned_map_ has run
 };
 
