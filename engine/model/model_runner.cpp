@@ -1,5 +1,7 @@
 #include "engine/model/model_runner.h"
 
+#include <algorithm>
+
 #include "engine/core/error.h"
 
 namespace sparkglm {
@@ -66,20 +68,20 @@ void ModelRunner::copy_snapshot_from_host(int, const std::byte*) {
 }
 
 void ModelRunner::step(ForwardBatch& batch, const StepSampling& sampling, StepResult& result) {
-  for (size_t r = 0; r < sampling.token_from.size(); ++r) {
-    const int32_t from = sampling.token_from[r];
-    if (from < 0) continue;
-    SPARKGLM_ASSERT(size_t(from) < last_tokens_.size(),
-                    "ModelRunner: token_from names a row the previous step did not return");
-    batch.tokens[r] = last_tokens_[size_t(from)] < 0 ? 0 : last_tokens_[size_t(from)];
-  }
-  for (size_t r = 0; r < sampling.chain_from.size(); ++r) {
-    const int32_t from = sampling.chain_from[r];
-    if (from < 0) continue;
-    SPARKGLM_ASSERT(size_t(from) < last_chain_.size(),
-                    "ModelRunner: chain_from names a draft the previous step did not chain");
-    batch.tokens[r] = last_chain_[size_t(from)] < 0 ? 0 : last_chain_[size_t(from)];
-  }
+  // Rows whose token the previous step picked (token_from) or chained (chain_from); a missing
+  // one (-1) feeds token 0.
+  auto take = [&](const std::vector<int32_t>& from, const std::vector<int32_t>& source,
+                  const char* what) {
+    for (size_t r = 0; r < from.size(); ++r) {
+      if (from[r] < 0) continue;
+      SPARKGLM_ASSERT(size_t(from[r]) < source.size(), what);
+      batch.tokens[r] = std::max(source[size_t(from[r])], 0);
+    }
+  };
+  take(sampling.token_from, last_tokens_,
+       "ModelRunner: token_from names a row the previous step did not return");
+  take(sampling.chain_from, last_chain_,
+       "ModelRunner: chain_from names a draft the previous step did not chain");
   last_tokens_.clear();
   last_chain_.clear();
   ForwardOutput out;

@@ -41,6 +41,7 @@
 #include "engine/runtime/speculation/speculator.h"
 #include "tests/cuda/cuda_test_support.h"
 #include "tests/cuda/served_models.h"
+#include "tests/support/byte_texts.h"
 #include "tinyglm/dummy_weights.h"
 
 namespace sparkglm {
@@ -517,13 +518,7 @@ void expect_plain_output(const std::vector<Outcome>& a, const std::vector<Outcom
 // A greedy request for `text` in the trained micro's byte vocabulary, with logprobs (bitwise
 // evidence; the device checks drafts on the raw logits all the same).
 GenerationRequest text_request(const char* text, int max_tokens) {
-  GenerationRequest q;
-  for (const char* c = text; *c; ++c) q.prompt.push_back(int32_t(static_cast<unsigned char>(*c)));
-  q.sampling.temperature = 0.0f;
-  q.sampling.max_tokens = max_tokens;
-  q.sampling.ignore_eos = true;
-  q.sampling.logprobs = true;
-  return q;
+  return byte_texts::greedy_request(text, max_tokens, /*logprobs=*/true);
 }
 
 std::vector<Outcome> generate(ModelRunner& runner, int k, SpeculativeRollback rollback,
@@ -614,15 +609,8 @@ TEST_P(CudaSpeculationRollback, DraftsFromInsideTheVerifyStepChangeNoTokenAndAre
   const auto runner = spec_runner(0, 64, cuda_test::kTrainedMicro);
   cuda::CudaModelRunner& r = *runner;
   r.set_eager(false);
-  const char* texts[] = {
-      "Task: repeat the following text exactly.\nThe river runs past the old mill and on to the "
-      "sea.\n",
-      "The code of item K7 is 40213377. The code of item B2 is 99120456. The code of item K7 is ",
-      "Task: output one JSON object with the fields name and age.\n{\"name\": \"Ada\", \"age\": ",
-      "Continue this text in the same style. The morning was cold and the streets were empty, "
-      "and "};
   std::vector<GenerationRequest> reqs;
-  for (const char* t : texts) reqs.push_back(text_request(t, 48));
+  for (const char* t : byte_texts::kProbes) reqs.push_back(text_request(t, 48));
   const auto plain = generate(r, 0, rollback(), reqs, nullptr, nullptr);
   r.set_eager(!graphs());
   for (int k : {1, 3}) {

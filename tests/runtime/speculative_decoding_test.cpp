@@ -19,6 +19,7 @@
 #include "engine/runtime/speculation/mtp_drafter.h"
 #include "engine/text/grammar/compiled_grammar.h"
 #include "tests/support/build_paths.h"
+#include "tests/support/byte_texts.h"
 #include "tests/support/micro_model.h"
 
 namespace sparkglm {
@@ -344,22 +345,8 @@ TEST_P(SpeculativeRollbackTest, ChainsFromTheVerifyStepAreTheDraftersOwnDrafts) 
 TEST_P(SpeculativeRollbackTest, APipelinedVerifyStepChecksTheDraftersOwnChains) {
   const auto trained =
       load_model_dir(testing::source_dir() + "/tinyglm/weights/tinyglm-micro-trained-mtp-chain");
-  const char* texts[] = {
-      "Task: repeat the following text exactly.\nThe river runs past the old mill and on to the "
-      "sea.\n",
-      "The code of item K7 is 40213377. The code of item B2 is 99120456. The code of item K7 is ",
-      "Task: output one JSON object with the fields name and age.\n{\"name\": \"Ada\", \"age\": ",
-      "Continue this text in the same style. The morning was cold and the streets were empty, "
-      "and "};
   std::vector<GenerationRequest> all;
-  for (const char* t : texts) {
-    GenerationRequest q;
-    for (const char* c = t; *c; ++c) q.prompt.push_back(int32_t(static_cast<unsigned char>(*c)));
-    q.sampling.temperature = 0.0f;
-    q.sampling.max_tokens = 40;
-    q.sampling.ignore_eos = true;
-    all.push_back(std::move(q));
-  }
+  for (const char* t : byte_texts::kProbes) all.push_back(byte_texts::greedy_request(t, 40));
   const int k = 3;
   cpu::CpuRunnerOptions o;
   o.num_blocks = 64;
