@@ -181,8 +181,8 @@ class CudaModelRunner : public ModelRunner {
   // Drafts inside a verify step (cuda_speculation.cu, StepSampling::draft_on_picks): whether the
   // loaded step qualifies (every row a decode row and a logit row, none picked by a draw, at most
   // kDecodeMaxRows); the launches (the main head over every row, the greedy picks, the MTP module
-  // on them, its head), run after run_layers and captured with it; and their results to `q`
-  // (logit order), with the step's picks copied for `parity`.
+  // on them, its head), run after run_layers and captured with it; their results reach the host
+  // through main_rows_to_host and drafts_to_host below.
   bool drafts_fit(const StepSampling& sampling) const;
   void run_draft_rows();
   // The chained passes after them (draft_chain.h, StepSampling::draft_chain): planned at
@@ -319,9 +319,9 @@ class CudaModelRunner : public ModelRunner {
   std::unique_ptr<StepInputs> chain_step_;  // the chained passes' rows (RunnerShape::drafts)
   std::unique_ptr<DraftChain> chain_;
   int chain_bucket_ = 0, chain_pool_bucket_ = 0;  // their length and pool buckets
-  // [kDecodeMaxRows] rows of MTP logits, states and picks (RunnerShape::drafts, else null).
-  // Main rows (main_rows_to_host): the step's picks here, its logits and states in pinned_logits_
-  // and pinned_hidden_. MTP rows: per parity.
+  // [kDecodeMaxRows] rows (RunnerShape::drafts, else null). Main rows (main_rows_to_host): the
+  // step's picks here, its logits and states in pinned_logits_ and pinned_hidden_. MTP logits and
+  // states of a step without a chain: per parity.
   float* pinned_draft_logits_[2] = {};
   float* pinned_draft_hidden_[2] = {};
   int32_t* pinned_draft_picks_ = nullptr;

@@ -56,9 +56,8 @@ class DraftChain {
   // position on with the pick as their token and z as their state.
   void advance(int pass, const float* logits, const float* z, StepInputs& chain, int block_size,
                cudaStream_t stream, unsigned long long* greedy_keys);
-  const float* hidden() const { return h_; }         // the next pass's input states [rows, D]
-  float* logits() const { return logits_; }          // a pass's logits [rows, vocab]
-  const float* saved_z() const { return saved_z_; }  // the step pass's output states, saved
+  const float* hidden() const { return h_; }  // the next pass's input states [rows, D]
+  float* logits() const { return logits_; }   // a pass's logits [rows, vocab]
 
   // Queues the copy of the chains to pinned memory for `parity` (the runner's queued step; the
   // next step's plan() may run before it is collected), then (after the stream is waited for)
