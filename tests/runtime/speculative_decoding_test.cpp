@@ -246,7 +246,6 @@ TEST_P(SpeculativeRollbackTest, DraftsFromInsideTheVerifyStepAreTheDraftersOwn) 
   }
 }
 
-// The MTP drafter, keeping every draft it made, per sequence (by its first prompt tokens) in order.
 // Records the rows of every decode slice the runner computes (each verify slice's last token and
 // its drafts, as the runner sees them after taking tokens from an earlier step), per state slot,
 // and counts the steps whose main rows were collected before their drafts.
