@@ -383,6 +383,60 @@ TEST_P(SpeculativeRollbackTest, APipelinedVerifyStepChecksTheDraftersOwnChains) 
   }
 }
 
+// Requests that end while a pipelined verify step is in flight: one cancelled between steps, and
+// short ones that end by length inside a step committed from its main rows. The others' output
+// is the output without speculation, the short ones' is its prefix, the cancelled one gets no
+// token after its cancellation, and every block and state slot comes back (the chain-trained
+// micro, k = 3, C4).
+TEST_P(SpeculativeRollbackTest, RequestsEndingUnderAPipelinedStepFreeEverything) {
+  const auto trained =
+      load_model_dir(testing::source_dir() + "/tinyglm/weights/tinyglm-micro-trained-mtp-chain");
+  std::vector<GenerationRequest> requests;
+  const int max_tokens[] = {40, 3, 40, 5};
+  for (size_t i = 0; i < byte_texts::kProbes.size(); ++i)
+    requests.push_back(byte_texts::greedy_request(byte_texts::kProbes[i], max_tokens[i]));
+  cpu::CpuRunnerOptions o;
+  o.num_blocks = 64;
+  o.block_size = 16;
+  o.num_state_slots = 4;
+  cpu::CpuModelRunner plain_runner(trained->config, trained->weights, o, pool);
+  const auto plain = run(plain_runner, limits_with(0), requests);
+  const int k = 3;
+  o.state_records = speculative_state_records(k, rollback());
+  VerifyRowRecorder r(trained->config, trained->weights, o, pool);
+  Scheduler s(r, limits_k(k));
+  std::vector<std::vector<int32_t>> out(requests.size());
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    GenerationRequest q = requests[i];
+    q.on_event = [&out, i](const RequestEvent& e) {
+      for (const auto& t : e.tokens) out[i].push_back(t.id);
+    };
+    handles.push_back(std::make_shared<RequestHandle>(i + 1));
+    s.add(handles.back(), std::move(q));
+  }
+  size_t tokens_at_cancel = 0;
+  for (int step = 0; !s.idle() && step < 100000; ++step) {
+    // Request 2 is cancelled once it has a few tokens, between two steps.
+    if (tokens_at_cancel == 0 && out[2].size() >= 6) {
+      handles[2]->cancel();
+      tokens_at_cancel = out[2].size();
+    }
+    s.step();
+  }
+  ASSERT_TRUE(s.idle());
+  if (rollback() == SpeculativeRollback::kRecords) {
+    EXPECT_GT(r.early_steps, 0);
+  }
+  EXPECT_EQ(out[0], plain[0].tokens);
+  EXPECT_EQ(out[1], plain[1].tokens);  // 3 tokens
+  EXPECT_EQ(out[3], plain[3].tokens);  // 5 tokens
+  ASSERT_GT(tokens_at_cancel, 0u);
+  EXPECT_EQ(out[2].size(), tokens_at_cancel);
+  EXPECT_TRUE(std::equal(out[2].begin(), out[2].end(), plain[2].tokens.begin()));
+  EXPECT_EQ(s.blocks().num_free(), s.blocks().num_blocks());
+}
+
 TEST_P(SpeculativeRollbackTest, MostlyRightDraftsAreAcceptedAndChangeNothing) {
   const auto requests = four();
   auto plain_runner = runner(64, 0);
