@@ -30,10 +30,7 @@ void ModelRunner::collect_main(StepResult& main) {
   if (!q.ran) run(q);
   if (q.failure) std::rethrow_exception(q.failure);  // the step is still collected after
   q.main_taken = true;
-  main.tokens = std::move(q.result.tokens);
-  main.logits = std::move(q.result.logits);
-  main.hidden = std::move(q.result.hidden);
-  main.draft_tokens = std::move(q.result.draft_tokens);
+  main.take_main_rows(q.result);
   const size_t rows = main.tokens.size();
   main.draft_chain_width = rows > 0 ? int32_t(q.result.draft_chain.size() / rows) : 0;
 }

@@ -2,8 +2,16 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 namespace sparkglm {
+
+void StepResult::take_main_rows(StepResult& from) {
+  tokens = std::move(from.tokens);
+  logits = std::move(from.logits);
+  hidden = std::move(from.hidden);
+  draft_tokens = std::move(from.draft_tokens);
+}
 
 int32_t greedy_token(const float* logits, int64_t vocab) {
   int32_t best = -1;

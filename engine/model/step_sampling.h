@@ -92,6 +92,10 @@ struct StepResult {
   // ModelRunner::collect_main: the width draft_chain will have when the step is collected (0:
   // the step runs no chain).
   int32_t draft_chain_width = 0;
+
+  // Moves `from`'s main rows here (tokens, logits, hidden, draft_tokens): what
+  // ModelRunner::collect_main hands over before the rest of the step.
+  void take_main_rows(StepResult& from);
 };
 
 // The greedy rule of runtime/sampler.h without masks or penalties: the lowest id among the

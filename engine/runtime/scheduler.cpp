@@ -554,12 +554,8 @@ void Scheduler::collect_oldest() {
     failure = e.what();
     if (cache_) cache_->clear();
   }
-  if (!q.main.tokens.empty() && !q.committed) {  // collect_main moved these out
-    result.tokens = std::move(q.main.tokens);
-    result.logits = std::move(q.main.logits);
-    result.hidden = std::move(q.main.hidden);
-    result.draft_tokens = std::move(q.main.draft_tokens);
-  }
+  // collect_main moved the main rows out (a step it was not committed from).
+  if (!q.main.tokens.empty() && !q.committed) result.take_main_rows(q.main);
   const ModelConfig& c = runner_.config();
   const int64_t vocab = c.vocab_size;
   std::vector<uint32_t> mask;  // a constrained member's allowed tokens

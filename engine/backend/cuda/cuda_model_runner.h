@@ -200,6 +200,8 @@ class CudaModelRunner : public ModelRunner {
   // Waits for q's main rows and moves them into q (logit order), once: before the next step's
   // graph can overwrite them.
   void take_main_rows(QueuedStep& q);
+  // Moves q's main rows (taken) into `result`'s tokens, logits, hidden and draft_tokens.
+  void hand_main_rows(QueuedStep& q, StepResult& result);
   // StepSampling::chain_from: the rows take the previous step's chain tokens on the device.
   void take_chain_tokens(const StepSampling& sampling, int rows);
   // collect() of a step with draft rows.
@@ -295,11 +297,9 @@ class CudaModelRunner : public ModelRunner {
     int64_t logit_rows = 0;
     std::vector<float> logits;  // filled at submission when a row is not picked here
     std::vector<float> hidden;  // [logit_rows, D], filled with `logits` (the drafter's input)
-    // A step with draft rows (StepResult::draft_*), filled at submission; draft_tokens are also
-    // the step's picks.
+    // A step with draft rows: the greedy picks its MTP rows took (also the step's picks), with
+    // logits and hidden, filled by take_main_rows.
     std::vector<int32_t> draft_tokens;
-    std::vector<float> draft_logits, draft_hidden;
-    std::vector<int32_t> draft_chain;  // StepResult::draft_chain
     // A step with draft rows: its logit rows in step order, the chain's width (0: none), and
     // whether its main rows were moved into this step already (take_main_rows).
     bool drafts = false, main_taken = false;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <vector>
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_model_runner.h"
@@ -20,6 +21,18 @@
 #include "engine/backend/cuda/sampling.h"
 
 namespace sparkglm::cuda {
+
+namespace {
+
+// Rows of `width` values in step order (pinned) to logit order: logit row i is step row order[i].
+void by_logit_order(const std::vector<int32_t>& order, const float* rows, int64_t width,
+                    std::vector<float>& out) {
+  out.resize(order.size() * size_t(width));
+  for (size_t i = 0; i < order.size(); ++i)
+    std::copy_n(rows + int64_t(order[i]) * width, width, out.data() + int64_t(i) * width);
+}
+
+}  // namespace
 
 void CudaModelRunner::resume_records(const ForwardBatch& batch) {
   const int64_t H = config_.kda.num_heads, K = config_.kda.head_dim;
@@ -175,18 +188,11 @@ void CudaModelRunner::take_main_rows(QueuedStep& q) {
   const Clock::time_point waiting = Clock::now();
   SPARKGLM_CUDA_CHECK(cudaEventSynchronize(main_ready_));
   const Clock::time_point waited = Clock::now();
-  const int64_t T = int64_t(q.logit_order.size()), D = config_.hidden_size;
-  const int64_t V = config_.vocab_size;
-  // Step order to logit order: logit row i is step row logit_order[i].
-  q.logits.resize(size_t(T * V));
-  q.hidden.resize(size_t(T * D));
-  q.draft_tokens.resize(size_t(T));
-  for (int64_t i = 0; i < T; ++i) {
-    const int64_t r = q.logit_order[size_t(i)];
-    std::copy_n(pinned_logits_ + r * V, V, q.logits.data() + i * V);
-    std::copy_n(pinned_hidden_ + r * D, D, q.hidden.data() + i * D);
-    q.draft_tokens[size_t(i)] = pinned_draft_picks_[r];
-  }
+  by_logit_order(q.logit_order, pinned_logits_, config_.vocab_size, q.logits);
+  by_logit_order(q.logit_order, pinned_hidden_, config_.hidden_size, q.hidden);
+  q.draft_tokens.resize(q.logit_order.size());
+  for (size_t i = 0; i < q.logit_order.size(); ++i)
+    q.draft_tokens[i] = pinned_draft_picks_[q.logit_order[i]];
   q.main_taken = true;
   // The graph's first node ran before main_ready_: its lag can be read before the next step
   // records its own.
@@ -198,16 +204,47 @@ void CudaModelRunner::take_main_rows(QueuedStep& q) {
   draft_times_.host_seconds += Seconds(Clock::now() - waited).count();
 }
 
+void CudaModelRunner::collect_drafts(QueuedStep& q, StepResult& result) {
+  const bool early = q.main_taken;  // collect_main moved the main rows out already
+  take_main_rows(q);
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point waiting = Clock::now();
+  SPARKGLM_CUDA_CHECK(cudaEventSynchronize(picks_copied_[q.parity]));  // the step has run
+  const Clock::time_point waited = Clock::now();
+  if (!early) hand_main_rows(q, result);
+  const int64_t D = config_.hidden_size, V = config_.vocab_size;
+  if (q.chain_width > 0) {
+    chain_->spread(q.parity, int64_t(q.logit_order.size()), result.draft_chain);
+  } else {
+    by_logit_order(q.logit_order, pinned_draft_logits_[q.parity], V, result.draft_logits);
+    by_logit_order(q.logit_order, pinned_draft_hidden_[q.parity], D, result.draft_hidden);
+  }
+  float device_ms = 0, run_ms = 0;
+  SPARKGLM_CUDA_CHECK(
+      cudaEventElapsedTime(&device_ms, step_began_[q.parity], step_ended_[q.parity]));
+  SPARKGLM_CUDA_CHECK(cudaEventElapsedTime(&run_ms, run_began_[q.parity], run_ended_[q.parity]));
+  using Seconds = std::chrono::duration<double>;
+  draft_times_.steps += 1;
+  draft_times_.device_seconds += 1e-3 * double(device_ms);
+  draft_times_.run_seconds += 1e-3 * double(run_ms);
+  draft_times_.wait_seconds += Seconds(waited - waiting).count();
+  draft_times_.host_seconds += Seconds(Clock::now() - waited).count();
+}
+
 void CudaModelRunner::collect_main(StepResult& main) {
   SPARKGLM_ASSERT(!queued_.empty() && queued_.back().drafts && !queued_.back().main_taken,
                   "CudaModelRunner::collect_main: the step just submitted runs no draft rows");
   QueuedStep& q = queued_.back();
   take_main_rows(q);
-  main.tokens = q.draft_tokens;  // the greedy picks the draft rows took
-  main.logits = std::move(q.logits);
-  main.hidden = std::move(q.hidden);
-  main.draft_tokens = std::move(q.draft_tokens);
+  hand_main_rows(q, main);
   main.draft_chain_width = q.chain_width;
+}
+
+void CudaModelRunner::hand_main_rows(QueuedStep& q, StepResult& result) {
+  result.tokens = q.draft_tokens;  // the greedy picks the draft rows took
+  result.logits = std::move(q.logits);
+  result.hidden = std::move(q.hidden);
+  result.draft_tokens = std::move(q.draft_tokens);
 }
 
 void CudaModelRunner::take_chain_tokens(const StepSampling& sampling, int rows) {

@@ -119,44 +119,6 @@ void CudaModelRunner::collect(StepResult& result) {
   result.hidden = std::move(q.hidden);
 }
 
-void CudaModelRunner::collect_drafts(QueuedStep& q, StepResult& result) {
-  const bool early = q.main_taken;  // collect_main moved the main rows out already
-  take_main_rows(q);
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point waiting = Clock::now();
-  SPARKGLM_CUDA_CHECK(cudaEventSynchronize(picks_copied_[q.parity]));  // the step has run
-  const Clock::time_point waited = Clock::now();
-  if (!early) {
-    result.tokens = q.draft_tokens;  // the greedy picks the draft rows took
-    result.logits = std::move(q.logits);
-    result.hidden = std::move(q.hidden);
-    result.draft_tokens = std::move(q.draft_tokens);
-  }
-  const int64_t T = int64_t(q.logit_order.size()), D = config_.hidden_size;
-  const int64_t V = config_.vocab_size;
-  if (q.chain_width > 0) {
-    chain_->spread(q.parity, T, result.draft_chain);
-  } else {
-    result.draft_logits.resize(size_t(T * V));
-    result.draft_hidden.resize(size_t(T * D));
-    for (int64_t i = 0; i < T; ++i) {
-      const int64_t r = q.logit_order[size_t(i)];
-      std::copy_n(pinned_draft_logits_[q.parity] + r * V, V, result.draft_logits.data() + i * V);
-      std::copy_n(pinned_draft_hidden_[q.parity] + r * D, D, result.draft_hidden.data() + i * D);
-    }
-  }
-  float device_ms = 0, run_ms = 0;
-  SPARKGLM_CUDA_CHECK(
-      cudaEventElapsedTime(&device_ms, step_began_[q.parity], step_ended_[q.parity]));
-  SPARKGLM_CUDA_CHECK(cudaEventElapsedTime(&run_ms, run_began_[q.parity], run_ended_[q.parity]));
-  using Seconds = std::chrono::duration<double>;
-  draft_times_.steps += 1;
-  draft_times_.device_seconds += 1e-3 * double(device_ms);
-  draft_times_.run_seconds += 1e-3 * double(run_ms);
-  draft_times_.wait_seconds += Seconds(waited - waiting).count();
-  draft_times_.host_seconds += Seconds(Clock::now() - waited).count();
-}
-
 void CudaModelRunner::head_picks(int parity, std::vector<float>* logits, bool draws) {
   const int64_t n = int64_t(step_->logit_rows().size()), D = config_.hidden_size;
   const int64_t V = config_.vocab_size;
