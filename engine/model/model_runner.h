@@ -95,8 +95,9 @@ class ModelRunner {
   // its main model's rows are on the host and moves them into `main` (tokens, logits, hidden,
   // draft_tokens, and draft_chain_width), while the device goes on with the MTP passes. The
   // caller may then build and submit the next step, whose draft rows take the chain's tokens
-  // (StepSampling::chain_from); the step's collect() returns the rest (draft_logits,
-  // draft_hidden, draft_chain), leaving what collect_main() moved out empty. Only where
+  // (StepSampling::chain_from); the step's collect() returns the rest (draft_chain; the CPU's
+  // default pipeline also its draft_logits and draft_hidden, which a chaining CUDA step does
+  // not copy back), leaving what collect_main() moved out empty. Only where
   // main_rows_early(); the default pipeline's is for runners that keep it (CpuModelRunner).
   virtual bool main_rows_early() const { return false; }
   virtual void collect_main(StepResult& main);
