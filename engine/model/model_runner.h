@@ -58,6 +58,11 @@ struct DraftStepTimes {
   // and its input copies (load), the drafts' checks and the chain's plan (plan), and the state
   // copies and the graph launch (launch).
   double load_seconds = 0, plan_seconds = 0, launch_seconds = 0;
+  // Between a drafting step and the next, submitted while it still ran (the verify step
+  // pipelined, collect_main): from the earlier step's last copy to the later one's first input
+  // copy on the stream, the device waiting for the host to begin the later step's submit (0 when
+  // the host began it before the device got there). Not counted outside such pairs.
+  double idle_seconds = 0;
 };
 
 class ModelRunner {

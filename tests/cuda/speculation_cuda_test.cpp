@@ -639,6 +639,7 @@ TEST_P(CudaSpeculationRollback, DraftsFromInsideTheVerifyStepChangeNoTokenAndAre
       // The device's wait for the layers' first launch (the graph's first node) is part of the
       // step proper.
       EXPECT_GE(t1.lag_seconds, t0.lag_seconds);
+      EXPECT_GE(t1.idle_seconds, t0.idle_seconds);  // the stream orders the two events
       EXPECT_LE(t1.lag_seconds - t0.lag_seconds, run);
       // The host's pieces before the launch are parts of its time in submit.
       const double pieces = (t1.load_seconds + t1.plan_seconds + t1.launch_seconds) -

@@ -305,6 +305,7 @@ class CudaModelRunner : public ModelRunner {
     bool drafts = false, main_taken = false;
     std::vector<int32_t> logit_order;
     int chain_width = 0;
+    int follows = -1;  // the parity of the drafting step queued before it, if any (idle_seconds)
   };
   bool step_drafts_ = false;  // the step being launched runs its draft rows
   // Timing of the steps with draft rows (draft_step_times): the submit's start on the host, and

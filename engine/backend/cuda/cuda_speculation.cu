@@ -200,6 +200,12 @@ void CudaModelRunner::take_main_rows(QueuedStep& q) {
   SPARKGLM_CUDA_CHECK(cudaEventElapsedTime(&lag_ms, run_began_[q.parity], graph_began_));
   using Seconds = std::chrono::duration<double>;
   draft_times_.lag_seconds += 1e-3 * double(lag_ms);
+  if (q.follows >= 0) {  // the earlier step has ended, and the next one is not submitted yet
+    float idle_ms = 0;
+    SPARKGLM_CUDA_CHECK(
+        cudaEventElapsedTime(&idle_ms, step_ended_[q.follows], step_began_[q.parity]));
+    draft_times_.idle_seconds += 1e-3 * double(idle_ms);
+  }
   draft_times_.wait_seconds += Seconds(waited - waiting).count();
   draft_times_.host_seconds += Seconds(Clock::now() - waited).count();
 }

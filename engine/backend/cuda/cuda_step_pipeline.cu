@@ -36,8 +36,10 @@ void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& samp
   q.parity = next_parity_;
   q.logit_rows = n;
   if (rows > 0) {
-    if (sampling.draft_on_picks)
+    if (sampling.draft_on_picks) {
       SPARKGLM_CUDA_CHECK(cudaEventRecord(step_began_[q.parity], stream_));
+      if (!queued_.empty() && queued_.back().drafts) q.follows = queued_.back().parity;
+    }
     step_->load(batch, stream_);
     if (!sampling.token_from.empty()) {
       // The previous submission's copy may still be queued: it must have read pinned_from_.
