@@ -43,6 +43,8 @@ template <int kK, bool kSlices>
 __global__ void __launch_bounds__(kK)
     prepare_kernel(const KdaBatch batch, const __grid_constant__ KdaPrepareArgs a) {
   __shared__ float scratch[32];
+  pdl_wait();  // the projections' raw rows
+  pdl_trigger();
   const int h = blockIdx.x, i = threadIdx.x;
   const int n = batch.rows_per_seq, seq = int(blockIdx.y) / n, t = int(blockIdx.y) % n;
   if (kSlices && t >= rows_of<kSlices>(batch, seq)) return;  // a slice shorter than n (the block)
@@ -87,6 +89,8 @@ template <int kK, bool kSlices>
 __global__ void advance_hist_kernel(const KdaBatch batch, const float* raw_q, const float* raw_k,
                                     const float* raw_v, int64_t rs, float* conv_hist,
                                     const KdaRowRecords records) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t hk = int64_t(batch.heads) * kK;
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int seq = blockIdx.y, n = rows_of<kSlices>(batch, seq);
@@ -145,12 +149,12 @@ __device__ __forceinline__ void load_step(StepInputs<kVec>& in, const float* k, 
                                           int64_t at, int64_t col_at, int64_t beta_at) {
 #pragma unroll
   for (int i = 0; i < kVec; ++i) {
-    in.k[i] = __ldg(reinterpret_cast<const float4*>(k + at) + i);
-    in.q[i] = __ldg(reinterpret_cast<const float4*>(q + at) + i);
-    in.d[i] = __ldg(reinterpret_cast<const float4*>(decay + at) + i);
+    in.k[i] = __ldcg(reinterpret_cast<const float4*>(k + at) + i);
+    in.q[i] = __ldcg(reinterpret_cast<const float4*>(q + at) + i);
+    in.d[i] = __ldcg(reinterpret_cast<const float4*>(decay + at) + i);
   }
-  in.v = __ldg(v + col_at);
-  in.beta = __ldg(beta + beta_at);
+  in.v = __ldcg(v + col_at);
+  in.beta = __ldcg(beta + beta_at);
 }
 
 template <int kParts>
@@ -170,6 +174,8 @@ __global__ void __launch_bounds__(128)
                      float* __restrict__ o, const KdaRowRecords records) {
   using T = KdaTiling<kK, kParts>;
   constexpr int kKeysPerPart = T::kKeysPerPart, kVec = T::kVec;
+  pdl_wait();  // q, k, v, decay and beta of the kernel ahead; the state of an earlier one
+  pdl_trigger();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int part = lane / T::kColsPerWarp;
   const int col = blockIdx.x * T::kColsPerBlock + warp * T::kColsPerWarp + lane % T::kColsPerWarp;
@@ -289,12 +295,11 @@ void kda_prepare(const KdaBatch& batch, const KdaPrepareArgs& args, cudaStream_t
   with_head_dim(batch, [&](auto k) {
     constexpr int kK = decltype(k)::value;
     if (batch.slice_rows) {
-      prepare_kernel<kK, true><<<grid, kK, 0, stream>>>(batch, args);
+      launch_dependent(prepare_kernel<kK, true>, grid, kK, 0, stream, batch, args);
     } else {
-      prepare_kernel<kK, false><<<grid, kK, 0, stream>>>(batch, args);
+      launch_dependent(prepare_kernel<kK, false>, grid, kK, 0, stream, batch, args);
     }
   });
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
 void kda_advance_conv_history(const KdaBatch& batch, const float* raw_q, const float* raw_k,
@@ -305,10 +310,9 @@ void kda_advance_conv_history(const KdaBatch& batch, const float* raw_q, const f
   const dim3 grid(unsigned(batch.heads), unsigned(batch.num_seqs));
   const int64_t rs = raw_stride > 0 ? raw_stride : int64_t(batch.heads) * batch.head_dim;
   with_head_dim(batch, [&](auto k) {
-    advance_hist_kernel<decltype(k)::value, false>
-        <<<grid, decltype(k)::value, 0, stream>>>(batch, raw_q, raw_k, raw_v, rs, conv_hist, {});
+    launch_dependent(advance_hist_kernel<decltype(k)::value, false>, grid, decltype(k)::value, 0,
+                     stream, batch, raw_q, raw_k, raw_v, rs, conv_hist, KdaRowRecords{});
   });
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
 void kda_recurrent(const KdaBatch& batch, const float* q, const float* k, const float* v,
@@ -323,19 +327,21 @@ void kda_recurrent(const KdaBatch& batch, const float* q, const float* k, const 
     constexpr int kK = kKdaMicroHeadDim;
     const dim3 grid(kK / KdaTiling<kK, 4>::kColsPerBlock, unsigned(batch.heads),
                     unsigned(batch.num_seqs));
-    recurrent_kernel<kK, 4><<<grid, 128, 0, stream>>>(batch, q, k, v, decay, beta, state, o, {});
+    launch_dependent(recurrent_kernel<kK, 4>, grid, 128, 0, stream, batch, q, k, v, decay, beta,
+                     state, o, KdaRowRecords{});
   } else if (batch.rows_per_seq == 1) {
     constexpr int kK = kKdaHeadDim;
     const dim3 grid(kK / KdaTiling<kK, 4>::kColsPerBlock, unsigned(batch.heads),
                     unsigned(batch.num_seqs));
-    recurrent_kernel<kK, 4><<<grid, 128, 0, stream>>>(batch, q, k, v, decay, beta, state, o, {});
+    launch_dependent(recurrent_kernel<kK, 4>, grid, 128, 0, stream, batch, q, k, v, decay, beta,
+                     state, o, KdaRowRecords{});
   } else {
     constexpr int kK = kKdaHeadDim;
     const dim3 grid(kK / KdaTiling<kK, 8>::kColsPerBlock, unsigned(batch.heads),
                     unsigned(batch.num_seqs));
-    recurrent_kernel<kK, 8><<<grid, 128, 0, stream>>>(batch, q, k, v, decay, beta, state, o, {});
+    launch_dependent(recurrent_kernel<kK, 8>, grid, 128, 0, stream, batch, q, k, v, decay, beta,
+                     state, o, KdaRowRecords{});
   }
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
 void kda_verify_slices(const KdaBatch& batch, const KdaPrepareArgs& a, float* conv_hist,
@@ -348,16 +354,15 @@ void kda_verify_slices(const KdaBatch& batch, const KdaPrepareArgs& a, float* co
   const int64_t rs = a.raw_stride > 0 ? a.raw_stride : int64_t(batch.heads) * batch.head_dim;
   with_head_dim(batch, [&](auto k) {
     constexpr int kK = decltype(k)::value;
-    advance_hist_kernel<kK, true>
-        <<<dim3(unsigned(batch.heads), unsigned(batch.num_seqs), 3), kK, 0, stream>>>(
-            batch, a.raw_q, a.raw_k, a.raw_v, rs, conv_hist, records);
+    launch_dependent(advance_hist_kernel<kK, true>,
+                     dim3(unsigned(batch.heads), unsigned(batch.num_seqs), 3), kK, 0, stream, batch,
+                     a.raw_q, a.raw_k, a.raw_v, rs, conv_hist, records);
     // The decode tiling (4 key parts) at every K: each row's bits are a one-row decode row's.
     const dim3 grid(kK / KdaTiling<kK, 4>::kColsPerBlock, unsigned(batch.heads),
                     unsigned(batch.num_seqs));
-    recurrent_kernel<kK, 4, true>
-        <<<grid, 128, 0, stream>>>(batch, a.q, a.k, a.v, a.decay, a.beta, state, o, records);
+    launch_dependent(recurrent_kernel<kK, 4, true>, grid, 128, 0, stream, batch, a.q, a.k, a.v,
+                     a.decay, a.beta, state, o, records);
   });
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
 void kda_output_gate(const KdaBatch& batch, const float* o, const float* gate, const float* o_norm,

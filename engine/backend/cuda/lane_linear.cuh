@@ -13,6 +13,7 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/pdl.cuh"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda::lane_linear {
@@ -108,6 +109,10 @@ __global__ void __launch_bounds__(256)
       reinterpret_cast<const uint4*>(static_cast<const TW*>(p.w) + b * p.w_batch + j0 * p.k);
   stage_vectors<8>(reinterpret_cast<uint4*>(ws), int64_t(have) * p.k * int64_t(sizeof(TW)) / 16,
                    [&](int64_t v) { return w + v; });
+  // W is the model's (no kernel writes it): staged before the wait, while the kernel ahead still
+  // runs; x is that kernel's, read past L1 after it (pdl.cuh).
+  pdl_wait();
+  pdl_trigger();
   const float* x = p.x + b * p.x_batch;
   if (x_in_smem) {
     // Adjacent threads take adjacent rows, so the transposed stores hit distinct banks.
@@ -118,7 +123,7 @@ __global__ void __launch_bounds__(256)
       for (int u = 0; u < 4; ++u) {
         const int64_t v = base + 256 * u;
         if (v < count)
-          r[u] = __ldg(reinterpret_cast<const float4*>(x + (v % p.m) * p.ldx) + v / p.m);
+          r[u] = __ldcg(reinterpret_cast<const float4*>(x + (v % p.m) * p.ldx) + v / p.m);
       }
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
@@ -165,7 +170,7 @@ __global__ void __launch_bounds__(256)
         const float wv = widen(wr[kk]);
 #pragma unroll
         for (int u = 0; u < kX; ++u)
-          if (i0 + u < p.m) acc[u] = fmaf(__ldg(x + (i0 + u) * p.ldx + kk), wv, acc[u]);
+          if (i0 + u < p.m) acc[u] = fmaf(__ldcg(x + (i0 + u) * p.ldx + kk), wv, acc[u]);
       }
     }
   }
@@ -316,8 +321,7 @@ void launch_small(const Params& p, int64_t batch, int rows, bool x_in_smem, cuda
     SPARKGLM_CUDA_CHECK(cudaFuncSetAttribute(
         small_kernel<TW, kX>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const dim3 grid(unsigned((p.n + rows - 1) / rows), 1, unsigned(batch));
-  small_kernel<TW, kX><<<grid, 256, smem, stream>>>(p, rows, x_in_smem);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(small_kernel<TW, kX>, grid, 256, smem, stream, p, rows, x_in_smem);
 }
 
 template <typename TW, int kX>

@@ -2,6 +2,7 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/pdl.cuh"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -198,14 +199,20 @@ __global__ void __launch_bounds__(HcShape<kD>::kSliceVec)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = blockIdx.y;
   const int64_t i = int64_t(blockIdx.x) * kSliceVec + threadIdx.x;  // float4 index in the row
+  // fn is the model's (no kernel writes it): requested before the wait, while the kernel ahead
+  // still runs; X is that kernel's, read after it (pdl.cuh).
+  float4 f[kMix];
+#pragma unroll
+  for (int j = 0; j < kMix; ++j)
+    f[j] = __ldg(reinterpret_cast<const float4*>(p.fn + int64_t(j) * kN) + i);
+  pdl_wait();
+  pdl_trigger();
   const float4 v = reinterpret_cast<const float4*>(p.X + t * kN)[i];
   float part[kMix + 1];
   part[kMix] = fmaf(v.w, v.w, fmaf(v.z, v.z, fmaf(v.y, v.y, v.x * v.x)));
 #pragma unroll
-  for (int j = 0; j < kMix; ++j) {
-    const float4 f = __ldg(reinterpret_cast<const float4*>(p.fn + int64_t(j) * kN) + i);
-    part[j] = fmaf(f.w, v.w, fmaf(f.z, v.z, fmaf(f.y, v.y, f.x * v.x)));
-  }
+  for (int j = 0; j < kMix; ++j)
+    part[j] = fmaf(f[j].w, v.w, fmaf(f[j].z, v.z, fmaf(f[j].y, v.y, f[j].x * v.x)));
 #pragma unroll
   for (int j = 0; j <= kMix; ++j) {
     const float s = warp_sum(part[j]);
@@ -253,6 +260,8 @@ __global__ void __launch_bounds__(kThreads)
   using S = HcShape<kD>;
   __shared__ float mixes[kMix + 1];
   __shared__ float pre[kHcStreams];
+  pdl_wait();
+  pdl_trigger();
   const int64_t t = blockIdx.x;
   const bool first = blockIdx.y == 0;
   if (threadIdx.x <= kMix) {
@@ -302,6 +311,8 @@ template <int kD>
 __global__ void __launch_bounds__(kThreads)
     hc_post_kernel(const float* b, const float* post, const float* comb, float* X) {
   using S = HcShape<kD>;
+  pdl_wait();
+  pdl_trigger();
   const int64_t t = blockIdx.x;
   constexpr int kPerSlice = S::kPerSlice;
   float4* x4 = reinterpret_cast<float4*>(X + t * S::kN);
@@ -333,11 +344,10 @@ template <int kD, int kMix>
 void launch_reduce(const HcParams& p, int64_t T, float* partials, cudaStream_t stream) {
   using S = HcShape<kD>;
   if (partials) {
-    hc_partial_kernel<kD, kMix>
-        <<<dim3(S::kSlices, unsigned(T)), S::kSliceVec, 0, stream>>>(p, partials);
-    SPARKGLM_CUDA_CHECK(cudaGetLastError());
-    hc_finish_kernel<kD, kMix>
-        <<<dim3(unsigned(T), kFinishSlices), kThreads, 0, stream>>>(p, partials);
+    launch_dependent(hc_partial_kernel<kD, kMix>, dim3(S::kSlices, unsigned(T)), S::kSliceVec, 0,
+                     stream, p, partials);
+    launch_dependent(hc_finish_kernel<kD, kMix>, dim3(unsigned(T), kFinishSlices), kThreads, 0,
+                     stream, p, static_cast<const float*>(partials));
   } else {
     hc_reduce_kernel<kD, kMix><<<unsigned(T), S::kReduceThreads, 0, stream>>>(p);
   }
@@ -374,14 +384,13 @@ void hc_post(const float* b, const float* post, const float* comb, float* X, int
   if (T <= 0) return;
   if (width == kHcWidth) {
     using S = HcShape<kHcWidth>;
-    hc_post_kernel<kHcWidth>
-        <<<dim3(unsigned(T), S::kPostSlices), S::kPerSlice, 0, stream>>>(b, post, comb, X);
+    launch_dependent(hc_post_kernel<kHcWidth>, dim3(unsigned(T), S::kPostSlices), S::kPerSlice, 0,
+                     stream, b, post, comb, X);
   } else {
     using S = HcShape<kHcMicroWidth>;
-    hc_post_kernel<kHcMicroWidth>
-        <<<dim3(unsigned(T), S::kPostSlices), S::kPerSlice, 0, stream>>>(b, post, comb, X);
+    launch_dependent(hc_post_kernel<kHcMicroWidth>, dim3(unsigned(T), S::kPostSlices), S::kPerSlice,
+                     0, stream, b, post, comb, X);
   }
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
 void hc_head(const HcConstants& k, const float* fn, const float* base, const float* scale,

@@ -5,6 +5,7 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/pdl.cuh"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -107,6 +108,8 @@ __global__ void __launch_bounds__(kThreads) split_kernel(const __grid_constant__
   float* sc = reinterpret_cast<float*>(pr + kHeadsPerBlock * kPLd);  // [16, kTile + 1] scores
   float* alpha_s = sc + kHeadsPerBlock * (kTile + 1);                // [16]
   __shared__ const uint8_t* records[kTile];  // the tile's record addresses (null: unused slot)
+  pdl_wait();                                // q~ of the kernel ahead, the step's latents
+  pdl_trigger();
   const int split = blockIdx.x, h0 = blockIdx.y * kHeadsPerBlock, row = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -245,6 +248,8 @@ __global__ void __launch_bounds__(kR)
     combine_kernel(const __grid_constant__ MlaDecodeArgs a, int splits) {
   __shared__ float factor[kMaxSplits];
   __shared__ float total;
+  pdl_wait();
+  pdl_trigger();
   const int h = blockIdx.x, row = blockIdx.y, e = threadIdx.x;
   const float* w = a.workspace + (int64_t(row) * a.heads + h) * splits * (kR + 2);
   const int used = min(splits, (a.lengths[row] + kMlaSplitTokens - 1) / kMlaSplitTokens);
@@ -287,10 +292,9 @@ void launch_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
   const int splits = num_splits(a.max_len);
   const dim3 grid(unsigned(splits), unsigned((a.heads + kHeadsPerBlock - 1) / kHeadsPerBlock),
                   unsigned(a.rows));
-  split_kernel<kR, kMaskHeads><<<grid, kThreads, kSmemBytes, stream>>>(a);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
-  combine_kernel<kR><<<dim3(unsigned(a.heads), unsigned(a.rows)), kR, 0, stream>>>(a, splits);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(split_kernel<kR, kMaskHeads>, grid, kThreads, kSmemBytes, stream, a);
+  launch_dependent(combine_kernel<kR>, dim3(unsigned(a.heads), unsigned(a.rows)), kR, 0, stream, a,
+                   splits);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/moe_decode_device.cuh"
 #include "engine/backend/cuda/moe_router.h"
+#include "engine/backend/cuda/pdl.cuh"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -29,6 +30,8 @@ __global__ void __launch_bounds__(kGroupThreads)
   __shared__ int first_group[kRouterMaxExpertsForGroups];
   __shared__ int total;
   __shared__ int warp_total[kGroupThreads / 32];
+  pdl_wait();  // the router's experts
+  pdl_trigger();
   const int pairs = int(a.tokens * a.top_k);
   for (int e = threadIdx.x; e < n_experts; e += blockDim.x) count[e] = 0;
   __syncthreads();
@@ -104,7 +107,7 @@ __device__ __forceinline__ void rows_times_x(const uint16_t* w, int64_t k, int64
     for (int64_t kb0 = 32 * warp; kb0 < k; kb0 += 32 * kSplitK) {
       const uint4 wa = load_stream(w0 + kb0), wb = load_stream(w1 + kb0);
       uint4 xv = make_uint4(0, 0, 0, 0);
-      if (x_col) xv = __ldg(reinterpret_cast<const uint4*>(x_col + kb0 + t * 8));
+      if (x_col) xv = __ldcg(reinterpret_cast<const uint4*>(x_col + kb0 + t * 8));
       mma_bf16(acc, wa.x, wb.x, wa.y, wb.y, xv.x, xv.y);
       mma_bf16(acc, wa.z, wb.z, wa.w, wb.w, xv.z, xv.w);
     }
@@ -121,7 +124,7 @@ __device__ __forceinline__ void rows_times_x(const uint16_t* w, int64_t k, int64
 #pragma unroll
     for (int u = 0; u < kStages; ++u) {
       uint4 xv = make_uint4(0, 0, 0, 0);
-      if (x_col) xv = __ldg(reinterpret_cast<const uint4*>(x_col + kb0 + 32 * u + t * 8));
+      if (x_col) xv = __ldcg(reinterpret_cast<const uint4*>(x_col + kb0 + 32 * u + t * 8));
       mma_bf16(acc, wa[u].x, wb[u].x, wa[u].y, wb[u].y, xv.x, xv.y);
       mma_bf16(acc, wa[u].z, wb[u].z, wa[u].w, wb[u].w, xv.z, xv.w);
     }
@@ -134,6 +137,8 @@ template <bool kNarrow>
 __global__ void __launch_bounds__(kSplitK * 32)
     gate_up_kernel(const __grid_constant__ MoeExpertArgs a) {
   __shared__ float partial_g[kSplitK - 1][32][4], partial_u[kSplitK - 1][32][4];
+  pdl_wait();
+  pdl_trigger();
   int pair = -1;
   const int32_t* grp = block_group(a, &pair);
   if (!grp) return;
@@ -161,6 +166,8 @@ template <bool kNarrow>
 __global__ void __launch_bounds__(kSplitK * 32)
     down_kernel(const __grid_constant__ MoeExpertArgs a) {
   __shared__ float partial[kSplitK - 1][32][4];
+  pdl_wait();
+  pdl_trigger();
   int pair = -1;
   const int32_t* grp = block_group(a, &pair);
   if (!grp) return;
@@ -183,6 +190,8 @@ __global__ void __launch_bounds__(kSplitK * 32)
 // many blocks): the shared expert's h = SwiGLU(g, u) from its [T, 2W] projection.
 __global__ void __launch_bounds__(256)
     shared_swiglu_kernel(const __grid_constant__ MoeExpertArgs a) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t t = blockIdx.x, n = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
   if (n >= a.width) return;
   a.shared_h[t * a.width + n] = f32_to_bf16_bits(swiglu(
@@ -194,6 +203,8 @@ __global__ void __launch_bounds__(256)
 // (independent loads in flight together, where a loop of conditional loads waited for each in
 // turn: 36 us for one token at D = 4096 on the H200); the adds are the same, in the same order.
 __global__ void __launch_bounds__(256) combine_kernel(const __grid_constant__ MoeExpertArgs a) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t t = blockIdx.x, d = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
   if (d >= a.hidden) return;
   bool take[kRouterMaxTopK];
@@ -217,8 +228,8 @@ __global__ void __launch_bounds__(256) combine_kernel(const __grid_constant__ Mo
 void launch_combine(const MoeExpertArgs& a, cudaStream_t stream) {
   SPARKGLM_ASSERT(a.top_k > 0 && a.top_k <= kRouterMaxTopK,
                   "moe decode combine: top_k out of range");
-  combine_kernel<<<dim3(unsigned(a.tokens), unsigned((a.hidden + 255) / 256)), 256, 0, stream>>>(a);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(combine_kernel, dim3(unsigned(a.tokens), unsigned((a.hidden + 255) / 256)), 256,
+                   0, stream, a);
 }
 
 }  // namespace
@@ -239,25 +250,20 @@ void moe_experts_decode(const MoeExpertArgs& a, cudaStream_t stream) {
       "moe_experts_decode: needs the groups workspace and 1..1024 experts");
   if (a.tokens <= 0) return;
   const unsigned pairs = unsigned(a.tokens * a.top_k);  // the most groups there can be
-  group_kernel<<<1, kGroupThreads, 0, stream>>>(a, a.n_experts);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(group_kernel, 1, kGroupThreads, 0, stream, a, a.n_experts);
   const dim3 gate_up_grid(unsigned(a.width / kRows), pairs),
       down_grid(unsigned(a.hidden / kRows), pairs);
   if (wide) {
-    gate_up_kernel<false><<<gate_up_grid, kSplitK * 32, 0, stream>>>(a);
-    SPARKGLM_CUDA_CHECK(cudaGetLastError());
-    down_kernel<false><<<down_grid, kSplitK * 32, 0, stream>>>(a);
+    launch_dependent(gate_up_kernel<false>, gate_up_grid, kSplitK * 32, 0, stream, a);
+    launch_dependent(down_kernel<false>, down_grid, kSplitK * 32, 0, stream, a);
   } else {
-    gate_up_kernel<true><<<gate_up_grid, kSplitK * 32, 0, stream>>>(a);
-    SPARKGLM_CUDA_CHECK(cudaGetLastError());
-    down_kernel<true><<<down_grid, kSplitK * 32, 0, stream>>>(a);
+    launch_dependent(gate_up_kernel<true>, gate_up_grid, kSplitK * 32, 0, stream, a);
+    launch_dependent(down_kernel<true>, down_grid, kSplitK * 32, 0, stream, a);
   }
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
   if (a.shared_gate_up) {
     gemv_bf16(a.x, a.tokens, a.shared_gate_up, 2 * a.width, a.hidden, a.shared_gu, stream);
-    shared_swiglu_kernel<<<dim3(unsigned(a.tokens), unsigned((a.width + 255) / 256)), 256, 0,
-                           stream>>>(a);
-    SPARKGLM_CUDA_CHECK(cudaGetLastError());
+    launch_dependent(shared_swiglu_kernel,
+                     dim3(unsigned(a.tokens), unsigned((a.width + 255) / 256)), 256, 0, stream, a);
     gemv_bf16(a.shared_h, a.tokens, a.shared_down, a.hidden, a.width, a.shared_y, stream);
   }
   launch_combine(a, stream);
@@ -267,8 +273,7 @@ void moe_decode_group(const MoeExpertArgs& a, cudaStream_t stream) {
   SPARKGLM_ASSERT(
       a.groups != nullptr && a.n_experts > 0 && a.n_experts <= kRouterMaxExpertsForGroups,
       "moe_decode_group: needs the groups workspace and 1..1024 experts");
-  group_kernel<<<1, kGroupThreads, 0, stream>>>(a, a.n_experts);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(group_kernel, 1, kGroupThreads, 0, stream, a, a.n_experts);
 }
 
 void moe_decode_down(const MoeExpertArgs& a, cudaStream_t stream) {
@@ -278,10 +283,9 @@ void moe_decode_down(const MoeExpertArgs& a, cudaStream_t stream) {
   // The production kernel where k (width) is a multiple of 512, the narrow one otherwise.
   const dim3 grid(unsigned(a.hidden / kRows), unsigned(a.tokens * a.top_k));
   if (a.width % kKMultiple == 0)
-    down_kernel<false><<<grid, kSplitK * 32, 0, stream>>>(a);
+    launch_dependent(down_kernel<false>, grid, kSplitK * 32, 0, stream, a);
   else
-    down_kernel<true><<<grid, kSplitK * 32, 0, stream>>>(a);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+    launch_dependent(down_kernel<true>, grid, kSplitK * 32, 0, stream, a);
 }
 
 void moe_decode_combine(const MoeExpertArgs& a, cudaStream_t stream) {

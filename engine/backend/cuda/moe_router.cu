@@ -2,6 +2,7 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/pdl.cuh"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -35,6 +36,8 @@ __global__ void __launch_bounds__(kThreads)
     router_kernel(const __grid_constant__ RouterParams p, int64_t rows) {
   __shared__ float key[kRowsPerBlock][kRouterMaxExperts];
   __shared__ bool open[kRowsPerBlock][kRouterMaxExperts];  // not NaN and not yet taken
+  pdl_wait();                                              // the router's logits
+  pdl_trigger();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + warp;
   if (row >= rows) return;  // uniform across the warp; no block barrier follows
@@ -90,11 +93,11 @@ void route_experts(const float* logits, const float* bias, int64_t rows, int exp
                       top_k <= kRouterMaxTopK && top_k <= experts,
                   "route_experts: expert count or top_k out of range");
   if (rows <= 0) return;
-  router_kernel<<<unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock), kThreads, 0, stream>>>(
-      RouterParams{logits, bias, experts_out, weights_out, experts, top_k, norm_topk_prob,
-                   routed_scaling_factor},
-      rows);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(router_kernel, unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock), kThreads, 0,
+                   stream,
+                   RouterParams{logits, bias, experts_out, weights_out, experts, top_k,
+                                norm_topk_prob, routed_scaling_factor},
+                   rows);
 }
 
 }  // namespace sparkglm::cuda

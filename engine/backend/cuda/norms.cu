@@ -59,6 +59,7 @@ __device__ __forceinline__ void store_bf16x4(uint16_t* to, float4 v) {
 
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const __grid_constant__ RmsParams p) {
   pdl_trigger();  // a decode GEMV after it may start loading its weights
+  pdl_wait();     // x (and add) of the kernel ahead
   __shared__ float scratch[32];
   const int64_t at = int64_t(blockIdx.x) * p.n;
   const float* x = p.x + at;
@@ -119,6 +120,7 @@ struct MtpEntryParams {
 __global__ void __launch_bounds__(kThreads)
     mtp_entry_kernel(const __grid_constant__ MtpEntryParams p) {
   pdl_trigger();  // eh_proj after it may start loading its weights
+  pdl_wait();     // the ids and h of the kernels ahead
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const int part = int(blockIdx.y);
@@ -167,6 +169,8 @@ struct LayerNormParams {
 __global__ void __launch_bounds__(kThreads)
     layer_norm_kernel(const __grid_constant__ LayerNormParams p) {
   __shared__ float scratch[32];
+  pdl_wait();
+  pdl_trigger();
   const float* x = p.x + int64_t(blockIdx.x) * p.n;
   float s = 0.0f;
   for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x) s += x[i];
@@ -183,6 +187,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void cast_kernel(const float* src, int64_t n, uint16_t* dst) {
+  pdl_wait();
+  pdl_trigger();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     dst[i] = f32_to_bf16_bits(src[i]);
@@ -193,9 +199,8 @@ __global__ void cast_kernel(const float* src, int64_t n, uint16_t* dst) {
 void rms_norm_rows(const float* x, const float* w, float eps, int64_t rows, int64_t n, float* y,
                    uint16_t* y_bf16, cudaStream_t stream) {
   if (rows <= 0) return;
-  rms_norm_kernel<<<unsigned(rows), kThreads, 0, stream>>>(
-      RmsParams{x, w, y, y_bf16, n, eps, nullptr, nullptr});
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(rms_norm_kernel, unsigned(rows), kThreads, 0, stream,
+                   RmsParams{x, w, y, y_bf16, n, eps, nullptr, nullptr});
 }
 
 void add_rms_norm_rows(float* x, const float* add, const float* w, float eps, int64_t rows,
@@ -206,9 +211,8 @@ void add_rms_norm_rows(float* x, const float* add, const float* w, float eps, in
     rms_norm_rows(x, w, eps, rows, n, y, y_bf16, stream);
     return;
   }
-  rms_norm_kernel<<<unsigned(rows), kThreads, 0, stream>>>(
-      RmsParams{x, w, y, y_bf16, n, eps, add, x});
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(rms_norm_kernel, unsigned(rows), kThreads, 0, stream,
+                   RmsParams{x, w, y, y_bf16, n, eps, add, x});
 }
 
 bool mtp_entry_fits(int64_t n) {
@@ -220,23 +224,22 @@ void mtp_entry_bf16(const uint16_t* table, int64_t vocab, const int32_t* ids, co
                     uint16_t* cat, cudaStream_t stream) {
   SPARKGLM_ASSERT(mtp_entry_fits(n), "mtp_entry_bf16: a row wider than the cached norm's");
   if (rows <= 0) return;
-  mtp_entry_kernel<<<dim3(unsigned(rows), 2), kThreads, 0, stream>>>(
-      MtpEntryParams{table, vocab, ids, e_norm, h, h_norm, cat, n, eps});
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(mtp_entry_kernel, dim3(unsigned(rows), 2), kThreads, 0, stream,
+                   MtpEntryParams{table, vocab, ids, e_norm, h, h_norm, cat, n, eps});
 }
 
 void layer_norm_rows(const float* x, const float* w, const float* b, float eps, int64_t rows,
                      int64_t n, float* y, cudaStream_t stream) {
   if (rows <= 0) return;
-  layer_norm_kernel<<<unsigned(rows), kThreads, 0, stream>>>(LayerNormParams{x, w, b, y, n, eps});
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(layer_norm_kernel, unsigned(rows), kThreads, 0, stream,
+                   LayerNormParams{x, w, b, y, n, eps});
 }
 
 void cast_f32_to_bf16(const float* src, int64_t n, uint16_t* dst, cudaStream_t stream) {
   if (n <= 0) return;
   const int64_t blocks = (n + kThreads - 1) / kThreads;
-  cast_kernel<<<unsigned(blocks < 16384 ? blocks : 16384), kThreads, 0, stream>>>(src, n, dst);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(cast_kernel, unsigned(blocks < 16384 ? blocks : 16384), kThreads, 0, stream, src,
+                   n, dst);
 }
 
 }  // namespace sparkglm::cuda

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/pdl.cuh"
 
 namespace sparkglm::cuda {
 
@@ -66,6 +67,8 @@ __global__ void __launch_bounds__(kSplitThreads)
     greedy_split_kernel(const float* logits, int64_t vocab, int64_t span, unsigned long long* keys,
                         int32_t* tokens) {
   __shared__ unsigned long long warp_best[kSplitThreads / 32];
+  pdl_wait();  // the head's logits
+  pdl_trigger();
   const float* x = logits + int64_t(blockIdx.y) * vocab;
   const int64_t begin = int64_t(blockIdx.x) * span;
   const int64_t end = begin + span < vocab ? begin + span : vocab;
@@ -114,9 +117,8 @@ void sample_greedy(const float* logits, int64_t rows, int64_t vocab, int32_t* to
   const int64_t blocks = std::min<int64_t>(
       kSplitMaxBlocks, std::max<int64_t>(1, (vocab + kSplitMinSpan - 1) / kSplitMinSpan));
   const int64_t span = (vocab + blocks - 1) / blocks;
-  greedy_split_kernel<<<dim3(unsigned(blocks), unsigned(rows)), kSplitThreads, 0, stream>>>(
-      logits, vocab, span, scratch, tokens);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(greedy_split_kernel, dim3(unsigned(blocks), unsigned(rows)), kSplitThreads, 0,
+                   stream, logits, vocab, span, scratch, tokens);
   if (blocks == 1) return;  // the one block wrote the tokens (scratch untouched)
   greedy_finish_kernel<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(rows, scratch, tokens);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
