@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/pdl.cuh"
 #include "engine/backend/cuda/sampling.h"
 #include "engine/core/error.h"
 
@@ -33,6 +34,8 @@ __global__ void begin_kernel(const int32_t* map, int map_stride, const int32_t* 
                              const int32_t* verify_positions, const int32_t* main_picks,
                              const int32_t* first_picks, const float* z, int64_t D, ChainRows c,
                              float* h, int32_t* out) {
+  pdl_wait();  // the picks and states of the kernels ahead
+  pdl_trigger();
   const int r = blockIdx.x;
   const int32_t* m = map + int64_t(r) * map_stride;
   __shared__ int src;
@@ -53,6 +56,8 @@ __global__ void begin_kernel(const int32_t* map, int map_stride, const int32_t* 
 
 __global__ void advance_kernel(int pass, bool last, const int32_t* picks, const float* z, int64_t D,
                                int map_stride, ChainRows c, float* h, int32_t* out) {
+  pdl_wait();
+  pdl_trigger();
   const int r = blockIdx.x;
   int32_t* o = out + int64_t(r) * map_stride;
   if (threadIdx.x == 0) {
@@ -148,19 +153,16 @@ void DraftChain::begin(const StepInputs& verify, const int32_t* main_picks,
   SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(saved_z_, z, size_t(T * hidden_) * sizeof(float),
                                       cudaMemcpyDeviceToDevice, stream));
   sample_greedy(draft_logits, T, vocab_, first_picks_, stream, greedy_keys);
-  begin_kernel<<<rows_, kThreads, 0, stream>>>(
-      map_, kChainStride, verify.tokens(), verify.positions_device(), main_picks, first_picks_,
-      saved_z_, hidden_, chain_rows(chain, block_size), h_, out_);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(begin_kernel, rows_, kThreads, 0, stream, map_, kChainStride, verify.tokens(),
+                   verify.positions_device(), main_picks, first_picks_, saved_z_, hidden_,
+                   chain_rows(chain, block_size), h_, out_);
 }
 
 void DraftChain::advance(int pass, const float* logits, const float* z, StepInputs& chain,
                          int block_size, cudaStream_t stream, unsigned long long* greedy_keys) {
   sample_greedy(logits, rows_, vocab_, picks_, stream, greedy_keys);
-  advance_kernel<<<rows_, kThreads, 0, stream>>>(pass, pass == passes_, picks_, z, hidden_,
-                                                 kChainStride, chain_rows(chain, block_size), h_,
-                                                 out_);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(advance_kernel, rows_, kThreads, 0, stream, pass, pass == passes_, picks_, z,
+                   hidden_, kChainStride, chain_rows(chain, block_size), h_, out_);
 }
 
 void DraftChain::to_host(cudaStream_t stream, int parity) {

@@ -5,6 +5,7 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/pdl.cuh"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -55,6 +56,8 @@ template <int kDim>
 __global__ void __launch_bounds__(kDim)
     pool_completed_kernel(const float* key_pages, const float* gate_pages, const float* ape,
                           const int32_t* positions, const int32_t* page_rows, float* pooled_pages) {
+  pdl_wait();  // the step's keys and gates
+  pdl_trigger();
   const int64_t r = blockIdx.x;
   if (positions[r] % kIndexKpool != kIndexKpool - 1) return;
   const int64_t last = page_rows[r], first = last - (kIndexKpool - 1);
@@ -88,6 +91,8 @@ template <int kDim>
 __global__ void __launch_bounds__(256) score_kernel(const __grid_constant__ ScoreParams p) {
   __shared__ float keys[kPoolTile][kDim + 1];
   __shared__ float logits[kMaxHeads][kPoolTile + 1];
+  pdl_wait();  // q, w and the pooled keys of the kernels ahead
+  pdl_trigger();
   const int64_t row = blockIdx.y, p0 = int64_t(blockIdx.x) * kPoolTile;
   int64_t pools = p.pools;
   if (p.positions != nullptr) pools = min(pools, int64_t(p.positions[row] + 1) / kIndexKpool);
@@ -97,7 +102,7 @@ __global__ void __launch_bounds__(256) score_kernel(const __grid_constant__ Scor
     const int j = i / (kDim / 4), c4 = i % (kDim / 4);
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     if (j < npool)
-      v = __ldg(reinterpret_cast<const float4*>(pooled_row<kDim>(p.pooled, row, p0 + j)) + c4);
+      v = __ldcg(reinterpret_cast<const float4*>(pooled_row<kDim>(p.pooled, row, p0 + j)) + c4);
     keys[j][c4 * 4 + 0] = v.x;
     keys[j][c4 * 4 + 1] = v.y;
     keys[j][c4 * 4 + 2] = v.z;
@@ -110,7 +115,7 @@ __global__ void __launch_bounds__(256) score_kernel(const __grid_constant__ Scor
     const float* qh = q + h * kDim;
     float dot = 0.0f;
 #pragma unroll 8
-    for (int c = 0; c < kDim; ++c) dot = fmaf(__ldg(qh + c), keys[j][c], dot);
+    for (int c = 0; c < kDim; ++c) dot = fmaf(__ldcg(qh + c), keys[j][c], dot);
     logits[h][j] = dot;
   }
   __syncthreads();
@@ -251,13 +256,12 @@ void dsa_pool_completed(const float* key_pages, const float* gate_pages, const f
   check_dim(dim);
   if (rows <= 0) return;
   if (dim == kIndexDim) {
-    pool_completed_kernel<kIndexDim><<<unsigned(rows), kIndexDim, 0, stream>>>(
-        key_pages, gate_pages, ape, positions, page_rows, pooled_pages);
+    launch_dependent(pool_completed_kernel<kIndexDim>, unsigned(rows), kIndexDim, 0, stream,
+                     key_pages, gate_pages, ape, positions, page_rows, pooled_pages);
   } else {
-    pool_completed_kernel<kIndexMicroDim><<<unsigned(rows), kIndexMicroDim, 0, stream>>>(
-        key_pages, gate_pages, ape, positions, page_rows, pooled_pages);
+    launch_dependent(pool_completed_kernel<kIndexMicroDim>, unsigned(rows), kIndexMicroDim, 0,
+                     stream, key_pages, gate_pages, ape, positions, page_rows, pooled_pages);
   }
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
 void dsa_pool_scores(const float* q, const float* w, int64_t rows, int heads,
@@ -271,7 +275,7 @@ void dsa_pool_scores(const float* q, const float* w, int64_t rows, int heads,
   const ScoreParams params{q, w, pooled, scores, pools, heads, positions};
   if (dim == kIndexMicroDim) {
     const dim3 grid(unsigned((pools + kPoolTile - 1) / kPoolTile), unsigned(rows));
-    score_kernel<kIndexMicroDim><<<grid, 256, 0, stream>>>(params);
+    launch_dependent(score_kernel<kIndexMicroDim>, grid, 256, 0, stream, params);
   } else if (positions == nullptr && pooled.table_stride == 0 && rows >= kTileRows &&
              heads == kTileHeads) {
     static bool configured = false;
@@ -285,7 +289,7 @@ void dsa_pool_scores(const float* q, const float* w, int64_t rows, int heads,
     score_tile_kernel<<<grid, kTileThreads, kTileSmem, stream>>>(params, rows);
   } else {
     const dim3 grid(unsigned((pools + kPoolTile - 1) / kPoolTile), unsigned(rows));
-    score_kernel<kIndexDim><<<grid, 256, 0, stream>>>(params);
+    launch_dependent(score_kernel<kIndexDim>, grid, 256, 0, stream, params);
   }
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }

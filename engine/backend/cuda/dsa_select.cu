@@ -29,6 +29,7 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/dsa_indexer.h"
+#include "engine/backend/cuda/pdl.cuh"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -147,6 +148,8 @@ __global__ void __launch_bounds__(kSelectThreads)
   __shared__ int bin_sums[8];
   __shared__ uint32_t prefix;
   __shared__ int remaining, valid;
+  pdl_wait();  // the scores of the kernel ahead
+  pdl_trigger();
   const int64_t row = blockIdx.x;
   const int t = p.positions[row];
   const int pools = (t + 1) / kIndexKpool;
@@ -415,8 +418,7 @@ void dsa_select(const float* scores, int64_t score_stride, const int32_t* positi
         select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
     configured = true;
   }
-  select_kernel<<<unsigned(rows), kSelectThreads, kSmem, stream>>>(s);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(select_kernel, unsigned(rows), kSelectThreads, kSmem, stream, s);
   if (max_pools <= kSelectCachedPools || max_pools <= topk_pools) return;  // no row is wide
 
   SPARKGLM_ASSERT(workspace != nullptr && rows <= 65535,

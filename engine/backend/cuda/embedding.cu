@@ -2,6 +2,7 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/pdl.cuh"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -20,6 +21,8 @@ struct EmbedParams {
 
 // Grid: rows. Each thread widens 8 BF16 values (one 16-byte load) and stores them to each stream.
 __global__ void __launch_bounds__(kThreads) embed_kernel(const __grid_constant__ EmbedParams p) {
+  pdl_wait();  // the ids of the kernel ahead
+  pdl_trigger();
   const int64_t row = blockIdx.x;
   const int32_t id = p.ids[row];
   const bool valid = id >= 0 && id < p.vocab;
@@ -49,9 +52,8 @@ void embed_tokens(const uint16_t* table, int64_t vocab, int64_t d, const int32_t
                   int streams, float* out, cudaStream_t stream) {
   SPARKGLM_ASSERT(d % 8 == 0, "embed_tokens: hidden size must be a multiple of 8");
   if (rows <= 0) return;
-  embed_kernel<<<unsigned(rows), kThreads, 0, stream>>>(
-      EmbedParams{table, ids, out, vocab, d, streams});
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(embed_kernel, unsigned(rows), kThreads, 0, stream,
+                   EmbedParams{table, ids, out, vocab, d, streams});
 }
 
 }  // namespace sparkglm::cuda

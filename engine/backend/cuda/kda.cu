@@ -256,6 +256,7 @@ struct GateParams {
 template <int kK>
 __global__ void __launch_bounds__(kK) output_gate_kernel(const __grid_constant__ GateParams p) {
   pdl_trigger();  // o_proj after it may start loading its weights
+  pdl_wait();     // o and the gate of the kernels ahead
   __shared__ float scratch[32];
   const int64_t at = (int64_t(blockIdx.y) * p.heads + blockIdx.x) * kK + threadIdx.x;
   const float x = p.o[at];
@@ -370,10 +371,9 @@ void kda_output_gate(const KdaBatch& batch, const float* o, const float* gate, c
   check_batch(batch);
   const dim3 grid(unsigned(batch.heads), unsigned(batch.num_seqs * batch.rows_per_seq));
   with_head_dim(batch, [&](auto k) {
-    output_gate_kernel<decltype(k)::value><<<grid, decltype(k)::value, 0, stream>>>(
-        GateParams{o, gate, o_norm, out, out_bf16, batch.heads, eps});
+    launch_dependent(output_gate_kernel<decltype(k)::value>, grid, decltype(k)::value, 0, stream,
+                     GateParams{o, gate, o_norm, out, out_bf16, batch.heads, eps});
   });
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace sparkglm::cuda

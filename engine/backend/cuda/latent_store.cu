@@ -2,6 +2,7 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/pdl.cuh"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -60,6 +61,8 @@ __global__ void store_fp8_kernel(const float* latents, int r, const int32_t* pag
 // Grid: rows; block: 128 threads, two values each per step.
 __global__ void store_bf16_kernel(const float* latents, int r, const int32_t* page_rows,
                                   uint8_t* pages) {
+  pdl_wait();  // the latents of the kernel ahead
+  pdl_trigger();
   const float* v = latents + int64_t(blockIdx.x) * r;
   uint32_t* rec = reinterpret_cast<uint32_t*>(pages + int64_t(page_rows[blockIdx.x]) * r * 2);
   for (int i = threadIdx.x; i < r / 2; i += blockDim.x)
@@ -70,6 +73,8 @@ __global__ void store_bf16_kernel(const float* latents, int r, const int32_t* pa
 // Grid: rows; block: 128 threads over the d_i values.
 __global__ void store_keys_kernel(const float* keys, const float* gates, int d_i,
                                   const int32_t* page_rows, float* key_pages, float* gate_pages) {
+  pdl_wait();  // the keys and gates of the kernels ahead
+  pdl_trigger();
   const int64_t dst = page_rows[blockIdx.x];
   for (int i = threadIdx.x; i < d_i; i += blockDim.x)
     key_pages[dst * d_i + i] = keys[int64_t(blockIdx.x) * d_i + i];
@@ -90,7 +95,8 @@ void store_latents(const float* latents, int64_t rows, int R, LatentFormat forma
   } else {
     SPARKGLM_ASSERT(R > 0 && R % 2 == 0 && reinterpret_cast<uintptr_t>(pages) % 4 == 0,
                     "store_latents: bf16 needs an even R and 4-byte aligned pages");
-    store_bf16_kernel<<<unsigned(rows), 128, 0, stream>>>(latents, R, page_rows, pages);
+    launch_dependent(store_bf16_kernel, unsigned(rows), 128, 0, stream, latents, R, page_rows,
+                     pages);
   }
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
@@ -100,9 +106,8 @@ void store_index_keys(const float* keys, const float* gates, int64_t rows, int d
                       cudaStream_t stream) {
   SPARKGLM_ASSERT(rows <= int64_t(INT32_MAX) && d_i > 0, "store_index_keys: bad shape");
   if (rows <= 0) return;
-  store_keys_kernel<<<unsigned(rows), 128, 0, stream>>>(keys, gates, d_i, page_rows, key_pages,
-                                                        gate_pages);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(store_keys_kernel, unsigned(rows), 128, 0, stream, keys, gates, d_i, page_rows,
+                   key_pages, gate_pages);
 }
 
 }  // namespace sparkglm::cuda

@@ -5,6 +5,7 @@
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/lane_linear.cuh"
 #include "engine/backend/cuda/norms.h"
+#include "engine/backend/cuda/pdl.cuh"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -32,6 +33,10 @@ __device__ __forceinline__ void stage_tiles(const AbsorbParams& p, int h, int e0
   lane_linear::stage_vectors<8>(reinterpret_cast<uint4*>(ws), int64_t(p.dn) * 8, [&](int64_t v) {
     return reinterpret_cast<const uint4*>(w + (v / 8) * p.r) + v % 8;
   });
+  // W is the model's, staged before the wait; the queries are the kernel ahead's (a no-op where
+  // the kernel was launched plainly: pdl.cuh).
+  pdl_wait();
+  pdl_trigger();
   const int quads = p.dn / 4;
   for (int base = threadIdx.x; base < kRowsPerBlock * quads; base += 4 * 256) {
     float4 x[4];
@@ -40,8 +45,8 @@ __device__ __forceinline__ void stage_tiles(const AbsorbParams& p, int h, int e0
       const int v = base + 256 * u, t = v % kRowsPerBlock, d = (v / kRowsPerBlock) * 4;
       x[u] = make_float4(0, 0, 0, 0);
       if (v < kRowsPerBlock * quads && t0 + t < p.rows)
-        x[u] = __ldg(reinterpret_cast<const float4*>(p.q + (t0 + t) * p.heads * p.dn +
-                                                     int64_t(h) * p.dn + d));
+        x[u] = __ldcg(reinterpret_cast<const float4*>(p.q + (t0 + t) * p.heads * p.dn +
+                                                      int64_t(h) * p.dn + d));
     }
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
@@ -133,8 +138,7 @@ void launch_absorb_decode(const AbsorbParams& p, cudaStream_t stream) {
     SPARKGLM_CUDA_CHECK(cudaFuncSetAttribute(absorb_decode_kernel,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const dim3 grid(unsigned(p.r / kColsPerBlock), unsigned(p.heads));
-  absorb_decode_kernel<<<grid, 256, size_t(smem), stream>>>(p);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(absorb_decode_kernel, grid, 256, size_t(smem), stream, p);
 }
 
 template <int kRowsPerBlock>

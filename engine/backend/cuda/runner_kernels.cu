@@ -22,6 +22,7 @@ __device__ float silu(float x) {
 __global__ void swiglu_kernel(const float* gu, int64_t rows, int64_t width, float limit,
                               uint16_t* h) {
   pdl_trigger();  // the down projection after it may start loading its weights
+  pdl_wait();     // gu of the kernel ahead
   const int64_t n = rows * width;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -37,6 +38,8 @@ __global__ void swiglu_kernel(const float* gu, int64_t rows, int64_t width, floa
 
 __global__ void gather_kernel(const float* src, const int32_t* index, int64_t n, int64_t width,
                               float* dst) {
+  pdl_wait();
+  pdl_trigger();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n * width;
        i += int64_t(gridDim.x) * blockDim.x)
     dst[i] = src[int64_t(index[i / width]) * width + i % width];
@@ -44,6 +47,8 @@ __global__ void gather_kernel(const float* src, const int32_t* index, int64_t n,
 
 __global__ void take_kernel(const int32_t* from, const int32_t* picks, int64_t rows,
                             int32_t* tokens) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= rows || from[r] < 0) return;
   const int32_t t = picks[from[r]];
@@ -51,6 +56,8 @@ __global__ void take_kernel(const int32_t* from, const int32_t* picks, int64_t r
 }
 
 __global__ void add_kernel(float* x, const float* y, int64_t n) {
+  pdl_wait();
+  pdl_trigger();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     x[i] = x[i] + y[i];
@@ -58,6 +65,8 @@ __global__ void add_kernel(float* x, const float* y, int64_t n) {
 
 __global__ void concat_kernel(const float* a, const float* b, int64_t rows, int64_t d,
                               uint16_t* out) {
+  pdl_wait();
+  pdl_trigger();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * 2 * d;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = i / (2 * d), j = i % (2 * d);
@@ -70,35 +79,33 @@ __global__ void concat_kernel(const float* a, const float* b, int64_t rows, int6
 void swiglu_rows(const float* gu, int64_t rows, int64_t width, float limit, uint16_t* h,
                  cudaStream_t stream) {
   if (rows <= 0) return;
-  swiglu_kernel<<<blocks_for(rows * width), kThreads, 0, stream>>>(gu, rows, width, limit, h);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(swiglu_kernel, blocks_for(rows * width), kThreads, 0, stream, gu, rows, width,
+                   limit, h);
 }
 
 void gather_rows(const float* src, const int32_t* index, int64_t n, int64_t width, float* dst,
                  cudaStream_t stream) {
   if (n <= 0) return;
-  gather_kernel<<<blocks_for(n * width), kThreads, 0, stream>>>(src, index, n, width, dst);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(gather_kernel, blocks_for(n * width), kThreads, 0, stream, src, index, n, width,
+                   dst);
 }
 
 void take_picked_tokens(const int32_t* from, const int32_t* picks, int64_t rows, int32_t* tokens,
                         cudaStream_t stream) {
   if (rows <= 0) return;
-  take_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(from, picks, rows, tokens);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(take_kernel, blocks_for(rows), kThreads, 0, stream, from, picks, rows, tokens);
 }
 
 void add_in_place(float* x, const float* y, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, n);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(add_kernel, blocks_for(n), kThreads, 0, stream, x, y, n);
 }
 
 void concat_bf16(const float* a, const float* b, int64_t rows, int64_t d, uint16_t* out,
                  cudaStream_t stream) {
   if (rows <= 0) return;
-  concat_kernel<<<blocks_for(rows * 2 * d), kThreads, 0, stream>>>(a, b, rows, d, out);
-  SPARKGLM_CUDA_CHECK(cudaGetLastError());
+  launch_dependent(concat_kernel, blocks_for(rows * 2 * d), kThreads, 0, stream, a, b, rows, d,
+                   out);
 }
 
 }  // namespace sparkglm::cuda
