@@ -3,15 +3,16 @@
 // resident while the kernel ahead of it on the stream still runs, and start work the moment it
 // has finished, without the gap of a launch. Launched so (launch_dependent): the decode GEMVs,
 // the norms, mHC's pre and post, the KDA kernels, the MLA decode attention, the router and its
-// f32 logits, the MoE experts, the greedy pick (session 29: a tinyglm-micro decode step 12-16 %
-// faster on an H100, docs/cuda-engine.md). `pdl_trigger` lets the next kernel's blocks be
-// scheduled as soon as every block of this one has started; `pdl_wait` returns once the kernel
-// ahead has finished and its writes are visible. Before the wait a PDL kernel may read only what
-// no kernel writes: the GEMVs request their first stage of the model's weights there
-// (gemv_bf16.cu, quantized_linear.cu), mHC's partial sums its fn rows and the f32 linear its W
-// rows; x, the split partials and y come after it. What the kernel ahead wrote
-// is read past L1 (__ldcg), never through __ldg: ld.global.nc needs data that stays read-only
-// for the reading kernel's whole life, and a PDL kernel lives while the kernel ahead still writes.
+// f32 logits, the MoE experts, the indexer, the latent stores, the greedy pick and the draft
+// chain (session 29: a tinyglm-micro decode step 13 % faster on an H100; docs/cuda-engine.md,
+// "PDL over the whole decode path"). `pdl_trigger` lets the next kernel's blocks be scheduled as
+// soon as every block of this one has started; `pdl_wait` returns once the kernel ahead has
+// finished and its writes are visible. Before the wait a PDL kernel may read only what no kernel
+// writes: the GEMVs request their first stage of the model's weights there (gemv_bf16.cu,
+// quantized_linear.cu), mHC's partial sums its fn rows, the f32 linear its W rows and the MLA
+// absorb its W_kb tile; x, the split partials and y come after it. What the kernel ahead wrote is
+// read past L1 (__ldcg), never through __ldg: ld.global.nc needs data that stays read-only for the
+// reading kernel's whole life, and a PDL kernel lives while the kernel ahead still writes.
 // (Session 17's prefetch read x through __ldg and nine CUDA tests failed on the H200; with
 // __ldcg every test passes, 2026-12-05.) Every thread of a PDL kernel runs pdl_wait before its
 // first global write and before it exits: the kernel after it waits for it alone, so it must
