@@ -16,8 +16,10 @@
 // (Session 17's prefetch read x through __ldg and nine CUDA tests failed on the H200; with
 // __ldcg every test passes, 2026-12-05.) Every thread of a PDL kernel runs pdl_wait before its
 // first global write and before it exits: the kernel after it waits for it alone, so it must
-// not end before the kernel ahead of it. Both calls are no-ops where nothing was launched so,
-// and below sm_90; they are live on sm_90a and sm_121 (GB10, not run there yet).
+// not end before the kernel ahead of it; ci/pdl_check.py (a CI test) checks that every kernel
+// launched with launch_dependent reaches pdl_wait before its first return. Both calls are no-ops
+// where nothing was launched so, and below sm_90; they are live on sm_90a and sm_121 (GB10, not
+// run there yet).
 #include <cuda_runtime.h>
 
 #include "engine/backend/cuda/cuda_check.h"
