@@ -204,6 +204,13 @@ class CudaModelRunner : public ModelRunner {
   void hand_main_rows(QueuedStep& q, StepResult& result);
   // StepSampling::chain_from: the rows take the previous step's chain tokens on the device.
   void take_chain_tokens(const StepSampling& sampling, int rows);
+  // Patches the loaded step's tokens on the device from `picks` at source(r) for each of its
+  // `rows` rows (-1: none), staged through `pinned` into `device`; `copied` is recorded after the
+  // copy and waited for before `pinned` is written again (cuda_step_pipeline.cu). token_from and
+  // chain_from both take this way.
+  template <typename Source>
+  void patch_tokens(int rows, Source source, int32_t* pinned, DeviceBuffer& device,
+                    cudaEvent_t copied, const int32_t* picks);
   // collect() of a step with draft rows.
   void collect_drafts(QueuedStep& q, StepResult& result);
   // A pipelined step's head: logits of every logit row, their picks into picks_ (greedy, or with

@@ -253,22 +253,4 @@ void CudaModelRunner::hand_main_rows(QueuedStep& q, StepResult& result) {
   result.draft_tokens = std::move(q.draft_tokens);
 }
 
-void CudaModelRunner::take_chain_tokens(const StepSampling& sampling, int rows) {
-  SPARKGLM_ASSERT(chain_ && !queued_.empty() && queued_.back().chain_width > 0,
-                  "StepSampling::chain_from: the previous step ran no chain");
-  const int parity = queued_.back().parity;
-  // The previous submission's copy may still be queued: it must have read pinned_chain_from_.
-  SPARKGLM_CUDA_CHECK(cudaEventSynchronize(chain_from_copied_));
-  for (int r = 0; r < rows; ++r) {
-    const int32_t entry = sampling.chain_from[size_t(step_->batch_row(r))];
-    pinned_chain_from_[r] = entry < 0 ? -1 : chain_->out_index(parity, entry);
-  }
-  SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(chain_from_.data(), pinned_chain_from_,
-                                      size_t(rows) * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                      stream_));
-  SPARKGLM_CUDA_CHECK(cudaEventRecord(chain_from_copied_, stream_));
-  take_picked_tokens(static_cast<const int32_t*>(chain_from_.data()), chain_->out(), rows,
-                     step_->tokens_to_patch(), stream_);
-}
-
 }  // namespace sparkglm::cuda

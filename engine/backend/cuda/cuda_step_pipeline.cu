@@ -19,6 +19,32 @@
 
 namespace sparkglm::cuda {
 
+template <typename Source>
+void CudaModelRunner::patch_tokens(int rows, Source source, int32_t* pinned, DeviceBuffer& device,
+                                   cudaEvent_t copied, const int32_t* picks) {
+  // The previous submission's copy may still be queued: it must have read `pinned`.
+  SPARKGLM_CUDA_CHECK(cudaEventSynchronize(copied));
+  for (int r = 0; r < rows; ++r) pinned[r] = source(r);
+  SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(device.data(), pinned, size_t(rows) * sizeof(int32_t),
+                                      cudaMemcpyHostToDevice, stream_));
+  SPARKGLM_CUDA_CHECK(cudaEventRecord(copied, stream_));
+  take_picked_tokens(static_cast<const int32_t*>(device.data()), picks, rows,
+                     step_->tokens_to_patch(), stream_);
+}
+
+void CudaModelRunner::take_chain_tokens(const StepSampling& sampling, int rows) {
+  SPARKGLM_ASSERT(chain_ && !queued_.empty() && queued_.back().chain_width > 0,
+                  "StepSampling::chain_from: the previous step ran no chain");
+  const int parity = queued_.back().parity;
+  patch_tokens(
+      rows,
+      [&](int r) {
+        const int32_t entry = sampling.chain_from[size_t(step_->batch_row(r))];
+        return entry < 0 ? -1 : chain_->out_index(parity, entry);
+      },
+      pinned_chain_from_, chain_from_, chain_from_copied_, chain_->out());
+}
+
 void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& sampling) {
   using Clock = std::chrono::steady_clock;
   submit_began_ = Clock::now();  // drafts_to_host times the steps that run their drafts
@@ -41,19 +67,10 @@ void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& samp
       if (!queued_.empty() && queued_.back().drafts) q.follows = queued_.back().parity;
     }
     step_->load(batch, stream_);
-    if (!sampling.token_from.empty()) {
-      // The previous submission's copy may still be queued: it must have read pinned_from_.
-      SPARKGLM_CUDA_CHECK(cudaEventSynchronize(from_copied_));
-      for (int64_t r = 0; r < rows; ++r)
-        pinned_from_[r] = sampling.token_from[size_t(step_->batch_row(int(r)))];
-      SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(token_from_.data(), pinned_from_,
-                                          size_t(rows) * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                          stream_));
-      SPARKGLM_CUDA_CHECK(cudaEventRecord(from_copied_, stream_));
-      take_picked_tokens(static_cast<const int32_t*>(token_from_.data()),
-                         static_cast<const int32_t*>(picks_.data()), rows, step_->tokens_to_patch(),
-                         stream_);
-    }
+    if (!sampling.token_from.empty())
+      patch_tokens(
+          int(rows), [&](int r) { return sampling.token_from[size_t(step_->batch_row(r))]; },
+          pinned_from_, token_from_, from_copied_, static_cast<const int32_t*>(picks_.data()));
     if (!sampling.chain_from.empty()) take_chain_tokens(sampling, int(rows));
     step_loaded_ = Clock::now();
     step_drafts_ = drafts_fit(sampling);
