@@ -199,6 +199,33 @@ TEST(CudaDsaSelect, WithTheTieRuleFlippedBothPathsChooseAsTheFlippedCpuRule) {
   }
 }
 
+// Rows of 513-1025 pools (past topk, the lengths a one-pass rank would take; session 30 measured
+// one and dropped it: slower at C4): the same choices as the CPU's under ties, NaNs, signed zeros
+// and too few valid pools, under both tie rules.
+TEST(CudaDsaSelect, RowsJustPastTopkChooseAsTheCpuDoesUnderBothTieRules) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const int64_t stride = 1100;
+  const std::vector<int32_t> positions = {2051, 2999, 3500, 4095, 4099, 4102};
+  std::vector<float> scores(positions.size() * size_t(stride));
+  for (size_t r = 0; r < positions.size(); ++r) {
+    const auto u = cuda_test::uniform(0x5e1c + r, size_t(stride), -1.0f, 1.0f);
+    for (int64_t p = 0; p < stride; ++p) {
+      float v = u[size_t(p)];
+      if (r == 0 || r == 4 || r == 5) v = std::round(v * 3.0f) / 3.0f;  // 7 values: ties at T
+      if (r == 1 && p % 5 == 0) v = std::nanf("");
+      if (r == 2) v = (p % 2) ? 0.0f : -0.0f;
+      if (r == 3 && p % 3 != 0) v = std::nanf("");  // 342 valid pools, fewer than topk
+      scores[r * size_t(stride) + size_t(p)] = v;
+    }
+  }
+  check_rows(positions, scores, stride);
+  check_rows(positions, scores, stride, 0, EngineFault::kIndexerTieFlipped);
+  const std::vector<float> row0(scores.begin(), scores.begin() + stride);
+  EXPECT_NE(cpu::select_attended(row0, positions[0], 4, kTopk),
+            cpu::select_attended(row0, positions[0], 4, kTopk, EngineFault::kIndexerTieFlipped))
+      << "the flip must matter in row 0";
+}
+
 // A captured call replays for other positions and scores: its launches depend on host arguments
 // only, and the multi-block state starts clean on each replay.
 TEST(CudaDsaSelect, CapturedInAGraphItChoosesForNewRowsOnReplay) {

@@ -86,7 +86,6 @@ DraftChain::DraftChain(const Workspace& ws, int max_width, int64_t hidden, int64
       vocab_(vocab),
       h_(ws.chain_h),
       logits_(ws.chain_logits),
-      saved_z_(ws.chain_saved_z),
       map_(ws.chain_map),
       first_picks_(ws.chain_first_picks),
       picks_(ws.chain_picks),
@@ -149,12 +148,12 @@ bool DraftChain::plan(const ForwardBatch& batch, const StepInputs& verify, int p
 void DraftChain::begin(const StepInputs& verify, const int32_t* main_picks,
                        const float* draft_logits, const float* z, StepInputs& chain, int block_size,
                        cudaStream_t stream, unsigned long long* greedy_keys) {
+  // begin_kernel copies each slice's accepted row of z into the chain's states before any chain
+  // pass writes the runner's z again: z is read in place.
   const int64_t T = verify.rows();
-  SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(saved_z_, z, size_t(T * hidden_) * sizeof(float),
-                                      cudaMemcpyDeviceToDevice, stream));
   sample_greedy(draft_logits, T, vocab_, first_picks_, stream, greedy_keys);
   launch_dependent(begin_kernel, rows_, kThreads, 0, stream, map_, kChainStride, verify.tokens(),
-                   verify.positions_device(), main_picks, first_picks_, saved_z_, hidden_,
+                   verify.positions_device(), main_picks, first_picks_, z, hidden_,
                    chain_rows(chain, block_size), h_, out_);
 }
 

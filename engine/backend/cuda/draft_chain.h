@@ -45,9 +45,9 @@ class DraftChain {
 
   // The launches, in the verify step's stream order (captured with it). begin(): after the
   // step's MTP pass (main_picks: the main model's greedy pick per verify row; draft_logits and z:
-  // the pass's logits and output state per verify row, [rows, vocab] and [rows, D]): saves z,
-  // picks each row's first draft, finds each slice's accepted row and moves the chain's rows to
-  // their first pass (tokens, positions, lengths, page rows of `chain`; its state in hidden()).
+  // the pass's logits and output state per verify row, [rows, vocab] and [rows, D]): picks each
+  // row's first draft, finds each slice's accepted row and moves the chain's rows to their first
+  // pass (tokens, positions, lengths, page rows of `chain`; its state, copied from z, in hidden()).
   void begin(const StepInputs& verify, const int32_t* main_picks, const float* draft_logits,
              const float* z, StepInputs& chain, int block_size, cudaStream_t stream,
              unsigned long long* greedy_keys);
@@ -77,7 +77,7 @@ class DraftChain {
   // Per chain row (chain step order): its slice's map (verify rows, then their verify step rows),
   // and out (the accepted row, then the chain), kChainStride words each.
   std::vector<int32_t> first_logit_;  // per chain row: the slice's first logit row
-  float *h_ = nullptr, *logits_ = nullptr, *saved_z_ = nullptr;
+  float *h_ = nullptr, *logits_ = nullptr;
   int32_t *map_ = nullptr, *first_picks_ = nullptr, *picks_ = nullptr, *out_ = nullptr;
   int32_t* pinned_map_ = nullptr;
   // Per parity (to_host): the chains' copy and what spreading them needs.

@@ -96,7 +96,6 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
   w.draft_tokens = c.take<int32_t>(drafts);
   w.draft_from = c.take<int32_t>(drafts);
   w.chain_h = c.take<float>(drafts * m.hidden_size);
-  w.chain_saved_z = c.take<float>(drafts * m.hidden_size);
   w.chain_logits = c.take<float>(drafts * int64_t(m.vocab_size));
   w.chain_map = c.take<int32_t>(drafts * kChainStride);
   w.chain_out = c.take<int32_t>(drafts * kChainStride);
