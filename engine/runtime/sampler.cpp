@@ -402,16 +402,24 @@ RowDraw SequenceSampler::row_draw(int index) const {
   return d;
 }
 
+const float* SequenceSampler::masked_logits(const float* logits, int64_t vocab,
+                                            const std::vector<int>& eos_ids,
+                                            const uint32_t* allowed, float& max_logit) const {
+  std::vector<float>& row = scratch().logits;
+  row.resize(size_t(vocab));
+  float* x = row.data();
+  for (int64_t i = 0; i < vocab; ++i) x[i] = std::isnan(logits[i]) ? kNegInf : logits[i];
+  apply_masks_and_penalties(x, vocab, eos_ids, allowed);
+  max_logit = max_of(x, vocab);
+  if (max_logit == kNegInf) nothing_to_sample(vocab, generated_, params_.min_tokens);
+  return x;
+}
+
 void SequenceSampler::target_weights(const float* logits, int64_t vocab,
                                      const std::vector<int>& eos_ids, std::vector<float>& weights,
                                      const uint32_t* allowed) const {
-  Scratch& s = scratch();
-  s.logits.resize(size_t(vocab));
-  float* x = s.logits.data();
-  for (int64_t i = 0; i < vocab; ++i) x[i] = std::isnan(logits[i]) ? kNegInf : logits[i];
-  apply_masks_and_penalties(x, vocab, eos_ids, allowed);
-  const float m = max_of(x, vocab);
-  if (m == kNegInf) nothing_to_sample(vocab, generated_, params_.min_tokens);
+  float m = 0.0f;
+  const float* x = masked_logits(logits, vocab, eos_ids, allowed, m);
   weights.assign(size_t(vocab), 0.0f);
   if (params_.greedy()) {
     weights[size_t(std::find(x, x + vocab, m) - x)] = 1.0f;
@@ -425,13 +433,8 @@ SampledToken SequenceSampler::sample(const float* logits, int64_t vocab,
                                      const std::vector<int>& eos_ids,
                                      const uint32_t* allowed) const {
   SPARKGLM_ASSERT(logits != nullptr && vocab > 0, "sample() needs a non-empty logits row");
-  Scratch& s = scratch();
-  s.logits.resize(size_t(vocab));
-  float* x = s.logits.data();
-  for (int64_t i = 0; i < vocab; ++i) x[i] = std::isnan(logits[i]) ? kNegInf : logits[i];
-  apply_masks_and_penalties(x, vocab, eos_ids, allowed);
-  const float m = max_of(x, vocab);
-  if (m == kNegInf) nothing_to_sample(vocab, generated_, params_.min_tokens);
+  float m = 0.0f;
+  const float* x = masked_logits(logits, vocab, eos_ids, allowed, m);
 
   SampledToken out;
   if (params_.greedy()) {
@@ -440,7 +443,7 @@ SampledToken SequenceSampler::sample(const float* logits, int64_t vocab,
     out.token = draw(x, vocab, m);
   }
   if (params_.logprobs) {
-    const LogSoftmax log_softmax(x, vocab, m, s.weights);
+    const LogSoftmax log_softmax(x, vocab, m, scratch().weights);
     out.logprob = log_softmax(x[out.token]);
     for (int32_t id : top_ids(x, vocab, params_.top_logprobs)) {
       const float lp = log_softmax(x[id]);

@@ -106,6 +106,10 @@ class SequenceSampler {
   bool raw_logits_at(int index) const;
   void apply_masks_and_penalties(float* x, int64_t vocab, const std::vector<int>& eos_ids,
                                  const uint32_t* allowed) const;
+  // Steps 1-3 on a copy of the row in the thread's scratch (NaN as -inf, the masks and
+  // penalties), its maximum into max_logit; refuses a row with nothing left to sample.
+  const float* masked_logits(const float* logits, int64_t vocab, const std::vector<int>& eos_ids,
+                             const uint32_t* allowed, float& max_logit) const;
   // True when every token `allowed` holds would end the sequence (is_stop).
   bool only_stops_allowed(const uint32_t* allowed, int64_t vocab,
                           const std::vector<int>& eos_ids) const;
