@@ -81,9 +81,8 @@ struct Workspace {
   float* draft_logits;
   int32_t *draft_picks, *draft_tokens, *draft_from;
   // The chained passes after them (draft_chain.h, StepSampling::draft_chain), one row per
-  // slice: their input states, a pass's logits [rows, vocab]; the
-  // slices' row maps and chains [rows, kChainStride], each verify row's first draft, a pass's
-  // picks.
+  // slice: their input states, a pass's logits [rows, vocab]; the slices' row maps and chains
+  // [rows, kChainStride], each verify row's first draft, a pass's picks.
   float *chain_h, *chain_logits;
   int32_t *chain_map, *chain_out, *chain_first_picks, *chain_picks;
 
