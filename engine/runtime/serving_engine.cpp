@@ -94,6 +94,9 @@ void ServingEngine::loop() {
       wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !scheduler_.idle(); });
       if (stopping_) break;
       arrived.swap(inbox_);
+      // Not idle from here until a step says so: shutdown's grace must not end because the
+      // requests it waits for have left the inbox but not yet reached a published step.
+      if (!arrived.empty()) idle_ = false;
       after_step = after_step_;
     }
     for (auto& [handle, request] : arrived) {

@@ -70,19 +70,49 @@ TEST(ServingEngine, RequestsFromManyThreadsFinishAndThePoolComesBack) {
   EXPECT_EQ(s.generated_tokens, uint64_t(6 * 8 + 28));
 }
 
+// Every step of these engines takes at least 5 ms (the after-step hook sleeps), so a request's
+// length, not the machine's speed, says whether it can end inside a grace period: 400 tokens
+// take 2 s at least (tinyglm-micro itself decodes 400 tokens in under 50 ms on a 2-core host,
+// where this test without the hook ended with kLength in 102 of 400 runs).
+void slow_steps(ServingEngine& engine) {
+  engine.set_after_step([] { std::this_thread::sleep_for(std::chrono::milliseconds(5)); });
+}
+
 TEST(ServingEngine, ShutdownCancelsUnfinishedWorkAndRefusesNewRequests) {
   ThreadPool pool(2);
   const auto m = load_model_preset("tinyglm-micro", 0, kDefaultDummySeed, pool);
   cpu::CpuModelRunner runner(m->config, m->weights, {64, 16, 4}, pool);
   ServingEngine engine(runner, {});
+  slow_steps(engine);
   Collected long_one;
-  engine.submit(request(20, 400, long_one));  // ~1 s of decoding: still running at the deadline
+  engine.submit(request(20, 400, long_one));  // at least 2 s: still running at the deadline
   engine.shutdown(std::chrono::milliseconds(50));
   long_one.wait();
   EXPECT_EQ(long_one.finish, FinishReason::kCancelled);
+  EXPECT_LT(long_one.tokens.size(), 400u);
   Collected late;
   EXPECT_THROW(engine.submit(request(5, 2, late)), Error);
   EXPECT_EQ(engine.stats().free_blocks, engine.stats().total_blocks);
+}
+
+// A request submitted just before shutdown is given the grace like any running one: shutdown
+// must not take "the inbox is empty" for "nothing runs" while the engine thread holds it between
+// the inbox and its first step.
+TEST(ServingEngine, ShutdownLetsARequestJustSubmittedFinishWithinTheGrace) {
+  ThreadPool pool(2);
+  const auto m = load_model_preset("tinyglm-micro", 0, kDefaultDummySeed, pool);
+  cpu::CpuModelRunner runner(m->config, m->weights, {64, 16, 4}, pool);
+  for (int round = 0; round < 20; ++round) {
+    ServingEngine engine(runner, {});
+    slow_steps(engine);
+    Collected short_one;
+    engine.submit(request(12, 3, short_one));  // a few steps: some 20 ms
+    engine.shutdown(std::chrono::seconds(30));
+    short_one.wait();
+    ASSERT_EQ(short_one.finish, FinishReason::kLength) << "round " << round;
+    EXPECT_EQ(short_one.tokens.size(), 3u);
+    EXPECT_EQ(engine.stats().free_blocks, engine.stats().total_blocks);
+  }
 }
 
 }  // namespace
