@@ -3,6 +3,7 @@
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
 #include "engine/backend/cuda/pdl.cuh"
+#include "engine/backend/cuda/rms_row.cuh"
 #include "engine/backend/cuda/runner_kernels.h"
 #include "engine/core/error.h"
 
@@ -10,7 +11,13 @@ namespace sparkglm::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
+using rms_row::cached_width;
+using rms_row::kCachedVec;
+using rms_row::kThreads;
+using rms_row::load4_or;
+using rms_row::rms_scale;
+using rms_row::scaled;
+using rms_row::store_bf16x4;
 
 struct RmsParams {
   const float* x;  // [rows, n]
@@ -22,40 +29,6 @@ struct RmsParams {
   const float* add;  // [rows, n] or null: x + add is normalised and written to sum
   float* sum;        // x's place, with add
 };
-
-// A row of up to kCachedVec * 4 * kThreads values (every MODEL.md width up to 4096) is read once
-// into registers with all of a thread's loads (x and w) in flight together: a decode row is one
-// block, so load latency, not bandwidth, sets its time. Wider rows take the strided loop.
-constexpr int kCachedVec = 4;
-
-__host__ __device__ inline bool cached_width(int64_t n) {
-  return n % 4 == 0 && n <= int64_t(kCachedVec) * 4 * kThreads;
-}
-
-// 1 / sqrt(mean(x^2) + eps) of a cached row (thread i holds float4s i, i + kThreads, ...; zeros
-// past the row): the one order of sums every cached RMS norm here takes.
-__device__ __forceinline__ float rms_scale(const float4 (&xv)[kCachedVec], int64_t n, float eps,
-                                           float* scratch) {
-  float ss = 0.0f;
-#pragma unroll
-  for (int u = 0; u < kCachedVec; ++u) {
-    ss = fmaf(xv[u].x, xv[u].x, ss);
-    ss = fmaf(xv[u].y, xv[u].y, ss);
-    ss = fmaf(xv[u].z, xv[u].z, ss);
-    ss = fmaf(xv[u].w, xv[u].w, ss);
-  }
-  ss = block_sum(ss, scratch);
-  return 1.0f / sqrtf(ss / float(n) + eps);
-}
-
-__device__ __forceinline__ float4 load4_or(const float* p, int i, bool in, float fill) {
-  return in && p ? reinterpret_cast<const float4*>(p)[i] : make_float4(fill, fill, fill, fill);
-}
-
-__device__ __forceinline__ void store_bf16x4(uint16_t* to, float4 v) {
-  to[0] = f32_to_bf16_bits(v.x), to[1] = f32_to_bf16_bits(v.y);
-  to[2] = f32_to_bf16_bits(v.z), to[3] = f32_to_bf16_bits(v.w);
-}
 
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const __grid_constant__ RmsParams p) {
   pdl_trigger();  // a decode GEMV after it may start loading its weights
@@ -84,8 +57,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const __grid_constan
     for (int u = 0; u < kCachedVec; ++u) {
       const int i = threadIdx.x + u * kThreads;
       if (i >= nv) continue;
-      const float4 v = make_float4(xv[u].x * r * wv[u].x, xv[u].y * r * wv[u].y,
-                                   xv[u].z * r * wv[u].z, xv[u].w * r * wv[u].w);
+      const float4 v = scaled(xv[u], r, wv[u]);
       reinterpret_cast<float4*>(y)[i] = v;
       if (yb) store_bf16x4(yb + 4 * i, v);
     }
@@ -152,8 +124,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int u = 0; u < kCachedVec; ++u) {
     const int i = threadIdx.x + u * kThreads;
     if (i >= nv) continue;
-    store_bf16x4(out + 4 * i, make_float4(xv[u].x * r * wv[u].x, xv[u].y * r * wv[u].y,
-                                          xv[u].z * r * wv[u].z, xv[u].w * r * wv[u].w));
+    store_bf16x4(out + 4 * i, scaled(xv[u], r, wv[u]));
   }
 }
 
