@@ -2,6 +2,7 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/layer_norm_row.cuh"
 #include "engine/backend/cuda/pdl.cuh"
 #include "engine/backend/cuda/rms_row.cuh"
 #include "engine/backend/cuda/runner_kernels.h"
@@ -19,60 +20,13 @@ using rms_row::rms_scale;
 using rms_row::scaled;
 using rms_row::store_bf16x4;
 
-struct RmsParams {
-  const float* x;  // [rows, n]
-  const float* w;  // [n] or null
-  float* y;        // [rows, n]
-  uint16_t* y_bf16;
-  int64_t n;
-  float eps;
-  const float* add;  // [rows, n] or null: x + add is normalised and written to sum
-  float* sum;        // x's place, with add
-};
+using RmsParams = rms_row::Params;
 
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const __grid_constant__ RmsParams p) {
   pdl_trigger();  // a decode GEMV after it may start loading its weights
   pdl_wait();     // x (and add) of the kernel ahead
   __shared__ float scratch[32];
-  const int64_t at = int64_t(blockIdx.x) * p.n;
-  const float* x = p.x + at;
-  float* y = p.y + at;
-  uint16_t* yb = p.y_bf16 ? p.y_bf16 + at : nullptr;
-  if (cached_width(p.n)) {
-    const int nv = int(p.n / 4);
-    float4 xv[kCachedVec], wv[kCachedVec];
-#pragma unroll
-    for (int u = 0; u < kCachedVec; ++u) {
-      const int i = threadIdx.x + u * kThreads;
-      xv[u] = load4_or(x, i, i < nv, 0.0f);
-      wv[u] = load4_or(p.w, i, i < nv, 1.0f);
-      if (p.add && i < nv) {  // the residual add first, in add_in_place's order
-        const float4 a = reinterpret_cast<const float4*>(p.add + at)[i];
-        xv[u] = make_float4(xv[u].x + a.x, xv[u].y + a.y, xv[u].z + a.z, xv[u].w + a.w);
-        reinterpret_cast<float4*>(p.sum + at)[i] = xv[u];
-      }
-    }
-    const float r = rms_scale(xv, p.n, p.eps, scratch);
-#pragma unroll
-    for (int u = 0; u < kCachedVec; ++u) {
-      const int i = threadIdx.x + u * kThreads;
-      if (i >= nv) continue;
-      const float4 v = scaled(xv[u], r, wv[u]);
-      reinterpret_cast<float4*>(y)[i] = v;
-      if (yb) store_bf16x4(yb + 4 * i, v);
-    }
-    return;
-  }
-  float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x) ss = fmaf(x[i], x[i], ss);
-  ss = block_sum(ss, scratch);
-  const float r = 1.0f / sqrtf(ss / float(p.n) + p.eps);
-  for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x) {
-    float v = x[i] * r;
-    if (p.w) v = v * p.w[i];
-    y[i] = v;
-    if (yb) yb[i] = f32_to_bf16_bits(v);
-  }
+  rms_row::norm(p, blockIdx.x, scratch);
 }
 
 struct MtpEntryParams {
@@ -128,33 +82,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-struct LayerNormParams {
-  const float* x;
-  const float* w;
-  const float* b;
-  float* y;
-  int64_t n;
-  float eps;
-};
+using LayerNormParams = layer_norm_row::Params;
 
 __global__ void __launch_bounds__(kThreads)
     layer_norm_kernel(const __grid_constant__ LayerNormParams p) {
   __shared__ float scratch[32];
   pdl_wait();
   pdl_trigger();
-  const float* x = p.x + int64_t(blockIdx.x) * p.n;
-  float s = 0.0f;
-  for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x) s += x[i];
-  const float mean = block_sum(s, scratch) / float(p.n);
-  float var = 0.0f;
-  for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x) {
-    const float d = x[i] - mean;
-    var = fmaf(d, d, var);
-  }
-  const float r = 1.0f / sqrtf(block_sum(var, scratch) / float(p.n) + p.eps);
-  float* y = p.y + int64_t(blockIdx.x) * p.n;
-  for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x)
-    y[i] = (x[i] - mean) * r * p.w[i] + p.b[i];
+  layer_norm_row::norm(p, blockIdx.x, scratch);
 }
 
 __global__ void cast_kernel(const float* src, int64_t n, uint16_t* dst) {

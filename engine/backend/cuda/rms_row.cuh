@@ -1,7 +1,8 @@
 #pragma once
-// One row's RMS norm as rms_norm_kernel's cached path computes it (norms.cu), for the kernels that
-// end in that norm (the MTP input in norms.cu, mHC's pre in mhc.cu): with these pieces they take
-// its one order of sums, so their rows carry the bits of the norm launched alone.
+// One row's RMS norm as rms_norm_kernel computes it (norms.cu), for the kernels that end in that
+// norm (the MTP input in norms.cu, mHC's pre in mhc.cu, the MLA step's cache rows in
+// latent_store.cu): with these pieces, or the whole row (`norm`), they take its one order of sums,
+// so their rows carry the bits of the norm launched alone.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -49,6 +50,61 @@ __device__ __forceinline__ float4 scaled(float4 x, float r, float4 w) {
 __device__ __forceinline__ void store_bf16x4(uint16_t* to, float4 v) {
   to[0] = f32_to_bf16_bits(v.x), to[1] = f32_to_bf16_bits(v.y);
   to[2] = f32_to_bf16_bits(v.z), to[3] = f32_to_bf16_bits(v.w);
+}
+
+// What rms_norm_kernel normalises: y = x * rsqrt(mean(x^2) + eps) * w, row by row.
+struct Params {
+  const float* x;  // [rows, n]
+  const float* w;  // [n] or null
+  float* y;        // [rows, n], may alias x
+  uint16_t* y_bf16;
+  int64_t n;
+  float eps;
+  const float* add;  // [rows, n] or null: x + add is normalised and written to sum
+  float* sum;        // x's place, with add
+};
+
+// Row `row` of p by a block of kThreads: cached rows in registers, wider ones by a strided loop.
+__device__ __forceinline__ void norm(const Params& p, int64_t row, float* scratch) {
+  const int64_t at = row * p.n;
+  const float* x = p.x + at;
+  float* y = p.y + at;
+  uint16_t* yb = p.y_bf16 ? p.y_bf16 + at : nullptr;
+  if (cached_width(p.n)) {
+    const int nv = int(p.n / 4);
+    float4 xv[kCachedVec], wv[kCachedVec];
+#pragma unroll
+    for (int u = 0; u < kCachedVec; ++u) {
+      const int i = threadIdx.x + u * kThreads;
+      xv[u] = load4_or(x, i, i < nv, 0.0f);
+      wv[u] = load4_or(p.w, i, i < nv, 1.0f);
+      if (p.add && i < nv) {  // the residual add first, in add_in_place's order
+        const float4 a = reinterpret_cast<const float4*>(p.add + at)[i];
+        xv[u] = make_float4(xv[u].x + a.x, xv[u].y + a.y, xv[u].z + a.z, xv[u].w + a.w);
+        reinterpret_cast<float4*>(p.sum + at)[i] = xv[u];
+      }
+    }
+    const float r = rms_scale(xv, p.n, p.eps, scratch);
+#pragma unroll
+    for (int u = 0; u < kCachedVec; ++u) {
+      const int i = threadIdx.x + u * kThreads;
+      if (i >= nv) continue;
+      const float4 v = scaled(xv[u], r, wv[u]);
+      reinterpret_cast<float4*>(y)[i] = v;
+      if (yb) store_bf16x4(yb + 4 * i, v);
+    }
+    return;
+  }
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x) ss = fmaf(x[i], x[i], ss);
+  ss = block_sum(ss, scratch);
+  const float r = 1.0f / sqrtf(ss / float(p.n) + p.eps);
+  for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x) {
+    float v = x[i] * r;
+    if (p.w) v = v * p.w[i];
+    y[i] = v;
+    if (yb) yb[i] = f32_to_bf16_bits(v);
+  }
 }
 
 }  // namespace sparkglm::cuda::rms_row
