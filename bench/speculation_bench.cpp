@@ -24,7 +24,9 @@
 // compiles for `response_format: {"type": "json_object"}` with the model's tokenizer (structured
 // output is drafted for under its grammar: docs/structured-output.md). --waves N runs each
 // repetition as N rounds back to back, round w taking examples w*C .. w*C + C - 1 (modulo their
-// count), so a C1 cell measures N prompts instead of the first one alone.
+// count), so a C1 cell measures N prompts instead of the first one alone; the JSON states
+// `waves` and `prompts` (how many examples were given), and G2's min_prompts judges a speedup
+// only where waves x C reaches it.
 //
 // Aggregate decode rate = sum(completion - 1) / (last token - first token) (QUALIFICATION.md),
 // per repetition (with waves: summed over its rounds, tokens and spans); output_sha256 hashes every
@@ -421,6 +423,7 @@ int run(const std::vector<std::string>& args) {
                               {"max_tokens", s.max_tokens},
                               {"reps", s.reps},
                               {"waves", s.waves},
+                              {"prompts", prompts.size()},
                               {"rollback", speculative_rollback_name(s.rollback)},
                               {"tasks", tasks},
                               {"constraint", s.grammar ? "json_object" : "none"},

@@ -20,8 +20,9 @@ using nlohmann::json;
 
 constexpr size_t kMaxBytes = size_t(16) << 20;
 constexpr size_t kMaxCells = 256;
-// The bench's own options bound these (--reps 1..100, --concurrency 1..64); a little room above.
-constexpr int64_t kMaxReps = 100, kMaxConcurrency = 1024;
+// The bench's own options bound these (--reps 1..100, --concurrency 1..64, --waves 1..64); a
+// little room above; prompts far above any held-out file's.
+constexpr int64_t kMaxReps = 100, kMaxConcurrency = 1024, kMaxWaves = 64, kMaxPrompts = 1 << 20;
 
 // Field checks whose errors name the file and the field's path.
 struct Fields {
@@ -122,6 +123,10 @@ std::string SpeculationBench::model() const {
   return p.filename().string();
 }
 
+int SpeculationBench::prompts_run(int concurrency) const {
+  return int(std::min<int64_t>(int64_t(waves) * concurrency, prompts));
+}
+
 const SpeculationCell* SpeculationBench::k0_of(const SpeculationCell& c) const {
   for (const SpeculationCell& z : cells)
     if (z.k == 0 && z.concurrency == c.concurrency && z.rollback == c.rollback &&
@@ -151,6 +156,9 @@ SpeculationBench parse_speculation_bench(const json& doc, const std::string& fil
   if (doc.contains("weights")) b.weights = f.text(doc, "", "weights");
   b.clean_tree = f.boolean(doc, "", "clean_tree");
   b.reps = int(f.integer(doc, "", "reps", 1, kMaxReps));
+  // Both written since 2026-12-05 (waves) and 2026-12-06 (prompts); earlier files ran one round.
+  if (doc.contains("waves")) b.waves = int(f.integer(doc, "", "waves", 1, kMaxWaves));
+  if (doc.contains("prompts")) b.prompts = int(f.integer(doc, "", "prompts", 1, kMaxPrompts));
   // --profile-steps synchronises every step: its tok/s are not the engine's.
   if (doc.contains("profile_steps") && doc["profile_steps"] != false)
     f.bad("profile_steps", "false (a profiled run's tok/s include a wait per step)",

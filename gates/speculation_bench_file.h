@@ -37,7 +37,13 @@ struct SpeculationBench {
   std::string weights;  // the loaded checkpoint's identity; "" when the file does not say
   bool clean_tree = false;
   int reps = 0;
+  int waves = 1;    // rounds a repetition, each on the next `concurrency` prompts (--waves)
+  int prompts = 0;  // distinct prompts the bench was given; 0 where the file does not say
   std::vector<SpeculationCell> cells;
+
+  // The distinct prompts a repetition at `concurrency` ran (prompt i of round w is
+  // (w * concurrency + i) mod prompts): 0 where the file does not say how many it was given.
+  int prompts_run(int concurrency) const;
 
   std::string model() const;  // the model directory's name ("tinyglm-micro-trained")
   // The k = 0 cell of `c`'s concurrency, rollback and draft_in_step; parse_speculation_bench

@@ -81,8 +81,10 @@ json candidate_identity(const std::vector<SpeculationBench>& benches) {
 
 std::string target_text(const SpeculationTargets& t) {
   return "speculative decoding of " + t.checkpoint + " on " + t.device + ": at C" +
-         std::to_string(t.concurrency) + " the best median decode tok/s with k >= 1 at least " +
-         fmt("%.2fx", t.min_speedup) +
+         std::to_string(t.concurrency) +
+         (t.min_prompts ? " over " + std::to_string(*t.min_prompts) + " prompts a repetition"
+                        : "") +
+         " the best median decode tok/s with k >= 1 at least " + fmt("%.2fx", t.min_speedup) +
          " the k = 0 cell's of the same run, and greedy output byte-identical to k = 0 at every "
          "concurrency (G2.json speculation_targets)";
 }

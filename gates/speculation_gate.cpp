@@ -88,6 +88,18 @@ void speedup(GateResult& g, std::vector<std::string>& limits, const SpeculationT
                        "; its output identity is judged");
       continue;
     }
+    if (t.min_prompts && b.prompts_run(t.concurrency) < *t.min_prompts) {
+      const std::string ran =
+          b.prompts == 0 ? "the file does not say how many prompts its cells ran"
+                         : "its C" + std::to_string(t.concurrency) + " cells ran " +
+                               std::to_string(b.prompts_run(t.concurrency)) +
+                               " prompt(s) a repetition (waves " + std::to_string(b.waves) + ", " +
+                               std::to_string(b.prompts) + " given)";
+      limits.push_back(b.file + ": " + name + " not judged, " + ran + ", the target needs " +
+                       std::to_string(*t.min_prompts) +
+                       " (speculation_bench --waves); its output identity is judged");
+      continue;
+    }
     judged = true;
     for (const SpeculationCell& c : b.cells) {
       const SpeculationCell* k0 = b.k0_of(c);
@@ -100,7 +112,8 @@ void speedup(GateResult& g, std::vector<std::string>& limits, const SpeculationT
     }
   }
   if (!judged) {
-    g.summary = "speedup not judged: no file measured " + t.checkpoint + " on " + t.device;
+    g.summary = "speedup not judged: no file measured " + t.checkpoint + " on " + t.device +
+                (t.min_prompts ? " over " + std::to_string(*t.min_prompts) + " prompts" : "");
     return;
   }
   if (!best) {

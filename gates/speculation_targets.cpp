@@ -23,17 +23,19 @@ std::string text(const json& j, const char* key, const std::string& where) {
 }  // namespace
 
 json SpeculationTargets::to_json() const {
-  return {{"checkpoint", checkpoint},
-          {"device", device},
-          {"concurrency", concurrency},
-          {"min_speedup", min_speedup}};
+  json j = {{"checkpoint", checkpoint},
+            {"device", device},
+            {"concurrency", concurrency},
+            {"min_speedup", min_speedup}};
+  if (min_prompts) j["min_prompts"] = *min_prompts;  // as the definition states it, or not at all
+  return j;
 }
 
 SpeculationTargets parse_speculation_targets(const json& j, const std::string& where) {
   if (!j.is_object()) bad(where, "expected an object");
   for (const auto& [key, value] : j.items())
     if (key != "note" && key != "checkpoint" && key != "device" && key != "concurrency" &&
-        key != "min_speedup")
+        key != "min_prompts" && key != "min_speedup")
       bad(where + "." + key, "not a speculation target");
   if (j.contains("note") && !j["note"].is_string()) bad(where + ".note", "expected a string");
   SpeculationTargets t;
@@ -43,6 +45,12 @@ SpeculationTargets parse_speculation_targets(const json& j, const std::string& w
       j["concurrency"].get<int64_t>() < 1 || j["concurrency"].get<int64_t>() > 1024)
     bad(where + ".concurrency", "expected an integer in 1..1024");
   t.concurrency = j["concurrency"].get<int>();
+  if (j.contains("min_prompts")) {
+    if (!j["min_prompts"].is_number_integer() || j["min_prompts"].get<int64_t>() < 1 ||
+        j["min_prompts"].get<int64_t>() > 4096)
+      bad(where + ".min_prompts", "expected an integer in 1..4096");
+    t.min_prompts = j["min_prompts"].get<int>();
+  }
   if (!j.contains("min_speedup") || !j["min_speedup"].is_number() ||
       !std::isfinite(j["min_speedup"].get<double>()) || !(j["min_speedup"].get<double>() > 0))
     bad(where + ".min_speedup", "expected a positive number");

@@ -61,7 +61,8 @@ json cell(int c, int k, double tok_s, char hash, bool in_step = true) {
           {"output_sha256", std::string(64, hash)}};
 }
 
-// The trained micro on cuda, as the targets name it: C1 k = 1 at 1.8x k = 0, outputs equal.
+// The trained micro on cuda over eight prompts a repetition, as the targets name it: C1 k = 1 at
+// 1.8x k = 0, outputs equal.
 json bench() {
   return {{"schema", "sparkglm.speculation_bench/1"},
           {"device", "cuda"},
@@ -73,6 +74,8 @@ json bench() {
           {"threads", 16},
           {"max_tokens", 128},
           {"reps", 3},
+          {"waves", 8},  // C1: prompts 0..7 a repetition, as G2's min_prompts asks
+          {"prompts", 48},
           {"rollback", "records"},
           {"cells",
            {cell(1, 0, 1000, '1'), cell(1, 1, 1800, '1'), cell(1, 2, 1500, '1'),
@@ -250,6 +253,61 @@ TEST(SpeculationBundle, AnotherDeviceOrModelIsJudgedForIdentityNotSpeed) {
   const GateResult g = judge_speculation(*load_gate(kGates.string(), "G2").speculation_targets,
                                          {parse_speculation_bench(b, "b.json")});
   EXPECT_EQ(g.criteria.size(), 3u);
+}
+
+// G2's min_prompts: a file whose C1 cells ran fewer prompts a repetition than it asks (one round,
+// or a file that does not say how many prompts it was given) is judged for identity, not speed,
+// and says why; eight rounds of one prompt, or one round of eight at C8, reach it.
+TEST(SpeculationBundle, ASpeedupOnFewerPromptsThanTheTargetAsksIsNotJudged) {
+  const SpeculationTargets t = *load_gate(kGates.string(), "G2").speculation_targets;
+  ASSERT_EQ(t.min_prompts, 8);
+  struct Case {
+    const char* what;
+    std::function<void(json&)> edit;
+    std::string why;  // "" where the speedup is judged
+  };
+  const std::vector<Case> cases = {
+      {"one round", [](json& b) { b["waves"] = 1; },
+       "its C1 cells ran 1 prompt(s) a repetition (waves 1, 48 given), the target needs 8"},
+      {"no waves (a file before --waves)", [](json& b) { b.erase("waves"); },
+       "its C1 cells ran 1 prompt(s) a repetition (waves 1, 48 given)"},
+      {"seven rounds", [](json& b) { b["waves"] = 7; },
+       "its C1 cells ran 7 prompt(s) a repetition (waves 7, 48 given)"},
+      {"eight rounds of a six-prompt file", [](json& b) { b["prompts"] = 6; },
+       "its C1 cells ran 6 prompt(s) a repetition (waves 8, 6 given)"},
+      {"no prompt count", [](json& b) { b.erase("prompts"); },
+       "the file does not say how many prompts its cells ran"},
+      {"eight rounds", [](json&) {}, ""},
+      {"nine rounds", [](json& b) { b["waves"] = 9; }, ""}};
+  for (const Case& c : cases) {
+    json b = bench();
+    c.edit(b);
+    std::vector<std::string> limits;
+    const GateResult g = judge_speculation(t, {parse_speculation_bench(b, "b.json")}, &limits);
+    if (c.why.empty()) {
+      EXPECT_EQ(g.criteria.size(), 3u) << c.what;  // C1 and C4 identity, the C1 speedup
+      EXPECT_TRUE(limits.empty()) << c.what << ": " << limits[0];
+      continue;
+    }
+    ASSERT_EQ(g.criteria.size(), 2u) << c.what;  // identity only
+    EXPECT_EQ(g.status, "pass") << c.what;
+    EXPECT_NE(g.summary.find("speedup not judged: no file measured " + kModel +
+                             " on cuda over 8 prompts"),
+              std::string::npos)
+        << c.what << ": " << g.summary;
+    ASSERT_EQ(limits.size(), 1u) << c.what;
+    EXPECT_NE(limits[0].find("b.json: " + kSpeedup + " not judged, " + c.why), std::string::npos)
+        << c.what << ": " << limits[0];
+  }
+  // The count is a bounded integer, as the bench writes it.
+  for (const json& bad : {json(0), json(-3), json(2.5), json("8"), json(int64_t(1) << 40)}) {
+    json b = bench();
+    b["prompts"] = bad;
+    EXPECT_THROW(parse_speculation_bench(b, "b.json"), Error) << bad.dump();
+  }
+  json w = bench();
+  w["waves"] = 65;
+  EXPECT_THROW(parse_speculation_bench(w, "b.json"), Error);
 }
 
 TEST(SpeculationBundle, EditingTheCarriedBenchFileFailsVerification) {
@@ -461,6 +519,18 @@ TEST(SpeculationBundle, TheGateJsonSetsTheTargetAndSupersededOnesStillVerify) {
     EXPECT_NE(std::string(e.what()).find("speculation_targets.min_speed: not a speculation target"),
               std::string::npos)
         << e.what();
+  }
+  for (const json& count : {json(0), json(1.5), json("8"), json(5000)}) {
+    const fs::path p = gates_with(
+        t, "bad-prompts", [&](json& g2) { g2["speculation_targets"]["min_prompts"] = count; });
+    try {
+      load_gate(p.string(), "G2");
+      ADD_FAILURE() << "min_prompts " << count.dump() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("speculation_targets.min_prompts: expected an integer"),
+                std::string::npos)
+          << e.what();
+    }
   }
   const fs::path none = gates_with(t, "none", [](json& g2) { g2.erase("speculation_targets"); });
   try {
