@@ -36,7 +36,7 @@ struct MoeExpertArgs {
   uint16_t* shared_h = nullptr;              // workspace [T, W] BF16
   float* shared_y = nullptr;                 // workspace [T, D] FP32
   float* out = nullptr;                      // [T, D]
-  cudaEvent_t shared_done = nullptr;  // set: the shared expert ran beside (moe_shared_expert_beside)
+  cudaEvent_t shared_done = nullptr;         // set: it ran beside (moe_shared_expert_beside)
 };
 
 // Int32 words of the `groups` workspace: a count, then per group its expert and 8 pairs.
