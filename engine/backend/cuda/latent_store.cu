@@ -72,15 +72,11 @@ __device__ __forceinline__ void store_key_row(const float* key, float gate, int 
   if (threadIdx.x == 0) gate_pages[dst] = gate;
 }
 
-__host__ __device__ inline int64_t record_bytes(int r, LatentFormat format) {
-  return format == LatentFormat::kFp8G128 ? r + 4 * (r / kGroup) : 2 * int64_t(r);
-}
-
 // Grid: rows; block: one warp per group of 128 values.
 __global__ void store_fp8_kernel(const float* latents, int r, const int32_t* page_rows,
                                  uint8_t* pages) {
   store_fp8_group(latents + int64_t(blockIdx.x) * r, r, int(threadIdx.x >> 5),
-                  pages + page_rows[blockIdx.x] * record_bytes(r, LatentFormat::kFp8G128));
+                  pages + page_rows[blockIdx.x] * latent_record_bytes(LatentFormat::kFp8G128, r));
 }
 
 // Grid: rows; block: 128 threads, two values each per step.
@@ -89,7 +85,7 @@ __global__ void store_bf16_kernel(const float* latents, int r, const int32_t* pa
   pdl_wait();  // the latents of the kernel ahead
   pdl_trigger();
   store_bf16_row(latents + int64_t(blockIdx.x) * r, r,
-                 pages + int64_t(page_rows[blockIdx.x]) * r * 2);
+                 pages + page_rows[blockIdx.x] * latent_record_bytes(LatentFormat::kBF16, r));
 }
 
 // Grid: rows; block: 128 threads over the d_i values.
@@ -117,7 +113,7 @@ __global__ void __launch_bounds__(rms_row::kThreads)
                   scratch);
     __syncthreads();  // the block's normed latent, read back by other threads
     const float* v = a.latent + row * a.R;
-    uint8_t* rec = a.latent_pages + dst * record_bytes(a.R, a.format);
+    uint8_t* rec = a.latent_pages + dst * latent_record_bytes(a.format, a.R);
     if (a.format == LatentFormat::kFp8G128) {
       for (int g = int(threadIdx.x >> 5); g < a.R / kGroup; g += int(blockDim.x >> 5))
         store_fp8_group(v, a.R, g, rec);
