@@ -24,6 +24,7 @@
 #include "engine/model/weight_quantizer.h"
 #include "engine/model/weights.h"
 #include "tests/cuda/cuda_test_support.h"
+#include "tests/cuda/moe_decode_workspace.h"
 
 namespace sparkglm {
 namespace {
@@ -174,19 +175,14 @@ struct Routing {
 // tokens [t0, t0 + n) of the device inputs.
 struct DecodeRun {
   const QuantMoe& moe;
-  cuda::DeviceBuffer x, experts, weights, h, y, groups, shared_gu, shared_h, shared_y, out;
+  cuda::DeviceBuffer x, experts, weights;
+  cuda_test::MoeDecodeWorkspace ws;
   DecodeRun(const QuantMoe& m, const Routing& r, int64_t T)
       : moe(m),
         x(to_device(r.xb)),
         experts(to_device(r.experts)),
         weights(to_device(r.weights)),
-        h(size_t(T * QuantMoe::k * m.W) * 2),
-        y(size_t(T * QuantMoe::k * m.D) * 4),
-        groups(size_t(cuda::moe_decode_group_ints(T, QuantMoe::k)) * 4),
-        shared_gu(size_t(T * 2 * m.W) * 4),
-        shared_h(size_t(T * m.W) * 2),
-        shared_y(size_t(T * m.D) * 4),
-        out(size_t(T * m.D) * 4) {}
+        ws(T, QuantMoe::k, m.D, m.W) {}
 
   cuda::MoeExpertArgs args(int64_t t0, int64_t n) const {
     cuda::MoeExpertArgs a;
@@ -199,20 +195,14 @@ struct DecodeRun {
     a.x = static_cast<const uint16_t*>(x.data()) + t0 * moe.D;
     a.experts = static_cast<const int32_t*>(experts.data()) + t0 * QuantMoe::k;
     a.weights = static_cast<const float*>(weights.data()) + t0 * QuantMoe::k;
-    a.h = static_cast<uint16_t*>(h.data());
-    a.y = static_cast<float*>(y.data());
-    a.groups = static_cast<int32_t*>(groups.data());
-    a.shared_gu = static_cast<float*>(shared_gu.data());
-    a.shared_h = static_cast<uint16_t*>(shared_h.data());
-    a.shared_y = static_cast<float*>(shared_y.data());
-    a.out = static_cast<float*>(out.data());
+    ws.fill(a);
     return a;
   }
 
   std::vector<float> run(int64_t t0, int64_t n, cudaStream_t stream = nullptr,
                          cuda::QuantKernel kernel = cuda::QuantKernel::kCurrent) {
     cuda::moe_experts_decode_quantized(args(t0, n), moe.table->experts(), stream, kernel);
-    return to_host<float>(out, size_t(n * moe.D));
+    return to_host<float>(ws.out, size_t(n * moe.D));
   }
 };
 
@@ -256,7 +246,7 @@ TEST(CudaMoeQuant, DecodeReplaysFromACudaGraph) {
   const Routing r(T, 78);
   DecodeRun run(moe, r, T);
   const std::vector<float> eager = run.run(0, T);
-  SPARKGLM_CUDA_CHECK(cudaMemset(run.out.data(), 0, run.out.bytes()));
+  SPARKGLM_CUDA_CHECK(cudaMemset(run.ws.out.data(), 0, run.ws.out.bytes()));
   cudaStream_t stream = nullptr;
   SPARKGLM_CUDA_CHECK(cudaStreamCreate(&stream));
   cudaGraph_t graph = nullptr;
@@ -267,7 +257,7 @@ TEST(CudaMoeQuant, DecodeReplaysFromACudaGraph) {
   SPARKGLM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   SPARKGLM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
   SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(stream));
-  EXPECT_EQ(to_host<float>(run.out, size_t(T * moe.D)), eager);
+  EXPECT_EQ(to_host<float>(run.ws.out, size_t(T * moe.D)), eager);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);

@@ -28,6 +28,7 @@
 #include "engine/model/weight_quantizer.h"
 #include "engine/model/weights.h"
 #include "tests/cuda/cuda_test_support.h"
+#include "tests/cuda/moe_decode_workspace.h"
 
 namespace sparkglm {
 namespace {
@@ -311,10 +312,8 @@ struct SparkMoe {
       }
     cuda::DeviceBuffer dx = to_device(xs), dxb = to_device(xb), dex = to_device(ex),
                        dw = to_device(w);
-    cuda::DeviceBuffer h(size_t(T * k * W) * 2), y(size_t(T * k * D) * 4),
-        groups(size_t(cuda::moe_decode_group_ints(T, k)) * 4), sgu(size_t(T * 2 * W) * 4),
-        sh(size_t(T * W) * 2), sy(size_t(T * D) * 4), out(size_t(T * D) * 4),
-        xq(size_t(T * k * D) * 2), gu(size_t(T * k * 2 * W) * 4);
+    const cuda_test::MoeDecodeWorkspace ws(T, k, D, W);
+    cuda::DeviceBuffer xq(size_t(T * k * D) * 2), gu(size_t(T * k * 2 * W) * 4);
     cuda::SparkMoeArgs s;
     cuda::MoeExpertArgs& a = s.a;
     a.tokens = T;
@@ -331,13 +330,7 @@ struct SparkMoe {
       a.gate_up = p;
       a.down = p + E;
     }
-    a.h = static_cast<uint16_t*>(h.data());
-    a.y = static_cast<float*>(y.data());
-    a.groups = static_cast<int32_t*>(groups.data());
-    a.shared_gu = static_cast<float*>(sgu.data());
-    a.shared_h = static_cast<uint16_t*>(sh.data());
-    a.shared_y = static_cast<float*>(sy.data());
-    a.out = static_cast<float*>(out.data());
+    ws.fill(a);
     s.quant = nvfp4 ? &table->experts() : nullptr;
     s.x_f32 = static_cast<const float*>(dx.data());
     s.scales = static_cast<const float*>(scales_dev.data());
@@ -347,7 +340,7 @@ struct SparkMoe {
     s.xq = static_cast<uint16_t*>(xq.data());
     s.gu = static_cast<float*>(gu.data());
     cuda::moe_experts_spark(s, nullptr);
-    return to_host<float>(out, size_t(T * D));
+    return to_host<float>(ws.out, size_t(T * D));
   }
 };
 
