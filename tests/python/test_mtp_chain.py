@@ -12,11 +12,11 @@ On the committed trained tinyGLM (or --checkpoint DIR), in float64 on the CPU:
    chained rows disagree beyond the bound.
 4. The chain loss backpropagates to the MTP module's weights (finite, non-zero gradients).
 
-5. (without torch too) The committed chain-fine-tuned checkpoint
-   (tinyglm/weights/tinyglm-micro-trained-mtp-chain) differs from the checkpoint its training.json
-   derives it from only in the MTP module's tensors (model.layers.<L>.*): the main model, the
-   embedding and the LM head are byte for byte the base's, so every number of the base's main model
-   holds for it.
+5. (without torch too) Each committed MTP fine-tune (DERIVED: tinyglm-micro-trained-mtp-chain, and
+   tinyglm-micro-trained-mtp-distill, which derives from it) differs from the checkpoint its
+   training.json derives it from only in the MTP module's tensors (model.layers.<L>.*): the main
+   model, the embedding and the LM head are byte for byte the base's, so every number of the base's
+   main model holds for it.
 
 Steps 1-4 skip when torch is not importable (CI has no torch).
 Run: python3 test_mtp_chain.py --bin-dir BUILD_DIR [--checkpoint DIR]
@@ -34,6 +34,7 @@ ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "tinyglm", "train"))
 TOLERANCE = 1e-4
 DEPTH = 4
+DERIVED = ("tinyglm-micro-trained-mtp-chain", "tinyglm-micro-trained-mtp-distill")
 
 try:
     import torch
@@ -67,8 +68,12 @@ def safetensors(path):
 
 
 def derived_checkpoint_failures():
-    """Step 5: the fine-tuned checkpoint changes the MTP module only."""
-    ckpt = os.path.join(ROOT, "tinyglm", "weights", "tinyglm-micro-trained-mtp-chain")
+    """Step 5: each fine-tuned checkpoint changes the MTP module only."""
+    return [f"{name}: {f}" for name in DERIVED for f in derived_failures(name)]
+
+
+def derived_failures(name):
+    ckpt = os.path.join(ROOT, "tinyglm", "weights", name)
     with open(os.path.join(ckpt, "training.json")) as f:
         record = json.load(f)
     with open(os.path.join(ckpt, "config.json")) as f:
@@ -83,7 +88,7 @@ def derived_checkpoint_failures():
         return ["the fine-tuned checkpoint holds other tensors than its base"]
     changed = [k for k in mine if mine[k] != theirs[k]]
     outside = [k for k in changed if not k.startswith(f"model.layers.{layers}.")]
-    print(f"[derived] {len(changed)} of {len(mine)} tensors changed, all in model.layers.{layers}.*: "
+    print(f"[derived] {name}: {len(changed)} of {len(mine)} tensors changed, all in model.layers.{layers}.*: "
           f"{not outside}")
     failures = [f"{k} changed outside the MTP module" for k in outside]
     if not changed:
@@ -102,7 +107,7 @@ def main():
             print("FAIL: " + "; ".join(failures))
             return 1
         print("SKIP (steps 1-4): torch is not importable (pip install torch to run the chain against the "
-              "engine); the fine-tuned checkpoint changes its MTP module only")
+              "engine); each fine-tuned checkpoint changes its MTP module only")
         return 0
     import numpy as np
 
