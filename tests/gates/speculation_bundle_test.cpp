@@ -41,7 +41,11 @@ using nlohmann::json;
 
 const fs::path kSource = sparkglm::testing::source_dir();
 const fs::path kGates = kSource / "gates";
-const std::string kModel = "tinyglm/weights/tinyglm-micro-trained";
+// The checkpoint G2's speculation target names: the bench files below measure it.
+const std::string& target_model() {
+  static const std::string m = load_gate(kGates.string(), "G2").speculation_targets->checkpoint;
+  return m;
+}
 
 // One cell: three repetitions around `tok_s` (its median), every draft position accepted 80 %.
 json cell(int c, int k, double tok_s, char hash, bool in_step = true) {
@@ -66,7 +70,7 @@ json cell(int c, int k, double tok_s, char hash, bool in_step = true) {
 json bench() {
   return {{"schema", "sparkglm.speculation_bench/1"},
           {"device", "cuda"},
-          {"model_dir", kModel},
+          {"model_dir", target_model()},
           {"weights", "sha256:model-00001-of-00001.safetensors=" + std::string(64, 'd')},
           {"config_sha256", std::string(64, 'c')},
           {"cuda_graphs", true},
@@ -173,13 +177,15 @@ TEST(SpeculationBundle, AWrittenBundleVerifiesAndRecordsTheBestSpeedup) {
   ASSERT_NE(criterion(record, "C4 greedy output identical across k"), nullptr);
   EXPECT_EQ((*criterion(record, "C4 greedy output identical across k"))["observed"], 0);
   EXPECT_EQ(record["change"]["candidate"]["binary_sha256"], std::string(64, 'a'));
-  EXPECT_EQ(record["change"]["candidate"]["model"]["preset"], "tinyglm-micro-trained");
+  EXPECT_EQ(record["change"]["candidate"]["model"]["preset"],
+            fs::path(target_model()).filename().string());
   EXPECT_EQ(record["speculation"]["files"][0]["path"], "speculation-bench/1.json");
   EXPECT_EQ(record["speculation"]["targets"]["min_speedup"], 1.6);
   EXPECT_TRUE(has_line(record["limitations"], "a note"));
   std::map<std::string, double> medians;  // "case metric" -> median
   for (const json& m : record["metrics"]) {
-    EXPECT_EQ(m["workload"], "speculation-bench tinyglm-micro-trained (cuda)");
+    EXPECT_EQ(m["workload"],
+              "speculation-bench " + fs::path(target_model()).filename().string() + " (cuda)");
     medians[m["case"].get<std::string>() + " " + m["name"].get<std::string>()] =
         m["candidate"]["median"];
   }
@@ -242,14 +248,14 @@ TEST(SpeculationBundle, AnotherDeviceOrModelIsJudgedForIdentityNotSpeed) {
     EXPECT_EQ(g.status, "pass");
     EXPECT_NE(g.summary.find("speedup not judged"), std::string::npos) << g.summary;
     ASSERT_EQ(limits.size(), 1u);
-    EXPECT_NE(
-        limits[0].find(kSpeedup + " not judged, the target is stated for " + kModel + " on cuda"),
-        std::string::npos)
+    EXPECT_NE(limits[0].find(kSpeedup + " not judged, the target is stated for " + target_model() +
+                             " on cuda"),
+              std::string::npos)
         << limits[0];
   }
   // The same path spelled with a trailing slash is the same checkpoint.
   json b = bench();
-  b["model_dir"] = kModel + "/";
+  b["model_dir"] = target_model() + "/";
   const GateResult g = judge_speculation(*load_gate(kGates.string(), "G2").speculation_targets,
                                          {parse_speculation_bench(b, "b.json")});
   EXPECT_EQ(g.criteria.size(), 3u);
@@ -291,7 +297,7 @@ TEST(SpeculationBundle, ASpeedupOnFewerPromptsThanTheTargetAsksIsNotJudged) {
     }
     ASSERT_EQ(g.criteria.size(), 2u) << c.what;  // identity only
     EXPECT_EQ(g.status, "pass") << c.what;
-    EXPECT_NE(g.summary.find("speedup not judged: no file measured " + kModel +
+    EXPECT_NE(g.summary.find("speedup not judged: no file measured " + target_model() +
                              " on cuda over 8 prompts"),
               std::string::npos)
         << c.what << ": " << g.summary;
