@@ -717,5 +717,42 @@ TEST_P(CudaSpeculationRollback, ChainsFromInsideTheVerifyStepAreTheDraftersOwnDr
   if (graphs()) expect_graphed_verify_steps(r);
 }
 
+// Canonical verify at the bench's scale (session 32: with three launch cuts, 9 of 20 cells of
+// speculation_bench gave other outputs at k = 2 and 3 than at k = 0, a race the tests above, one
+// short run each, did not meet): four 128-token greedy replies at C4 on the trained micro, k = 2
+// and 3 with chains in the step, five runs each from graphs, every one bit for bit the output
+// without speculation.
+TEST(CudaSpeculation, GreedyWithChainsEqualsGreedyWithoutOverRepeatedLongReplies) {
+  if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
+  const auto runner = spec_runner(0, 64, cuda_test::kTrainedMicro);
+  cuda::CudaModelRunner& r = *runner;
+  r.set_eager(false);
+  std::vector<GenerationRequest> reqs;
+  for (const char* t :
+       {"Task: repeat the following text exactly.\nThe river runs past the old mill.\n",
+        "The code of item K7 is 40213377. The code of item B2 is 99120456. The code of item K7 "
+        "is ",
+        "Task: output one JSON object with the fields name and age.\n{\"name\": \"Ada\", ",
+        "Continue this text in the same style. The morning was cold and "}) {
+    reqs.push_back(text_request(t, 128));
+    reqs.back().sampling.ignore_eos = true;  // every reply the full 128 tokens
+  }
+  const auto plain = generate(r, 0, SpeculativeRollback::kRecords, reqs, nullptr, nullptr);
+  for (int k : {2, 3})
+    for (int run = 0; run < 5; ++run) {
+      SCOPED_TRACE("k " + std::to_string(k) + " run " + std::to_string(run));
+      SpeculationCounters c;
+      const auto spec = generate(r, k, SpeculativeRollback::kRecords, reqs, nullptr, &c);
+      ASSERT_EQ(spec.size(), plain.size());
+      for (size_t i = 0; i < plain.size(); ++i) {
+        EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "request " << i;
+        EXPECT_EQ(spec[i].logprobs, plain[i].logprobs) << "request " << i;
+      }
+      EXPECT_GT(c.step_chains, 0u) << "chains ran in the verify steps";
+    }
+  const StepGraphStats g = r.graph_stats();
+  EXPECT_GT(g.verify_graph_steps, 0u);
+}
+
 }  // namespace
 }  // namespace sparkglm
