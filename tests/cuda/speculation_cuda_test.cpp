@@ -664,6 +664,14 @@ TEST_P(CudaSpeculationRollback, DraftsFromInsideTheVerifyStepChangeNoTokenAndAre
   if (graphs()) expect_graphed_verify_steps(r);
 }
 
+// Prompts in the trained micro's byte vocabulary on which its drafts chain (copying, a lookup, a
+// JSON object, prose): the chain tests below share them.
+constexpr const char* kChainTexts[] = {
+    "Task: repeat the following text exactly.\nThe river runs past the old mill.\n",
+    "The code of item K7 is 40213377. The code of item B2 is 99120456. The code of item K7 is ",
+    "Task: output one JSON object with the fields name and age.\n{\"name\": \"Ada\", ",
+    "Continue this text in the same style. The morning was cold and "};
+
 // The later drafts chained inside the verify step too (StepSampling::draft_chain, draft_chain.h:
 // the accepted row found on the device, the module's later passes run from it in the step's
 // graph): greedy output is the output without speculation, and the chains are the drafter's own
@@ -677,12 +685,7 @@ TEST_P(CudaSpeculationRollback, ChainsFromInsideTheVerifyStepAreTheDraftersOwnDr
   cuda::CudaModelRunner& r = *runner;
   r.set_eager(false);
   std::vector<GenerationRequest> reqs;
-  for (const char* t :
-       {"Task: repeat the following text exactly.\nThe river runs past the old mill.\n",
-        "The code of item K7 is 40213377. The code of item B2 is 99120456. The code of item K7 "
-        "is ",
-        "Task: output one JSON object with the fields name and age.\n{\"name\": \"Ada\", ",
-        "Continue this text in the same style. The morning was cold and "})
+  for (const char* t : kChainTexts)
     reqs.push_back(text_request(t, 40 - 8 * int(reqs.size())));  // at C4 the first ends alone
   for (int count : {1, 4}) {
     const std::vector<GenerationRequest> some(reqs.begin(), reqs.begin() + count);
@@ -728,12 +731,7 @@ TEST(CudaSpeculation, GreedyWithChainsEqualsGreedyWithoutOverRepeatedLongReplies
   cuda::CudaModelRunner& r = *runner;
   r.set_eager(false);
   std::vector<GenerationRequest> reqs;
-  for (const char* t :
-       {"Task: repeat the following text exactly.\nThe river runs past the old mill.\n",
-        "The code of item K7 is 40213377. The code of item B2 is 99120456. The code of item K7 "
-        "is ",
-        "Task: output one JSON object with the fields name and age.\n{\"name\": \"Ada\", ",
-        "Continue this text in the same style. The morning was cold and "}) {
+  for (const char* t : kChainTexts) {
     reqs.push_back(text_request(t, 128));
     reqs.back().sampling.ignore_eos = true;  // every reply the full 128 tokens
   }
