@@ -722,9 +722,9 @@ TEST_P(CudaSpeculationRollback, ChainsFromInsideTheVerifyStepAreTheDraftersOwnDr
 
 // Canonical verify at the bench's scale (session 32: with three launch cuts, 9 of 20 cells of
 // speculation_bench gave other outputs at k = 2 and 3 than at k = 0, a race the tests above, one
-// short run each, did not meet): four 128-token greedy replies at C4 on the trained micro, k = 2
-// and 3 with chains in the step, five runs each from graphs, every one bit for bit the output
-// without speculation.
+// short run each, did not meet; one sequence raced too): four 128-token greedy replies on the
+// trained micro, together (C4) and each alone (C1), k = 2 and 3 with chains in the step, five runs
+// each from graphs, every one bit for bit the output without speculation.
 TEST(CudaSpeculation, GreedyWithChainsEqualsGreedyWithoutOverRepeatedLongReplies) {
   if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
   const auto runner = spec_runner(0, 64, cuda_test::kTrainedMicro);
@@ -743,8 +743,12 @@ TEST(CudaSpeculation, GreedyWithChainsEqualsGreedyWithoutOverRepeatedLongReplies
       const auto spec = generate(r, k, SpeculativeRollback::kRecords, reqs, nullptr, &c);
       ASSERT_EQ(spec.size(), plain.size());
       for (size_t i = 0; i < plain.size(); ++i) {
-        EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "request " << i;
-        EXPECT_EQ(spec[i].logprobs, plain[i].logprobs) << "request " << i;
+        EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "C4, request " << i;
+        EXPECT_EQ(spec[i].logprobs, plain[i].logprobs) << "C4, request " << i;
+        const auto alone = generate(r, k, SpeculativeRollback::kRecords, {reqs[i]}, nullptr, &c);
+        ASSERT_EQ(alone.size(), 1u);
+        EXPECT_EQ(alone[0].tokens, plain[i].tokens) << "C1, request " << i;
+        EXPECT_EQ(alone[0].logprobs, plain[i].logprobs) << "C1, request " << i;
       }
       EXPECT_GT(c.step_chains, 0u) << "chains ran in the verify steps";
     }
