@@ -25,7 +25,7 @@ trap finish EXIT
 STEPS=${*:-"build cuda_tests serve70k rb16 rb20 ab17 disk17"}
 for s in $STEPS; do
   case $s in
-  build) step build 560 "mkdir -p /tmp/devroot && for f in .devroot/*.deb; do dpkg -x \$f /tmp/devroot; done && mkdir -p /tmp/devroot/rt && cp -a /tmp/devroot/usr/lib/x86_64-linux-gnu/*.so* /tmp/devroot/rt/ 2>/dev/null; cp -a /tmp/devroot/lib/x86_64-linux-gnu/*.so* /tmp/devroot/rt/ 2>/dev/null; nvidia-smi; nproc; g++ --version | head -1; time bash ci/build.sh -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_PREFIX_PATH=/tmp/devroot/usr -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags,-rpath,/tmp/devroot/rt || { echo BUILD-FAILED-RETRY-K0; cmake --build build -j 16 -- -k 0 2>&1 | grep -A12 FAILED; false; }" ;;
+  build) step build 560 "mkdir -p /tmp/devroot && for f in .devroot/*.deb; do dpkg -x \$f /tmp/devroot; done && for t in .devroot/*.tar.xz; do [ -e \$t ] && tar xJf \$t -C /tmp/devroot; done; mkdir -p /tmp/devroot/rt && cp -a /tmp/devroot/usr/lib/x86_64-linux-gnu/*.so* /tmp/devroot/rt/ 2>/dev/null; cp -a /tmp/devroot/lib/x86_64-linux-gnu/*.so* /tmp/devroot/rt/ 2>/dev/null; nvidia-smi; nproc; g++ --version | head -1; time bash ci/build.sh -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_PREFIX_PATH=/tmp/devroot/usr -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags,-rpath,/tmp/devroot/rt || { echo BUILD-FAILED-RETRY-K0; cmake --build build -j 16 -- -k 0 2>&1 | grep -A12 FAILED; false; }" ;;
   cuda_tests) [ -e $S/build.done ] && step cuda_tests 300 "./build/tests/sparkglm_cuda_tests --gtest_output=json:$R/cuda_tests.json" ;;
   *) [ -e $S/build.done ] && [ -f .devroot/step_$s.sh ] && step $s 400 "bash .devroot/step_$s.sh $R" ;;
   esac
