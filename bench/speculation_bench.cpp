@@ -43,6 +43,8 @@
 #include <iostream>
 #include <mutex>
 #include <sstream>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -121,6 +123,7 @@ Round run_round(ServingEngine& engine, const std::vector<std::vector<int32_t>>& 
   Round round;
   round.outputs.resize(size_t(concurrency));
   int done = 0;
+  std::string failure;  // a request the engine failed: its output and rate would mislead
   const uint64_t finished_before = engine.stats().requests_finished;
   for (int c = 0; c < concurrency; ++c) {
     GenerationRequest r;
@@ -137,6 +140,8 @@ Round run_round(ServingEngine& engine, const std::vector<std::vector<int32_t>>& 
         times[size_t(c)].push_back(e.time);
         round.outputs[size_t(c)].push_back(t.id);
       }
+      if (e.finish == FinishReason::kError || e.finish == FinishReason::kDeviceFault)
+        failure = "request " + std::to_string(c) + " failed: " + e.error;
       if (e.finish != FinishReason::kNone && ++done == concurrency) cv.notify_all();
     };
     engine.submit(std::move(r));
@@ -144,6 +149,7 @@ Round run_round(ServingEngine& engine, const std::vector<std::vector<int32_t>>& 
   {
     std::unique_lock<std::mutex> lock(m);
     cv.wait(lock, [&] { return done == concurrency; });
+    if (!failure.empty()) throw std::runtime_error(failure);
   }
   // A request's last event reaches us inside the engine step that ends it, before that step's
   // speculation counters are published: wait for the stats that count every request of the round,

@@ -543,6 +543,9 @@ std::vector<Outcome> generate(ModelRunner& runner, int k, SpeculativeRollback ro
         out[i].tokens.push_back(t.id);
         out[i].logprobs.push_back(t.logprob);
       }
+      // A failed request's output is cut short: say why, where a test would only see the cut.
+      EXPECT_TRUE(e.finish != FinishReason::kError && e.finish != FinishReason::kDeviceFault)
+          << "request " << i << " failed: " << e.error;
     };
     s.add(std::make_shared<RequestHandle>(i + 1), std::move(q));
   }
