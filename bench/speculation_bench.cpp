@@ -111,6 +111,11 @@ struct Round {
   Rate steady_rate;
   int64_t completion_tokens = 0;
   std::vector<std::vector<int32_t>> outputs;
+  // Per request, in milliseconds: from its submission to its first token (the prefill step, and
+  // with speculation whatever the engine runs for drafts before the first token), from its first
+  // token to its second (the first decode step, which with speculation also drafts over the whole
+  // prompt), and from its submission to its last token.
+  std::vector<double> ttft_ms, first_gap_ms, request_ms;
 };
 
 // `concurrency` requests at once, request c taking prompt first + c (modulo the prompt count).
@@ -125,6 +130,7 @@ Round run_round(ServingEngine& engine, const std::vector<std::vector<int32_t>>& 
   int done = 0;
   std::string failure;  // a request the engine failed: its output and rate would mislead
   const uint64_t finished_before = engine.stats().requests_finished;
+  const Clock::time_point submitted = Clock::now();
   for (int c = 0; c < concurrency; ++c) {
     GenerationRequest r;
     r.prompt = prompts[size_t(first + c) % prompts.size()];
@@ -171,6 +177,15 @@ Round run_round(ServingEngine& engine, const std::vector<std::vector<int32_t>>& 
   };
   round.rate = rate(0);
   round.steady_rate = rate(1);
+  auto ms = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  };
+  for (const auto& t : times) {
+    if (t.empty()) continue;
+    round.ttft_ms.push_back(ms(submitted, t[0]));
+    round.request_ms.push_back(ms(submitted, t.back()));
+    if (t.size() > 1) round.first_gap_ms.push_back(ms(t[0], t[1]));
+  }
   for (const auto& t : times) round.completion_tokens += int64_t(t.size());
   return round;
 }
@@ -243,7 +258,7 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
   const EngineStats stats_before = engine.stats();
   const DraftStepTimes times_before = runner.draft_step_times();
   const SpeculationCounters& before = stats_before.speculation;
-  std::vector<double> rates, steady;
+  std::vector<double> rates, steady, ttft_ms, first_gap_ms, request_ms;
   std::string outputs;
   int64_t completion_tokens = 0;
   double wall_seconds = 0;  // of the measured rounds, prefill included
@@ -258,6 +273,9 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
       rate += round.rate;
       steady_rate += round.steady_rate;
       completion_tokens += round.completion_tokens;
+      ttft_ms.insert(ttft_ms.end(), round.ttft_ms.begin(), round.ttft_ms.end());
+      first_gap_ms.insert(first_gap_ms.end(), round.first_gap_ms.begin(), round.first_gap_ms.end());
+      request_ms.insert(request_ms.end(), round.request_ms.begin(), round.request_ms.end());
       if (r == 0)
         for (const auto& o_tokens : round.outputs)
           for (int32_t t : o_tokens) outputs += std::to_string(t) + ",";
@@ -324,7 +342,7 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
   // The element n / 2 of the sorted samples (gates/speculation_bench_file.h checks it so).
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+    return v.empty() ? 0.0 : v[v.size() / 2];
   };
   // The rollback's memory: its KDA state records (each one slot's state and conv history).
   const size_t record_bytes = KdaStatePool::snapshot_bytes(config);
@@ -339,6 +357,10 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
           {"median_decode_tok_s", median(rates)},
           {"steady_decode_tok_s", steady},
           {"median_steady_decode_tok_s", median(steady)},
+          // Medians over every request of the measured rounds (Round): what a client waits.
+          {"median_ttft_ms", median(ttft_ms)},
+          {"median_first_gap_ms", median(first_gap_ms)},
+          {"median_request_ms", median(request_ms)},
           {"acceptance_by_position", acceptance},
           {"tokens_per_verify_step",
            steps > 0 ? double(after.verify_tokens - before.verify_tokens) / steps : 1.0},
