@@ -373,6 +373,8 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
            steps > 0 ? double(after.step_chains - before.step_chains) / steps : 0.0},
           {"step_drafts_per_verify_step",
            steps > 0 ? double(after.step_drafts - before.step_drafts) / steps : 0.0},
+          // Prompts of the measured rounds whose first draft came from their prefill step.
+          {"prompt_drafts", after.prompt_drafts - before.prompt_drafts},
           {"engine_step_time", step_time},
           {"draft_step_time", draft_step_time},
           {"graphs", graphs},

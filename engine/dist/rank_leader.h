@@ -28,6 +28,8 @@ class RankLeader : public ModelRunner {
   void submit(const ForwardBatch& batch, const StepSampling& sampling) override;
   void collect(StepResult& result) override;
   bool draws_sampled() const override { return inner_->draws_sampled(); }
+  // Not sent to the ranks (their steps must run the same collectives), as draft_on_picks is not.
+  bool drafts_over_prompts() const override { return false; }
 
   // Tells the other ranks to exit their loop (0). Safe to call twice; a lost rank is ignored.
   void stop();

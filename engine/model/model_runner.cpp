@@ -82,7 +82,11 @@ void ModelRunner::step(ForwardBatch& batch, const StepSampling& sampling, StepRe
   last_tokens_.clear();
   last_chain_.clear();
   ForwardOutput out;
-  forward(batch, out);
+  if (sampling.mtp_next.empty()) {
+    forward(batch, out);
+  } else {
+    forward_with_prompt_drafts(batch, sampling.mtp_next, out, result);
+  }
   const int64_t n = int64_t(batch.logit_rows.size()), vocab = config().vocab_size;
   std::vector<uint32_t> masks;
   if (sampling.fill_masks && sampling.mask_rows() > 0) {
@@ -129,6 +133,53 @@ void ModelRunner::draft_on_picks(const ForwardBatch& batch, const ForwardOutput&
   ForwardOutput drafts;
   forward_mtp(mtp, out.hidden, drafts);
   result.draft_tokens = std::move(picks);
+  result.draft_logits = std::move(drafts.logits);
+  result.draft_hidden = std::move(drafts.hidden);
+}
+
+void ModelRunner::forward_with_prompt_drafts(const ForwardBatch& batch,
+                                             const std::vector<int32_t>& next, ForwardOutput& out,
+                                             StepResult& result) {
+  const int64_t rows = batch.num_rows(), n = int64_t(batch.logit_rows.size());
+  const int64_t vocab = config().vocab_size, d = config().hidden_size;
+  SPARKGLM_ASSERT(int64_t(next.size()) == rows,
+                  "StepSampling::mtp_next must have one entry per row");
+  ForwardBatch all = batch;  // every row's hidden state, for the module
+  all.logit_rows.resize(size_t(rows));
+  for (int64_t r = 0; r < rows; ++r) all.logit_rows[size_t(r)] = int32_t(r);
+  ForwardOutput every;
+  forward(all, every);
+  out.logits.resize(size_t(n * vocab));
+  out.hidden.resize(size_t(n * d));
+  std::vector<int32_t> logit_of(size_t(rows), -1);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = batch.logit_rows[size_t(i)];
+    logit_of[size_t(r)] = int32_t(i);
+    std::copy_n(&every.logits[size_t(r * vocab)], vocab, &out.logits[size_t(i * vocab)]);
+    std::copy_n(&every.hidden[size_t(r * d)], d, &out.hidden[size_t(i * d)]);
+  }
+  ForwardBatch mtp = batch;  // the same slices and logit rows, each row on its next token
+  for (int64_t r = 0; r < rows; ++r) {
+    int32_t t = next[size_t(r)];
+    if (t < 0) {
+      SPARKGLM_ASSERT(logit_of[size_t(r)] >= 0,
+                      "StepSampling::mtp_next: a pick (-1) asked at a row that is not a logit row");
+      t = greedy_token(&every.logits[size_t(r * vocab)], vocab);
+    }
+    mtp.tokens[size_t(r)] = std::max(t, 0);  // no pick (NaN logits): its drafts are not used
+  }
+  for (SequenceSlice& s : mtp.seqs) {  // the module's rows, as the drafter's first call has them
+    s.decode = false;
+    s.restore_snapshot = s.save_snapshot = -1;
+    s.record_states = false;
+    s.record_before_row = -1;
+    s.resume_record = -1;
+  }
+  ForwardOutput drafts;
+  forward_mtp(mtp, every.hidden, drafts);
+  result.draft_tokens.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i)
+    result.draft_tokens[size_t(i)] = mtp.tokens[size_t(batch.logit_rows[size_t(i)])];
   result.draft_logits = std::move(drafts.logits);
   result.draft_hidden = std::move(drafts.hidden);
 }

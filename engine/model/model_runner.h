@@ -106,6 +106,9 @@ class ModelRunner {
   // main_rows_early(); the default pipeline's is for runners that keep it (CpuModelRunner).
   virtual bool main_rows_early() const { return false; }
   virtual void collect_main(StepResult& main);
+  // Whether submit() runs StepSampling::mtp_next (the MTP module over a prompt's rows inside the
+  // step). The default pipeline does, through forward() over every row and forward_mtp().
+  virtual bool drafts_over_prompts() const { return true; }
 
   // Captured step graphs. set_eager(true) runs later steps without them (as --enforce-eager does
   // from the start), set_eager(false) with them again; graphs already captured are kept. Returns
@@ -155,6 +158,11 @@ class ModelRunner {
   // StepSampling::draft_on_picks for the default pipeline: forward_mtp over the step's rows on the
   // greedy picks of `out`; leaves `result`'s draft rows empty when the batch does not qualify.
   void draft_on_picks(const ForwardBatch& batch, const ForwardOutput& out, StepResult& result);
+  // StepSampling::mtp_next for the default pipeline: forward() with every row a logit row (the
+  // hidden states forward_mtp needs), then forward_mtp over the same slices on mtp_next's tokens
+  // (the greedy pick where it says -1); `out` gets the batch's own logit rows.
+  void forward_with_prompt_drafts(const ForwardBatch& batch, const std::vector<int32_t>& next,
+                                  ForwardOutput& out, StepResult& result);
   // StepSampling::draft_chain after it: each slice's accepted row by the greedy rule, then
   // `passes` one-row forward_mtp calls from it (the drafter's own chained passes, made here as the
   // CUDA runner makes them inside its step); none when a block table does not reach them.

@@ -60,6 +60,16 @@ struct StepSampling {
   // default pipeline with forward_mtp calls, ModelRunner::draft_chain). 0: none. A runner that
   // cannot returns none.
   int32_t draft_chain = 0;
+  // Drafts over prompt rows (speculative decoding): [rows], or empty (none). Also run the MTP
+  // module over every row of the step inside it, as ModelRunner::forward_mtp would over the
+  // same slices, row i taking mtp_next[i] as its next token, or the runner's pick at row i where
+  // mtp_next[i] < 0 (only at logit rows; the greedy pick where the runner does not pick the row
+  // itself, as for a speculative member); return what it computed at the logit rows
+  // (StepResult::draft_*). So a prompt's rows write the module's cache with no hidden state
+  // leaving the device and no forward of the drafter's own, and only the rows that sample bring
+  // logits back. The scheduler asks it only of a runner that drafts_over_prompts(), for steps of
+  // prefill slices alone; never with draft_on_picks.
+  std::vector<int32_t> mtp_next;
 
   int32_t mask_rows() const {
     int32_t n = 0;
@@ -77,9 +87,10 @@ struct StepResult {
   // [logit_rows, D]: ForwardOutput::hidden, what a drafter (the MTP module) reads. Empty from a
   // runner that does not return it (speculation then needs ModelRunner's default collect).
   std::vector<float> hidden;
-  // StepSampling::draft_on_picks, when the runner ran it (else all three empty): per logit row,
-  // the greedy pick the MTP module took as its next token (-1: none), and the module's logits
-  // ([logit_rows, vocab]) and output state ([logit_rows, D]) there.
+  // StepSampling::draft_on_picks or mtp_next, when the runner ran it (else all three empty): per
+  // logit row, the token the MTP module took as its next token (the greedy pick, or mtp_next's;
+  // -1: none), and the module's logits ([logit_rows, vocab]) and output state ([logit_rows, D])
+  // there.
   std::vector<int32_t> draft_tokens;
   std::vector<float> draft_logits;
   std::vector<float> draft_hidden;

@@ -334,7 +334,9 @@ std::vector<std::pair<Sequence*, int>> Scheduler::prefill_grants() const {
 Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& sampling) {
   QueuedStep q;
   std::vector<const GrammarMatcher*> masked;  // members whose picks the runner masks
-  auto add_member = [&](Sequence& s, int rows, bool samples, SpecRole role) {
+  // `logits`: the member's logit rows, its last ones (a speculative member's; others have one
+  // where they sample).
+  auto add_member = [&](Sequence& s, int rows, bool samples, SpecRole role, int logits) {
     q.members.push_back(&s);
     q.rows.push_back(rows);
     // Write protection (prefix_cache.h): every block these rows write is this sequence's alone.
@@ -344,11 +346,11 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
           blocks_.ref_count(s.blocks[size_t(i)]) == 1 && !blocks_.cached(s.blocks[size_t(i)]),
           "scheduler: a step would write a shared or published KV block");
     q.role.push_back(role);
-    if (role != SpecRole::kNone) {  // every row's logits and hidden state, for the speculator
-      q.logit_row.push_back(int(batch.logit_rows.size()) - rows);
+    if (role != SpecRole::kNone) {  // logits and hidden states for the speculator
+      q.logit_row.push_back(logits > 0 ? int(batch.logit_rows.size()) - logits : -1);
       q.picked.push_back(0);
       q.all_picked = false;
-      for (int i = 0; i < rows; ++i) {
+      for (int i = 0; i < logits; ++i) {
         sampling.picked.push_back(0);
         sampling.draws.push_back(s.sampler->row_draw(s.generated()));
         sampling.mask_row.push_back(-1);
@@ -380,7 +382,8 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     Sequence& s = *running_[(decode_cursor_ + i) % n];
     if (s.prefilling()) continue;
     if (spec_ && spec_->applies_to(s)) {
-      add_member(s, spec_->add_verify_slice(s, batch), true, SpecRole::kVerify);
+      const int rows = spec_->add_verify_slice(s, batch);
+      add_member(s, rows, true, SpecRole::kVerify, rows);
       if (s.drafts_from_chain >= 0) {  // drafts the queued step is chaining on the device
         const int first = int(batch.tokens.size() - s.drafts.size());
         sampling.chain_from.resize(batch.tokens.size(), -1);
@@ -401,10 +404,14 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     } else {
       batch.add_sequence({s.tokens.back()}, s.computed, s.slot, s.blocks);
     }
-    add_member(s, 1, true, SpecRole::kNone);
+    add_member(s, 1, true, SpecRole::kNone, 1);
     ++decode_rows;
   }
   decode_cursor_ = n ? (decode_cursor_ + size_t(decode_rows)) % n : 0;
+  // A step of prompt rows alone runs the MTP module over them inside it (StepSampling::mtp_next):
+  // a speculative member then brings back its last row alone, where it samples or drafts.
+  q.prompt_drafts =
+      spec_ && spec_->drafts_in_step() && decode_rows == 0 && runner_.drafts_over_prompts();
   for (const auto& [sp, grant] : prefill_grants()) {
     Sequence& s = *sp;
     if (grant <= 0) continue;
@@ -421,16 +428,31 @@ Scheduler::QueuedStep Scheduler::build_step(ForwardBatch& batch, StepSampling& s
     // Only a first prefill samples; a recomputed one ends where the next decode step takes over.
     const bool sample = end == prefill_end && s.generated() == 0 && !s.answer;
     const bool spec = spec_ && spec_->applies_to(s);  // every row's hidden state for the drafter
+    // With prompt drafts, a speculative prompt recomputed up to its last token (after a
+    // preemption) brings back that row too: the next drafts start there.
+    const bool last = sample || (q.prompt_drafts && spec && end + 1 == int(s.tokens.size()));
     batch.add_sequence({s.tokens.begin() + start, s.tokens.begin() + end}, start, s.slot, s.blocks,
-                       sample, spec);
+                       last, spec && !q.prompt_drafts);
     batch.seqs.back().decode = false;  // a one-row piece of a prompt is still prefill
+    if (q.prompt_drafts) {             // each row's next token; -1: the row's pick (it samples)
+      for (int p = start + 1; p < end; ++p) sampling.mtp_next.push_back(s.tokens[size_t(p)]);
+      // A prefix-cache answer's last row has no next token: token 0, its drafts unused.
+      sampling.mtp_next.push_back(sample                       ? -1
+                                  : end < int(s.tokens.size()) ? s.tokens[size_t(end)]
+                                                               : 0);
+    }
     add_member(s, end - start, sample,
                !spec    ? SpecRole::kNone
                : sample ? SpecRole::kSampleLast
-                        : SpecRole::kObserve);
+                        : SpecRole::kObserve,
+               !spec || !q.prompt_drafts ? end - start : int(last));
     if (cache_) cache_->mark_slice(s, batch.seqs.back(), start, end);
     if (!s.answer) counters_.prompt_tokens += uint64_t(end - start);
   }
+  // Not for prompts alone that draft nothing (requests without speculation).
+  if (std::none_of(q.role.begin(), q.role.end(), [](SpecRole r) { return r != SpecRole::kNone; }))
+    q.prompt_drafts = false;
+  if (!q.prompt_drafts) sampling.mtp_next.clear();
   if (!sampling.token_from.empty()) sampling.token_from.resize(batch.tokens.size(), -1);
   if (!sampling.chain_from.empty()) sampling.chain_from.resize(batch.tokens.size(), -1);
   // A step of verify slices only, every row a logit row (no replayed rows): the runner may run
@@ -576,7 +598,11 @@ void Scheduler::collect_oldest() {
     if (q.committed) continue;  // commit_early committed it
     if (q.role[i] != SpecRole::kNone) {
       try {
-        spec_->commit(s, q.role[i], q.rows[i], row, result);
+        if (q.prompt_drafts) {
+          spec_->commit_prompt(s, q.role[i], row, result);
+        } else {
+          spec_->commit(s, q.role[i], q.rows[i], row, result);
+        }
       } catch (const std::exception& e) {
         finish(s, FinishReason::kError, e.what());
       }

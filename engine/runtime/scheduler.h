@@ -168,7 +168,9 @@ class Scheduler {
     std::vector<int> rows;        // per member
     std::vector<int> logit_row;   // per member: its logit row, or -1 (a prefill chunk mid-prompt)
     std::vector<uint8_t> picked;  // per member: the runner picks its token
-    std::vector<SpecRole> role;   // per member: its part in speculation (logit rows: all rows)
+    std::vector<SpecRole> role;   // per member: its part in speculation (logit rows: all rows,
+                                  // or with prompt_drafts the last where it samples or drafts)
+    bool prompt_drafts = false;   // the step runs the MTP module over its prompt rows (mtp_next)
     bool all_picked = true;       // every member with a logit row is picked
     // The verify step pipelined (speculator.h): its main rows may be committed before its
     // drafts arrive (early), and were (committed: the next step may be built before it is

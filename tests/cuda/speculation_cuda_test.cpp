@@ -419,6 +419,64 @@ TEST(CudaSpeculation, ForwardMtpOverSeveralRowsThenOneRowFollowsTheModule) {
   EXPECT_LT(cuda_test::nmse(one.hidden, whole.hidden), 1e-2);
 }
 
+// A prompt step's MTP rows (StepSampling::mtp_next, run_prompt_drafts): after the layers and
+// the head, in the same submit, the module over every prompt row on the token after it and, at
+// the last row, on the step's own greedy pick. That is the drafter's first forward over the
+// prompt (forward_mtp over the states the main model returned, the way a step without it
+// drafts), bit for bit at the last row: sequence 0 the drafter's way, sequence 1 the step's.
+TEST(CudaSpeculation, APromptStepsMtpRowsAreTheDraftersFirstForward) {
+  if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
+  const auto runner = spec_runner();
+  cuda::CudaModelRunner& r = *runner;
+  ASSERT_TRUE(r.drafts_over_prompts());
+  const int64_t V = r.config().vocab_size, D = r.config().hidden_size;
+  Sequences s;
+  const std::vector<int32_t> prompt = s.prompt(0);
+  const int64_t T = int64_t(prompt.size());
+  ForwardBatch model;
+  model.add_sequence(prompt, 0, 0, s.blocks(0), true, /*all_logits=*/true);
+  model.seqs.back().decode = false;
+  ForwardOutput h;
+  r.forward(model, h);
+  const int32_t pick = greedy_token(&h.logits[size_t((T - 1) * V)], V);
+  std::vector<int32_t> next(prompt.begin() + 1, prompt.end());
+  next.push_back(pick);
+  ForwardBatch mtp;
+  mtp.add_sequence(next, 0, 0, s.blocks(0), true);
+  mtp.seqs.back().decode = false;
+  ForwardOutput own;
+  r.forward_mtp(mtp, h.hidden, own);
+
+  ForwardBatch step;
+  step.add_sequence(prompt, 0, 1, s.blocks(1), true);
+  step.seqs.back().decode = false;
+  StepSampling sampling;
+  sampling.mtp_next = next;
+  sampling.mtp_next.back() = -1;  // the row's pick
+  r.submit(step, sampling);
+  StepResult result;
+  r.collect(result);
+  ASSERT_EQ(result.tokens.size(), 1u);
+  EXPECT_EQ(result.tokens[0], pick);
+  EXPECT_EQ(result.draft_tokens, std::vector<int32_t>{pick});
+  ASSERT_EQ(result.hidden.size(), size_t(D));
+  EXPECT_TRUE(same_bits(result.hidden.data(), &h.hidden[size_t((T - 1) * D)], size_t(D)));
+  ASSERT_EQ(result.draft_logits.size(), size_t(V));
+  ASSERT_EQ(result.draft_hidden.size(), size_t(D));
+  EXPECT_TRUE(same_bits(result.draft_logits.data(), own.logits.data(), size_t(V)));
+  EXPECT_TRUE(same_bits(result.draft_hidden.data(), own.hidden.data(), size_t(D)));
+  // The module's cache of sequence 1 now holds sequence 0's: a chained pass from each computes
+  // the same bits.
+  ForwardOutput chained[2];
+  for (int i = 0; i < 2; ++i) {
+    ForwardBatch b;
+    b.add_sequence({greedy_token(own.logits.data(), V)}, int32_t(T), i, s.blocks(i), true);
+    const std::vector<float>& from = i == 0 ? own.hidden : result.draft_hidden;
+    r.forward_mtp(b, from, chained[i]);
+  }
+  EXPECT_TRUE(same_bits(chained[0].logits.data(), chained[1].logits.data(), size_t(V)));
+}
+
 TEST(CudaSpeculation, AChainedMtpPassComputesTheSameBitsFromItsGraphAndEagerly) {
   if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
   const auto runner = spec_runner();

@@ -42,6 +42,8 @@ class SpeculationBenchCells(unittest.TestCase):
             self.assertEqual(by_k[2]["output_sha256"], by_k[0]["output_sha256"], f"C{c}")
             self.assertGreater(by_k[2]["acceptance_by_position"][0], 0, f"C{c}")
             self.assertGreater(by_k[2]["tokens_per_verify_step"], 1, f"C{c}")
+            self.assertGreater(by_k[2]["prompt_drafts"], 0, f"C{c}")  # drafted in their step
+            self.assertEqual(by_k[0]["prompt_drafts"], 0, f"C{c}")
         for cell in cells:  # what a client waits: first token, first gap, whole request
             self.assertGreater(cell["median_ttft_ms"], 0, cell)
             self.assertGreater(cell["median_first_gap_ms"], 0, cell)

@@ -246,6 +246,48 @@ TEST_P(SpeculativeRollbackTest, DraftsFromInsideTheVerifyStepAreTheDraftersOwn) 
   }
 }
 
+// A step of prompt rows alone runs the MTP module over them inside it (StepSampling::mtp_next,
+// here the default pipeline's ModelRunner::forward_with_prompt_drafts): the module's cache is
+// written at every prompt row with no forward of the drafter's own, only the row that samples
+// brings logits back, and the first draft comes from that row. Those rows are what the drafter's
+// first forward over the prompt computes, so the drafts, their acceptance and the output are the
+// same as without; a sampled request, whose draw need not be the greedy pick the row took, has
+// that one row run again by the drafter, with the same result.
+TEST_P(SpeculativeRollbackTest, DraftsFromAPromptsOwnStepAreTheDraftersOwn) {
+  std::vector<GenerationRequest> requests = four();  // prompts of 150, 70, 5, 33: 64-row chunks
+  GenerationRequest sampled = greedy(90, 9, 24);
+  sampled.sampling.temperature = 0.9f;
+  sampled.sampling.seed = 17;
+  sampled.sampling.logprobs = false;  // drafted (a rejection draws no logprob)
+  requests.push_back(sampled);
+  const int k = 2;
+  for (size_t alone = 0; alone <= requests.size(); ++alone) {  // each alone, then all together
+    const std::vector<GenerationRequest> some =
+        alone < requests.size() ? std::vector<GenerationRequest>{requests[alone]} : requests;
+    SCOPED_TRACE(alone < requests.size() ? "C1, request " + std::to_string(alone) : "C5");
+    SpeculationCounters with{}, without{};
+    std::vector<Outcome> out[2];
+    for (bool in_step : {true, false}) {
+      auto r = runner_k(64, k);
+      SchedulerLimits l = limits_k(k);
+      l.speculative_draft_in_step = in_step;
+      out[in_step] = run(*r, l, some);
+      (in_step ? with : without) = scheduler->counters().speculation;
+      EXPECT_EQ(scheduler->blocks().num_free(), 64);
+    }
+    expect_same(out[1], out[0], "with the prompt's drafts from its step");
+    EXPECT_EQ(with.drafted, without.drafted);
+    EXPECT_EQ(with.accepted, without.accepted);
+    EXPECT_EQ(without.prompt_drafts, 0u);
+    if (alone < 4) {
+      // Its prompt's last chunk drafted in its step (the chunks before it wrote the cache there).
+      EXPECT_EQ(with.prompt_drafts, 1u);
+    } else if (alone > requests.size() - 1) {
+      EXPECT_GT(with.prompt_drafts, 0u);  // the prompts prefilled in steps of prompts alone
+    }
+  }
+}
+
 // Records the rows of every decode slice the runner computes (each verify slice's last token and
 // its drafts, as the runner sees them after taking tokens from an earlier step), per state slot,
 // and counts the steps whose main rows were collected before their drafts.

@@ -57,6 +57,7 @@ class CpuModelRunner : public ModelRunner {
   void collect(StepResult& result) override;
   // The default pipeline's early main rows; not with several ranks (their steps are dist's).
   bool main_rows_early() const override { return !steps_; }
+  bool drafts_over_prompts() const override { return !steps_; }  // the default pipeline's
 
   // Host copies (the prefix cache's disk tier): the caches are host memory already; a copy first
   // runs the steps queued before it.

@@ -225,6 +225,9 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
     SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_draft_picks_, sizeof(int32_t) * rows));
     chain_from_ = DeviceBuffer(row_ints);
     SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_chain_from_, row_ints));
+    prompt_tokens_ = DeviceBuffer(row_ints);
+    prompt_from_ = DeviceBuffer(row_ints);
+    SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_prompt_, 2 * row_ints));
     SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&chain_from_copied_, cudaEventDisableTiming));
     chain_step_ = std::make_unique<StepInputs>(
         StepCapacity{kDecodeMaxRows, kDecodeMaxRows, s.table_stride}, options_.block_size,
@@ -325,6 +328,7 @@ CudaModelRunner::~CudaModelRunner() {
   cudaEventDestroy(main_ready_);
   cudaFreeHost(pinned_draft_picks_);
   cudaFreeHost(pinned_chain_from_);
+  cudaFreeHost(pinned_prompt_);
   if (chain_from_copied_) cudaEventDestroy(chain_from_copied_);  // a runner without drafts has none
   for (int p = 0; p < 2; ++p) {
     cudaFreeHost(pinned_picks_[p]);

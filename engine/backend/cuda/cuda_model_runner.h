@@ -114,6 +114,9 @@ class CudaModelRunner : public ModelRunner {
   // before its MTP passes (cuda_speculation.cu).
   bool main_rows_early() const override { return chain_ != nullptr; }
   void collect_main(StepResult& main) override;
+  // The MTP module over a prompt's rows inside its step (StepSampling::mtp_next,
+  // cuda_speculation.cu: run_prompt_drafts), with RunnerShape::drafts.
+  bool drafts_over_prompts() const override { return pinned_prompt_ != nullptr; }
   // Host copies for the prefix cache's disk tier (cuda_host_copies.cu).
   size_t host_block_bytes() const override;
   size_t host_snapshot_bytes() const override;
@@ -196,6 +199,11 @@ class CudaModelRunner : public ModelRunner {
   // rows where the step runs none), without waiting.
   void main_rows_to_host();
   struct QueuedStep;
+  // StepSampling::mtp_next, after the step's head (eager, as a prompt's steps are): the module
+  // over every row on its next token (a logit row's pick where mtp_next says -1) from the
+  // layers' states in ws_.y, then its logits and states at the logit rows into q (synchronising,
+  // as a prompt step's head does), with the token each of those rows took.
+  void run_prompt_drafts(const StepSampling& sampling, QueuedStep& q);
   void drafts_to_host(QueuedStep& q);
   // Waits for q's main rows and moves them into q (logit order), once: before the next step's
   // graph can overwrite them.
@@ -307,6 +315,8 @@ class CudaModelRunner : public ModelRunner {
     // A step with draft rows: the greedy picks its MTP rows took (also the step's picks), with
     // logits and hidden, filled by take_main_rows.
     std::vector<int32_t> draft_tokens;
+    // A prompt step's MTP rows at its logit rows (run_prompt_drafts; with draft_tokens).
+    std::vector<float> draft_logits, draft_hidden;
     // A step with draft rows: its logit rows in step order, the chain's width (0: none), and
     // whether its main rows were moved into this step already (take_main_rows).
     bool drafts = false, main_taken = false;
@@ -333,8 +343,13 @@ class CudaModelRunner : public ModelRunner {
   float* pinned_draft_logits_[2] = {};
   float* pinned_draft_hidden_[2] = {};
   int32_t* pinned_draft_picks_ = nullptr;
-  DeviceBuffer chain_from_;               // int32 [max_rows]: take_chain_tokens' sources
-  int32_t* pinned_chain_from_ = nullptr;  // [max_rows]
+  // run_prompt_drafts' inputs (RunnerShape::drafts, else null): [2, max_rows] in step order, each
+  // row's next token then the logit row whose pick replaces it (-1: none); on the device, the
+  // module's input tokens and that map.
+  int32_t* pinned_prompt_ = nullptr;
+  DeviceBuffer prompt_tokens_, prompt_from_;  // int32 [max_rows] each
+  DeviceBuffer chain_from_;                   // int32 [max_rows]: take_chain_tokens' sources
+  int32_t* pinned_chain_from_ = nullptr;      // [max_rows]
   cudaEvent_t chain_from_copied_ = nullptr;
   std::deque<QueuedStep> queued_;
   int next_parity_ = 0;

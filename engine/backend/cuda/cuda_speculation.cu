@@ -98,6 +98,44 @@ void CudaModelRunner::run_draft_rows() {
   if (chain_passes() > 0) run_chain_passes();
 }
 
+void CudaModelRunner::run_prompt_drafts(const StepSampling& sampling, QueuedStep& q) {
+  const int64_t T = step_->rows(), n = int64_t(step_->logit_rows().size());
+  SPARKGLM_ASSERT(pinned_prompt_ != nullptr && int64_t(sampling.mtp_next.size()) == T,
+                  "StepSampling::mtp_next: one entry per row, on a runner built for drafts");
+  const std::vector<int32_t>& order = step_->logit_rows();  // logit row i is step row order[i]
+  std::vector<int32_t> logit_of(static_cast<size_t>(T), -1);
+  for (int64_t i = 0; i < n; ++i) logit_of[size_t(order[size_t(i)])] = int32_t(i);
+  // The pinned inputs are free: the last call ended synchronised (head_to_host below).
+  int32_t* next = pinned_prompt_;
+  int32_t* from = pinned_prompt_ + options_.max_rows;
+  for (int64_t r = 0; r < T; ++r) {
+    const int32_t t = sampling.mtp_next[size_t(step_->batch_row(int(r)))];
+    SPARKGLM_ASSERT(t >= 0 || logit_of[size_t(r)] >= 0,
+                    "StepSampling::mtp_next: a pick (-1) asked at a row that is not a logit row");
+    next[r] = std::max(t, 0);
+    from[r] = t < 0 ? logit_of[size_t(r)] : -1;
+  }
+  auto* tokens = static_cast<int32_t*>(prompt_tokens_.data());
+  auto* picked = static_cast<int32_t*>(prompt_from_.data());
+  SPARKGLM_CUDA_CHECK(
+      cudaMemcpyAsync(tokens, next, size_t(T) * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  SPARKGLM_CUDA_CHECK(
+      cudaMemcpyAsync(picked, from, size_t(T) * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  // head_picks left each logit row's pick (greedy where the runner does not draw it) in picks_.
+  take_picked_tokens(picked, static_cast<const int32_t*>(picks_.data()), T, tokens, stream_);
+  profile_.mark("mtp", stream_);
+  const float* z = mtp_module(tokens, ws_.y);
+  ForwardOutput drafts;
+  head_to_host(z, weights_->weights().mtp->head_norm, drafts);  // waits for the stream
+  q.draft_logits = std::move(drafts.logits);
+  q.draft_hidden = std::move(drafts.hidden);
+  q.draft_tokens.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t r = order[size_t(i)];
+    q.draft_tokens[size_t(i)] = from[r] >= 0 ? pinned_picks_[q.parity][i] : next[r];
+  }
+}
+
 void CudaModelRunner::plan_chain(const ForwardBatch& batch, const StepSampling& sampling) {
   if (!chain_) return;
   if (step_drafts_ && sampling.draft_chain > 0 && options_.selection_trace == nullptr &&

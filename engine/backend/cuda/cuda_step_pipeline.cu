@@ -121,6 +121,7 @@ void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& samp
     // Rows whose logits come back (a speculative member's rows among them) bring their
     // head-reduced states too: the drafter reads them from StepResult::hidden.
     if (host_logits) hidden_to_host(ws_.y, q.hidden);
+    if (!sampling.mtp_next.empty()) run_prompt_drafts(sampling, q);
   }
   next_parity_ ^= 1;
   queued_.push_back(std::move(q));
@@ -136,6 +137,9 @@ void CudaModelRunner::collect(StepResult& result) {
   result.tokens.assign(picks, picks + q.logit_rows);
   result.logits = std::move(q.logits);
   result.hidden = std::move(q.hidden);
+  result.draft_tokens = std::move(q.draft_tokens);  // a prompt step's MTP rows, if it ran them
+  result.draft_logits = std::move(q.draft_logits);
+  result.draft_hidden = std::move(q.draft_hidden);
 }
 
 void CudaModelRunner::head_picks(int parity, std::vector<float>* logits, bool draws) {

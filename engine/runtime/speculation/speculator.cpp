@@ -152,6 +152,29 @@ void Speculator::commit(Sequence& s, SpecRole role, int rows, int first_logit,
                        step_logits, step_hidden, chain, chain ? width : 0});
 }
 
+void Speculator::commit_prompt(Sequence& s, SpecRole role, int first_logit,
+                               const StepResult& result) {
+  if (first_logit < 0) return;  // mid-prompt: the step wrote the module's cache, nothing to draft
+  const int64_t vocab = config_.vocab_size, d = config_.hidden_size;
+  if (role == SpecRole::kSampleLast) {
+    emit_(s, check_draft(*s.sampler, result.logits.data() + int64_t(first_logit) * vocab, vocab,
+                         config_.eos_token_ids, -1, grammar_mask(s))
+                 .token);
+    if (s.finish != FinishReason::kNone) return;
+  }
+  SPARKGLM_ASSERT(result.hidden.size() >= size_t(first_logit + 1) * size_t(d),
+                  "Speculator: the runner returned no hidden states (StepResult::hidden)");
+  const int position = s.computed - 1;  // the slice's last row
+  Observed o{&s, position, 1, result.hidden.data() + int64_t(first_logit) * d};
+  if (size_t(first_logit) < result.draft_tokens.size() &&
+      result.draft_tokens[size_t(first_logit)] == s.tokens[size_t(position + 1)]) {
+    o.step_logits = result.draft_logits.data() + int64_t(first_logit) * vocab;
+    o.step_hidden = result.draft_hidden.data() + int64_t(first_logit) * d;
+    ++counters_.prompt_drafts;
+  }
+  observed_.push_back(o);
+}
+
 bool Speculator::commit_main(Sequence& s, int rows, int first_logit, const StepResult& main,
                              int reserve) {
   const int start = s.computed - rows;

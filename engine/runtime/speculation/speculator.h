@@ -94,6 +94,9 @@ struct SpeculationCounters {
   // Of those, the slices whose step also returned the next drafts' whole chain from their
   // accepted row (StepSampling::draft_chain): the drafter runs no forward of its own for them.
   uint64_t step_chains = 0;
+  // Prompts whose first draft came from the MTP rows of their prefill step
+  // (StepSampling::mtp_next), with no forward of the drafter's own over the prompt.
+  uint64_t prompt_drafts = 0;
   // Verify rows of constrained sequences checked under the mask their draft was drafted under
   // (DraftJob::masks), instead of filling it again.
   uint64_t reused_masks = 0;
@@ -102,7 +105,8 @@ struct SpeculationCounters {
 // A member's part in speculation, per queued step.
 enum class SpecRole : uint8_t {
   kNone,        // not speculative: the scheduler's own path
-  kObserve,     // a prefill chunk: every row's hidden state goes to the drafter
+  kObserve,     // a prefill chunk: every row's hidden state goes to the drafter (with
+                // StepSampling::mtp_next: its rows ran the module in the step; see commit)
   kSampleLast,  // a prefill chunk that ends the prompt: its last row also samples
   kVerify,      // a verify slice
 };
@@ -131,6 +135,13 @@ class Speculator {
   int add_verify_slice(Sequence& s, ForwardBatch& batch);
   // A collected member: its `rows` rows start at logit row `first_logit` of `result`.
   void commit(Sequence& s, SpecRole role, int rows, int first_logit, const StepResult& result);
+  // A collected prefill member of a step that ran the MTP module over its rows
+  // (StepSampling::mtp_next): the module's cache is written at every row, so only the last row
+  // is left to draft from, where the slice has a logit row there (`first_logit`, else -1: a
+  // chunk in the middle of the prompt). A kSampleLast member samples there first. The drafter
+  // takes its first draft from the step's row when that row took the token now after it (the
+  // greedy pick a sampled request may not have drawn), else runs that one row itself.
+  void commit_prompt(Sequence& s, SpecRole role, int first_logit, const StepResult& result);
   // The verify step pipelined (ModelRunner::collect_main): commits verify slice `s` from its
   // step's main rows alone. Where the step chains from the row accepted here (always, for the
   // plain greedy sequences chains are run for), its next drafts are that chain: it takes blocks
