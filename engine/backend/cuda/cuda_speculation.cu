@@ -253,7 +253,9 @@ void CudaModelRunner::collect_drafts(QueuedStep& q, StepResult& result) {
   take_main_rows(q);
   using Clock = std::chrono::steady_clock;
   const Clock::time_point waiting = Clock::now();
-  SPARKGLM_CUDA_CHECK(cudaEventSynchronize(picks_copied_[q.parity]));  // the step has run
+  // The step has run: its last event, which the device time below reads (picks_copied_ comes
+  // before it on the stream, and an event after it may still be pending when it completes).
+  SPARKGLM_CUDA_CHECK(cudaEventSynchronize(step_ended_[q.parity]));
   const Clock::time_point waited = Clock::now();
   if (!early) hand_main_rows(q, result);
   const int64_t D = config_.hidden_size, V = config_.vocab_size;
