@@ -2,7 +2,8 @@
 // R BF16 values; fp8_g128: R E4M3 bytes then amax/448 scales), bit for bit, at tinyGLM's R = 512
 // over a scattered block table, including an all-zero group (scale 0, zero bytes, no NaN), a
 // group holding a NaN, saturating and subnormal magnitudes, and signed zeros. Indexer keys and
-// gates land unchanged in their pages.
+// gates land unchanged in their pages. The MLA step's rows in one launch (store_mla_rows) carry
+// the bits of the norms and stores launched one by one.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 
 #include "engine/backend/cuda/device_buffer.h"
 #include "engine/backend/cuda/latent_store.h"
+#include "engine/backend/cuda/norms.h"
 #include "engine/core/dtype.h"
 #include "engine/model/config.h"
 #include "engine/runtime/latent_cache.h"
@@ -140,6 +142,91 @@ TEST(CudaLatentStore, IndexKeysAndGatesLandInTheirPages) {
   for (int i = 0; i < n; ++i)
     EXPECT_EQ(std::memcmp(&gate_pages[size_t(page_rows[size_t(i)])], &gates[size_t(i)], 4), 0)
         << "gate page of position " << i;
+}
+
+// store_mla_rows against rms_norm_rows, store_latents, layer_norm_rows, store_index_keys and
+// rms_norm_rows launched one by one, bit for bit in every buffer either writes: at the production
+// MLA widths (tinyglm) and the micro's, both latent formats where R allows, 1, 3 and 41 rows.
+TEST(CudaLatentStore, TheMlaStepsRowsInOneLaunchCarryTheBitsOfFiveLaunches) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  constexpr float kEps = 1e-5f, kKeyEps = 1e-6f;
+  for (const char* preset : {"tinyglm", "tinyglm-micro"}) {
+    const ModelConfig c = preset_config(preset);
+    const int R = c.kv_lora_rank, di = c.index_head_dim, ql = c.q_lora_rank;
+    for (auto format : {cuda::LatentFormat::kBF16, cuda::LatentFormat::kFp8G128}) {
+      if (format == cuda::LatentFormat::kFp8G128 && R % 128 != 0) continue;
+      for (int rows : {1, 3, 41}) {
+        SCOPED_TRACE(testing::Message()
+                     << preset << ", format " << int(format) << ", rows " << rows);
+        const uint64_t key = 900 + uint64_t(rows) + 7 * uint64_t(R);
+        const auto lat = uniform(key, size_t(rows) * R, 0.0f, 3.0f);
+        const auto keys = uniform(key + 1, size_t(rows) * di, 0.5f, 2.0f);
+        const auto gates = uniform(key + 2, size_t(rows), 0.0f, 2.0f);
+        const auto cq = uniform(key + 3, size_t(rows) * ql, 0.0f, 1.5f);
+        const auto lat_w = uniform(key + 4, size_t(R), 1.0f, 0.5f);
+        const auto key_w = uniform(key + 5, size_t(di), 1.0f, 0.5f);
+        const auto key_b = uniform(key + 6, size_t(di), 0.0f, 0.2f);
+        const auto cq_w = uniform(key + 7, size_t(ql), 1.0f, 0.5f);
+        std::vector<int32_t> page_rows(static_cast<size_t>(rows));
+        for (int i = 0; i < rows; ++i) page_rows[size_t(i)] = page_row(i);
+        auto dpr = to_device(page_rows), dg = to_device(gates), dlw = to_device(lat_w),
+             dkw = to_device(key_w), dkb = to_device(key_b), dcw = to_device(cq_w);
+        const int64_t rec = format == cuda::LatentFormat::kBF16 ? 2 * R : R + 4 * (R / 128);
+        const size_t slots = size_t(kBlocks * kBlock);
+        // What each way writes: the three row buffers and the three page buffers.
+        struct Out {
+          cuda::DeviceBuffer lat, keys, cq, cq_bf16, pages, key_pages, gate_pages;
+        };
+        auto make = [&](const auto& l, const auto& k, const auto& q) {
+          Out o{to_device(l),
+                to_device(k),
+                to_device(q),
+                cuda::DeviceBuffer(size_t(rows) * ql * 2),
+                cuda::DeviceBuffer(slots * rec),
+                cuda::DeviceBuffer(slots * di * 4),
+                cuda::DeviceBuffer(slots * 4)};
+          SPARKGLM_CUDA_CHECK(cudaMemset(o.pages.data(), 0, slots * rec));
+          SPARKGLM_CUDA_CHECK(cudaMemset(o.key_pages.data(), 0, slots * di * 4));
+          SPARKGLM_CUDA_CHECK(cudaMemset(o.gate_pages.data(), 0, slots * 4));
+          return o;
+        };
+        Out one = make(lat, keys, cq), fused = make(lat, keys, cq);
+        auto f = [](cuda::DeviceBuffer& b) { return static_cast<float*>(b.data()); };
+        const auto* pr = static_cast<const int32_t*>(dpr.data());
+        cuda::rms_norm_rows(f(one.lat), f(dlw), kEps, rows, R, f(one.lat), nullptr, nullptr);
+        cuda::store_latents(f(one.lat), rows, R, format, pr,
+                            static_cast<uint8_t*>(one.pages.data()), nullptr);
+        cuda::layer_norm_rows(f(one.keys), f(dkw), f(dkb), kKeyEps, rows, di, f(one.keys), nullptr);
+        cuda::store_index_keys(f(one.keys), f(dg), rows, di, pr, f(one.key_pages),
+                               f(one.gate_pages), nullptr);
+        cuda::rms_norm_rows(f(one.cq), f(dcw), kEps, rows, ql, f(one.cq),
+                            static_cast<uint16_t*>(one.cq_bf16.data()), nullptr);
+        cuda::store_mla_rows(
+            {pr, f(fused.lat), f(dlw), R, format, static_cast<uint8_t*>(fused.pages.data()),
+             f(fused.keys), f(dkw), f(dkb), kKeyEps, f(dg), di, f(fused.key_pages),
+             f(fused.gate_pages), f(fused.cq), f(dcw), static_cast<uint16_t*>(fused.cq_bf16.data()),
+             ql, kEps},
+            rows, nullptr);
+        auto same = [&](const cuda::DeviceBuffer& a, const cuda::DeviceBuffer& b, size_t bytes) {
+          const auto x = to_host<uint8_t>(a, bytes), y = to_host<uint8_t>(b, bytes);
+          return std::memcmp(x.data(), y.data(), bytes) == 0;
+        };
+        EXPECT_TRUE(same(one.lat, fused.lat, size_t(rows) * R * 4)) << "normed latents";
+        EXPECT_TRUE(same(one.pages, fused.pages, slots * rec)) << "latent records";
+        EXPECT_TRUE(same(one.keys, fused.keys, size_t(rows) * di * 4)) << "normed keys";
+        EXPECT_TRUE(same(one.key_pages, fused.key_pages, slots * di * 4)) << "key pages";
+        EXPECT_TRUE(same(one.gate_pages, fused.gate_pages, slots * 4)) << "gate pages";
+        EXPECT_TRUE(same(one.cq, fused.cq, size_t(rows) * ql * 4)) << "normed query latents";
+        EXPECT_TRUE(same(one.cq_bf16, fused.cq_bf16, size_t(rows) * ql * 2)) << "their BF16";
+        // Not vacuous: the norms changed the rows, and every row reached its page.
+        const auto normed = to_host<float>(fused.lat, size_t(rows) * R);
+        EXPECT_NE(std::memcmp(normed.data(), lat.data(), size_t(rows) * R * 4), 0);
+        const auto gp = to_host<float>(fused.gate_pages, slots);
+        for (int i = 0; i < rows; ++i)
+          EXPECT_EQ(gp[size_t(page_rows[size_t(i)])], gates[size_t(i)]) << "gate of row " << i;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -72,10 +72,10 @@ class PdlCheckTest(unittest.TestCase):
         self.edit("latent_store.cu",
                   "  pdl_wait();  // the keys and gates of the kernels ahead\n"
                   "  pdl_trigger();\n"
-                  "  const int64_t dst = page_rows[blockIdx.x];\n",
+                  "  store_key_row(",
                   "  if (blockIdx.x > 4096) return;\n"
                   "  pdl_wait();\n"
-                  "  const int64_t dst = page_rows[blockIdx.x];\n")
+                  "  store_key_row(")
         code, out = run_check(self.root)
         self.assertEqual(code, 1, out)
         self.assertIn("store_keys_kernel", out)

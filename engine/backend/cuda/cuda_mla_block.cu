@@ -14,7 +14,6 @@
 #include "engine/backend/cuda/mla_absorb.h"
 #include "engine/backend/cuda/mla_decode.h"
 #include "engine/backend/cuda/mla_prefill.h"
-#include "engine/backend/cuda/norms.h"
 #include "engine/backend/cuda/projection.h"
 
 namespace sparkglm::cuda {
@@ -46,20 +45,32 @@ void CudaModelRunner::mla_block(int cache_layer, const MlaWeights& w, float* out
                       {&w.indexer.kpool_gate, x, ws_.index_gates},  // [T, 1]
                       {&w.q_a, x, ws_.cq}},                         // [T, ql]
                      dec, T, stream_);
-  rms_norm_rows(ws_.latent, w.kv_a_norm, eps, T, R, ws_.latent, nullptr, stream_);
-  store_latents(ws_.latent, T, int(R), format, step_->page_rows(),
-                caches_.latent_layer(cache_layer), stream_);
-  layer_norm_rows(ws_.index_keys, w.indexer.k_norm_weight, w.indexer.k_norm_bias, kIndexKeyNormEps,
-                  T, di, ws_.index_keys, stream_);
   float* key_pages = caches_.index_keys + cache_layer * caches_.tokens * di;
   float* gate_pages = caches_.index_gates + cache_layer * caches_.tokens;
-  store_index_keys(ws_.index_keys, ws_.index_gates, T, int(di), step_->page_rows(), key_pages,
-                   gate_pages, stream_);
+  const MlaCacheRows rows{step_->page_rows(),
+                          ws_.latent,
+                          w.kv_a_norm,
+                          int(R),
+                          format,
+                          caches_.latent_layer(cache_layer),
+                          ws_.index_keys,
+                          w.indexer.k_norm_weight,
+                          w.indexer.k_norm_bias,
+                          kIndexKeyNormEps,
+                          ws_.index_gates,
+                          int(di),
+                          key_pages,
+                          gate_pages,
+                          ws_.cq,
+                          w.q_a_norm,
+                          ws_.cq_bf16,
+                          int(ql),
+                          eps};
+  store_mla_rows(rows, T, stream_);
   // Every pool is made once, by the step that stores its last token, and kept in its block.
   dsa_pool_completed(key_pages, gate_pages, w.indexer.kpool_ape, step_->positions_device(),
                      step_->page_rows(), T, caches_.pooled_layer(cache_layer, int(di)), stream_,
                      int(di));
-  rms_norm_rows(ws_.cq, w.q_a_norm, eps, T, ql, ws_.cq, ws_.cq_bf16, stream_);
 
   profile_.mark("mla.attend", stream_);
   // Decode rows: the dense ones as one pass per chunk, then the sparse ones.

@@ -392,30 +392,57 @@ void CudaModelRunner::run_layers() {
   profile_.mark("embed", stream_);
   embed_tokens(mw.embed.bf16(), config_.vocab_size, D, step_->tokens(), T, kHcStreams, ws_.X,
                stream_);
+  // A decode-sized step folds each hc_post into the pre after it and each pre's norm into it
+  // (mhc.h: HcFold; the same bits), the residual alternating between ws_.X and ws_.X_next.
+  const bool fold = T <= kHcFoldRows;
+  float* X = ws_.X;
+  bool post_ahead = false;  // block_out, post and comb await their hc_post
+  auto pre = [&](const HcSite& site, const float* norm_w) {
+    if (!fold) {
+      if (post_ahead) hc_post(ws_.block_out, ws_.post, ws_.comb, X, T, stream_, int(D));
+      hc_pre(hc, site.fn, site.base, site.scale, X, T, ws_.y, ws_.post, ws_.comb, stream_,
+             ws_.hc_partials);
+      rms_norm_rows(ws_.y, norm_w, eps, T, D, ws_.normed, ws_.normed_bf16, stream_);
+      return;
+    }
+    HcFold f;
+    f.norm_w = norm_w;
+    f.norm_eps = eps;
+    f.normed = ws_.normed;
+    f.normed_bf16 = ws_.normed_bf16;
+    float* next = X == ws_.X ? ws_.X_next : ws_.X;
+    if (post_ahead) f.b = ws_.block_out, f.post = ws_.post, f.comb = ws_.comb, f.X_next = next;
+    hc_pre_folded(hc, site.fn, site.base, site.scale, X, T, ws_.y, ws_.post, ws_.comb,
+                  ws_.hc_partials, f, stream_);
+    if (post_ahead) X = next;
+  };
   for (int layer = 0; layer < config_.num_hidden_layers; ++layer) {
     const LayerWeights& w = mw.layers[size_t(layer)];
     profile_.mark("mhc+norm", stream_);
-    hc_pre(hc, w.hc_attn.fn, w.hc_attn.base, w.hc_attn.scale, ws_.X, T, ws_.y, ws_.post, ws_.comb,
-           stream_, ws_.hc_partials);
-    rms_norm_rows(ws_.y, w.input_norm, eps, T, D, ws_.normed, ws_.normed_bf16, stream_);
+    pre(w.hc_attn, w.input_norm);
     if (w.kind == LayerKind::kLinearAttention) {
       kda_block(config_.kind_index(layer), w.kda, ws_.block_out);
     } else {
       mla_block(config_.kind_index(layer), w.mla, ws_.block_out);
     }
+    post_ahead = true;
     profile_.mark("mhc+norm", stream_);
-    hc_post(ws_.block_out, ws_.post, ws_.comb, ws_.X, T, stream_, int(D));
-
-    hc_pre(hc, w.hc_ffn.fn, w.hc_ffn.base, w.hc_ffn.scale, ws_.X, T, ws_.y, ws_.post, ws_.comb,
-           stream_, ws_.hc_partials);
-    rms_norm_rows(ws_.y, w.post_attn_norm, eps, T, D, ws_.normed, ws_.normed_bf16, stream_);
+    pre(w.hc_ffn, w.post_attn_norm);
     if (w.dense_mlp) profile_.mark("dense_mlp", stream_);
     ffn_block(w, layer, ws_.block_out);
-    profile_.mark("mhc+norm", stream_);
-    hc_post(ws_.block_out, ws_.post, ws_.comb, ws_.X, T, stream_, int(D));
   }
-  hc_head(hc, mw.hc_head.fn, mw.hc_head.base, mw.hc_head.scale, ws_.X, T, ws_.y, stream_,
-          ws_.hc_partials);
+  profile_.mark("mhc+norm", stream_);
+  if (!fold) {
+    hc_post(ws_.block_out, ws_.post, ws_.comb, X, T, stream_, int(D));
+    hc_head(hc, mw.hc_head.fn, mw.hc_head.base, mw.hc_head.scale, X, T, ws_.y, stream_,
+            ws_.hc_partials);
+    return;
+  }
+  HcFold f;
+  f.b = ws_.block_out, f.post = ws_.post, f.comb = ws_.comb;
+  f.X_next = X == ws_.X ? ws_.X_next : ws_.X;
+  hc_head_folded(hc, mw.hc_head.fn, mw.hc_head.base, mw.hc_head.scale, X, T, ws_.y, ws_.hc_partials,
+                 f, stream_);
 }
 
 void CudaModelRunner::head_to_host(const float* h, const float* norm, ForwardOutput& out) {

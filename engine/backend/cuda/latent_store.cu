@@ -2,7 +2,9 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/layer_norm_row.cuh"
 #include "engine/backend/cuda/pdl.cuh"
+#include "engine/backend/cuda/rms_row.cuh"
 #include "engine/core/error.h"
 
 namespace sparkglm::cuda {
@@ -33,15 +35,12 @@ __device__ __forceinline__ uint8_t f32_to_e4m3_dev(float f) {
   return uint8_t(sign | (exp_field << 3) | man_field);
 }
 
-// Grid: rows; block: one warp per group of 128 values (lane takes values lane, lane+32, ...).
-// The group's amax ignores NaN as std::max(amax, |v|) does (fmaxf drops a NaN operand), and a
-// maximum does not depend on the order it is taken in.
-__global__ void store_fp8_kernel(const float* latents, int r, const int32_t* page_rows,
-                                 uint8_t* pages) {
-  const int g = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t rec_bytes = r + 4 * (r / kGroup);
-  const float* v = latents + int64_t(blockIdx.x) * r + g * kGroup;
-  uint8_t* rec = pages + int64_t(page_rows[blockIdx.x]) * rec_bytes;
+// Group g of a row's fp8_g128 record by one warp (lane takes values lane, lane+32, ...). The
+// group's amax ignores NaN as std::max(amax, |v|) does (fmaxf drops a NaN operand), and a maximum
+// does not depend on the order it is taken in.
+__device__ __forceinline__ void store_fp8_group(const float* row, int r, int g, uint8_t* rec) {
+  const int lane = threadIdx.x & 31;
+  const float* v = row + g * kGroup;
   float x[kGroup / 32];
   float amax = 0.0f;
 #pragma unroll
@@ -58,16 +57,35 @@ __global__ void store_fp8_kernel(const float* latents, int r, const int32_t* pag
   if (lane < 4) rec[r + 4 * g + lane] = uint8_t(__float_as_uint(scale) >> (8 * lane));
 }
 
+// A row's bf16 record: two values a thread per step over the block.
+__device__ __forceinline__ void store_bf16_row(const float* v, int r, uint8_t* record) {
+  uint32_t* rec = reinterpret_cast<uint32_t*>(record);
+  for (int i = threadIdx.x; i < r / 2; i += blockDim.x)
+    rec[i] =
+        uint32_t(f32_to_bf16_bits(v[2 * i])) | (uint32_t(f32_to_bf16_bits(v[2 * i + 1])) << 16);
+}
+
+// A row's indexer key and gate into their page entry `dst`.
+__device__ __forceinline__ void store_key_row(const float* key, float gate, int d_i, int64_t dst,
+                                              float* key_pages, float* gate_pages) {
+  for (int i = threadIdx.x; i < d_i; i += blockDim.x) key_pages[dst * d_i + i] = key[i];
+  if (threadIdx.x == 0) gate_pages[dst] = gate;
+}
+
+// Grid: rows; block: one warp per group of 128 values.
+__global__ void store_fp8_kernel(const float* latents, int r, const int32_t* page_rows,
+                                 uint8_t* pages) {
+  store_fp8_group(latents + int64_t(blockIdx.x) * r, r, int(threadIdx.x >> 5),
+                  pages + page_rows[blockIdx.x] * latent_record_bytes(LatentFormat::kFp8G128, r));
+}
+
 // Grid: rows; block: 128 threads, two values each per step.
 __global__ void store_bf16_kernel(const float* latents, int r, const int32_t* page_rows,
                                   uint8_t* pages) {
   pdl_wait();  // the latents of the kernel ahead
   pdl_trigger();
-  const float* v = latents + int64_t(blockIdx.x) * r;
-  uint32_t* rec = reinterpret_cast<uint32_t*>(pages + int64_t(page_rows[blockIdx.x]) * r * 2);
-  for (int i = threadIdx.x; i < r / 2; i += blockDim.x)
-    rec[i] =
-        uint32_t(f32_to_bf16_bits(v[2 * i])) | (uint32_t(f32_to_bf16_bits(v[2 * i + 1])) << 16);
+  store_bf16_row(latents + int64_t(blockIdx.x) * r, r,
+                 pages + page_rows[blockIdx.x] * latent_record_bytes(LatentFormat::kBF16, r));
 }
 
 // Grid: rows; block: 128 threads over the d_i values.
@@ -75,10 +93,41 @@ __global__ void store_keys_kernel(const float* keys, const float* gates, int d_i
                                   const int32_t* page_rows, float* key_pages, float* gate_pages) {
   pdl_wait();  // the keys and gates of the kernels ahead
   pdl_trigger();
-  const int64_t dst = page_rows[blockIdx.x];
-  for (int i = threadIdx.x; i < d_i; i += blockDim.x)
-    key_pages[dst * d_i + i] = keys[int64_t(blockIdx.x) * d_i + i];
-  if (threadIdx.x == 0) gate_pages[dst] = gates[blockIdx.x];
+  store_key_row(keys + int64_t(blockIdx.x) * d_i, gates[blockIdx.x], d_i, page_rows[blockIdx.x],
+                key_pages, gate_pages);
+}
+
+// Grid: (rows, 3), rms_row::kThreads threads. Part 0 normalises the row's latent in place and
+// stores it, part 1 normalises its indexer key in place and stores it with its gate, part 2
+// normalises its query latent: each norm by the body its own kernel runs (norms.cu), each store by
+// the body of store_latents' and store_index_keys' kernels, reading back what the block wrote.
+__global__ void __launch_bounds__(rms_row::kThreads)
+    mla_rows_kernel(const __grid_constant__ MlaCacheRows a) {
+  pdl_trigger();  // the pools after it may be scheduled
+  pdl_wait();     // the projections of the kernel ahead
+  __shared__ float scratch[32];
+  const int64_t row = blockIdx.x;
+  const int64_t dst = a.page_rows[row];
+  if (blockIdx.y == 0) {
+    rms_row::norm({a.latent, a.latent_norm, a.latent, nullptr, a.R, a.eps, nullptr, nullptr}, row,
+                  scratch);
+    __syncthreads();  // the block's normed latent, read back by other threads
+    const float* v = a.latent + row * a.R;
+    uint8_t* rec = a.latent_pages + dst * latent_record_bytes(a.format, a.R);
+    if (a.format == LatentFormat::kFp8G128) {
+      for (int g = int(threadIdx.x >> 5); g < a.R / kGroup; g += int(blockDim.x >> 5))
+        store_fp8_group(v, a.R, g, rec);
+    } else {
+      store_bf16_row(v, a.R, rec);
+    }
+  } else if (blockIdx.y == 1) {
+    layer_norm_row::norm({a.keys, a.key_norm_w, a.key_norm_b, a.keys, a.d_i, a.key_eps}, row,
+                         scratch);
+    __syncthreads();
+    store_key_row(a.keys + row * a.d_i, a.gates[row], a.d_i, dst, a.key_pages, a.gate_pages);
+  } else {
+    rms_row::norm({a.cq, a.cq_norm, a.cq, a.cq_bf16, a.ql, a.eps, nullptr, nullptr}, row, scratch);
+  }
 }
 
 }  // namespace
@@ -108,6 +157,18 @@ void store_index_keys(const float* keys, const float* gates, int64_t rows, int d
   if (rows <= 0) return;
   launch_dependent(store_keys_kernel, unsigned(rows), 128, 0, stream, keys, gates, d_i, page_rows,
                    key_pages, gate_pages);
+}
+
+void store_mla_rows(const MlaCacheRows& a, int64_t rows, cudaStream_t stream) {
+  SPARKGLM_ASSERT(rows <= int64_t(INT32_MAX), "store_mla_rows: too many rows");
+  if (rows <= 0) return;
+  SPARKGLM_ASSERT(a.R > 0 && a.R % 2 == 0 && a.R <= 32 * kGroup && a.d_i > 0 && a.ql > 0,
+                  "store_mla_rows: the latent, key and query widths");
+  SPARKGLM_ASSERT(a.format != LatentFormat::kFp8G128 || a.R % kGroup == 0,
+                  "store_mla_rows: fp8_g128 needs R a multiple of 128");
+  SPARKGLM_ASSERT(reinterpret_cast<uintptr_t>(a.latent_pages) % 4 == 0,
+                  "store_mla_rows: 4-byte aligned pages");
+  launch_dependent(mla_rows_kernel, dim3(unsigned(rows), 3), rms_row::kThreads, 0, stream, a);
 }
 
 }  // namespace sparkglm::cuda

@@ -28,4 +28,32 @@ void store_index_keys(const float* keys, const float* gates, int64_t rows, int d
                       const int32_t* page_rows, float* key_pages, float* gate_pages,
                       cudaStream_t stream);
 
+// An MLA step's per-row work before it attends (cuda_mla_block.cu), in one launch where it took
+// five: the latent RMS-normed in place and stored (store_latents), the indexer key LayerNormed in
+// place and stored with its gate (store_index_keys), and the query latent RMS-normed in place with
+// its BF16 bits. Every value has the bits of rms_norm_rows, layer_norm_rows and the two stores
+// launched one by one. Rows are 0..rows-1 of each [rows, width] buffer; page_rows as above.
+struct MlaCacheRows {
+  const int32_t* page_rows;
+  float* latent;  // [rows, R]
+  const float* latent_norm;
+  int R;
+  LatentFormat format;
+  uint8_t* latent_pages;
+  float* keys;  // [rows, d_i]
+  const float* key_norm_w;
+  const float* key_norm_b;
+  float key_eps;
+  const float* gates;  // [rows]
+  int d_i;
+  float* key_pages;
+  float* gate_pages;
+  float* cq;  // [rows, ql]
+  const float* cq_norm;
+  uint16_t* cq_bf16;
+  int ql;
+  float eps;  // the RMS norms'
+};
+void store_mla_rows(const MlaCacheRows& rows_in, int64_t rows, cudaStream_t stream);
+
 }  // namespace sparkglm::cuda

@@ -43,4 +43,27 @@ void hc_post(const float* b, const float* post, const float* comb, float* X, int
 void hc_head(const HcConstants& k, const float* fn, const float* base, const float* scale,
              const float* X, int64_t T, float* h, cudaStream_t stream, float* partials = nullptr);
 
+// The launches a decode-sized step folds into a pre or the head: two launches instead of four for
+// post, pre and norm, with the bits of the separate launches (tests/cuda/mhc_cuda_test.cpp).
+// b set: hc_post(b, post, comb) of X comes first, written to X_next (not in place: X is left as
+// it was) and read by the pre. norm_w set: rms_norm_rows(y, norm_w, norm_eps, T, D, normed,
+// normed_bf16) follows. The runner folds steps of up to kHcFoldRows rows (its X_next room).
+inline constexpr int64_t kHcFoldRows = 64;
+struct HcFold {
+  const float* b = nullptr;  // [T, D], or null: no post ahead
+  const float* post = nullptr;
+  const float* comb = nullptr;
+  float* X_next = nullptr;        // [T, 4, D]
+  const float* norm_w = nullptr;  // [D], or null: no norm after
+  float norm_eps = 0.0f;
+  float* normed = nullptr;          // [T, D]
+  uint16_t* normed_bf16 = nullptr;  // [T, D] or null
+};
+void hc_pre_folded(const HcConstants& k, const float* fn, const float* base, const float* scale,
+                   const float* X, int64_t T, float* y, float* post, float* comb, float* partials,
+                   const HcFold& fold, cudaStream_t stream);
+void hc_head_folded(const HcConstants& k, const float* fn, const float* base, const float* scale,
+                    const float* X, int64_t T, float* h, float* partials, const HcFold& fold,
+                    cudaStream_t stream);
+
 }  // namespace sparkglm::cuda

@@ -311,11 +311,6 @@ void check_latent_geometry(int latent_dim, LatentFormat format) {
                     ": its records would not be 16-byte aligned); use bf16");
 }
 
-int64_t latent_record_bytes(LatentFormat format, int latent_dim) {
-  const int64_t r = latent_dim;
-  return format == LatentFormat::kBF16 ? r * 2 : r + 4 * (r / 128);
-}
-
 int64_t mla_decode_workspace_floats(int rows, int heads, int max_len, int latent_dim) {
   return int64_t(rows) * heads * num_splits(max_len) * (latent_dim + 2);
 }

@@ -30,8 +30,12 @@ inline constexpr int kMlaSplitTokens = 128;
 // Throws Error(kUnsupported) naming kv_lora_rank (or the KV dtype) unless the kernels serve them.
 void check_latent_geometry(int latent_dim, LatentFormat format);
 
-// Bytes of one token's latent record.
-int64_t latent_record_bytes(LatentFormat format, int latent_dim = kMlaLatentDim);
+// Bytes of one token's latent record (host and device: the latent stores index pages by it).
+__host__ __device__ inline int64_t latent_record_bytes(LatentFormat format,
+                                                       int latent_dim = kMlaLatentDim) {
+  const int64_t r = latent_dim;
+  return format == LatentFormat::kBF16 ? r * 2 : r + 4 * (r / 128);
+}
 
 struct MlaDecodeArgs {
   int rows = 0;                    // B query rows

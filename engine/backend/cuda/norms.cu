@@ -2,7 +2,9 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/layer_norm_row.cuh"
 #include "engine/backend/cuda/pdl.cuh"
+#include "engine/backend/cuda/rms_row.cuh"
 #include "engine/backend/cuda/runner_kernels.h"
 #include "engine/core/error.h"
 
@@ -10,97 +12,21 @@ namespace sparkglm::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
+using rms_row::cached_width;
+using rms_row::kCachedVec;
+using rms_row::kThreads;
+using rms_row::load4_or;
+using rms_row::rms_scale;
+using rms_row::scaled;
+using rms_row::store_bf16x4;
 
-struct RmsParams {
-  const float* x;  // [rows, n]
-  const float* w;  // [n] or null
-  float* y;        // [rows, n]
-  uint16_t* y_bf16;
-  int64_t n;
-  float eps;
-  const float* add;  // [rows, n] or null: x + add is normalised and written to sum
-  float* sum;        // x's place, with add
-};
-
-// A row of up to kCachedVec * 4 * kThreads values (every MODEL.md width up to 4096) is read once
-// into registers with all of a thread's loads (x and w) in flight together: a decode row is one
-// block, so load latency, not bandwidth, sets its time. Wider rows take the strided loop.
-constexpr int kCachedVec = 4;
-
-__host__ __device__ inline bool cached_width(int64_t n) {
-  return n % 4 == 0 && n <= int64_t(kCachedVec) * 4 * kThreads;
-}
-
-// 1 / sqrt(mean(x^2) + eps) of a cached row (thread i holds float4s i, i + kThreads, ...; zeros
-// past the row): the one order of sums every cached RMS norm here takes.
-__device__ __forceinline__ float rms_scale(const float4 (&xv)[kCachedVec], int64_t n, float eps,
-                                           float* scratch) {
-  float ss = 0.0f;
-#pragma unroll
-  for (int u = 0; u < kCachedVec; ++u) {
-    ss = fmaf(xv[u].x, xv[u].x, ss);
-    ss = fmaf(xv[u].y, xv[u].y, ss);
-    ss = fmaf(xv[u].z, xv[u].z, ss);
-    ss = fmaf(xv[u].w, xv[u].w, ss);
-  }
-  ss = block_sum(ss, scratch);
-  return 1.0f / sqrtf(ss / float(n) + eps);
-}
-
-__device__ __forceinline__ float4 load4_or(const float* p, int i, bool in, float fill) {
-  return in && p ? reinterpret_cast<const float4*>(p)[i] : make_float4(fill, fill, fill, fill);
-}
-
-__device__ __forceinline__ void store_bf16x4(uint16_t* to, float4 v) {
-  to[0] = f32_to_bf16_bits(v.x), to[1] = f32_to_bf16_bits(v.y);
-  to[2] = f32_to_bf16_bits(v.z), to[3] = f32_to_bf16_bits(v.w);
-}
+using RmsParams = rms_row::Params;
 
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const __grid_constant__ RmsParams p) {
   pdl_trigger();  // a decode GEMV after it may start loading its weights
   pdl_wait();     // x (and add) of the kernel ahead
   __shared__ float scratch[32];
-  const int64_t at = int64_t(blockIdx.x) * p.n;
-  const float* x = p.x + at;
-  float* y = p.y + at;
-  uint16_t* yb = p.y_bf16 ? p.y_bf16 + at : nullptr;
-  if (cached_width(p.n)) {
-    const int nv = int(p.n / 4);
-    float4 xv[kCachedVec], wv[kCachedVec];
-#pragma unroll
-    for (int u = 0; u < kCachedVec; ++u) {
-      const int i = threadIdx.x + u * kThreads;
-      xv[u] = load4_or(x, i, i < nv, 0.0f);
-      wv[u] = load4_or(p.w, i, i < nv, 1.0f);
-      if (p.add && i < nv) {  // the residual add first, in add_in_place's order
-        const float4 a = reinterpret_cast<const float4*>(p.add + at)[i];
-        xv[u] = make_float4(xv[u].x + a.x, xv[u].y + a.y, xv[u].z + a.z, xv[u].w + a.w);
-        reinterpret_cast<float4*>(p.sum + at)[i] = xv[u];
-      }
-    }
-    const float r = rms_scale(xv, p.n, p.eps, scratch);
-#pragma unroll
-    for (int u = 0; u < kCachedVec; ++u) {
-      const int i = threadIdx.x + u * kThreads;
-      if (i >= nv) continue;
-      const float4 v = make_float4(xv[u].x * r * wv[u].x, xv[u].y * r * wv[u].y,
-                                   xv[u].z * r * wv[u].z, xv[u].w * r * wv[u].w);
-      reinterpret_cast<float4*>(y)[i] = v;
-      if (yb) store_bf16x4(yb + 4 * i, v);
-    }
-    return;
-  }
-  float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x) ss = fmaf(x[i], x[i], ss);
-  ss = block_sum(ss, scratch);
-  const float r = 1.0f / sqrtf(ss / float(p.n) + p.eps);
-  for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x) {
-    float v = x[i] * r;
-    if (p.w) v = v * p.w[i];
-    y[i] = v;
-    if (yb) yb[i] = f32_to_bf16_bits(v);
-  }
+  rms_row::norm(p, blockIdx.x, scratch);
 }
 
 struct MtpEntryParams {
@@ -152,38 +78,18 @@ __global__ void __launch_bounds__(kThreads)
   for (int u = 0; u < kCachedVec; ++u) {
     const int i = threadIdx.x + u * kThreads;
     if (i >= nv) continue;
-    store_bf16x4(out + 4 * i, make_float4(xv[u].x * r * wv[u].x, xv[u].y * r * wv[u].y,
-                                          xv[u].z * r * wv[u].z, xv[u].w * r * wv[u].w));
+    store_bf16x4(out + 4 * i, scaled(xv[u], r, wv[u]));
   }
 }
 
-struct LayerNormParams {
-  const float* x;
-  const float* w;
-  const float* b;
-  float* y;
-  int64_t n;
-  float eps;
-};
+using LayerNormParams = layer_norm_row::Params;
 
 __global__ void __launch_bounds__(kThreads)
     layer_norm_kernel(const __grid_constant__ LayerNormParams p) {
   __shared__ float scratch[32];
   pdl_wait();
   pdl_trigger();
-  const float* x = p.x + int64_t(blockIdx.x) * p.n;
-  float s = 0.0f;
-  for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x) s += x[i];
-  const float mean = block_sum(s, scratch) / float(p.n);
-  float var = 0.0f;
-  for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x) {
-    const float d = x[i] - mean;
-    var = fmaf(d, d, var);
-  }
-  const float r = 1.0f / sqrtf(block_sum(var, scratch) / float(p.n) + p.eps);
-  float* y = p.y + int64_t(blockIdx.x) * p.n;
-  for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x)
-    y[i] = (x[i] - mean) * r * p.w[i] + p.b[i];
+  layer_norm_row::norm(p, blockIdx.x, scratch);
 }
 
 __global__ void cast_kernel(const float* src, int64_t n, uint16_t* dst) {

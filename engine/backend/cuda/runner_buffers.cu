@@ -20,6 +20,7 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
   const int64_t dec = std::min<int64_t>(T, kDecodeMaxRows);
   Workspace w{};
   w.X = c.take<float>(T * hc * D);
+  w.X_next = c.take<float>(std::min<int64_t>(T, kHcFoldRows) * hc * D);  // decode-sized folds
   w.y = c.take<float>(T * D);
   w.normed = c.take<float>(T * D);
   w.block_out = c.take<float>(T * D);

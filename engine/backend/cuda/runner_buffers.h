@@ -48,6 +48,7 @@ struct RunnerShape {
 struct Workspace {
   // residual and block I/O
   float *X, *y, *normed, *block_out, *post, *comb, *hc_partials;
+  float* X_next;  // the residual after a folded hc_post (mhc.h: HcFold), kHcFoldRows rows
   uint16_t* normed_bf16;
   // KDA
   float *raw_q, *raw_k, *raw_v, *q, *k, *v, *f, *decay, *gate, *o, *low, *b_logit, *beta;
