@@ -69,27 +69,35 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
     return;
   }
   const int E = config_.n_routed_experts, k = config_.num_experts_per_tok;
+  const bool spark = options_.precision_mode == PrecisionMode::kSpark;
+  const ExpertTable& table = experts_.at(layer);
+  // Quantized routed experts (FP4-Local): the same paths with weights dequantized on the fly.
+  const MoeQuantExperts* quant = table.quant ? &table.quant->experts() : nullptr;
+  const SwiGluWeights* shared = w.moe.shared ? &*w.moe.shared : nullptr;
+  const int64_t dec = step_->decode_rows();
+  // The BF16 shared expert of a step's decode rows (one piece) runs beside the router and the
+  // routed experts, from here to the combine.
+  const bool beside = shared && !spark && !quant && dec > 0 && dec <= kDecodeMaxRows;
+  if (beside)
+    moe_shared_expert_beside(decode_args(table, shared, 0, dec, out), stream_, side_stream_,
+                             side_fork_, side_join_);
   profile_.mark("moe.router", stream_);
   linear_f32(ws_.normed, T, w.moe.router, E, D, ws_.router_logits, stream_);
   route_experts(ws_.router_logits, w.moe.score_bias, T, E, k, config_.norm_topk_prob,
                 config_.routed_scaling_factor, ws_.experts, ws_.expert_weights, stream_);
   profile_.mark("moe.experts", stream_);
-  if (options_.precision_mode == PrecisionMode::kSpark) {
+  if (spark) {
     spark_moe_block(w, layer, out);
     return;
   }
-  const ExpertTable& table = experts_.at(layer);
-  // Quantized routed experts (FP4-Local): the same paths with weights dequantized on the fly.
-  const MoeQuantExperts* quant = table.quant ? &table.quant->experts() : nullptr;
-  const SwiGluWeights* shared = w.moe.shared ? &*w.moe.shared : nullptr;
   // Decode rows (the first `dec`) stream their experts' weights per token, in pieces of at most
   // kDecodeMaxRows; prompt rows go through the grouped GEMMs. Each path's per-token sums do not
   // depend on the other tokens (moe_experts.h, grouped_gemm.h), and a token's path depends on what
   // it is, not on how many rows share its step.
-  const int64_t dec = step_->decode_rows();
   for (int64_t r0 = 0; r0 < dec; r0 += kDecodeMaxRows) {
-    const MoeExpertArgs a =
+    MoeExpertArgs a =
         decode_args(table, shared, r0, std::min<int64_t>(kDecodeMaxRows, dec - r0), out);
+    if (beside) a.shared_done = side_join_;
     if (quant)
       moe_experts_decode_quantized(a, *quant, stream_);
     else

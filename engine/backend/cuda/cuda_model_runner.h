@@ -265,6 +265,9 @@ class CudaModelRunner : public ModelRunner {
   std::unique_ptr<DeviceWeights> weights_;
   CudaRunnerOptions options_;
   cudaStream_t stream_ = nullptr;
+  // A decode step's shared experts run beside its routed ones (moe_shared_expert_beside).
+  cudaStream_t side_stream_ = nullptr;
+  cudaEvent_t side_fork_ = nullptr, side_join_ = nullptr;
   Gemm gemm_;
   std::unique_ptr<StepInputs> step_;
   DeviceBuffer ws_buffer_, cache_buffer_;

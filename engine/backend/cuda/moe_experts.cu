@@ -225,6 +225,14 @@ __global__ void __launch_bounds__(256) combine_kernel(const __grid_constant__ Mo
   a.out[t * a.hidden + d] = o;
 }
 
+// The shared expert: h = SwiGLU of its [T, 2W] gate/up product, then its down product.
+void launch_shared(const MoeExpertArgs& a, cudaStream_t stream) {
+  gemv_bf16(a.x, a.tokens, a.shared_gate_up, 2 * a.width, a.hidden, a.shared_gu, stream);
+  launch_dependent(shared_swiglu_kernel, dim3(unsigned(a.tokens), unsigned((a.width + 255) / 256)),
+                   256, 0, stream, a);
+  gemv_bf16(a.shared_h, a.tokens, a.shared_down, a.hidden, a.width, a.shared_y, stream);
+}
+
 void launch_combine(const MoeExpertArgs& a, cudaStream_t stream) {
   SPARKGLM_ASSERT(a.top_k > 0 && a.top_k <= kRouterMaxTopK,
                   "moe decode combine: top_k out of range");
@@ -260,13 +268,22 @@ void moe_experts_decode(const MoeExpertArgs& a, cudaStream_t stream) {
     launch_dependent(gate_up_kernel<true>, gate_up_grid, kSplitK * 32, 0, stream, a);
     launch_dependent(down_kernel<true>, down_grid, kSplitK * 32, 0, stream, a);
   }
-  if (a.shared_gate_up) {
-    gemv_bf16(a.x, a.tokens, a.shared_gate_up, 2 * a.width, a.hidden, a.shared_gu, stream);
-    launch_dependent(shared_swiglu_kernel,
-                     dim3(unsigned(a.tokens), unsigned((a.width + 255) / 256)), 256, 0, stream, a);
-    gemv_bf16(a.shared_h, a.tokens, a.shared_down, a.hidden, a.width, a.shared_y, stream);
+  if (a.shared_gate_up && a.shared_done) {
+    SPARKGLM_CUDA_CHECK(cudaStreamWaitEvent(stream, a.shared_done, 0));
+  } else if (a.shared_gate_up) {
+    launch_shared(a, stream);
   }
   launch_combine(a, stream);
+}
+
+void moe_shared_expert_beside(const MoeExpertArgs& a, cudaStream_t stream, cudaStream_t side,
+                              cudaEvent_t fork, cudaEvent_t join) {
+  SPARKGLM_ASSERT(a.shared_gate_up && a.shared_down && a.tokens > 0 && side && fork && join,
+                  "moe_shared_expert_beside: a shared expert, tokens, a side stream and events");
+  SPARKGLM_CUDA_CHECK(cudaEventRecord(fork, stream));
+  SPARKGLM_CUDA_CHECK(cudaStreamWaitEvent(side, fork, 0));
+  launch_shared(a, side);
+  SPARKGLM_CUDA_CHECK(cudaEventRecord(join, side));
 }
 
 void moe_decode_group(const MoeExpertArgs& a, cudaStream_t stream) {

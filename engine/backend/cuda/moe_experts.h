@@ -36,12 +36,23 @@ struct MoeExpertArgs {
   uint16_t* shared_h = nullptr;              // workspace [T, W] BF16
   float* shared_y = nullptr;                 // workspace [T, D] FP32
   float* out = nullptr;                      // [T, D]
+  cudaEvent_t shared_done = nullptr;         // set: it ran beside (moe_shared_expert_beside)
 };
 
 // Int32 words of the `groups` workspace: a count, then per group its expert and 8 pairs.
 int64_t moe_decode_group_ints(int64_t tokens, int top_k);
 
 void moe_experts_decode(const MoeExpertArgs& args, cudaStream_t stream);
+
+// The shared expert beside the routed ones: `side` waits for the work queued on `stream` so far
+// (event `fork`), runs the shared expert's three launches (the kernels and workspaces
+// moe_experts_decode gives it: shared_gu, shared_h, shared_y, which nothing else touches), then
+// records `join`. moe_experts_decode with args.shared_done = join waits for it before the combine
+// instead of running the shared expert itself: the same kernels on the same inputs, so the same
+// bits, off the step's serial path (its router, grouping and routed experts run meanwhile). Call it
+// once x is written; in a captured step the two streams become two branches of the graph.
+void moe_shared_expert_beside(const MoeExpertArgs& args, cudaStream_t stream, cudaStream_t side,
+                              cudaEvent_t fork, cudaEvent_t join);
 
 // The first and last steps of moe_experts_decode, for the quantized variant
 // (moe_quant_experts.h), which shares them: the grouping of the pairs into `groups`, and the
