@@ -15,6 +15,7 @@
 #include "engine/backend/cuda/moe_experts.h"
 #include "engine/core/dtype.h"
 #include "tests/cuda/cuda_test_support.h"
+#include "tests/cuda/moe_decode_workspace.h"
 
 namespace sparkglm {
 namespace {
@@ -36,8 +37,8 @@ std::vector<uint16_t> bf16(const std::vector<float>& v) {
 // Experts, a shared expert, a routing and the workspaces, all on the device.
 struct Moe {
   std::vector<cuda::DeviceBuffer> gate_up, down;
-  cuda::DeviceBuffer gate_up_ptrs, down_ptrs, shared_gate_up, shared_down, x, experts, weights, h,
-      y, groups, shared_gu, shared_h, shared_y, out;
+  cuda::DeviceBuffer gate_up_ptrs, down_ptrs, shared_gate_up, shared_down, x, experts, weights;
+  cuda_test::MoeDecodeWorkspace ws{kT, kK, kD, kW};
   Moe() {
     std::vector<const uint16_t*> gu_ptrs, d_ptrs;
     for (int e = 0; e < kE; ++e) {
@@ -60,13 +61,6 @@ struct Moe {
       }
     experts = to_device(ex);
     weights = to_device(w);
-    h = cuda::DeviceBuffer(size_t(kT * kK * kW) * 2);
-    y = cuda::DeviceBuffer(size_t(kT * kK * kD) * 4);
-    groups = cuda::DeviceBuffer(size_t(cuda::moe_decode_group_ints(kT, kK)) * 4);
-    shared_gu = cuda::DeviceBuffer(size_t(kT * 2 * kW) * 4);
-    shared_h = cuda::DeviceBuffer(size_t(kT * kW) * 2);
-    shared_y = cuda::DeviceBuffer(size_t(kT * kD) * 4);
-    out = cuda::DeviceBuffer(size_t(kT * kD) * 4);
   }
   cuda::MoeExpertArgs args() const {
     cuda::MoeExpertArgs a;
@@ -83,19 +77,13 @@ struct Moe {
     a.down = static_cast<const uint16_t* const*>(down_ptrs.data());
     a.shared_gate_up = static_cast<const uint16_t*>(shared_gate_up.data());
     a.shared_down = static_cast<const uint16_t*>(shared_down.data());
-    a.h = static_cast<uint16_t*>(h.data());
-    a.y = static_cast<float*>(y.data());
-    a.groups = static_cast<int32_t*>(groups.data());
-    a.shared_gu = static_cast<float*>(shared_gu.data());
-    a.shared_h = static_cast<uint16_t*>(shared_h.data());
-    a.shared_y = static_cast<float*>(shared_y.data());
-    a.out = static_cast<float*>(out.data());
+    ws.fill(a);
     return a;
   }
   // Clears what both paths write, the shared expert's output to NaN.
   void clear() {
-    SPARKGLM_CUDA_CHECK(cudaMemset(out.data(), 0, out.bytes()));
-    SPARKGLM_CUDA_CHECK(cudaMemset(shared_y.data(), 0xff, shared_y.bytes()));
+    SPARKGLM_CUDA_CHECK(cudaMemset(ws.out.data(), 0, ws.out.bytes()));
+    SPARKGLM_CUDA_CHECK(cudaMemset(ws.shared_y.data(), 0xff, ws.shared_y.bytes()));
     SPARKGLM_CUDA_CHECK(cudaDeviceSynchronize());
   }
 };
@@ -137,14 +125,14 @@ TEST(CudaMoeSharedBeside, TheSharedExpertBesideGivesTheSerialBitsAndIsWaitedFor)
   const size_t n = size_t(kT * kD);
   moe.clear();
   cuda::moe_experts_decode(moe.args(), s.main);
-  const std::vector<float> serial = to_host<float>(moe.out, n);
+  const std::vector<float> serial = to_host<float>(moe.ws.out, n);
   for (float v : serial) ASSERT_TRUE(std::isfinite(v));
 
   for (bool slow : {false, true}) {
     SCOPED_TRACE(slow ? "side stream held back" : "side stream free");
     moe.clear();
     s.beside(moe.args(), slow);
-    EXPECT_EQ(to_host<float>(moe.out, n), serial) << "eager";
+    EXPECT_EQ(to_host<float>(moe.ws.out, n), serial) << "eager";
   }
 
   // Captured on main (the side stream joins the capture through the fork), then replayed.
@@ -158,7 +146,7 @@ TEST(CudaMoeSharedBeside, TheSharedExpertBesideGivesTheSerialBitsAndIsWaitedFor)
     moe.clear();
     SPARKGLM_CUDA_CHECK(cudaGraphLaunch(exec, s.main));
     SPARKGLM_CUDA_CHECK(cudaStreamSynchronize(s.main));
-    EXPECT_EQ(to_host<float>(moe.out, n), serial) << "graph replay " << rep;
+    EXPECT_EQ(to_host<float>(moe.ws.out, n), serial) << "graph replay " << rep;
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);

@@ -164,6 +164,24 @@ class SpeculativeRollbackTest : public SpeculativeDecodingTest,
     return runner_for(blocks, k, rollback(), snapshots);
   }
   SchedulerLimits limits_k(int k) const { return limits_with(k, rollback()); }
+  // The requests with the drafter's first forward inside the steps (draft_on_picks, mtp_next:
+  // index 1, counters `with`) and without (index 0, `without`), each on a fresh runner.
+  struct InStepOrNot {
+    std::vector<Outcome> out[2];
+    SpeculationCounters with{}, without{};
+  };
+  InStepOrNot in_step_or_not(int k, const std::vector<GenerationRequest>& requests) {
+    InStepOrNot r;
+    for (bool in_step : {true, false}) {
+      auto runner = runner_k(64, k);
+      SchedulerLimits l = limits_k(k);
+      l.speculative_draft_in_step = in_step;
+      r.out[in_step] = run(*runner, l, requests);
+      (in_step ? r.with : r.without) = scheduler->counters().speculation;
+      EXPECT_EQ(scheduler->blocks().num_free(), 64) << "k=" << k;
+    }
+    return r;
+  }
 };
 
 INSTANTIATE_TEST_SUITE_P(Rollback, SpeculativeRollbackTest,
@@ -224,16 +242,7 @@ TEST_P(SpeculativeRollbackTest, GreedyWithMtpDraftsEqualsGreedyWithoutAtC1AndC4)
 TEST_P(SpeculativeRollbackTest, DraftsFromInsideTheVerifyStepAreTheDraftersOwn) {
   const auto requests = four();
   for (int k : {1, 3}) {
-    SpeculationCounters with{}, without{};
-    std::vector<Outcome> out[2];
-    for (bool in_step : {true, false}) {
-      auto r = runner_k(64, k);
-      SchedulerLimits l = limits_k(k);
-      l.speculative_draft_in_step = in_step;
-      out[in_step] = run(*r, l, requests);
-      (in_step ? with : without) = scheduler->counters().speculation;
-      EXPECT_EQ(scheduler->blocks().num_free(), 64) << "k=" << k;
-    }
+    const auto [out, with, without] = in_step_or_not(k, requests);
     expect_same(out[1], out[0], "k=" + std::to_string(k));
     EXPECT_EQ(with.drafted, without.drafted) << "k=" << k;
     EXPECT_EQ(with.accepted, without.accepted) << "k=" << k;
@@ -265,16 +274,7 @@ TEST_P(SpeculativeRollbackTest, DraftsFromAPromptsOwnStepAreTheDraftersOwn) {
     const std::vector<GenerationRequest> some =
         alone < requests.size() ? std::vector<GenerationRequest>{requests[alone]} : requests;
     SCOPED_TRACE(alone < requests.size() ? "C1, request " + std::to_string(alone) : "C5");
-    SpeculationCounters with{}, without{};
-    std::vector<Outcome> out[2];
-    for (bool in_step : {true, false}) {
-      auto r = runner_k(64, k);
-      SchedulerLimits l = limits_k(k);
-      l.speculative_draft_in_step = in_step;
-      out[in_step] = run(*r, l, some);
-      (in_step ? with : without) = scheduler->counters().speculation;
-      EXPECT_EQ(scheduler->blocks().num_free(), 64);
-    }
+    const auto [out, with, without] = in_step_or_not(k, some);
     expect_same(out[1], out[0], "with the prompt's drafts from its step");
     EXPECT_EQ(with.drafted, without.drafted);
     EXPECT_EQ(with.accepted, without.accepted);
