@@ -139,11 +139,9 @@ void Speculator::commit(Sequence& s, SpecRole role, int rows, int first_logit,
       ++counters_.step_drafts;
       counters_.step_chains += chain != nullptr;
     }
-  } else if (role == SpecRole::kSampleLast) {
-    emit_(s, check_draft(*s.sampler, result.logits.data() + (first_logit + rows - 1) * vocab, vocab,
-                         config_.eos_token_ids, -1, grammar_mask(s))
-                 .token);
-    if (s.finish != FinishReason::kNone) return;
+  } else if (role == SpecRole::kSampleLast &&
+             !sample_prompt_end(s, result.logits.data() + (first_logit + rows - 1) * vocab)) {
+    return;
   }
   SPARKGLM_ASSERT(result.hidden.size() >= size_t(first_logit + rows) * size_t(config_.hidden_size),
                   "Speculator: the runner returned no hidden states (StepResult::hidden)");
@@ -152,16 +150,20 @@ void Speculator::commit(Sequence& s, SpecRole role, int rows, int first_logit,
                        step_logits, step_hidden, chain, chain ? width : 0});
 }
 
+bool Speculator::sample_prompt_end(Sequence& s, const float* logits) {
+  emit_(s, check_draft(*s.sampler, logits, config_.vocab_size, config_.eos_token_ids, -1,
+                       grammar_mask(s))
+               .token);
+  return s.finish == FinishReason::kNone;
+}
+
 void Speculator::commit_prompt(Sequence& s, SpecRole role, int first_logit,
                                const StepResult& result) {
   if (first_logit < 0) return;  // mid-prompt: the step wrote the module's cache, nothing to draft
   const int64_t vocab = config_.vocab_size, d = config_.hidden_size;
-  if (role == SpecRole::kSampleLast) {
-    emit_(s, check_draft(*s.sampler, result.logits.data() + int64_t(first_logit) * vocab, vocab,
-                         config_.eos_token_ids, -1, grammar_mask(s))
-                 .token);
-    if (s.finish != FinishReason::kNone) return;
-  }
+  if (role == SpecRole::kSampleLast &&
+      !sample_prompt_end(s, result.logits.data() + int64_t(first_logit) * vocab))
+    return;
   SPARKGLM_ASSERT(result.hidden.size() >= size_t(first_logit + 1) * size_t(d),
                   "Speculator: the runner returned no hidden states (StepResult::hidden)");
   const int position = s.computed - 1;  // the slice's last row

@@ -168,6 +168,9 @@ class Speculator {
     int32_t step_chain_tokens = 0;
   };
   int drafts_wanted(const Sequence& s) const;
+  // A kSampleLast member's first token, sampled from its prompt's last row (`logits`) and
+  // emitted; false when that finished the sequence.
+  bool sample_prompt_end(Sequence& s, const float* logits);
   // The verify rule over a verify slice's rows, emitting each committed token, then the
   // rollback: the drafts accepted, or -1 when the sequence finished.
   int accept(Sequence& s, int rows, int first_logit, const StepResult& result);
