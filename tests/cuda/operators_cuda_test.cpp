@@ -269,12 +269,36 @@ void check_mla_decode(int heads, int r) {
           w(want.begin() + long(from), want.end());
       EXPECT_LT(nmse(g, w), 1e-5) << "heads " << heads << " R " << r << " record "
                                   << cuda::latent_record_bytes(format, r) << " list " << with_list;
+      if (with_list) continue;
+      // Rows 0 and 1 (lengths 1 and 33, or 0 and 33) fit one split: a launch of them alone at that
+      // bucket writes ō from its split kernel, without the combine, and must give the bits the
+      // two-split launch above gives them (and 0 for an empty row).
+      for (const std::vector<int32_t>& lens : {lengths, std::vector<int32_t>{0, 33, 200}}) {
+        auto dlens = to_device(lens);
+        cuda::MlaDecodeArgs two = a;
+        two.lengths = static_cast<int32_t*>(dlens.data());
+        cuda::MlaDecodeArgs one = two;
+        one.rows = 2;
+        one.max_len = cuda::kMlaSplitTokens;
+        std::vector<std::vector<float>> outs;
+        for (const cuda::MlaDecodeArgs& args : {two, one}) {
+          SPARKGLM_CUDA_CHECK(cudaMemset(dout.data(), 0xff, dout.bytes()));
+          cuda::mla_decode(args, nullptr);
+          outs.push_back(to_host<float>(dout, 2 * per_row));
+        }
+        EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * 4))
+            << "heads " << heads << " R " << r << " first length " << lens[0];
+        if (lens[0] == 0) {
+          EXPECT_EQ(std::vector<float>(per_row, 0.0f),
+                    std::vector<float>(outs[1].begin(), outs[1].begin() + long(per_row)));
+        }
+      }
     }
   }
 }
 
 // Production's 16-head tiles of R = 512, and tinyglm-micro's 4 heads of R = 64 (padded to the
-// MMA's 16 rows with zero queries that are never stored).
+// MMA's 16 rows with zero queries that are never stored); a launch of one split against two.
 TEST(CudaOperators, MlaDecodeMatchesTheReferenceOverScatteredPagesAndLists) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   check_mla_decode(16, cuda::kMlaLatentDim);

@@ -96,7 +96,8 @@ __device__ void load_tile(const MlaDecodeArgs& a, int row, int first, int count,
 
 // Grid: (splits, H / 16, B). Tensor-core flash decode over one split of the row's list: per tile,
 // S = q~ C^T (16 heads x 32 tokens, k = R), an online softmax per head, then ō += P C. Writes the
-// split's unnormalised ō with its running max and sum.
+// split's unnormalised ō with its running max and sum, or, where the launch has one split, the
+// row's ō as combine_kernel would make it from them.
 template <int kR, bool kMaskHeads>
 __global__ void __launch_bounds__(kThreads) split_kernel(const __grid_constant__ MlaDecodeArgs a) {
   constexpr int kLd = MlaShape<kR>::kLd, kColsPerWarp = MlaShape<kR>::kColsPerWarp;
@@ -208,12 +209,42 @@ __global__ void __launch_bounds__(kThreads) split_kernel(const __grid_constant__
       }
     }
   }
-  // Workspace: [B, H, splits] of (R partial values, max, sum).
   const int splits = gridDim.x;
+  const bool lo = !kMaskHeads || h0 + g < a.heads, hi = !kMaskHeads || h0 + g + 8 < a.heads;
+  if (splits == 1) {
+    // One split (every list of the launch fits one): combine_kernel's arithmetic for a row of one
+    // used split, here, so the launch needs no second kernel and the bits are combine_kernel's:
+    // its maximum fmaxf(-inf, m), factor expf(m - max), sum fmaf(l, factor, 0) + 0 (the warp sum
+    // adds zeros) and ō fmaf(o, factor, 0) / sum; an empty row (no used split) gives 0.
+    __syncthreads();  // every warp is done with alpha_s and sc
+    float* sum_s = sc;
+    if (lane == 0) {
+#pragma unroll
+      for (int i = 0; i < kHeadsPerBlock / kWarps; ++i) {
+        const int h = warp * (kHeadsPerBlock / kWarps) + i;
+        const float f = expf(m_run[i] - fmaxf(-INFINITY, m_run[i]));
+        alpha_s[h] = f;
+        sum_s[h] = len > 0 ? __fadd_rn(fmaf(l_run[i], f, 0.0f), 0.0f) : 0.0f;
+      }
+    }
+    __syncthreads();
+    auto out = [&](int h, int e, float v) {
+      const float l = sum_s[h];
+      a.o_bar[(int64_t(row) * a.heads + h0 + h) * kR + e] =
+          l > 0.0f ? fmaf(v, alpha_s[h], 0.0f) / l : 0.0f;
+    };
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) {
+      const int e = warp * kColsPerWarp + n * 8 + 2 * t;
+      if (lo) out(g, e, o[n][0]), out(g, e + 1, o[n][1]);
+      if (hi) out(g + 8, e, o[n][2]), out(g + 8, e + 1, o[n][3]);
+    }
+    return;
+  }
+  // Workspace: [B, H, splits] of (R partial values, max, sum).
   auto slot = [&](int h) {
     return a.workspace + ((int64_t(row) * a.heads + h0 + h) * splits + split) * (kR + 2);
   };
-  const bool lo = !kMaskHeads || h0 + g < a.heads, hi = !kMaskHeads || h0 + g + 8 < a.heads;
 #pragma unroll
   for (int n = 0; n < kNTiles; ++n) {
     const int e = warp * kColsPerWarp + n * 8 + 2 * t;
@@ -293,8 +324,9 @@ void launch_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
   const dim3 grid(unsigned(splits), unsigned((a.heads + kHeadsPerBlock - 1) / kHeadsPerBlock),
                   unsigned(a.rows));
   launch_dependent(split_kernel<kR, kMaskHeads>, grid, kThreads, kSmemBytes, stream, a);
-  launch_dependent(combine_kernel<kR>, dim3(unsigned(a.heads), unsigned(a.rows)), kR, 0, stream, a,
-                   splits);
+  if (splits > 1)  // one split writes ō itself
+    launch_dependent(combine_kernel<kR>, dim3(unsigned(a.heads), unsigned(a.rows)), kR, 0, stream,
+                     a, splits);
 }
 
 }  // namespace

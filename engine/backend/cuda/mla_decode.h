@@ -10,7 +10,8 @@
 // q~, the probabilities and (for fp8_g128) the dequantized latents enter them rounded to BF16;
 // softmax bookkeeping stays FP32. Work splits into fixed runs of kMlaSplitTokens list entries,
 // merged in increasing split order, so a row's result depends on its own length and list only,
-// never on the batch it is in.
+// never on the batch it is in. A launch whose max_len fits one split is one kernel (the split
+// kernel does the merge's arithmetic itself, bit for bit); longer ones are two.
 #include <cuda_runtime.h>
 
 #include <cstdint>
