@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 #include <string>
 
 #include "engine/backend/cuda/cuda_check.h"
@@ -173,6 +172,9 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
   SPARKGLM_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
   SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&side_fork_, cudaEventDisableTiming));
   SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&side_join_, cudaEventDisableTiming));
+  SPARKGLM_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+  SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&copy_fork_, cudaEventDisableTiming));
+  SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&copy_join_, cudaEventDisableTiming));
   const RunnerShape s = shape();
   // Every decode row is a sequence of the step's layout (step_layout.h): a slot's verify slice
   // takes up to decode_slice_rows of them.
@@ -214,10 +216,6 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
     SPARKGLM_CUDA_CHECK(cudaEventCreate(&run_ended_[p]));
   }
   if (s.drafts) {
-    std::vector<int32_t> identity(static_cast<size_t>(kDecodeMaxRows));
-    std::iota(identity.begin(), identity.end(), 0);
-    SPARKGLM_CUDA_CHECK(cudaMemcpy(ws_.draft_from, identity.data(),
-                                   identity.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
     const size_t rows = size_t(kDecodeMaxRows);
     for (int p = 0; p < 2; ++p) {
       SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_draft_logits_[p],
@@ -346,6 +344,9 @@ CudaModelRunner::~CudaModelRunner() {
   if (side_fork_) cudaEventDestroy(side_fork_);
   if (side_join_) cudaEventDestroy(side_join_);
   if (side_stream_) cudaStreamDestroy(side_stream_);
+  if (copy_fork_) cudaEventDestroy(copy_fork_);
+  if (copy_join_) cudaEventDestroy(copy_join_);
+  if (copy_stream_) cudaStreamDestroy(copy_stream_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 

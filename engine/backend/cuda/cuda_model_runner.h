@@ -195,8 +195,9 @@ class CudaModelRunner : public ModelRunner {
   int chain_passes() const { return chain_ ? chain_->passes() : 0; }  // of the planned step
   void run_chain_passes();
   // The main rows' copies to pinned memory and main_ready_, at the end of the main head (inside
-  // the step's graph); queues the rest's copies for q.parity after the step (chains, or the MTP
-  // rows where the step runs none), without waiting.
+  // the step's graph, on a branch that run_draft_rows joins at its end); queues the rest's copies
+  // for q.parity after the step (chains, or the MTP rows where the step runs none), without
+  // waiting.
   void main_rows_to_host();
   struct QueuedStep;
   // StepSampling::mtp_next, after the step's head (eager, as a prompt's steps are): the module
@@ -268,6 +269,9 @@ class CudaModelRunner : public ModelRunner {
   // A decode step's shared experts run beside its routed ones (moe_shared_expert_beside).
   cudaStream_t side_stream_ = nullptr;
   cudaEvent_t side_fork_ = nullptr, side_join_ = nullptr;
+  // A verify step's main rows go to the host beside its MTP passes (main_rows_to_host).
+  cudaStream_t copy_stream_ = nullptr;
+  cudaEvent_t copy_fork_ = nullptr, copy_join_ = nullptr;
   Gemm gemm_;
   std::unique_ptr<StepInputs> step_;
   DeviceBuffer ws_buffer_, cache_buffer_;

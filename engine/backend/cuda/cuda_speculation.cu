@@ -82,8 +82,8 @@ bool CudaModelRunner::drafts_fit(const StepSampling& sampling) const {
 void CudaModelRunner::run_draft_rows() {
   const ModelWeights& mw = weights_->weights();
   const int64_t T = step_->rows(), D = config_.hidden_size, V = config_.vocab_size;
-  // The head over every row (all are logit rows; step order) and each row's greedy pick, the
-  // module's input token (a row with no pick embeds token 0: its drafts are not used).
+  // The head over every row (all are logit rows; step order) and each row's greedy pick, which
+  // is the module's input token at that row.
   profile_.mark("head", stream_);
   rms_norm_rows(ws_.y, mw.final_norm, config_.rms_norm_eps, T, D, ws_.head_rows, ws_.head_bf16,
                 stream_);
@@ -91,11 +91,12 @@ void CudaModelRunner::run_draft_rows() {
   sample_greedy(ws_.logits, T, V, ws_.draft_picks, stream_,
                 static_cast<unsigned long long*>(greedy_keys_.data()));
   main_rows_to_host();
-  take_picked_tokens(ws_.draft_from, ws_.draft_picks, T, ws_.draft_tokens, stream_);
   profile_.mark("mtp", stream_);
-  mtp_module(ws_.draft_tokens, ws_.y, mw.mtp->head_norm);  // head-normed into ws_.head_bf16
+  mtp_module(ws_.draft_picks, ws_.y, mw.mtp->head_norm);  // head-normed into ws_.head_bf16
   project_decode(gemm_, mw.lm_head, ws_.head_bf16, T, ws_.draft_logits, stream_);
   if (chain_passes() > 0) run_chain_passes();
+  // The main rows' copies ran beside the module's passes; the step ends after both.
+  SPARKGLM_CUDA_CHECK(cudaStreamWaitEvent(stream_, copy_join_, 0));
 }
 
 void CudaModelRunner::run_prompt_drafts(const StepSampling& sampling, QueuedStep& q) {
@@ -179,8 +180,13 @@ void CudaModelRunner::run_chain_passes() {
 
 void CudaModelRunner::main_rows_to_host() {
   const int64_t T = step_->rows(), D = config_.hidden_size, V = config_.vocab_size;
+  // On copy_stream_, so that the module's passes do not wait for three copies: nothing after
+  // this in the step writes the logits, the final states or the picks (the MTP layer has no mHC),
+  // and run_draft_rows joins the branch before the step ends.
+  SPARKGLM_CUDA_CHECK(cudaEventRecord(copy_fork_, stream_));
+  SPARKGLM_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, copy_fork_, 0));
   auto to_host = [&](void* host, const void* device, size_t bytes) {
-    SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_));
+    SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, copy_stream_));
   };
   to_host(pinned_logits_, ws_.logits, size_t(T * V) * 4);
   to_host(pinned_hidden_, ws_.y, size_t(T * D) * 4);
@@ -188,9 +194,11 @@ void CudaModelRunner::main_rows_to_host() {
   // Inside a capture the event is recorded by a node of the graph, each time it runs.
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   SPARKGLM_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
-  SPARKGLM_CUDA_CHECK(capturing == cudaStreamCaptureStatusActive
-                          ? cudaEventRecordWithFlags(main_ready_, stream_, cudaEventRecordExternal)
-                          : cudaEventRecord(main_ready_, stream_));
+  SPARKGLM_CUDA_CHECK(
+      capturing == cudaStreamCaptureStatusActive
+          ? cudaEventRecordWithFlags(main_ready_, copy_stream_, cudaEventRecordExternal)
+          : cudaEventRecord(main_ready_, copy_stream_));
+  SPARKGLM_CUDA_CHECK(cudaEventRecord(copy_join_, copy_stream_));
 }
 
 void CudaModelRunner::drafts_to_host(QueuedStep& q) {

@@ -94,8 +94,6 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
   const int64_t drafts = s.drafts ? kDecodeMaxRows : 0;
   w.draft_logits = c.take<float>(drafts * int64_t(m.vocab_size));
   w.draft_picks = c.take<int32_t>(drafts);
-  w.draft_tokens = c.take<int32_t>(drafts);
-  w.draft_from = c.take<int32_t>(drafts);
   w.chain_h = c.take<float>(drafts * m.hidden_size);
   w.chain_logits = c.take<float>(drafts * int64_t(m.vocab_size));
   w.chain_map = c.take<int32_t>(drafts * kChainStride);

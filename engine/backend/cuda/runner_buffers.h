@@ -76,11 +76,11 @@ struct Workspace {
   void* sample_scratch;
   uint16_t* head_bf16;
   // Drafts inside a verify step (StepSampling::draft_on_picks; empty unless RunnerShape::drafts):
-  // for its at most kDecodeMaxRows rows in step order, the MTP module's logits, each row's greedy
-  // pick, the pick as the module's input token (-1 -> 0), and the identity row map that
-  // take_picked_tokens reads. The main model's logits of those rows are in `logits`.
+  // for its at most kDecodeMaxRows rows in step order, the MTP module's logits and each row's
+  // greedy pick, which is also the module's input token there. The main model's logits of those
+  // rows are in `logits`.
   float* draft_logits;
-  int32_t *draft_picks, *draft_tokens, *draft_from;
+  int32_t* draft_picks;
   // The chained passes after them (draft_chain.h, StepSampling::draft_chain), one row per
   // slice: their input states, a pass's logits [rows, vocab]; the slices' row maps and chains
   // [rows, kChainStride], each verify row's first draft, a pass's picks.
