@@ -91,15 +91,13 @@ DraftChain::DraftChain(const Workspace& ws, int max_width, int64_t hidden, int64
       picks_(ws.chain_picks),
       out_(ws.chain_out) {
   SPARKGLM_ASSERT(max_width + 1 <= kChainStride, "DraftChain: at most 7 drafts a chain");
+  static_assert(kDecodeMaxRows * kChainStride <= StepInputs::kStepTailWords,
+                "DraftChain: the map rides in the chain step's transfer");
   const size_t words = size_t(max_rows_) * kChainStride * sizeof(int32_t);
-  SPARKGLM_CUDA_CHECK(cudaMallocHost(&pinned_map_, words));
   for (int32_t*& out : pinned_out_) SPARKGLM_CUDA_CHECK(cudaMallocHost(&out, words));
-  SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&map_copied_, cudaEventDisableTiming));
 }
 
 DraftChain::~DraftChain() {
-  cudaEventDestroy(map_copied_);
-  cudaFreeHost(pinned_map_);
   for (int32_t* out : pinned_out_) cudaFreeHost(out);
 }
 
@@ -125,22 +123,19 @@ bool DraftChain::plan(const ForwardBatch& batch, const StepInputs& verify, int p
       return false;
     rows.add_sequence({0}, furthest, s.state_slot, s.block_table, /*want_logits=*/false);
   }
-  chain.load(rows, stream);
-  // The map in the chain's step order (its dense rows first), once the last one has been read.
-  SPARKGLM_CUDA_CHECK(cudaEventSynchronize(map_copied_));
+  chain.build(rows);
+  // The map in the chain's step order (its dense rows first), in the chain's own transfer.
   rows_ = chain.rows();
   first_logit_.resize(size_t(rows_));
+  map_host_.assign(size_t(rows_ * kChainStride), 0);
   for (int r = 0; r < rows_; ++r) {
     const SequenceSlice& s = batch.seqs[size_t(chain.batch_row(r))];
-    int32_t* m = pinned_map_ + int64_t(r) * kChainStride;
+    int32_t* m = map_host_.data() + int64_t(r) * kChainStride;
     m[0] = s.num_rows;
     for (int i = 0; i < s.num_rows; ++i) m[1 + i] = step_row[size_t(s.first_row + i)];
     first_logit_[size_t(r)] = logit_of[size_t(s.first_row)];
   }
-  SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(map_, pinned_map_,
-                                      size_t(rows_ * kChainStride) * sizeof(int32_t),
-                                      cudaMemcpyHostToDevice, stream));
-  SPARKGLM_CUDA_CHECK(cudaEventRecord(map_copied_, stream));
+  chain.upload(stream, {map_host_.data(), rows_ * kChainStride, map_});
   passes_ = passes;
   return true;
 }

@@ -79,12 +79,11 @@ class DraftChain {
   std::vector<int32_t> first_logit_;  // per chain row: the slice's first logit row
   float *h_ = nullptr, *logits_ = nullptr;
   int32_t *map_ = nullptr, *first_picks_ = nullptr, *picks_ = nullptr, *out_ = nullptr;
-  int32_t* pinned_map_ = nullptr;
+  std::vector<int32_t> map_host_;  // the map of the step planned last, before its transfer
   // Per parity (to_host): the chains' copy and what spreading them needs.
   int32_t* pinned_out_[2] = {};
   std::vector<int32_t> copied_first_logit_[2];
   int copied_width_[2] = {0, 0};
-  cudaEvent_t map_copied_ = nullptr;  // the last copy out of pinned_map_ has run
 };
 
 }  // namespace sparkglm::cuda

@@ -14,8 +14,14 @@ namespace {
 constexpr int kHeader = kStepHeaderWords;
 constexpr int kPerRow = kStepRowWords;
 
+// Words past the layout's that the same transfer brought: `count` from staging[at] to `to`.
+struct Spread {
+  int at = 0, count = 0;
+  int32_t* to = nullptr;
+};
+
 __global__ void unpack_kernel(const int32_t* staging, int max_rows, int max_seqs, int stride,
-                              int32_t* fixed) {
+                              int32_t* fixed, Spread slices, Spread tail) {
   const int rows = staging[0], seqs = staging[1], logits = staging[2];
   const int32_t* row_data = staging + kHeader;
   const int32_t* logit_rows = row_data + rows * kPerRow;
@@ -48,13 +54,16 @@ __global__ void unpack_kernel(const int32_t* staging, int max_rows, int max_seqs
   for (int s = 0; s < seqs; ++s)
     for (int i = offsets[s] + tid; i < offsets[s + 1]; i += step)
       table_out[int64_t(s) * stride + (i - offsets[s])] = tables[i];
+  for (int i = tid; i < slices.count; i += step) slices.to[i] = staging[slices.at + i];
+  for (int i = tid; i < tail.count; i += step) tail.to[i] = staging[tail.at + i];
 }
 
 }  // namespace
 
 StepInputs::StepInputs(const StepCapacity& capacity, int block_size, int topk_pools, int kpool)
     : layout_(capacity, block_size, topk_pools, kpool) {
-  const size_t words = layout_.max_packed_words();
+  // The layout's words, then a speculative step's slice words, then a caller's tail.
+  const size_t words = layout_.max_packed_words() + slice_words() + kStepTailWords;
   SPARKGLM_CUDA_CHECK(cudaMallocHost(&host_, words * sizeof(int32_t)));
   staging_ = DeviceBuffer(words * sizeof(int32_t));
   const size_t fixed_words = size_t(kRowArrays) * size_t(capacity.max_rows) +
@@ -63,23 +72,22 @@ StepInputs::StepInputs(const StepCapacity& capacity, int block_size, int topk_po
   fixed_ = static_cast<int32_t*>(fixed_buffer_.data());
   SPARKGLM_CUDA_CHECK(cudaMemset(fixed_, 0, fixed_words * sizeof(int32_t)));
   SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
-  const size_t slice_words = 3 * size_t(capacity.max_seqs) + 1;
-  SPARKGLM_CUDA_CHECK(cudaMallocHost(&slice_host_, slice_words * sizeof(int32_t)));
-  slice_buffer_ = DeviceBuffer(slice_words * sizeof(int32_t));
+  slice_buffer_ = DeviceBuffer(slice_words() * sizeof(int32_t));
   slice_words_ = static_cast<int32_t*>(slice_buffer_.data());
-  SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&slices_copied_, cudaEventDisableTiming));
 }
 
 StepInputs::~StepInputs() {
-  cudaEventDestroy(slices_copied_);
-  cudaFreeHost(slice_host_);
   cudaEventDestroy(copied_);
   cudaFreeHost(host_);
 }
 
-void StepInputs::load_slices(cudaStream_t stream) {
+size_t StepInputs::slice_words() const {
+  return 3 * size_t(layout_.capacity().max_seqs) + 1;
+}
+
+size_t StepInputs::pack_slices(int32_t* slice_host) {
   slices_ = longest_slice_ = 0;
-  if (!layout_.speculative()) return;
+  if (!layout_.speculative()) return 0;
   // Decode row i is step sequence i (one row each); a slot's rows come in wave order, which is
   // position order (step_layout.h).
   const int max_seqs = layout_.capacity().max_seqs;
@@ -95,9 +103,8 @@ void StepInputs::load_slices(cudaStream_t stream) {
       rows[size_t(at - slots.begin())].push_back(q.first_row);
     }
   }
-  SPARKGLM_CUDA_CHECK(cudaEventSynchronize(slices_copied_));  // the last copy has read the staging
-  int32_t* slot_words = slice_host_;
-  int32_t* first = slice_host_ + max_seqs;
+  int32_t* slot_words = slice_host;
+  int32_t* first = slice_host + max_seqs;
   int32_t* row_words = first + max_seqs + 1;
   first[0] = 0;
   for (size_t b = 0; b < slots.size(); ++b) {
@@ -107,25 +114,37 @@ void StepInputs::load_slices(cudaStream_t stream) {
     longest_slice_ = std::max(longest_slice_, int(rows[b].size()));
   }
   slices_ = int(slots.size());
-  SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(slice_words_, slice_host_,
-                                      (3 * size_t(max_seqs) + 1) * sizeof(int32_t),
-                                      cudaMemcpyHostToDevice, stream));
-  SPARKGLM_CUDA_CHECK(cudaEventRecord(slices_copied_, stream));
+  return slice_words();
 }
 
 void StepInputs::load(const ForwardBatch& batch, cudaStream_t stream) {
+  build(batch);
+  upload(stream, Tail{});
+}
+
+void StepInputs::build(const ForwardBatch& batch) {
   // A pipelined caller loads step N+1 while step N's copy may still be queued: wait for that
   // copy to have read the staging before overwriting it.
   SPARKGLM_CUDA_CHECK(cudaEventSynchronize(copied_));
-  const size_t used = layout_.build(batch, host_);
-  SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(staging_.data(), host_, used * sizeof(int32_t),
+  layout_words_ = layout_.build(batch, host_);
+  slice_count_ = pack_slices(host_ + layout_words_);
+}
+
+void StepInputs::upload(cudaStream_t stream, const Tail& tail) {
+  SPARKGLM_ASSERT(tail.count >= 0 && tail.count <= kStepTailWords && (tail.count == 0 || tail.to),
+                  "StepInputs::upload: a tail of at most kStepTailWords words and its destination");
+  const size_t tail_at = layout_words_ + slice_count_;
+  std::copy_n(tail.words, tail.count, host_ + tail_at);
+  SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(staging_.data(), host_,
+                                      (tail_at + size_t(tail.count)) * sizeof(int32_t),
                                       cudaMemcpyHostToDevice, stream));
   SPARKGLM_CUDA_CHECK(cudaEventRecord(copied_, stream));
   const StepCapacity& c = layout_.capacity();
   unpack_kernel<<<32, 256, 0, stream>>>(static_cast<const int32_t*>(staging_.data()), c.max_rows,
-                                        c.max_seqs, c.table_stride, fixed_);
+                                        c.max_seqs, c.table_stride, fixed_,
+                                        Spread{int(layout_words_), int(slice_count_), slice_words_},
+                                        Spread{int(tail_at), tail.count, tail.to});
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
-  load_slices(stream);
 }
 
 }  // namespace sparkglm::cuda

@@ -3,7 +3,8 @@
 // per-row and per-sequence arrays live at fixed device addresses (what a captured CUDA graph
 // reads). Each step packs only what it uses into a pinned host buffer, copies it in one transfer
 // and spreads it into the fixed arrays with one kernel: a decode step moves a few hundred bytes
-// whatever max-seq-len is.
+// whatever max-seq-len is. A verify step's slices, and words a caller adds (upload's tail: the
+// draft chain's map), come in the same transfer.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -22,8 +23,20 @@ class StepInputs {
   StepInputs(const StepInputs&) = delete;
   StepInputs& operator=(const StepInputs&) = delete;
 
-  // Lays out `batch` (validated by the caller) and starts the copy on `stream`.
+  // Lays out `batch` (validated by the caller) and starts the copy on `stream`: build, then
+  // upload with no tail.
   void load(const ForwardBatch& batch, cudaStream_t stream);
+  // The two halves: build lays the step out on the host (the views below are then valid), upload
+  // starts its one transfer and spread on `stream`, with `tail.count` (at most kStepTailWords)
+  // host words that the spread writes to the device words `tail.to`.
+  struct Tail {
+    const int32_t* words = nullptr;
+    int count = 0;
+    int32_t* to = nullptr;
+  };
+  static constexpr int kStepTailWords = 256;
+  void build(const ForwardBatch& batch);
+  void upload(cudaStream_t stream, const Tail& tail);
 
   // Host view of the layout.
   const StepLayout& layout() const { return layout_; }
@@ -77,18 +90,19 @@ class StepInputs {
   }
   int32_t* array(int which) { return fixed_ + int64_t(which) * layout_.capacity().max_rows; }
 
-  // Groups a speculative step's decode rows into slices (slice_*) and starts their copy.
-  void load_slices(cudaStream_t stream);
+  // Groups a speculative step's decode rows into slices (slice_*), their words written at
+  // `slice_host`; returns how many words to copy (0 for a step that is not speculative).
+  size_t pack_slices(int32_t* slice_host);
+  size_t slice_words() const;  // slots [max_seqs], first [max_seqs + 1], rows [max_seqs]
 
   StepLayout layout_;
-  int32_t* host_ = nullptr;       // pinned staging, layout_.max_packed_words() long
-  cudaEvent_t copied_ = nullptr;  // the last copy out of host_ has run
+  // Pinned staging: the layout's words, the slices' and a tail (kStepTailWords at most).
+  int32_t* host_ = nullptr;
+  size_t layout_words_ = 0, slice_count_ = 0;  // of the step built last
+  cudaEvent_t copied_ = nullptr;               // the last copy out of host_ has run
   DeviceBuffer staging_, fixed_buffer_;
   int32_t* fixed_ = nullptr;
-  // slots [max_seqs], first [max_seqs + 1], rows [max_seqs]: pinned staging and device words.
   int slices_ = 0, longest_slice_ = 0;
-  int32_t* slice_host_ = nullptr;
-  cudaEvent_t slices_copied_ = nullptr;
   DeviceBuffer slice_buffer_;
   int32_t* slice_words_ = nullptr;
 };
