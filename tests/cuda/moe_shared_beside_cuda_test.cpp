@@ -93,27 +93,17 @@ void hold_back(void*) {
 }
 
 struct Streams {
-  cudaStream_t main = nullptr, side = nullptr;
-  cudaEvent_t fork = nullptr, join = nullptr;
-  Streams() {
-    SPARKGLM_CUDA_CHECK(cudaStreamCreateWithFlags(&main, cudaStreamNonBlocking));
-    SPARKGLM_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-    SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-    SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-  }
-  ~Streams() {
-    cudaEventDestroy(fork);
-    cudaEventDestroy(join);
-    cudaStreamDestroy(side);
-    cudaStreamDestroy(main);
-  }
+  cudaStream_t main = nullptr;
+  cuda::StreamBranch side;
+  Streams() { SPARKGLM_CUDA_CHECK(cudaStreamCreateWithFlags(&main, cudaStreamNonBlocking)); }
+  ~Streams() { cudaStreamDestroy(main); }
   // The shared expert beside (the side stream held back first when `slow`), then the routed
   // experts and the combine on main.
   void beside(const cuda::MoeExpertArgs& args, bool slow) {
-    if (slow) SPARKGLM_CUDA_CHECK(cudaLaunchHostFunc(side, hold_back, nullptr));
-    cuda::moe_shared_expert_beside(args, main, side, fork, join);
+    if (slow) SPARKGLM_CUDA_CHECK(cudaLaunchHostFunc(side.stream(), hold_back, nullptr));
+    cuda::moe_shared_expert_beside(args, main, side);
     cuda::MoeExpertArgs a = args;
-    a.shared_done = join;
+    a.shared_done = side.closed();
     cuda::moe_experts_decode(a, main);
   }
 };

@@ -78,9 +78,7 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
   // The BF16 shared expert of a step's decode rows (one piece) runs beside the router and the
   // routed experts, from here to the combine.
   const bool beside = shared && !spark && !quant && dec > 0 && dec <= kDecodeMaxRows;
-  if (beside)
-    moe_shared_expert_beside(decode_args(table, shared, 0, dec, out), stream_, side_stream_,
-                             side_fork_, side_join_);
+  if (beside) moe_shared_expert_beside(decode_args(table, shared, 0, dec, out), stream_, *side_);
   profile_.mark("moe.router", stream_);
   linear_f32(ws_.normed, T, w.moe.router, E, D, ws_.router_logits, stream_);
   route_experts(ws_.router_logits, w.moe.score_bias, T, E, k, config_.norm_topk_prob,
@@ -97,7 +95,7 @@ void CudaModelRunner::ffn_block(const LayerWeights& w, int layer, float* out) {
   for (int64_t r0 = 0; r0 < dec; r0 += kDecodeMaxRows) {
     MoeExpertArgs a =
         decode_args(table, shared, r0, std::min<int64_t>(kDecodeMaxRows, dec - r0), out);
-    if (beside) a.shared_done = side_join_;
+    if (beside) a.shared_done = side_->closed();
     if (quant)
       moe_experts_decode_quantized(a, *quant, stream_);
     else

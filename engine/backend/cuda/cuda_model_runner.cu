@@ -169,12 +169,8 @@ CudaModelRunner::CudaModelRunner(const ModelConfig& config, std::unique_ptr<Devi
                     " (expected >= 0)");
   graph_stats_.built_with_graphs = options_.graphs;
   SPARKGLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  SPARKGLM_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
-  SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&side_fork_, cudaEventDisableTiming));
-  SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&side_join_, cudaEventDisableTiming));
-  SPARKGLM_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
-  SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&copy_fork_, cudaEventDisableTiming));
-  SPARKGLM_CUDA_CHECK(cudaEventCreateWithFlags(&copy_join_, cudaEventDisableTiming));
+  side_.emplace();
+  copies_.emplace();
   const RunnerShape s = shape();
   // Every decode row is a sequence of the step's layout (step_layout.h): a slot's verify slice
   // takes up to decode_slice_rows of them.
@@ -341,12 +337,6 @@ CudaModelRunner::~CudaModelRunner() {
     cudaFreeHost(pinned_draft_logits_[p]);
     cudaFreeHost(pinned_draft_hidden_[p]);
   }
-  if (side_fork_) cudaEventDestroy(side_fork_);
-  if (side_join_) cudaEventDestroy(side_join_);
-  if (side_stream_) cudaStreamDestroy(side_stream_);
-  if (copy_fork_) cudaEventDestroy(copy_fork_);
-  if (copy_join_) cudaEventDestroy(copy_join_);
-  if (copy_stream_) cudaStreamDestroy(copy_stream_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 

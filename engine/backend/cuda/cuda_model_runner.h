@@ -44,6 +44,7 @@
 #include "engine/backend/cuda/runner_buffers.h"
 #include "engine/backend/cuda/step_inputs.h"
 #include "engine/backend/cuda/step_profiler.h"
+#include "engine/backend/cuda/stream_branch.h"
 #include "engine/backend/cuda/token_mask.h"
 #include "engine/model/engine_fault.h"
 #include "engine/model/model_runner.h"
@@ -266,12 +267,10 @@ class CudaModelRunner : public ModelRunner {
   std::unique_ptr<DeviceWeights> weights_;
   CudaRunnerOptions options_;
   cudaStream_t stream_ = nullptr;
-  // A decode step's shared experts run beside its routed ones (moe_shared_expert_beside).
-  cudaStream_t side_stream_ = nullptr;
-  cudaEvent_t side_fork_ = nullptr, side_join_ = nullptr;
-  // A verify step's main rows go to the host beside its MTP passes (main_rows_to_host).
-  cudaStream_t copy_stream_ = nullptr;
-  cudaEvent_t copy_fork_ = nullptr, copy_join_ = nullptr;
+  // A decode step's shared experts run beside its routed ones (moe_shared_expert_beside); a
+  // verify step's main rows go to the host beside its MTP passes (main_rows_to_host). Made with
+  // stream_, after the options are checked.
+  std::optional<StreamBranch> side_, copies_;
   Gemm gemm_;
   std::unique_ptr<StepInputs> step_;
   DeviceBuffer ws_buffer_, cache_buffer_;

@@ -96,7 +96,7 @@ void CudaModelRunner::run_draft_rows() {
   project_decode(gemm_, mw.lm_head, ws_.head_bf16, T, ws_.draft_logits, stream_);
   if (chain_passes() > 0) run_chain_passes();
   // The main rows' copies ran beside the module's passes; the step ends after both.
-  SPARKGLM_CUDA_CHECK(cudaStreamWaitEvent(stream_, copy_join_, 0));
+  copies_->join_into(stream_);
 }
 
 void CudaModelRunner::run_prompt_drafts(const StepSampling& sampling, QueuedStep& q) {
@@ -180,13 +180,12 @@ void CudaModelRunner::run_chain_passes() {
 
 void CudaModelRunner::main_rows_to_host() {
   const int64_t T = step_->rows(), D = config_.hidden_size, V = config_.vocab_size;
-  // On copy_stream_, so that the module's passes do not wait for three copies: nothing after
-  // this in the step writes the logits, the final states or the picks (the MTP layer has no mHC),
-  // and run_draft_rows joins the branch before the step ends.
-  SPARKGLM_CUDA_CHECK(cudaEventRecord(copy_fork_, stream_));
-  SPARKGLM_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, copy_fork_, 0));
+  // On a branch, so that the module's passes do not wait for three copies: nothing after this
+  // in the step writes the logits, the final states or the picks (the MTP layer has no mHC), and
+  // run_draft_rows joins the branch before the step ends.
+  const cudaStream_t copies = copies_->fork(stream_);
   auto to_host = [&](void* host, const void* device, size_t bytes) {
-    SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, copy_stream_));
+    SPARKGLM_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, copies));
   };
   to_host(pinned_logits_, ws_.logits, size_t(T * V) * 4);
   to_host(pinned_hidden_, ws_.y, size_t(T * D) * 4);
@@ -194,11 +193,10 @@ void CudaModelRunner::main_rows_to_host() {
   // Inside a capture the event is recorded by a node of the graph, each time it runs.
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   SPARKGLM_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
-  SPARKGLM_CUDA_CHECK(
-      capturing == cudaStreamCaptureStatusActive
-          ? cudaEventRecordWithFlags(main_ready_, copy_stream_, cudaEventRecordExternal)
-          : cudaEventRecord(main_ready_, copy_stream_));
-  SPARKGLM_CUDA_CHECK(cudaEventRecord(copy_join_, copy_stream_));
+  SPARKGLM_CUDA_CHECK(capturing == cudaStreamCaptureStatusActive
+                          ? cudaEventRecordWithFlags(main_ready_, copies, cudaEventRecordExternal)
+                          : cudaEventRecord(main_ready_, copies));
+  copies_->close();
 }
 
 void CudaModelRunner::drafts_to_host(QueuedStep& q) {

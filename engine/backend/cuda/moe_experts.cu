@@ -276,14 +276,12 @@ void moe_experts_decode(const MoeExpertArgs& a, cudaStream_t stream) {
   launch_combine(a, stream);
 }
 
-void moe_shared_expert_beside(const MoeExpertArgs& a, cudaStream_t stream, cudaStream_t side,
-                              cudaEvent_t fork, cudaEvent_t join) {
-  SPARKGLM_ASSERT(a.shared_gate_up && a.shared_down && a.tokens > 0 && side && fork && join,
-                  "moe_shared_expert_beside: a shared expert, tokens, a side stream and events");
-  SPARKGLM_CUDA_CHECK(cudaEventRecord(fork, stream));
-  SPARKGLM_CUDA_CHECK(cudaStreamWaitEvent(side, fork, 0));
-  launch_shared(a, side);
-  SPARKGLM_CUDA_CHECK(cudaEventRecord(join, side));
+void moe_shared_expert_beside(const MoeExpertArgs& a, cudaStream_t stream,
+                              const StreamBranch& side) {
+  SPARKGLM_ASSERT(a.shared_gate_up && a.shared_down && a.tokens > 0,
+                  "moe_shared_expert_beside: a shared expert and tokens");
+  launch_shared(a, side.fork(stream));
+  side.close();
 }
 
 void moe_decode_group(const MoeExpertArgs& a, cudaStream_t stream) {

@@ -13,6 +13,8 @@
 
 #include <cstdint>
 
+#include "engine/backend/cuda/stream_branch.h"
+
 namespace sparkglm::cuda {
 
 struct MoeExpertArgs {
@@ -44,15 +46,15 @@ int64_t moe_decode_group_ints(int64_t tokens, int top_k);
 
 void moe_experts_decode(const MoeExpertArgs& args, cudaStream_t stream);
 
-// The shared expert beside the routed ones: `side` waits for the work queued on `stream` so far
-// (event `fork`), runs the shared expert's three launches (the kernels and workspaces
-// moe_experts_decode gives it: shared_gu, shared_h, shared_y, which nothing else touches), then
-// records `join`. moe_experts_decode with args.shared_done = join waits for it before the combine
-// instead of running the shared expert itself: the same kernels on the same inputs, so the same
-// bits, off the step's serial path (its router, grouping and routed experts run meanwhile). Call it
-// once x is written; in a captured step the two streams become two branches of the graph.
-void moe_shared_expert_beside(const MoeExpertArgs& args, cudaStream_t stream, cudaStream_t side,
-                              cudaEvent_t fork, cudaEvent_t join);
+// The shared expert beside the routed ones: on `side`, forked from the work queued on `stream` so
+// far, the shared expert's three launches (the kernels and workspaces moe_experts_decode gives
+// it: shared_gu, shared_h, shared_y, which nothing else touches), then the branch closed.
+// moe_experts_decode with args.shared_done = side.closed() waits for it before the combine instead
+// of running the shared expert itself: the same kernels on the same inputs, so the same bits, off
+// the step's serial path (its router, grouping and routed experts run meanwhile). Call it once x
+// is written; in a captured step the two streams become two branches of the graph.
+void moe_shared_expert_beside(const MoeExpertArgs& args, cudaStream_t stream,
+                              const StreamBranch& side);
 
 // The first and last steps of moe_experts_decode, for the quantized variant
 // (moe_quant_experts.h), which shares them: the grouping of the pairs into `groups`, and the
