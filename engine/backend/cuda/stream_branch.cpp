@@ -22,7 +22,9 @@ cudaStream_t StreamBranch::fork(cudaStream_t from) const {
   return stream_;
 }
 
-void StreamBranch::close() const { SPARKGLM_CUDA_CHECK(cudaEventRecord(join_, stream_)); }
+void StreamBranch::close() const {
+  SPARKGLM_CUDA_CHECK(cudaEventRecord(join_, stream_));
+}
 
 void StreamBranch::join_into(cudaStream_t to) const {
   SPARKGLM_CUDA_CHECK(cudaStreamWaitEvent(to, join_, 0));

@@ -16,7 +16,7 @@ class StreamBranch {
   StreamBranch& operator=(const StreamBranch&) = delete;
 
   cudaStream_t fork(cudaStream_t from) const;  // the branch's stream, after what `from` queued
-  void close() const;                         // the branch's work so far is what join_into waits for
+  void close() const;  // the branch's work so far is what join_into waits for
   void join_into(cudaStream_t to) const;
   cudaStream_t stream() const { return stream_; }
   cudaEvent_t closed() const { return join_; }  // for a caller that waits for it itself
