@@ -10,7 +10,7 @@
 //   speculation_bench --model DIR --prompts DIR/heldout.json --k 0,1,2,3 --concurrency 1,4
 //       [--rollback records|recompute] [--device cpu|cuda] [--enforce-eager]
 //       [--draft-in-step on|off] [--chain-in-step on|off] [--chain-slices N] [--profile-steps]
-//       [--tasks json,tool] [--json-mode] [--waves N]
+//       [--tasks json,tool] [--json-mode] [--waves N] [--outputs FILE]
 // with DIR = tinyglm/weights/tinyglm-micro-trained. --draft-in-step off makes the drafter run its
 // first MTP forward itself instead of inside the verify step (SchedulerLimits::
 // speculative_draft_in_step): the two ways in one run; --chain-in-step off, that the drafter runs
@@ -26,7 +26,10 @@
 // repetition as N rounds back to back, round w taking examples w*C .. w*C + C - 1 (modulo their
 // count), so a C1 cell measures N prompts instead of the first one alone; the JSON states
 // `waves` and `prompts` (how many examples were given), and G2's min_prompts judges a speedup
-// only where waves x C reaches it.
+// only where waves x C reaches it. --outputs FILE writes the first cell's replies (its first
+// repetition's, one per example it ran, in example order; schema "sparkglm.bench_outputs/1"), so
+// the served model's own greedy replies can become training text
+// (tinyglm/train/finetune_mtp_onpolicy.py).
 //
 // Aggregate decode rate = sum(completion - 1) / (last token - first token) (QUALIFICATION.md),
 // per repetition (with waves: summed over its rounds, tokens and spans); output_sha256 hashes every
@@ -219,9 +222,12 @@ struct BenchSettings {
   std::shared_ptr<const CompiledGrammar> grammar;  // --json-mode: every request's
 };
 
+// Each example's reply in a cell's first repetition (empty where no request took the example).
+using Replies = std::vector<std::vector<int32_t>>;
+
 nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, ThreadPool& pool,
                        const std::vector<std::vector<int32_t>>& prompts, int k, int concurrency,
-                       LoadedIdentity& loaded) {
+                       LoadedIdentity& loaded, Replies& replies) {
   const SpeculativeRollback rollback = s.rollback;
   const int max_tokens = s.max_tokens, reps = s.reps;
   size_t longest = 0;
@@ -260,6 +266,7 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
   const SpeculationCounters& before = stats_before.speculation;
   std::vector<double> rates, steady, ttft_ms, first_gap_ms, request_ms;
   std::string outputs;
+  replies.assign(prompts.size(), {});
   int64_t completion_tokens = 0;
   double wall_seconds = 0;  // of the measured rounds, prefill included
   for (int r = 0; r < reps; ++r) {
@@ -277,8 +284,10 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
       first_gap_ms.insert(first_gap_ms.end(), round.first_gap_ms.begin(), round.first_gap_ms.end());
       request_ms.insert(request_ms.end(), round.request_ms.begin(), round.request_ms.end());
       if (r == 0)
-        for (const auto& o_tokens : round.outputs)
-          for (int32_t t : o_tokens) outputs += std::to_string(t) + ",";
+        for (size_t c = 0; c < round.outputs.size(); ++c) {
+          for (int32_t t : round.outputs[c]) outputs += std::to_string(t) + ",";
+          replies[(size_t(w) * size_t(concurrency) + c) % prompts.size()] = round.outputs[c];
+        }
     }
     rates.push_back(rate.per_second());
     steady.push_back(steady_rate.per_second());
@@ -381,6 +390,22 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
           {"output_sha256", sha256_hex(outputs)}};
 }
 
+// --outputs: the first cell's replies, in example order, with the cell they came from.
+void write_replies(const std::string& path, const nlohmann::json& cell, const BenchSettings& s,
+                   const Replies& replies) {
+  const nlohmann::json j = {{"schema", "sparkglm.bench_outputs/1"},
+                            {"model_dir", s.model_dir},
+                            {"device", s.device},
+                            {"k", cell.at("k")},
+                            {"concurrency", cell.at("concurrency")},
+                            {"max_tokens", s.max_tokens},
+                            {"output_sha256", cell.at("output_sha256")},
+                            {"replies", replies}};
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << j.dump() << "\n";
+  if (!f.flush()) throw Error(ErrorKind::kIo, "--outputs " + path + ": cannot write");
+}
+
 int run(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "--version") {
     std::fputs(version_text("speculation_bench").c_str(), stdout);
@@ -390,7 +415,7 @@ int run(const std::vector<std::string>& args) {
   a.allow_only({"--model", "--prompts", "--k", "--concurrency", "--max-tokens", "--reps",
                 "--threads", "--rollback", "--device", "--enforce-eager", "--draft-in-step",
                 "--chain-in-step", "--chain-slices", "--profile-steps", "--tasks", "--json-mode",
-                "--waves"});
+                "--waves", "--outputs"});
   set_default_thread_count(int(a.integer("--threads", 0, 0, 1024)));
   ThreadPool& pool = default_thread_pool();
   BenchSettings s;
@@ -430,14 +455,18 @@ int run(const std::vector<std::string>& args) {
   s.draft_in_step = on_off("--draft-in-step");
   s.chain_in_step = on_off("--chain-in-step");
   s.chain_slices = int(a.integer("--chain-slices", kMaxChainedSlices, 1, 64));
+  const std::string outputs_path = a.str("--outputs", "");
   nlohmann::json cells = nlohmann::json::array();
   LoadedIdentity loaded;
   for (int32_t c : cs)
     for (int32_t k : ks) {
       if (c < 1 || c > 64 || k < 0 || k > kMaxSpeculativeTokens)
         throw Error(ErrorKind::kInvalidArgument, "--k 0..4 and --concurrency 1..64");
-      cells.push_back(measure(s, config, pool, prompts, k, c, loaded));
+      Replies replies;
+      cells.push_back(measure(s, config, pool, prompts, k, c, loaded, replies));
       std::cerr << cells.back().dump() << "\n";
+      if (!outputs_path.empty() && cells.size() == 1)
+        write_replies(outputs_path, cells.back(), s, replies);
     }
   // The identity fields are what `sparkglm-qualify measure --speculation-bench` binds the
   // bundle's candidate to (gates/speculation_bench_file.h).

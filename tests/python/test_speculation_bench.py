@@ -2,7 +2,9 @@
 (--tasks json --json-mode): the file states its tasks and constraint, every k draws the same
 greedy output as k = 0 at each concurrency, drafts under the grammar are accepted, and a --tasks
 that selects nothing is refused naming the flag. --waves 2 measures a C1 cell over two prompts (more
-tokens, another output, still the same for every k) and --waves 0 is refused.
+tokens, another output, still the same for every k) and --waves 0 is refused. --outputs writes the
+first cell's replies in example order: they hash to the cell's output_sha256, C1 over three waves
+writes C3's replies, the examples no request took are empty, and an unwritable path is refused.
 
 Run: python3 test_speculation_bench.py --bin-dir BUILD_DIR
 """
@@ -67,6 +69,32 @@ class SpeculationBenchCells(unittest.TestCase):
         proc = bench("--k", "0", "--reps", "1", "--waves", "0")
         self.assertNotEqual(proc.returncode, 0)
         self.assertIn("--waves", proc.stderr)
+
+    def test_outputs_are_the_first_cells_replies_in_example_order(self):
+        import hashlib
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            def replies(concurrency, waves):
+                path = os.path.join(tmp, f"c{concurrency}w{waves}.json")
+                proc = bench("--k", "0,1", "--concurrency", concurrency, "--reps", "1", "--max-tokens",
+                             "12", "--waves", str(waves), "--outputs", path)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                with open(path) as f:
+                    out = json.load(f)
+                self.assertEqual(out["schema"], "sparkglm.bench_outputs/1")
+                self.assertEqual((out["k"], out["concurrency"]), (0, int(concurrency)))
+                first = json.loads(proc.stdout)["cells"][0]
+                joined = "".join(f"{t}," for r in out["replies"] for t in r)
+                self.assertEqual(hashlib.sha256(joined.encode()).hexdigest(), first["output_sha256"])
+                return out["replies"]
+            waves, once = replies("1", 3), replies("3", 1)
+            self.assertEqual(waves, once)  # a request's greedy reply does not depend on its batch
+            self.assertTrue(all(0 < len(r) <= 12 for r in waves[:3]), [len(r) for r in waves])
+            self.assertTrue(all(r == [] for r in waves[3:]), "examples no request took")
+            proc = bench("--k", "0", "--reps", "1", "--max-tokens", "4", "--outputs",
+                         os.path.join(tmp, "no-such-dir", "r.json"))
+            self.assertNotEqual(proc.returncode, 0)
+            self.assertIn("--outputs", proc.stderr)
 
     def test_tasks_that_select_nothing_are_refused(self):
         proc = bench("--tasks", "no-such-task", "--k", "0", "--reps", "1")
