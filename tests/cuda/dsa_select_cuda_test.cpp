@@ -28,9 +28,10 @@ constexpr int kTopk = 512;
 // Selects for `positions` in one call (max_pools: the longest row's pools unless given) and
 // compares every row with cpu::select_attended (both under `fault`: the tie rule flipped or not).
 void check_rows(const std::vector<int32_t>& positions, const std::vector<float>& scores,
-                int64_t stride, int64_t max_pools = 0, EngineFault fault = EngineFault::kNone) {
+                int64_t stride, int64_t max_pools = 0, EngineFault fault = EngineFault::kNone,
+                int topk = kTopk) {
   const int64_t rows = int64_t(positions.size());
-  const int64_t out_stride = kTopk * 4 + 3;
+  const int64_t out_stride = topk * 4 + 3;
   if (max_pools == 0)
     for (int32_t t : positions) max_pools = std::max<int64_t>(max_pools, (t + 1) / 4);
   auto d_scores = cuda_test::to_device(scores);
@@ -38,7 +39,7 @@ void check_rows(const std::vector<int32_t>& positions, const std::vector<float>&
   cuda::DeviceBuffer d_out(size_t(rows * out_stride) * 4), d_counts(size_t(rows) * 4);
   cuda::DeviceBuffer d_ws(cuda::dsa_select_workspace_bytes(rows, max_pools) + 16);
   cuda::dsa_select(static_cast<const float*>(d_scores.data()), stride,
-                   static_cast<const int32_t*>(d_pos.data()), rows, max_pools, kTopk,
+                   static_cast<const int32_t*>(d_pos.data()), rows, max_pools, topk,
                    static_cast<int32_t*>(d_out.data()), out_stride,
                    static_cast<int32_t*>(d_counts.data()), d_ws.data(), nullptr,
                    fault == EngineFault::kIndexerTieFlipped);
@@ -47,7 +48,7 @@ void check_rows(const std::vector<int32_t>& positions, const std::vector<float>&
   for (int64_t r = 0; r < rows; ++r) {
     const int t = positions[size_t(r)];
     const std::vector<float> row(scores.begin() + r * stride, scores.begin() + (r + 1) * stride);
-    const std::vector<int32_t> want = cpu::select_attended(row, t, 4, kTopk, fault);
+    const std::vector<int32_t> want = cpu::select_attended(row, t, 4, topk, fault);
     ASSERT_EQ(counts[size_t(r)], int32_t(want.size())) << "row " << r << " at position " << t;
     for (size_t i = 0; i < want.size(); ++i)
       ASSERT_EQ(out[size_t(r * out_stride) + i], want[i])
@@ -224,6 +225,37 @@ TEST(CudaDsaSelect, RowsJustPastTopkChooseAsTheCpuDoesUnderBothTieRules) {
   EXPECT_NE(cpu::select_attended(row0, positions[0], 4, kTopk),
             cpu::select_attended(row0, positions[0], 4, kTopk, EngineFault::kIndexerTieFlipped))
       << "the flip must matter in row 0";
+}
+
+// A small topk (tinyglm-micro's 4 pools, and 1 and 8) over rows of 5 to 2,048 pools, the short-row
+// path, and 2,049 pools, the radix passes: the CPU's choices under ties at T, NaNs, signed zeros
+// and too few valid pools, under both tie rules.
+TEST(CudaDsaSelect, ASmallTopkChoosesAsTheCpuDoesUnderBothTieRules) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const int64_t stride = 2100;
+  const std::vector<int32_t> positions = {19, 150, 601, 602, 3000, 4097, 8191, 8199};
+  std::vector<float> scores(positions.size() * size_t(stride));
+  for (size_t r = 0; r < positions.size(); ++r) {
+    const auto u = cuda_test::uniform(0x5a11 + r, size_t(stride), -1.0f, 1.0f);
+    for (int64_t p = 0; p < stride; ++p) {
+      float v = u[size_t(p)];
+      if (r == 1 || r == 3 || r == 7) v = std::round(v * 2.0f) / 2.0f;  // 5 values: ties at T
+      if (r == 2 && p % 4 == 0) v = std::nanf("");
+      if (r == 4) v = (p % 2) ? 0.0f : -0.0f;
+      if (r == 5 && p > 6) v = std::nanf("");  // 7 valid pools
+      scores[r * size_t(stride) + size_t(p)] = v;
+    }
+  }
+  for (int topk : {1, 4, 8})
+    for (EngineFault fault : {EngineFault::kNone, EngineFault::kIndexerTieFlipped}) {
+      SCOPED_TRACE(testing::Message()
+                   << "topk " << topk << ", flipped " << (fault != EngineFault::kNone));
+      check_rows(positions, scores, stride, 0, fault, topk);
+    }
+  const std::vector<float> row1(scores.begin() + stride, scores.begin() + 2 * stride);
+  EXPECT_NE(cpu::select_attended(row1, positions[1], 4, 4),
+            cpu::select_attended(row1, positions[1], 4, 4, EngineFault::kIndexerTieFlipped))
+      << "the flip must matter in row 1";
 }
 
 // A captured call replays for other positions and scores: its launches depend on host arguments

@@ -37,6 +37,10 @@ namespace sparkglm::cuda {
 namespace {
 
 constexpr int kSelectThreads = 1024;
+// Rows of at most kShortPools pools with a topk of at most kShortTopk (tinyglm-micro's 4 of up to
+// a few hundred) find T and `remaining` in one warp, without the radix passes' block barriers.
+constexpr int kShortPools = 2048;
+constexpr int kShortTopk = 8;
 constexpr int kSelectCachedPools = 16384;  // rows whose keys select_kernel keeps in shared memory
 constexpr int kWideThreads = 256;          // one thread per histogram bin
 constexpr int kWidePools = 2048;           // pools per block of the multi-block path
@@ -172,8 +176,36 @@ __global__ void __launch_bounds__(kSelectThreads)
   if (threadIdx.x == 0) prefix = 0u, remaining = p.topk;
   __syncthreads();
   const bool all_valid = valid <= p.topk;  // then every non-NaN pool is chosen
+  const bool short_row = !all_valid && pools <= kShortPools && p.topk <= kShortTopk;
+  if (short_row) {
+    // T is the topk-th largest valid key counting repeats, `remaining` how many pools at T are
+    // still needed: the distinct keys from the top down, each with its count, until topk is
+    // reached (at most topk rounds; every round finds a key, as more than topk keys are valid).
+    if (threadIdx.x < 32) {
+      uint32_t below = 0xffffffffu;  // above every key (+inf's is 0xff800000)
+      int above = 0;
+      for (int round = 0; round < p.topk; ++round) {
+        uint32_t m = 0u;
+        for (int i = threadIdx.x; i < pools; i += 32) {
+          const uint32_t k = keys[i];
+          if (k < below && k > m) m = k;
+        }
+        m = __reduce_max_sync(0xffffffffu, m);
+        int c = 0;
+        for (int i = threadIdx.x; i < pools; i += 32) c += int(keys[i] == m);
+        c = int(__reduce_add_sync(0xffffffffu, unsigned(c)));
+        if (above + c >= p.topk) {
+          if (threadIdx.x == 0) prefix = m, remaining = p.topk - above;
+          break;
+        }
+        above += c;
+        below = m;
+      }
+    }
+    __syncthreads();
+  }
   uint32_t mask = 0u;
-  for (int shift = 24; shift >= 0 && !all_valid; shift -= 8) {
+  for (int shift = 24; shift >= 0 && !all_valid && !short_row; shift -= 8) {
     for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0u;
     __syncthreads();
     for (int i = threadIdx.x; i < pools; i += blockDim.x) {
