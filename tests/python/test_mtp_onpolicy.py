@@ -7,7 +7,8 @@ engine's replies to its own prompt set, laid out as curriculum.batch lays out tr
    example alone), the same batches for the same seed and others for another.
 3. load_pairs refuses a replies file that is not the prompt set's (count), a k > 0 cell, an
    example no request took and an id outside the vocabulary, each naming what is wrong.
-4. draw_prompts draws none of the held-out set's examples (another key), deterministically.
+4. draw_prompts draws none of the held-out set's examples (another key), deterministically, its
+   buckets in turn.
 
 Skips when torch is not importable (CI has no torch).
 Run: python3 test_mtp_onpolicy.py [--bin-dir BUILD_DIR]
@@ -92,7 +93,12 @@ def check_draws(op):
     with open(HELDOUT) as f:
         held = {tuple(e["tokens"]) for e in json.load(f)["examples"]}
     same = [i for i, e in enumerate(drawn["examples"]) if tuple(e["tokens"]) in held]
-    return [f"examples {same} are held-out examples"] if same else []
+    failures = [f"examples {same} are held-out examples"] if same else []
+    if [e["bucket"] for e in drawn["examples"][:4]] != [512, 1024, 2048, 512]:
+        failures.append("the default buckets are not drawn in turn")
+    if {e["bucket"] for e in op.draw_prompts(3, (4096,))["examples"]} != {4096}:
+        failures.append("--buckets 4096 drew other lengths")
+    return failures
 
 
 def main():

@@ -156,7 +156,10 @@ def sources_sha256():
 def cmd_prompts(args):
     if not 1 <= args.count <= MAX_COUNT:
         raise SystemExit(f"--count: 1..{MAX_COUNT}")
-    data = draw_prompts(args.count)
+    buckets = tuple(int(b) for b in args.buckets.split(","))
+    if not buckets or any(b not in heldout.BUCKETS for b in buckets):
+        raise SystemExit(f"--buckets: a comma-separated subset of {','.join(map(str, heldout.BUCKETS))}")
+    data = draw_prompts(args.count, buckets)
     with open(args.out, "w") as f:
         json.dump(data, f, separators=(",", ":"))
         f.write("\n")
@@ -261,6 +264,7 @@ def main():
     p = sub.add_parser("prompts", help="draw the prompt set (heldout.py's format)")
     p.add_argument("--out", required=True)
     p.add_argument("--count", type=int, default=3072)
+    p.add_argument("--buckets", default=",".join(map(str, BUCKETS)), help="prompt lengths drawn in turn")
     p.set_defaults(func=cmd_prompts)
     t = sub.add_parser("train", help="train the MTP module on the engine's replies to the prompt set")
     t.add_argument("--checkpoint", required=True)
