@@ -345,6 +345,7 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
       {"run_us", per_draft_step_us(times.run_seconds, times_before.run_seconds)},
       {"lag_us", per_draft_step_us(times.lag_seconds, times_before.lag_seconds)},
       {"idle_us", per_draft_step_us(times.idle_seconds, times_before.idle_seconds)},
+      {"between_us", per_draft_step_us(times.between_seconds, times_before.between_seconds)},
       {"load_us", per_draft_step_us(times.load_seconds, times_before.load_seconds)},
       {"plan_us", per_draft_step_us(times.plan_seconds, times_before.plan_seconds)},
       {"launch_us", per_draft_step_us(times.launch_seconds, times_before.launch_seconds)}};

@@ -63,6 +63,10 @@ struct DraftStepTimes {
   // copy on the stream, the device waiting for the host to begin the later step's submit (0 when
   // the host began it before the device got there). Not counted outside such pairs.
   double idle_seconds = 0;
+  // Between the same pairs, on the host: from the earlier step's main rows reaching it
+  // (collect_main) to the later step's submit, the scheduler committing the one and building the
+  // other while the device runs the earlier step's MTP passes.
+  double between_seconds = 0;
 };
 
 class ModelRunner {

@@ -755,10 +755,19 @@ TEST_P(CudaSpeculationRollback, ChainsFromInsideTheVerifyStepAreTheDraftersOwnDr
     for (int k : {2, 3}) {
       SCOPED_TRACE("C" + std::to_string(count) + " k " + std::to_string(k));
       SpeculationCounters chained, own;
+      const DraftStepTimes t0 = r.draft_step_times();
       const auto a = generate(r, k, rollback(), some, nullptr, &chained, true, true);
+      const DraftStepTimes t1 = r.draft_step_times();
       const auto b = generate(r, k, rollback(), some, nullptr, &own, true, false);
       expect_plain_output(a, b, plain);
       EXPECT_EQ(own.step_chains, 0u);
+      // The host's time from a chaining step's main rows to the next step's submit is counted
+      // where steps were committed from their main rows (collect_main) and the next one drafts,
+      // and only there.
+      if (rollback() == SpeculativeRollback::kRecords && chained.step_chains > 1) {
+        EXPECT_GT(t1.between_seconds, t0.between_seconds);
+      }
+      EXPECT_EQ(r.draft_step_times().between_seconds, t1.between_seconds);
       if (rollback() == SpeculativeRollback::kRecords) {
         // At C4, the steps after the other three have ended.
         EXPECT_GT(chained.step_chains, count <= kMaxChainedSlices ? chained.verify_steps / 2 : 0u);

@@ -334,6 +334,9 @@ class CudaModelRunner : public ModelRunner {
   // Timing of the steps with draft rows (draft_step_times): the submit's start on the host, and
   // events around the step's device work (recorded where sampling asks for drafts).
   std::chrono::steady_clock::time_point submit_began_, step_loaded_, chain_planned_, step_launched_;
+  // When collect_main handed the main rows of the step just submitted over (DraftStepTimes::
+  // between_seconds); cleared by the next drafting step's submit.
+  std::optional<std::chrono::steady_clock::time_point> main_handed_;
   // Per parity: a queued step's events stay until its collect, while the next step records its own.
   cudaEvent_t step_began_[2] = {}, step_ended_[2] = {};
   cudaEvent_t run_began_[2] = {}, run_ended_[2] = {};  // around run_step

@@ -224,6 +224,8 @@ void CudaModelRunner::drafts_to_host(QueuedStep& q) {
   draft_times_.load_seconds += Seconds(step_loaded_ - submit_began_).count();
   draft_times_.plan_seconds += Seconds(chain_planned_ - step_loaded_).count();
   draft_times_.launch_seconds += Seconds(step_launched_ - chain_planned_).count();
+  if (main_handed_) draft_times_.between_seconds += Seconds(submit_began_ - *main_handed_).count();
+  main_handed_.reset();
 }
 
 void CudaModelRunner::take_main_rows(QueuedStep& q) {
@@ -290,6 +292,7 @@ void CudaModelRunner::collect_main(StepResult& main) {
   take_main_rows(q);
   hand_main_rows(q, main);
   main.draft_chain_width = q.chain_width;
+  main_handed_ = std::chrono::steady_clock::now();
 }
 
 void CudaModelRunner::hand_main_rows(QueuedStep& q, StepResult& result) {

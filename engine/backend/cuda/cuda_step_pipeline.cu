@@ -123,6 +123,7 @@ void CudaModelRunner::submit(const ForwardBatch& batch, const StepSampling& samp
     if (host_logits) hidden_to_host(ws_.y, q.hidden);
     if (!sampling.mtp_next.empty()) run_prompt_drafts(sampling, q);
   }
+  main_handed_.reset();  // counted for drafting steps only (drafts_to_host)
   next_parity_ ^= 1;
   queued_.push_back(std::move(q));
 }
