@@ -43,14 +43,14 @@ def check_row(op):
 def check_batches(op):
     pairs = [([1] * (10 + 37 * i % 300), [2] * (1 + i % 20)) for i in range(150)]
     failures = []
-    b1 = op.batches(pairs, 600, 0.1, 7)
+    b1 = op.batches(pairs, 600, 7)
     if sorted(i for b in b1 for i in b) != list(range(len(pairs))):
         failures.append("an epoch does not hold every example once")
     for b in b1:
         longest = max(len(pairs[i][0]) + len(pairs[i][1]) for i in b)
         if len(b) > 1 and longest * len(b) > 600:
             failures.append(f"a batch of {len(b)} x {longest} tokens over 600")
-    if op.batches(pairs, 600, 0.1, 7) != b1 or op.batches(pairs, 600, 0.1, 8) == b1:
+    if op.batches(pairs, 600, 7) != b1 or op.batches(pairs, 600, 8) == b1:
         failures.append("batches do not follow the seed")
     return failures
 

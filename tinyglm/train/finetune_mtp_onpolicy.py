@@ -16,13 +16,15 @@ Two steps and the engine between them:
     ./build/bench/speculation_bench --device cpu --model M --prompts P.json --k 0 \\
         --concurrency 48 --waves 64 --max-tokens 128 --reps 1 --outputs R.json > /dev/null
     python3 tinyglm/train/finetune_mtp_onpolicy.py train --checkpoint M --prompts P.json \\
-        --replies R.json --out DIR [--steps 800]
+        --replies R.json --out DIR [--steps 800] [--device cuda]
 
 M is the checkpoint whose main model replies and whose module trains (the distilled one). Every
 20th example is held out: the run starts and ends with the module's agreement with the main model
 on their reply rows, per pass. The output folder holds the checkpoint, its training.json (the
 prompt set's and replies' sha256, the base shard, the sources) and train_log.jsonl. Deterministic on
-the CPU (fixed threads, deterministic algorithms), given the same replies.
+the CPU (fixed threads, deterministic algorithms), given the same replies. --device cuda trains on
+the GPU in float32 (no TF32): deterministic where torch has deterministic CUDA kernels (it warns,
+and the record says "deterministic": "warn_only", where it has none), and not bit-equal to the CPU.
 """
 import argparse
 import hashlib
@@ -104,19 +106,19 @@ def row(prompt, reply, T, prompt_weight):
     return tokens, weights
 
 
-def batches(pairs, tokens_per_step, prompt_weight, seed):
+def batches(pairs, tokens_per_step, seed):
     """Deterministic batches of at most tokens_per_step padded tokens (one sequence when a single one
     is longer): the pairs shuffled by seed, sorted by length within windows of 64 so a batch pads
     little, the batches shuffled again."""
     order = list(range(len(pairs)))
     random.Random(seed).shuffle(order)
+    length = lambda i: len(pairs[i][0]) + len(pairs[i][1])
     out = []
     for w in range(0, len(order), 64):
-        window = sorted(order[w:w + 64], key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
+        window = sorted(order[w:w + 64], key=length)
         cur = []
-        for i in window:
-            longest = max([len(pairs[j][0]) + len(pairs[j][1]) for j in cur + [i]])
-            if cur and longest * (len(cur) + 1) > tokens_per_step:
+        for i in window:  # ascending, so i is the longest of cur + [i]
+            if cur and length(i) * (len(cur) + 1) > tokens_per_step:
                 out.append(cur)
                 cur = []
             cur.append(i)
@@ -126,19 +128,20 @@ def batches(pairs, tokens_per_step, prompt_weight, seed):
     return out
 
 
-def tensors(pairs, idx, prompt_weight):
+def tensors(pairs, idx, prompt_weight, device="cpu"):
     T = max(len(pairs[i][0]) + len(pairs[i][1]) for i in idx)
     rows = [row(pairs[i][0], pairs[i][1], T, prompt_weight) for i in idx]
-    return torch.tensor([r[0] for r in rows]), torch.tensor([r[1] for r in rows], dtype=torch.float32)
+    return (torch.tensor([r[0] for r in rows], device=device),
+            torch.tensor([r[1] for r in rows], dtype=torch.float32, device=device))
 
 
-def evaluate(model, pairs, eval_idx, depth):
+def evaluate(model, pairs, eval_idx, depth, device="cpu"):
     """Agreement per pass on the held-out examples' reply rows (prompt rows weighted 0), weighted by
     their rows."""
     total, rows = [0.0] * depth, 0.0
     with torch.no_grad():
         for i in eval_idx:
-            tokens, weights = tensors(pairs, [i], 0.0)
+            tokens, weights = tensors(pairs, [i], 0.0, device)
             _, agree = distill.losses_and_agreement(model, tokens, weights, depth)
             n = float(len(pairs[i][1]))
             total = [t + a * n for t, a in zip(total, agree)]
@@ -171,13 +174,19 @@ def cmd_train(args):
     pass_w = [float(x) for x in args.pass_weights.split(",")]
     if len(pass_w) != args.depth:
         raise SystemExit(f"--pass-weights: {args.depth} weights, one per pass")
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit("--device cuda: torch sees no GPU")
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     torch.set_num_threads(args.threads)
-    torch.use_deterministic_algorithms(True)
+    torch.use_deterministic_algorithms(True, warn_only=args.device == "cuda")
     torch.manual_seed(args.seed)
     t_start = time.time()
     with open(os.path.join(args.checkpoint, "training.json")) as f:
         base = json.load(f)
-    model = checkpoint_io.load(args.checkpoint, torch.float32)
+    model = checkpoint_io.load(args.checkpoint, torch.float32).to(args.device)
     model.sparse = True
     pairs = load_pairs(args.prompts, args.replies, model.c["vocab_size"])
     eval_idx = [i for i in range(len(pairs)) if i % EVAL_EVERY == EVAL_EVERY - 1]
@@ -195,18 +204,18 @@ def cmd_train(args):
     n_trained = sum(p.numel() for _, p in trained)
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, "train_log.jsonl"), "w")
-    before = evaluate(model, pairs, eval_idx, args.depth)
+    before = evaluate(model, pairs, eval_idx, args.depth, args.device)
     print(f"onpolicy: {len(train_pairs)} replies ({len(eval_idx)} held out), {n_trained} MTP parameters, "
           f"{args.steps} steps; held-out agreement before {before}", flush=True)
     plan = []
     epoch = 0
     while len(plan) < args.steps:
-        plan += batches(train_pairs, args.tokens_per_step, args.prompt_loss_weight, args.seed * 1000 + epoch)
+        plan += batches(train_pairs, args.tokens_per_step, args.seed * 1000 + epoch)
         epoch += 1
     window, agree_window, tokens_seen, t_train = [0.0] * args.depth, [0.0] * args.depth, 0, time.time()
     last = {}
     for step in range(args.steps):
-        tokens, weights = tensors(train_pairs, plan[step], args.prompt_loss_weight)
+        tokens, weights = tensors(train_pairs, plan[step], args.prompt_loss_weight, args.device)
         losses, agree = distill.losses_and_agreement(model, tokens, weights, args.depth)
         loss = sum(w * l for w, l in zip(pass_w, losses))
         for g in opt.param_groups:
@@ -231,7 +240,7 @@ def cmd_train(args):
             print(json.dumps(rec), flush=True)
             window, agree_window = [0.0] * args.depth, [0.0] * args.depth
     train_s = time.time() - t_train
-    after = evaluate(model, pairs, eval_idx, args.depth)
+    after = evaluate(model, pairs, eval_idx, args.depth, args.device)
     print(f"held-out agreement after {after}", flush=True)
     identity = (f"{base['weights_identity']}+mtp-onpolicy:seed={args.seed},steps={args.steps},depth={args.depth},"
                 f"replies={sha256_file(args.replies)[:16]}")
@@ -245,7 +254,8 @@ def cmd_train(args):
               "parameters_trained": n_trained, "tokens": tokens_seen, "final": last,
               "heldout_agreement": {"before": before, "after": after},
               "train_wall_s": round(train_s, 2), "total_wall_s": round(time.time() - t_start, 2),
-              "device": "cpu", "threads": args.threads, "torch": torch.__version__,
+              "device": args.device, "threads": args.threads, "torch": torch.__version__,
+              **({"gpu": torch.cuda.get_device_name(), "deterministic": "warn_only"} if args.device == "cuda" else {}),
               "derived_from": {"checkpoint": args.checkpoint, "shard_sha256": base["shard_sha256"],
                                "weights_identity": base["weights_identity"]},
               "weights_identity": identity, "shard_sha256": sha, "sources_sha256": sources_sha256(),
@@ -280,6 +290,7 @@ def main():
     t.add_argument("--prompt-loss-weight", type=float, default=0.1)
     t.add_argument("--tokens-per-step", type=int, default=4096)
     t.add_argument("--threads", type=int, default=2)
+    t.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     t.add_argument("--log-every", type=int, default=10)
     t.set_defaults(func=cmd_train)
     args = ap.parse_args()
