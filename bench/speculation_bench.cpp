@@ -344,6 +344,7 @@ nlohmann::json measure(const BenchSettings& s, const ModelConfig& config, Thread
       {"device_us", per_draft_step_us(times.device_seconds, times_before.device_seconds)},
       {"run_us", per_draft_step_us(times.run_seconds, times_before.run_seconds)},
       {"lag_us", per_draft_step_us(times.lag_seconds, times_before.lag_seconds)},
+      {"main_us", per_draft_step_us(times.main_seconds, times_before.main_seconds)},
       {"idle_us", per_draft_step_us(times.idle_seconds, times_before.idle_seconds)},
       {"between_us", per_draft_step_us(times.between_seconds, times_before.between_seconds)},
       {"load_us", per_draft_step_us(times.load_seconds, times_before.load_seconds)},

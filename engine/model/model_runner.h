@@ -54,6 +54,10 @@ struct DraftStepTimes {
   // before it) to its graph's first node on the device: mostly the device waiting for the host's
   // graph launch (about 0 when eager).
   double lag_seconds = 0;
+  // Of run_seconds, from the step proper's start to its main rows reaching pinned memory (the
+  // event the host waits on before committing the step from them, ModelRunner::collect_main); the
+  // rest of run_seconds is the MTP passes after them.
+  double main_seconds = 0;
   // Of host_seconds, before the device can run the step proper: checking and packing the step
   // and its input copies (load), the drafts' checks and the chain's plan (plan), and the state
   // copies and the graph launch (launch).

@@ -763,9 +763,11 @@ TEST_P(CudaSpeculationRollback, ChainsFromInsideTheVerifyStepAreTheDraftersOwnDr
       EXPECT_EQ(own.step_chains, 0u);
       // The host's time from a chaining step's main rows to the next step's submit is counted
       // where steps were committed from their main rows (collect_main) and the next one drafts,
-      // and only there.
+      // and only there; the main rows come before the step proper ends.
       if (rollback() == SpeculativeRollback::kRecords && chained.step_chains > 1) {
         EXPECT_GT(t1.between_seconds, t0.between_seconds);
+        EXPECT_GT(t1.main_seconds, t0.main_seconds);
+        EXPECT_LT(t1.main_seconds - t0.main_seconds, t1.run_seconds - t0.run_seconds);
       }
       EXPECT_EQ(r.draft_step_times().between_seconds, t1.between_seconds);
       if (rollback() == SpeculativeRollback::kRecords) {

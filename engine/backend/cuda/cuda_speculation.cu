@@ -246,6 +246,9 @@ void CudaModelRunner::take_main_rows(QueuedStep& q) {
   SPARKGLM_CUDA_CHECK(cudaEventElapsedTime(&lag_ms, run_began_[q.parity], graph_began_));
   using Seconds = std::chrono::duration<double>;
   draft_times_.lag_seconds += 1e-3 * double(lag_ms);
+  float main_ms = 0;
+  SPARKGLM_CUDA_CHECK(cudaEventElapsedTime(&main_ms, run_began_[q.parity], main_ready_));
+  draft_times_.main_seconds += 1e-3 * double(main_ms);
   if (q.follows >= 0) {  // the earlier step has ended, and the next one is not submitted yet
     float idle_ms = 0;
     SPARKGLM_CUDA_CHECK(
