@@ -1,0 +1,30 @@
+# Written in session 37 (not run: no device time was left). The tree is HEAD plus
+# resume-kernel.patch (a verify step's KDA record resumes in one launch, state_records.h, where
+# they were one cudaMemcpy2DAsync a sequence and array, ahead of the step's graph: the device's
+# ~21 us wait at each C1 verify step's start, `lag_us`, holds those copies). Copy this file,
+# ../h200-2026-12-02/dev.sh, variant.sh and both patches into .devroot/ with the debs, `git apply`
+# resume-kernel.patch, then `bash .devroot/dev.sh 585 build resume`. (1) the new test, the
+# speculation suites and their mutation (resume-kernel-mutation.patch must fail
+# CudaStateRecords.*) while the base (the patch reversed) builds; (2) G2's cells, tree and base
+# alternated, two runs each: lag_us should fall at C1 and C4, hashes equal k = 0's; merge only on
+# a measured gain.
+R=$1
+source .devroot/variant.sh
+T0=$(date +%s); el() { echo "+$(( $(date +%s) - T0 ))s"; }
+(build_variant /tmp/base resume-kernel.patch -R speculation_bench; echo "base built rc=$? $(el)") > $R/base-bg.log 2>&1 &
+./build/tests/sparkglm_cuda_tests --gtest_filter='CudaStateRecords.*:*CudaSpeculation*:*CudaStepPipeline*' \
+  --gtest_output=json:$R/tests.json > $R/tests.log 2>&1
+echo "tree tests rc=$? $(el)"; grep -E "^\[  (PASSED|FAILED|SKIPPED) +\]|FAILED  \]" $R/tests.log | head -20
+wait; cat $R/base-bg.log
+(build_variant /tmp/mut resume-kernel-mutation.patch sparkglm_cuda_tests && /tmp/mut/build/tests/sparkglm_cuda_tests \
+  --gtest_filter='CudaStateRecords.*' > $R/mut.log 2>&1; echo "mutation rc=$? (must be 1) $(el)") &
+M=tinyglm/weights/tinyglm-micro-trained-mtp-onpolicy P=tinyglm/weights/tinyglm-micro-trained/heldout.json
+for i in 1 2; do for v in tree=. base=/tmp/base; do n=${v%%=*} d=${v#*=}
+  timeout 60 $d/build/bench/speculation_bench --device cuda --model $M --prompts $P --k 0,2,3 --concurrency 1,4 \
+    --waves 8 --max-tokens 128 --reps 3 > $R/ab-$n-$i.json 2> $R/ab-$n-$i.log; echo "ab $n $i rc=$? $(el)"
+  python3 -c "
+import json; d=json.load(open('$R/ab-$n-$i.json'))
+for c in d['cells']:
+  t=c['draft_step_time']; print('  C%d k%d %.0f tok/s tps/step %.3f %s run %.1f main %.1f lag %.1f launch %.1f'%(c['concurrency'],c['k'],c['median_decode_tok_s'],c['tokens_per_verify_step'],c['output_sha256'][:8],t['run_us'],t['main_us'],t['lag_us'],t['launch_us']))"
+done; done
+wait
