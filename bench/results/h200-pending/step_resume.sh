@@ -18,13 +18,5 @@ echo "tree tests rc=$? $(el)"; grep -E "^\[  (PASSED|FAILED|SKIPPED) +\]|FAILED 
 wait; cat $R/base-bg.log
 (build_variant /tmp/mut resume-kernel-mutation.patch sparkglm_cuda_tests && /tmp/mut/build/tests/sparkglm_cuda_tests \
   --gtest_filter='CudaStateRecords.*' > $R/mut.log 2>&1; echo "mutation rc=$? (must be 1) $(el)") &
-M=tinyglm/weights/tinyglm-micro-trained-mtp-onpolicy P=tinyglm/weights/tinyglm-micro-trained/heldout.json
-for i in 1 2; do for v in tree=. base=/tmp/base; do n=${v%%=*} d=${v#*=}
-  timeout 60 $d/build/bench/speculation_bench --device cuda --model $M --prompts $P --k 0,2,3 --concurrency 1,4 \
-    --waves 8 --max-tokens 128 --reps 3 > $R/ab-$n-$i.json 2> $R/ab-$n-$i.log; echo "ab $n $i rc=$? $(el)"
-  python3 -c "
-import json; d=json.load(open('$R/ab-$n-$i.json'))
-for c in d['cells']:
-  t=c['draft_step_time']; print('  C%d k%d %.0f tok/s tps/step %.3f %s run %.1f main %.1f lag %.1f launch %.1f'%(c['concurrency'],c['k'],c['median_decode_tok_s'],c['tokens_per_verify_step'],c['output_sha256'][:8],t['run_us'],t['main_us'],t['lag_us'],t['launch_us']))"
-done; done
+g2_cells ab 2 tree=. base=/tmp/base
 wait

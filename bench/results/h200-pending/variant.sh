@@ -30,3 +30,27 @@ alternate_bench() {
     echo "$name $i rc=$?"
   done; done
 }
+
+# g2_cells PREFIX RUNS NAME=DIR...: G2's speculation cells (its checkpoint, read from
+# gates/G2.json; the eight held-out prompts, --waves 8, C1 and C4, k = 0, 2, 3) RUNS times per
+# build, the builds alternated (NAME=. is the tree's own build); each run's JSON in
+# $R/PREFIX-NAME-N.json and one line a cell on stdout.
+g2_cells() {
+  local prefix=$1 runs=$2; shift 2
+  local M P=tinyglm/weights/tinyglm-micro-trained/heldout.json
+  M=$(python3 -c "import json; print(json.load(open('gates/G2.json'))['speculation_targets']['checkpoint'])")
+  for i in $(seq "$runs"); do for v in "$@"; do
+    local name=${v%%=*} dir=${v#*=} f="$R/$prefix-${v%%=*}-$i"
+    timeout 60 "$dir/build/bench/speculation_bench" --device cuda --model "$M" --prompts $P --k 0,2,3 \
+      --concurrency 1,4 --waves 8 --max-tokens 128 --reps 3 > "$f.json" 2> "$f.log"
+    echo "$name $i rc=$?"
+    python3 - "$f.json" <<'PY'
+import json, sys
+for c in json.load(open(sys.argv[1]))["cells"]:
+    t = c["draft_step_time"]
+    print("  C%d k%d %.0f tok/s tps/step %.3f %s run %.1f main %.1f lag %.1f launch %.1f" % (
+        c["concurrency"], c["k"], c["median_decode_tok_s"], c["tokens_per_verify_step"],
+        c["output_sha256"][:8], t["run_us"], t["main_us"], t["lag_us"], t["launch_us"]))
+PY
+  done; done
+}
