@@ -508,14 +508,20 @@ TEST(QualityBundle, TheCommittedWeightsStillMatchTheirTrainingRecord) {
       sparkglm::testing::source_dir());
   EXPECT_TRUE(chain.sources_sha256.count("tinyglm/train/mtp_chain.py"));
   EXPECT_NE(chain.shard_sha256, c.shard_sha256);
-  // The module trained on the engine's own greedy replies (finetune_mtp_onpolicy.py, on a GPU):
-  // G2's speculation checkpoint.
+  // The module trained on the engine's own greedy replies (finetune_mtp_onpolicy.py, on a GPU),
+  // 600 steps and 1,200 (G2's speculation checkpoint).
   const TrainedCheckpoint onpolicy =
       check_trained_checkpoint(fs::path(sparkglm::testing::source_dir()) /
                                    "tinyglm/weights/tinyglm-micro-trained-mtp-onpolicy",
                                sparkglm::testing::source_dir());
   EXPECT_TRUE(onpolicy.sources_sha256.count("tinyglm/train/finetune_mtp_onpolicy.py"));
   EXPECT_NE(onpolicy.shard_sha256, chain.shard_sha256);
+  const TrainedCheckpoint longer =
+      check_trained_checkpoint(fs::path(sparkglm::testing::source_dir()) /
+                                   "tinyglm/weights/tinyglm-micro-trained-mtp-onpolicy-1200",
+                               sparkglm::testing::source_dir());
+  EXPECT_TRUE(longer.sources_sha256.count("tinyglm/train/finetune_mtp_onpolicy.py"));
+  EXPECT_NE(longer.shard_sha256, onpolicy.shard_sha256);
 }
 
 }  // namespace
