@@ -110,8 +110,10 @@ class ModelRunner {
   // caller may then build and submit the next step, whose draft rows take the chain's tokens
   // (StepSampling::chain_from); the step's collect() returns the rest (draft_chain; the CPU's
   // default pipeline also its draft_logits and draft_hidden, which a chaining CUDA step does
-  // not copy back), leaving what collect_main() moved out empty. Only where
-  // main_rows_early(); the default pipeline's is for runners that keep it (CpuModelRunner).
+  // not copy back), leaving what collect_main() moved out empty. A runner that ran the step
+  // without its drafts (a device's row limit) moves nothing and says draft_chain_width 0: the
+  // step is collected whole. Only where main_rows_early(); the default pipeline's is for runners
+  // that keep it (CpuModelRunner).
   virtual bool main_rows_early() const { return false; }
   virtual void collect_main(StepResult& main);
   // Whether submit() runs StepSampling::mtp_next (the MTP module over a prompt's rows inside the

@@ -50,12 +50,13 @@ namespace {
 // tinyglm with four slots, state records for k = 4 drafts (or widths up to 5) and decode slices
 // of up to 7 rows (2k + 1 for k = 3 with recompute).
 std::unique_ptr<cuda::CudaModelRunner> spec_runner(int snapshots = 0, int max_verify_graphs = 64,
-                                                   const std::string& model = "tinyglm") {
+                                                   const std::string& model = "tinyglm",
+                                                   int slots = 4) {
   const ModelConfig c = cuda_test::served_config(model);
   cuda::CudaRunnerOptions o;
-  o.num_blocks = 4 * 64;
+  o.num_blocks = slots * 64;
   o.block_size = 16;
-  o.num_state_slots = 4;
+  o.num_state_slots = slots;
   o.num_snapshots = snapshots;
   o.state_records = 5;
   o.decode_slice_rows = 7;
@@ -582,12 +583,12 @@ GenerationRequest text_request(const char* text, int max_tokens) {
 std::vector<Outcome> generate(ModelRunner& runner, int k, SpeculativeRollback rollback,
                               const std::vector<GenerationRequest>& reqs,
                               std::unique_ptr<Drafter> drafter, SpeculationCounters* counters,
-                              bool draft_in_step = true, bool chain_in_step = true) {
+                              bool draft_in_step = true, bool chain_in_step = true, int slots = 4) {
   SchedulerLimits l;
   l.speculative_draft_in_step = draft_in_step;
   l.speculative_chain_in_step = chain_in_step;
-  l.max_num_seqs = 4;
-  l.max_batch_size = 4;
+  l.max_num_seqs = slots;
+  l.max_batch_size = slots;
   l.max_prefill_tokens = 64;  // prompts longer than a chunk prefill in pieces
   l.max_seq_len = 1024;
   l.speculative_tokens = k;
@@ -790,6 +791,35 @@ TEST_P(CudaSpeculationRollback, ChainsFromInsideTheVerifyStepAreTheDraftersOwnDr
     r.set_eager(false);
   }
   if (graphs()) expect_graphed_verify_steps(r);
+}
+
+// Eight slices of k = 4 are 40 verify rows, more than the decode kernels take (kDecodeMaxRows):
+// such a step runs without its draft rows and the scheduler, which asked for a chain, must still
+// get its tokens (session 38: speculation_bench at C8 k = 4 stopped the process in collect_main,
+// where a server would have stopped). Greedy output is the output without speculation, and the
+// steps of fewer slices as the replies end still draft in the step.
+TEST(CudaSpeculation, EightSlicesOfFourDraftsAreMoreRowsThanAStepDraftsAndStillVerify) {
+  if (!cuda_test::have_device()) GTEST_SKIP() << "no CUDA device";
+  const auto runner = spec_runner(0, 64, cuda_test::kTrainedMicro, /*slots=*/8);
+  cuda::CudaModelRunner& r = *runner;
+  r.set_eager(false);
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 8; ++i) {
+    reqs.push_back(text_request(kChainTexts[i % 4], 24 + 4 * i));
+    reqs.back().sampling.ignore_eos = true;
+  }
+  const auto plain = generate(r, 0, SpeculativeRollback::kRecords, reqs, nullptr, nullptr, true,
+                              true, /*slots=*/8);
+  SpeculationCounters c;
+  const auto spec = generate(r, 4, SpeculativeRollback::kRecords, reqs, nullptr, &c, true, true,
+                             /*slots=*/8);
+  ASSERT_EQ(spec.size(), plain.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "request " << i;
+    EXPECT_EQ(spec[i].logprobs, plain[i].logprobs) << "request " << i;
+  }
+  EXPECT_GT(c.verify_steps, 0u);
+  EXPECT_GT(c.step_chains, 0u) << "the steps of at most 6 slices (30 rows) chain in the step";
 }
 
 // Canonical verify at the bench's scale (session 32: with three launch cuts, 9 of 20 cells of

@@ -289,9 +289,16 @@ void CudaModelRunner::collect_drafts(QueuedStep& q, StepResult& result) {
 }
 
 void CudaModelRunner::collect_main(StepResult& main) {
-  SPARKGLM_ASSERT(!queued_.empty() && queued_.back().drafts && !queued_.back().main_taken,
-                  "CudaModelRunner::collect_main: the step just submitted runs no draft rows");
+  SPARKGLM_ASSERT(!queued_.empty() && !queued_.back().main_taken,
+                  "CudaModelRunner::collect_main: no step submitted since the last collect_main");
   QueuedStep& q = queued_.back();
+  // drafts_fit() ran the step without draft rows (more rows than the decode kernels take, as 8
+  // slices of k = 4 are): no chain, so `main` stays empty and the scheduler collects the step
+  // whole, the drafter drafting on the host.
+  if (!q.drafts) {
+    main.draft_chain_width = 0;
+    return;
+  }
   take_main_rows(q);
   hand_main_rows(q, main);
   main.draft_chain_width = q.chain_width;
