@@ -18,5 +18,7 @@ echo "tree tests rc=$? $(el)"; grep -E "^\[  (PASSED|FAILED|SKIPPED) +\]|FAILED 
 wait; cat $R/base-bg.log
 (build_variant /tmp/mut resume-kernel-mutation.patch sparkglm_cuda_tests && /tmp/mut/build/tests/sparkglm_cuda_tests \
   --gtest_filter='CudaStateRecords.*' > $R/mut.log 2>&1; echo "mutation rc=$? (must be 1) $(el)") &
+while [ ! -f /tmp/R/pre-d.done ]; do sleep 2; done; echo "run D trained $(el)"; cat $R/pre-d.log
+[ -f out/mtp-onpolicy-d/training.json ] && tar czf $R/mtp-onpolicy-d.tgz out/mtp-onpolicy-d
 g2_cells ab 2 tree=. base=/tmp/base
 wait
