@@ -493,34 +493,28 @@ TEST(QualityBundle, TheCommandWritesABundleThatVerifies) {
 }
 
 TEST(QualityBundle, TheCommittedWeightsStillMatchTheirTrainingRecord) {
-  // The repository's own checkpoint, as `quality --out` checks it before it writes a bundle: its
-  // shard and training sources are the ones its training.json binds. A training source edited
+  // The repository's own checkpoints, as `quality --out` checks one before it writes a bundle:
+  // its shard and training sources are the ones its training.json binds. A training source edited
   // after the run fails here; commit it with the weights it trains (and their bundle).
-  const TrainedCheckpoint c = check_trained_checkpoint(
-      fs::path(sparkglm::testing::source_dir()) / "tinyglm/weights/tinyglm-micro-trained",
-      sparkglm::testing::source_dir());
+  const std::string root = sparkglm::testing::source_dir();
+  auto check = [&](const char* name) {
+    return check_trained_checkpoint(fs::path(root) / "tinyglm/weights" / name, root);
+  };
+  const TrainedCheckpoint c = check("tinyglm-micro-trained");
   EXPECT_EQ(c.shard, "model-00001-of-00001.safetensors");
   EXPECT_GE(c.sources_sha256.size(), 6u);
   // Its MTP module fine-tuned for chained drafts (docs/speculative-decoding.md): the same check,
   // over the fine-tune's own sources (finetune_mtp_chain.py, mtp_chain.py and those it imports).
-  const TrainedCheckpoint chain = check_trained_checkpoint(
-      fs::path(sparkglm::testing::source_dir()) / "tinyglm/weights/tinyglm-micro-trained-mtp-chain",
-      sparkglm::testing::source_dir());
+  const TrainedCheckpoint chain = check("tinyglm-micro-trained-mtp-chain");
   EXPECT_TRUE(chain.sources_sha256.count("tinyglm/train/mtp_chain.py"));
   EXPECT_NE(chain.shard_sha256, c.shard_sha256);
   // The module trained on the engine's own greedy replies (finetune_mtp_onpolicy.py, on a GPU),
   // 600 steps and 1,200 (G2's speculation checkpoint).
-  const TrainedCheckpoint onpolicy =
-      check_trained_checkpoint(fs::path(sparkglm::testing::source_dir()) /
-                                   "tinyglm/weights/tinyglm-micro-trained-mtp-onpolicy",
-                               sparkglm::testing::source_dir());
-  EXPECT_TRUE(onpolicy.sources_sha256.count("tinyglm/train/finetune_mtp_onpolicy.py"));
+  const TrainedCheckpoint onpolicy = check("tinyglm-micro-trained-mtp-onpolicy");
+  const TrainedCheckpoint longer = check("tinyglm-micro-trained-mtp-onpolicy-1200");
+  for (const TrainedCheckpoint* t : {&onpolicy, &longer})
+    EXPECT_TRUE(t->sources_sha256.count("tinyglm/train/finetune_mtp_onpolicy.py"));
   EXPECT_NE(onpolicy.shard_sha256, chain.shard_sha256);
-  const TrainedCheckpoint longer =
-      check_trained_checkpoint(fs::path(sparkglm::testing::source_dir()) /
-                                   "tinyglm/weights/tinyglm-micro-trained-mtp-onpolicy-1200",
-                               sparkglm::testing::source_dir());
-  EXPECT_TRUE(longer.sources_sha256.count("tinyglm/train/finetune_mtp_onpolicy.py"));
   EXPECT_NE(longer.shard_sha256, onpolicy.shard_sha256);
 }
 
