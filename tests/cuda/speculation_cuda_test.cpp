@@ -47,8 +47,9 @@
 namespace sparkglm {
 namespace {
 
-// tinyglm with four slots, state records for k = 4 drafts (or widths up to 5) and decode slices
-// of up to 7 rows (2k + 1 for k = 3 with recompute).
+// tinyglm (or `model`) with `slots` state slots (four unless a test needs more), state records for
+// k = 4 drafts (or widths up to 5) and decode slices of up to 7 rows (2k + 1 for k = 3 with
+// recompute).
 std::unique_ptr<cuda::CudaModelRunner> spec_runner(int snapshots = 0, int max_verify_graphs = 64,
                                                    const std::string& model = "tinyglm",
                                                    int slots = 4) {

@@ -14,10 +14,10 @@ On the committed trained tinyGLM (or --checkpoint DIR), in float64 on the CPU:
 
 5. (without torch too) Each committed MTP fine-tune (DERIVED: tinyglm-micro-trained-mtp-chain,
    tinyglm-micro-trained-mtp-distill, which derives from it, and tinyglm-micro-trained-mtp-onpolicy
-   and tinyglm-micro-trained-mtp-onpolicy-1200, which derive from the distilled one) differs from the checkpoint its
-   training.json derives it from only in the MTP module's tensors (model.layers.<L>.*): the main
-   model, the embedding and the LM head are byte for byte the base's, so every number of the base's
-   main model holds for it.
+   and tinyglm-micro-trained-mtp-onpolicy-1200, which derive from the distilled one) differs from
+   the checkpoint its training.json derives it from only in the MTP module's tensors
+   (model.layers.<L>.*): the main model, the embedding and the LM head are byte for byte the base's,
+   so every number of the base's main model holds for it.
 
 Steps 1-4 skip when torch is not importable (CI has no torch).
 Run: python3 test_mtp_chain.py --bin-dir BUILD_DIR [--checkpoint DIR]
