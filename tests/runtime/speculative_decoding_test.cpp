@@ -377,6 +377,56 @@ TEST_P(SpeculativeRollbackTest, ChainsFromTheVerifyStepAreTheDraftersOwnDrafts) 
   }
 }
 
+// A runner that runs a verify step of more than `max_rows` rows without its drafts, as the CUDA
+// runner does past its decode kernels' rows (drafts_fit), and then hands no main rows back from
+// collect_main (draft_chain_width 0): the contract ModelRunner::collect_main states for it.
+class RowLimitedDrafts : public cpu::CpuModelRunner {
+ public:
+  RowLimitedDrafts(const LoadedModel& m, const cpu::CpuRunnerOptions& o, ThreadPool& pool,
+                   int64_t max_rows)
+      : cpu::CpuModelRunner(m.config, m.weights, o, pool), max_rows_(max_rows) {}
+  void submit(const ForwardBatch& batch, const StepSampling& sampling) override {
+    declined_ = sampling.draft_on_picks && batch.num_rows() > max_rows_;
+    if (!declined_) return cpu::CpuModelRunner::submit(batch, sampling);
+    ++declined_steps;
+    StepSampling without = sampling;
+    without.draft_on_picks = false;
+    without.draft_chain = 0;
+    cpu::CpuModelRunner::submit(batch, without);
+  }
+  void collect_main(StepResult& main) override {
+    if (!declined_) return cpu::CpuModelRunner::collect_main(main);
+    main.draft_chain_width = 0;
+  }
+  int declined_steps = 0;
+
+ private:
+  int64_t max_rows_;
+  bool declined_ = false;
+};
+
+// A verify step the runner ran without its drafts, though the scheduler asked for a chain and
+// commits early from it (session 38: on the GPU, eight slices of k = 4 stopped the process): the
+// scheduler collects that step whole and the drafter drafts on the host, so the output is the
+// output without speculation, and the steps of fewer slices still chain. Records rollback: with
+// recompute, verify steps replay rows and never draft in the step.
+TEST_F(SpeculativeDecodingTest, AVerifyStepRunWithoutItsDraftsIsCollectedWhole) {
+  const auto requests = four();
+  auto plain_runner = runner(64, 0);
+  const auto plain = run(*plain_runner, limits_with(0), requests);
+  const int k = 3;
+  cpu::CpuRunnerOptions o;
+  o.num_blocks = 64;
+  o.block_size = 16;
+  o.num_state_slots = 4;
+  o.state_records = speculative_state_records(k, SpeculativeRollback::kRecords);
+  // Four slices of k + 1 rows are 16: more than 12, three are not.
+  RowLimitedDrafts r(micro, o, pool, 12);
+  expect_same(run(r, limits_with(k), requests), plain, "steps of 16 rows without their drafts");
+  EXPECT_GT(r.declined_steps, 0);
+  EXPECT_GT(scheduler->counters().speculation.step_chains, 0u);
+}
+
 // The verify step pipelined on a model whose chains are often right (the chain-trained micro):
 // each step is committed from its main rows and the next is built and submitted before its
 // chains come back, and its slices check exactly the drafts the drafter's own chains would have
