@@ -13,8 +13,8 @@ On the committed trained tinyGLM (or --checkpoint DIR), in float64 on the CPU:
 4. The chain loss backpropagates to the MTP module's weights (finite, non-zero gradients).
 
 5. (without torch too) Each committed MTP fine-tune (DERIVED: tinyglm-micro-trained-mtp-chain,
-   tinyglm-micro-trained-mtp-distill, which derives from it, and tinyglm-micro-trained-mtp-onpolicy
-   and tinyglm-micro-trained-mtp-onpolicy-1200, which derive from the distilled one) differs from
+   tinyglm-micro-trained-mtp-distill, which derives from it, and
+   tinyglm-micro-trained-mtp-onpolicy-1200, which derives from the distilled one) differs from
    the checkpoint its training.json derives it from only in the MTP module's tensors
    (model.layers.<L>.*): the main model, the embedding and the LM head are byte for byte the base's,
    so every number of the base's main model holds for it.
@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.join(ROOT, "tinyglm", "train"))
 TOLERANCE = 1e-4
 DEPTH = 4
 DERIVED = ("tinyglm-micro-trained-mtp-chain", "tinyglm-micro-trained-mtp-distill",
-           "tinyglm-micro-trained-mtp-onpolicy", "tinyglm-micro-trained-mtp-onpolicy-1200")
+           "tinyglm-micro-trained-mtp-onpolicy-1200")
 
 try:
     import torch
