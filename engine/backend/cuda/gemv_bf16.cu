@@ -15,8 +15,13 @@ namespace sparkglm::cuda {
 
 namespace {
 
-constexpr int kWarps = 8;        // warps per block
-constexpr int kRowsPerWarp = 4;  // output rows (of W) per warp: each x chunk feeds 4 rows
+constexpr int kWarps = 8;  // warps per block
+// Output rows (of W) per warp of the CUDA-core kernel with a tile of kMt rows of x: each W chunk
+// feeds kMt rows and each x chunk kWarpRows<kMt> rows, and a warp ends with one warp sum per
+// (W row, x row), so wider tiles take fewer W rows a warp and more blocks. A sum's order does not
+// depend on either count (lane l always takes the chunks l, l + 32, ... of its row).
+template <int kMt>
+constexpr int kWarpRows = kMt == 1 ? 4 : (kMt == 2 ? 2 : 1);
 constexpr int64_t kGemvTargetBlocks = 1024;  // enough blocks to keep every SM's loads in flight
 
 struct GemvParams {
@@ -36,12 +41,13 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
   }
 }
 
-// Block `block` of the CUDA-core GEMV (grid (ceil(n / (kWarps * kRowsPerWarp)), ceil(m / kMt))).
-// One warp: kRowsPerWarp rows of W against up to kMt rows of x; lane l takes the 8-value chunks
-// l, l+32, l+64, ... Both kernels below run this code, so a part of a group gets the bits of its
-// own launch.
+// Block `block` of the CUDA-core GEMV (grid (gemv_blocks<kMt>(n), ceil(m / kMt))). One warp:
+// kWarpRows<kMt> rows of W against up to kMt rows of x; lane l takes the 8-value chunks l,
+// l+32, l+64, ... Both kernels below run this code, so a part of a group gets the bits of its own
+// launch.
 template <int kMt>
 __device__ __forceinline__ void gemv_block(const GemvParams& p, int64_t block) {
+  constexpr int kRowsPerWarp = kWarpRows<kMt>;
   const int lane = threadIdx.x & 31;
   const int64_t n0 = (block * kWarps + (threadIdx.x >> 5)) * kRowsPerWarp;
   const int64_t m0 = int64_t(blockIdx.y) * kMt;
@@ -61,7 +67,8 @@ __device__ __forceinline__ void gemv_block(const GemvParams& p, int64_t block) {
     float wf[kRowsPerWarp][8];
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
-      // A missing W row (n not a multiple of 4) repeats the last one; its sums are not stored.
+      // A missing W row (n not a multiple of the rows a warp) repeats the last one; its sums
+      // are not stored.
       const int rr = r < rows ? r : rows - 1;
       unpack8(load_stream(p.w + (n0 + rr) * p.k + c * 8), wf[r]);
     }
@@ -379,20 +386,23 @@ void launch_gemv_mma(const GemvParams& p, GemvKernel kernel, cudaStream_t stream
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
+template <int kMt>
 int64_t gemv_blocks(int64_t n) {
-  const int64_t rows_per_block = kWarps * kRowsPerWarp;
+  const int64_t rows_per_block = kWarps * kWarpRows<kMt>;
   return (n + rows_per_block - 1) / rows_per_block;
 }
 
 template <int kMt>
 void launch_gemv(const GemvParams& p, cudaStream_t stream) {
-  const dim3 grid(unsigned(gemv_blocks(p.n)), unsigned((p.m + kMt - 1) / kMt));
+  const dim3 grid(unsigned(gemv_blocks<kMt>(p.n)), unsigned((p.m + kMt - 1) / kMt));
   launch_dependent(gemv_kernel<kMt>, grid, kWarps * 32, 0, stream, p);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
 template <int kMt>
-void launch_gemv_group(const GemvGroupParams& g, int64_t m, cudaStream_t stream) {
+void launch_gemv_group(GemvGroupParams g, int64_t m, cudaStream_t stream) {
+  for (int i = 0; i < g.count; ++i)
+    g.end[i] = (i > 0 ? g.end[i - 1] : 0) + gemv_blocks<kMt>(g.part[i].n);
   const dim3 grid(unsigned(g.end[g.count - 1]), unsigned((m + kMt - 1) / kMt));
   launch_dependent(gemv_group_kernel<kMt>, grid, kWarps * 32, 0, stream, g);
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
@@ -460,8 +470,7 @@ void gemv_cuda_cores_group(const GemvPart* parts, int count, int64_t m, cudaStre
     SPARKGLM_ASSERT(q.k % 8 == 0 && q.n > 0 && reinterpret_cast<uintptr_t>(q.x) % 16 == 0 &&
                         reinterpret_cast<uintptr_t>(q.w) % 16 == 0,
                     "gemv_cuda_cores_group: k a multiple of 8, n > 0, operands 16-byte aligned");
-    g.part[i] = GemvParams{q.x, q.w, q.y, m, q.n, q.k};
-    g.end[i] = (i > 0 ? g.end[i - 1] : 0) + gemv_blocks(q.n);
+    g.part[i] = GemvParams{q.x, q.w, q.y, m, q.n, q.k};  // launch_gemv_group lays out g.end
   }
   g.count = count;
   if (m <= 0 || count == 0) return;
