@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/greedy_row.cuh"
 #include "engine/backend/cuda/pdl.cuh"
 #include "engine/backend/cuda/sampling.h"
 #include "engine/core/error.h"
@@ -28,41 +29,58 @@ __device__ void place_row(const ChainRows& c, int r, int32_t token, int32_t posi
   c.page_rows[r] = block * c.block_size + position % c.block_size;
 }
 
+// A row's pick after a pass: from `picks` (sample_greedy's, a launch ahead) or, with `picks`
+// null, by the block from the row's logits (a vocabulary of one greedy block: the same token,
+// sample_greedy being an order-free maximum, one launch fewer). Every thread of the block gets it.
+struct PassPicks {
+  const int32_t* picks;  // [rows], or null
+  const float* logits;   // [rows, vocab] when picks is null
+  int64_t vocab;
+  __device__ int32_t at(int64_t row) const {
+    if (picks) return picks[row];  // uniform across the block: no barrier is skipped
+    return greedy_token(block_greedy_key(logits + row * vocab, 0, vocab));
+  }
+};
+
 // One block per chain row. map row r: [verify rows n, then their verify step rows]. out row r:
 // [accepted row, then the chain's drafts].
 __global__ void begin_kernel(const int32_t* map, int map_stride, const int32_t* verify_tokens,
                              const int32_t* verify_positions, const int32_t* main_picks,
-                             const int32_t* first_picks, const float* z, int64_t D, ChainRows c,
-                             float* h, int32_t* out) {
+                             PassPicks first, const float* z, int64_t D, ChainRows c, float* h,
+                             int32_t* out) {
   pdl_wait();  // the picks and states of the kernels ahead
   pdl_trigger();
   const int r = blockIdx.x;
   const int32_t* m = map + int64_t(r) * map_stride;
-  __shared__ int src;
+  __shared__ int src, accepted_drafts;
   if (threadIdx.x == 0) {
     const int n = m[0];
     int accepted = 0;  // drafts accepted: the pick at the row before a draft is that draft
     while (accepted + 1 < n && main_picks[m[1 + accepted]] == verify_tokens[m[2 + accepted]])
       ++accepted;
     src = m[1 + accepted];
-    const int32_t draft = first_picks[src];
-    out[int64_t(r) * map_stride] = accepted;
-    out[int64_t(r) * map_stride + 1] = draft;
-    place_row(c, r, draft, verify_positions[m[1]] + accepted + 1);
+    accepted_drafts = accepted;
   }
   __syncthreads();
+  const int32_t draft = first.at(src);
+  if (threadIdx.x == 0) {
+    out[int64_t(r) * map_stride] = accepted_drafts;
+    out[int64_t(r) * map_stride + 1] = draft;
+    place_row(c, r, draft, verify_positions[m[1]] + accepted_drafts + 1);
+  }
   for (int64_t j = threadIdx.x; j < D; j += blockDim.x) h[r * D + j] = z[src * D + j];
 }
 
-__global__ void advance_kernel(int pass, bool last, const int32_t* picks, const float* z, int64_t D,
+__global__ void advance_kernel(int pass, bool last, PassPicks picks, const float* z, int64_t D,
                                int map_stride, ChainRows c, float* h, int32_t* out) {
   pdl_wait();
   pdl_trigger();
   const int r = blockIdx.x;
   int32_t* o = out + int64_t(r) * map_stride;
+  const int32_t pick = picks.at(r);
   if (threadIdx.x == 0) {
     // A pass after a missing pick is waste: the chain ends at its first -1.
-    const int32_t draft = o[pass] < 0 ? -1 : picks[r];
+    const int32_t draft = o[pass] < 0 ? -1 : pick;
     o[1 + pass] = draft;
     if (!last) place_row(c, r, draft, c.positions[r] + 1);
   }
@@ -145,17 +163,24 @@ void DraftChain::begin(const StepInputs& verify, const int32_t* main_picks,
                        cudaStream_t stream, unsigned long long* greedy_keys) {
   // begin_kernel copies each slice's accepted row of z into the chain's states before any chain
   // pass writes the runner's z again: z is read in place.
-  const int64_t T = verify.rows();
-  sample_greedy(draft_logits, T, vocab_, first_picks_, stream, greedy_keys);
+  PassPicks first{nullptr, draft_logits, vocab_};
+  if (vocab_ > kGreedyBlockVocab) {  // a split scan over blocks, a launch ahead
+    sample_greedy(draft_logits, verify.rows(), vocab_, first_picks_, stream, greedy_keys);
+    first.picks = first_picks_;
+  }
   launch_dependent(begin_kernel, rows_, kThreads, 0, stream, map_, kChainStride, verify.tokens(),
-                   verify.positions_device(), main_picks, first_picks_, z, hidden_,
+                   verify.positions_device(), main_picks, first, z, hidden_,
                    chain_rows(chain, block_size), h_, out_);
 }
 
 void DraftChain::advance(int pass, const float* logits, const float* z, StepInputs& chain,
                          int block_size, cudaStream_t stream, unsigned long long* greedy_keys) {
-  sample_greedy(logits, rows_, vocab_, picks_, stream, greedy_keys);
-  launch_dependent(advance_kernel, rows_, kThreads, 0, stream, pass, pass == passes_, picks_, z,
+  PassPicks picks{nullptr, logits, vocab_};
+  if (vocab_ > kGreedyBlockVocab) {
+    sample_greedy(logits, rows_, vocab_, picks_, stream, greedy_keys);
+    picks.picks = picks_;
+  }
+  launch_dependent(advance_kernel, rows_, kThreads, 0, stream, pass, pass == passes_, picks, z,
                    hidden_, kChainStride, chain_rows(chain, block_size), h_, out_);
 }
 

@@ -45,9 +45,11 @@ class DraftChain {
 
   // The launches, in the verify step's stream order (captured with it). begin(): after the
   // step's MTP pass (main_picks: the main model's greedy pick per verify row; draft_logits and z:
-  // the pass's logits and output state per verify row, [rows, vocab] and [rows, D]): picks each
-  // row's first draft, finds each slice's accepted row and moves the chain's rows to their first
-  // pass (tokens, positions, lengths, page rows of `chain`; its state, copied from z, in hidden()).
+  // the pass's logits and output state per verify row, [rows, vocab] and [rows, D]): finds each
+  // slice's accepted row, picks its first draft and moves the chain's rows to their first pass
+  // (tokens, positions, lengths, page rows of `chain`; its state, copied from z, in hidden()).
+  // The picks are sample_greedy's; a vocabulary of one greedy block (kGreedyBlockVocab) is
+  // scanned inside begin and advance themselves, one launch fewer each.
   void begin(const StepInputs& verify, const int32_t* main_picks, const float* draft_logits,
              const float* z, StepInputs& chain, int block_size, cudaStream_t stream,
              unsigned long long* greedy_keys);

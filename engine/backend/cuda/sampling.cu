@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/greedy_row.cuh"
 #include "engine/backend/cuda/pdl.cuh"
 
 namespace sparkglm::cuda {
@@ -42,23 +43,9 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The split form's key: the value's order-preserving bits above, ~id below, so a larger key is a
-// larger value or, at equal values, a lower id; -0 counts as +0 (equal values, as in `take`).
-// NaN and -inf never make a key; 0 means no candidate.
-__device__ __forceinline__ unsigned long long greedy_key(float v, int64_t i) {
-  uint32_t u = v == 0.0f ? 0u : __float_as_uint(v);
-  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-  return (static_cast<unsigned long long>(u) << 32) | (0xffffffffu - static_cast<uint32_t>(i));
-}
-
 constexpr int kSplitThreads = 256;
-constexpr int64_t kSplitMinSpan = 2048;  // values per block at least
+constexpr int64_t kSplitMinSpan = kGreedyBlockVocab;  // values per block at least
 constexpr int kSplitMaxBlocks = 64;
-
-// The token a merged key stands for (-1: no candidate).
-__device__ __forceinline__ int32_t greedy_token(unsigned long long k) {
-  return k == 0 ? -1 : int32_t(0xffffffffu - static_cast<uint32_t>(k & 0xffffffffu));
-}
 
 // Grid: (blocks per row, rows). Block b scans its contiguous span of the row. With one block a
 // row (a vocabulary of at most kSplitMinSpan: tinyglm-micro's 320) the block's best is the row's,
@@ -66,28 +53,13 @@ __device__ __forceinline__ int32_t greedy_token(unsigned long long k) {
 __global__ void __launch_bounds__(kSplitThreads)
     greedy_split_kernel(const float* logits, int64_t vocab, int64_t span, unsigned long long* keys,
                         int32_t* tokens) {
-  __shared__ unsigned long long warp_best[kSplitThreads / 32];
   pdl_wait();  // the head's logits
   pdl_trigger();
   const float* x = logits + int64_t(blockIdx.y) * vocab;
   const int64_t begin = int64_t(blockIdx.x) * span;
   const int64_t end = begin + span < vocab ? begin + span : vocab;
-  unsigned long long best = 0;
-  for (int64_t i = begin + threadIdx.x; i < end; i += kSplitThreads) {
-    const float v = x[i];
-    if (!isnan(v) && v > -INFINITY) {
-      const unsigned long long k = greedy_key(v, i);
-      best = k > best ? k : best;
-    }
-  }
-  for (int m = 16; m > 0; m >>= 1) {
-    const unsigned long long o = __shfl_xor_sync(0xffffffffu, best, m);
-    best = o > best ? o : best;
-  }
-  if ((threadIdx.x & 31) == 0) warp_best[threadIdx.x >> 5] = best;
-  __syncthreads();
+  const unsigned long long best = block_greedy_key(x, begin, end);
   if (threadIdx.x == 0) {
-    for (int w = 1; w < kSplitThreads / 32; ++w) best = warp_best[w] > best ? warp_best[w] : best;
     if (gridDim.x == 1) {
       tokens[blockIdx.y] = greedy_token(best);
     } else if (best != 0) {
