@@ -88,6 +88,15 @@ __global__ void advance_kernel(int pass, bool last, PassPicks picks, const float
   for (int64_t j = threadIdx.x; j < D; j += blockDim.x) h[r * D + j] = z[r * D + j];
 }
 
+// A pass's picks for the kernel after it: a vocabulary of one greedy block is scanned there;
+// a larger one by sample_greedy's split scan over blocks, a launch ahead, into `picks`.
+PassPicks pass_picks(const float* logits, int64_t rows, int64_t vocab, int32_t* picks,
+                     cudaStream_t stream, unsigned long long* greedy_keys) {
+  if (vocab <= kGreedyBlockVocab) return {nullptr, logits, vocab};
+  sample_greedy(logits, rows, vocab, picks, stream, greedy_keys);
+  return {picks, logits, vocab};
+}
+
 ChainRows chain_rows(StepInputs& chain, int block_size) {
   const StepInputs::Patch p = chain.rows_to_patch();
   return {p.tokens,    p.page_rows,    p.lengths,
@@ -163,11 +172,8 @@ void DraftChain::begin(const StepInputs& verify, const int32_t* main_picks,
                        cudaStream_t stream, unsigned long long* greedy_keys) {
   // begin_kernel copies each slice's accepted row of z into the chain's states before any chain
   // pass writes the runner's z again: z is read in place.
-  PassPicks first{nullptr, draft_logits, vocab_};
-  if (vocab_ > kGreedyBlockVocab) {  // a split scan over blocks, a launch ahead
-    sample_greedy(draft_logits, verify.rows(), vocab_, first_picks_, stream, greedy_keys);
-    first.picks = first_picks_;
-  }
+  const PassPicks first =
+      pass_picks(draft_logits, verify.rows(), vocab_, first_picks_, stream, greedy_keys);
   launch_dependent(begin_kernel, rows_, kThreads, 0, stream, map_, kChainStride, verify.tokens(),
                    verify.positions_device(), main_picks, first, z, hidden_,
                    chain_rows(chain, block_size), h_, out_);
@@ -175,11 +181,7 @@ void DraftChain::begin(const StepInputs& verify, const int32_t* main_picks,
 
 void DraftChain::advance(int pass, const float* logits, const float* z, StepInputs& chain,
                          int block_size, cudaStream_t stream, unsigned long long* greedy_keys) {
-  PassPicks picks{nullptr, logits, vocab_};
-  if (vocab_ > kGreedyBlockVocab) {
-    sample_greedy(logits, rows_, vocab_, picks_, stream, greedy_keys);
-    picks.picks = picks_;
-  }
+  const PassPicks picks = pass_picks(logits, rows_, vocab_, picks_, stream, greedy_keys);
   launch_dependent(advance_kernel, rows_, kThreads, 0, stream, pass, pass == passes_, picks, z,
                    hidden_, kChainStride, chain_rows(chain, block_size), h_, out_);
 }
