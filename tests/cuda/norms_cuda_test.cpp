@@ -1,18 +1,21 @@
 // The fused row norms of the MTP module (norms.h): add_rms_norm_rows gives the bits of
 // add_in_place then rms_norm_rows, and mtp_entry_bf16 the bits of embed_tokens, two
 // rms_norm_rows and concat_bf16 (the launches they replace), an id outside the vocabulary
-// included, at widths from one float4 a thread to the widest cached row and past it.
+// included, at widths from one float4 a thread to the widest cached row and past it;
+// mtp_entry_greedy_bf16 the bits of sample_greedy then mtp_entry_bf16.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "engine/backend/cuda/device_buffer.h"
 #include "engine/backend/cuda/embedding.h"
 #include "engine/backend/cuda/norms.h"
 #include "engine/backend/cuda/runner_kernels.h"
+#include "engine/backend/cuda/sampling.h"
 #include "engine/core/dtype.h"
 #include "tests/cuda/cuda_test_support.h"
 
@@ -92,14 +95,61 @@ TEST(CudaNorms, TheMtpInputInOneLaunchGivesTheBitsOfEmbedNormNormConcat) {
                         nullptr);
     cuda::concat_bf16(ef, static_cast<const float*>(hnorm.data()), kRows, n,
                       static_cast<uint16_t*>(cat1.data()), nullptr);
-    cuda::mtp_entry_bf16(tf, kVocab, idf, enf, hf, hnf, kEps, kRows, n,
-                         static_cast<uint16_t*>(cat2.data()), nullptr);
+    const cuda::MtpEntry entry{tf, kVocab, enf, hnf, kEps, n, static_cast<uint16_t*>(cat2.data())};
+    cuda::mtp_entry_bf16(entry, idf, hf, kRows, nullptr);
     const auto a = cuda_test::to_host<uint16_t>(cat1, cat_count);
     const auto b = cuda_test::to_host<uint16_t>(cat2, cat_count);
     EXPECT_TRUE(same_bits(a, b)) << "n = " << n;
     // The out-of-range id's embedding half is NaN, its hidden half is not.
     EXPECT_TRUE(std::isnan(bf16_to_f32(b[size_t(2 * n)])));
     EXPECT_FALSE(std::isnan(bf16_to_f32(b[size_t(3 * n)])));
+  }
+}
+
+TEST(CudaNorms, TheMtpInputOnGreedyPicksGivesTheBitsOfSampleGreedyThenTheInput) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  // tinyglm-micro's vocabulary and width, and the widest row with the largest one-block
+  // vocabulary; four rows, one with a tie at its maximum (the lower id wins) and one all -inf
+  // (no candidate: id -1, so a NaN embedding half, as the split scan's token gives).
+  for (const auto& [vocab, n] : {std::pair<int64_t, int64_t>{320, 256}, {2048, 4096}}) {
+    constexpr int64_t kPickRows = 4;
+    auto logits = cuda_test::uniform(61 + uint64_t(n), size_t(kPickRows * vocab), 0.0f, 3.0f);
+    logits[size_t(vocab + 17)] = logits[size_t(vocab + 200)] = 9.0f;  // row 1: tie, 17 wins
+    for (int64_t i = 0; i < vocab; ++i) logits[size_t(3 * vocab + i)] = -INFINITY;
+    const auto table_f = cuda_test::uniform(62 + uint64_t(n), size_t(vocab * n), 0.0f, 1.0f);
+    std::vector<uint16_t> table(table_f.size());
+    for (size_t i = 0; i < table.size(); ++i) table[i] = f32_to_bf16(table_f[i]);
+    const auto h = cuda_test::uniform(63 + uint64_t(n), size_t(kPickRows * n), 0.0f, 2.0f);
+    const auto en = cuda_test::uniform(64 + uint64_t(n), size_t(n), 1.0f, 0.5f);
+    const auto hn = cuda_test::uniform(65 + uint64_t(n), size_t(n), 1.0f, 0.5f);
+    auto dl = cuda_test::to_device(logits), dt = cuda_test::to_device(table),
+         dh = cuda_test::to_device(h), den = cuda_test::to_device(en),
+         dhn = cuda_test::to_device(hn);
+    const size_t cat_count = size_t(2 * kPickRows * n);
+    cuda::DeviceBuffer picks1(kPickRows * 4), picks2(kPickRows * 4), cat1(cat_count * 2),
+        cat2(cat_count * 2);
+    const auto* lf = static_cast<const float*>(dl.data());
+    const auto* hf = static_cast<const float*>(dh.data());
+    cuda::MtpEntry entry{
+        static_cast<const uint16_t*>(dt.data()), vocab, static_cast<const float*>(den.data()),
+        static_cast<const float*>(dhn.data()),   kEps,  n,
+        static_cast<uint16_t*>(cat1.data())};
+    auto* p1 = static_cast<int32_t*>(picks1.data());
+    auto keys = cuda_test::to_device(std::vector<unsigned long long>(kPickRows, 0));
+    cuda::sample_greedy(lf, kPickRows, vocab, p1, nullptr,
+                        static_cast<unsigned long long*>(keys.data()));
+    cuda::mtp_entry_bf16(entry, p1, hf, kPickRows, nullptr);
+    entry.cat = static_cast<uint16_t*>(cat2.data());
+    cuda::mtp_entry_greedy_bf16(entry, lf, static_cast<int32_t*>(picks2.data()), hf, kPickRows,
+                                nullptr);
+    const auto a = cuda_test::to_host<int32_t>(picks1, kPickRows);
+    const auto b = cuda_test::to_host<int32_t>(picks2, kPickRows);
+    EXPECT_EQ(a, b) << "vocab = " << vocab;
+    EXPECT_EQ(b[1], 17) << "vocab = " << vocab;
+    EXPECT_EQ(b[3], -1) << "vocab = " << vocab;
+    EXPECT_TRUE(same_bits(cuda_test::to_host<uint16_t>(cat1, cat_count),
+                          cuda_test::to_host<uint16_t>(cat2, cat_count)))
+        << "vocab = " << vocab;
   }
 }
 

@@ -537,19 +537,28 @@ float* CudaModelRunner::mtp_input() const {
 }
 
 float* CudaModelRunner::mtp_module(const int32_t* tokens, const float* h, const float* head_norm) {
+  mtp_entry_bf16(mtp_entry(), tokens, h, step_->rows(), stream_);
+  return mtp_layers(head_norm);
+}
+
+MtpEntry CudaModelRunner::mtp_entry() const {
+  const ModelWeights& mw = weights_->weights();
+  const MtpWeights& m = *mw.mtp;
+  // z and the BF16 concatenation [enorm(embed(token)); hnorm(h)] share the residual-stream
+  // buffer (ws_.mtp_cat). The input takes one launch: every width the runner serves (mhc.h: 256
+  // and 4096) is one mtp_entry_bf16 row.
+  return {mw.embed.bf16(),      config_.vocab_size,  m.enorm,    m.hnorm,
+          config_.rms_norm_eps, config_.hidden_size, ws_.mtp_cat};
+}
+
+float* CudaModelRunner::mtp_layers(const float* head_norm) {
   const ModelWeights& mw = weights_->weights();
   const MtpWeights& m = *mw.mtp;
   const int64_t T = step_->rows(), D = config_.hidden_size;
   const float eps = config_.rms_norm_eps;
-  // z and the BF16 concatenation [enorm(embed(token)); hnorm(h)] share the residual-stream
-  // buffer, which the MTP layer (plain residual) does not otherwise use. The input takes one
-  // launch: every width the runner serves (mhc.h: 256 and 4096) is one mtp_entry_bf16 row.
   float* z = ws_.X;
-  auto* cat = reinterpret_cast<uint16_t*>(ws_.X + 3 * T * D);
-  mtp_entry_bf16(mw.embed.bf16(), config_.vocab_size, tokens, m.enorm, h, m.hnorm, eps, T, D, cat,
-                 stream_);
-  project_step(gemm_, weights_->dequant_workspace(), m.eh_proj, cat, step_->decode_rows(), T, z,
-               stream_);  // [T, D]
+  project_step(gemm_, weights_->dequant_workspace(), m.eh_proj, mtp_entry().cat,
+               step_->decode_rows(), T, z, stream_);  // [T, D]
 
   rms_norm_rows(z, m.layer.input_norm, eps, T, D, ws_.normed, ws_.normed_bf16, stream_);
   mla_block(config_.kind_index(config_.mtp_layer()), m.layer.mla, ws_.block_out);

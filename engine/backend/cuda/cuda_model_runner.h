@@ -41,6 +41,7 @@
 #include "engine/backend/cuda/draft_chain.h"
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/moe_quant_table.h"
+#include "engine/backend/cuda/norms.h"
 #include "engine/backend/cuda/runner_buffers.h"
 #include "engine/backend/cuda/step_inputs.h"
 #include "engine/backend/cuda/step_profiler.h"
@@ -182,6 +183,11 @@ class CudaModelRunner : public ModelRunner {
   // residual add goes into the head's norm, one launch: ws_.head_rows / ws_.head_bf16 =
   // rms_norm(z; head_norm), the bits of the add and then rms_norm_rows (norms.h).
   float* mtp_module(const int32_t* tokens, const float* h, const float* head_norm = nullptr);
+  // Its two parts, for the launches that write its input themselves (the verify step's greedy
+  // picks; the draft chain's advance): where the input goes for the loaded step's rows, and the
+  // module from that input on.
+  MtpEntry mtp_entry() const;
+  float* mtp_layers(const float* head_norm);
   // Drafts inside a verify step (cuda_speculation.cu, StepSampling::draft_on_picks): whether the
   // loaded step qualifies (every row a decode row and a logit row, none picked by a draw, at most
   // kDecodeMaxRows); the launches (the main head over every row, the greedy picks, the MTP module

@@ -15,6 +15,7 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_model_runner.h"
+#include "engine/backend/cuda/greedy_row.cuh"
 #include "engine/backend/cuda/norms.h"
 #include "engine/backend/cuda/projection.h"
 #include "engine/backend/cuda/runner_kernels.h"
@@ -88,11 +89,17 @@ void CudaModelRunner::run_draft_rows() {
   rms_norm_rows(ws_.y, mw.final_norm, config_.rms_norm_eps, T, D, ws_.head_rows, ws_.head_bf16,
                 stream_);
   project_decode(gemm_, mw.lm_head, ws_.head_bf16, T, ws_.logits, stream_);
-  sample_greedy(ws_.logits, T, V, ws_.draft_picks, stream_,
-                static_cast<unsigned long long*>(greedy_keys_.data()));
+  // The module's input: a vocabulary of one greedy block is scanned in its launch.
+  if (V <= kGreedyBlockVocab) {
+    mtp_entry_greedy_bf16(mtp_entry(), ws_.logits, ws_.draft_picks, ws_.y, T, stream_);
+  } else {
+    sample_greedy(ws_.logits, T, V, ws_.draft_picks, stream_,
+                  static_cast<unsigned long long*>(greedy_keys_.data()));
+    mtp_entry_bf16(mtp_entry(), ws_.draft_picks, ws_.y, T, stream_);
+  }
   main_rows_to_host();
   profile_.mark("mtp", stream_);
-  mtp_module(ws_.draft_picks, ws_.y, mw.mtp->head_norm);  // head-normed into ws_.head_bf16
+  mtp_layers(mw.mtp->head_norm);  // head-normed into ws_.head_bf16
   project_decode(gemm_, mw.lm_head, ws_.head_bf16, T, ws_.draft_logits, stream_);
   if (chain_passes() > 0) run_chain_passes();
   // The main rows' copies ran beside the module's passes; the step ends after both.
@@ -152,7 +159,7 @@ void CudaModelRunner::run_chain_passes() {
   auto* keys = static_cast<unsigned long long*>(greedy_keys_.data());
   profile_.mark("mtp.chain", stream_);
   chain_->begin(*step_, ws_.draft_picks, ws_.draft_logits, ws_.X, *chain_step_, options_.block_size,
-                stream_, keys);
+                stream_, keys, mtp_entry());
   // The passes run with the chain's rows as the step, at the chain's buckets; the verify step's
   // come back however they end.
   struct AsChainStep {
@@ -171,10 +178,12 @@ void CudaModelRunner::run_chain_passes() {
     }
   } as_chain(*this);
   const int64_t B = step_->rows();
+  // Each pass's input was written by the launch before it (begin, then advance).
   for (int pass = 1; pass <= chain_->passes(); ++pass) {
-    const float* z = mtp_module(step_->tokens(), chain_->hidden(), mw.mtp->head_norm);
+    const float* z = mtp_layers(mw.mtp->head_norm);
     project_decode(gemm_, mw.lm_head, ws_.head_bf16, B, chain_->logits(), stream_);
-    chain_->advance(pass, chain_->logits(), z, *step_, options_.block_size, stream_, keys);
+    chain_->advance(pass, chain_->logits(), z, *step_, options_.block_size, stream_, keys,
+                    mtp_entry());
   }
 }
 

@@ -4,7 +4,9 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/greedy_row.cuh"
+#include "engine/backend/cuda/mtp_entry_row.cuh"
 #include "engine/backend/cuda/pdl.cuh"
+#include "engine/backend/cuda/rms_row.cuh"
 #include "engine/backend/cuda/sampling.h"
 #include "engine/core/error.h"
 
@@ -42,17 +44,21 @@ struct PassPicks {
   }
 };
 
-// One block per chain row. map row r: [verify rows n, then their verify step rows]. out row r:
-// [accepted row, then the chain's drafts].
-__global__ void begin_kernel(const int32_t* map, int map_stride, const int32_t* verify_tokens,
-                             const int32_t* verify_positions, const int32_t* main_picks,
-                             PassPicks first, const float* z, int64_t D, ChainRows c, float* h,
-                             int32_t* out) {
+// Grid (chain rows, 2) as mtp_entry_kernel's. map row r: [verify rows n, then their verify step
+// rows]. out row r: [accepted row, then the chain's drafts]. Both parts find the slice's accepted
+// row; part 0 records it and the first draft, moves the row to the first pass with the draft as its
+// token and writes the pass's embedding half; part 1 writes its state half from the accepted row's
+// z (read in place: the pass writes z after this launch, and its input lies apart, ws.mtp_cat).
+__global__ void __launch_bounds__(rms_row::kThreads)
+    begin_kernel(const int32_t* map, int map_stride, const int32_t* verify_tokens,
+                 const int32_t* verify_positions, const int32_t* main_picks, PassPicks first,
+                 const float* z, ChainRows c, int32_t* out, const __grid_constant__ MtpEntry next) {
   pdl_wait();  // the picks and states of the kernels ahead
   pdl_trigger();
   const int r = blockIdx.x;
   const int32_t* m = map + int64_t(r) * map_stride;
   __shared__ int src, accepted_drafts;
+  __shared__ float scratch[32];
   if (threadIdx.x == 0) {
     const int n = m[0];
     int accepted = 0;  // drafts accepted: the pick at the row before a draft is that draft
@@ -62,30 +68,52 @@ __global__ void begin_kernel(const int32_t* map, int map_stride, const int32_t* 
     accepted_drafts = accepted;
   }
   __syncthreads();
+  if (blockIdx.y == 1) {
+    mtp_entry_row(next, r, 1, 0, z + int64_t(src) * next.n, scratch);
+    return;
+  }
   const int32_t draft = first.at(src);
   if (threadIdx.x == 0) {
     out[int64_t(r) * map_stride] = accepted_drafts;
     out[int64_t(r) * map_stride + 1] = draft;
     place_row(c, r, draft, verify_positions[m[1]] + accepted_drafts + 1);
   }
-  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) h[r * D + j] = z[src * D + j];
+  mtp_entry_row(next, r, 0, draft < 0 ? 0 : draft, nullptr, scratch);  // place_row's token
 }
 
-__global__ void advance_kernel(int pass, bool last, PassPicks picks, const float* z, int64_t D,
-                               int map_stride, ChainRows c, float* h, int32_t* out) {
+// After the last pass: each row's pick recorded.
+__global__ void record_kernel(int pass, PassPicks picks, int map_stride, int32_t* out) {
   pdl_wait();
   pdl_trigger();
   const int r = blockIdx.x;
   int32_t* o = out + int64_t(r) * map_stride;
   const int32_t pick = picks.at(r);
-  if (threadIdx.x == 0) {
-    // A pass after a missing pick is waste: the chain ends at its first -1.
-    const int32_t draft = o[pass] < 0 ? -1 : pick;
-    o[1 + pass] = draft;
-    if (!last) place_row(c, r, draft, c.positions[r] + 1);
+  // A pass after a missing pick is waste: the chain ends at its first -1.
+  if (threadIdx.x == 0) o[1 + pass] = o[pass] < 0 ? -1 : pick;
+}
+
+// After an earlier pass, grid (rows, 2) as mtp_entry_kernel's: part 0 records the row's pick,
+// moves the row one position on with it as its token and writes the next pass's embedding half;
+// part 1 writes its state half from z (read in place: the next pass writes z after this launch).
+__global__ void __launch_bounds__(rms_row::kThreads)
+    advance_kernel(int pass, PassPicks picks, const float* z, int map_stride, ChainRows c,
+                   int32_t* out, const __grid_constant__ MtpEntry next) {
+  pdl_wait();
+  pdl_trigger();
+  __shared__ float scratch[32];
+  const int r = blockIdx.x;
+  if (blockIdx.y == 1) {
+    mtp_entry_row(next, r, 1, 0, z + r * next.n, scratch);
+    return;
   }
-  if (last) return;
-  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) h[r * D + j] = z[r * D + j];
+  int32_t* o = out + int64_t(r) * map_stride;
+  const int32_t pick = picks.at(r);
+  const int32_t draft = o[pass] < 0 ? -1 : pick;
+  if (threadIdx.x == 0) {
+    o[1 + pass] = draft;
+    place_row(c, r, draft, c.positions[r] + 1);
+  }
+  mtp_entry_row(next, r, 0, draft < 0 ? 0 : draft, nullptr, scratch);  // place_row's token
 }
 
 // A pass's picks for the kernel after it: a vocabulary of one greedy block is scanned there;
@@ -111,7 +139,6 @@ DraftChain::DraftChain(const Workspace& ws, int max_width, int64_t hidden, int64
       max_width_(max_width),
       hidden_(hidden),
       vocab_(vocab),
-      h_(ws.chain_h),
       logits_(ws.chain_logits),
       map_(ws.chain_map),
       first_picks_(ws.chain_first_picks),
@@ -167,23 +194,36 @@ bool DraftChain::plan(const ForwardBatch& batch, const StepInputs& verify, int p
   return true;
 }
 
+void DraftChain::check_entry(const MtpEntry& next, const float* z, int64_t z_rows) const {
+  const auto* cat = reinterpret_cast<const float*>(next.cat);
+  SPARKGLM_ASSERT(mtp_entry_fits(next.n) && next.n == hidden_,
+                  "DraftChain: the next pass's input is not a cached row of the state");
+  SPARKGLM_ASSERT(cat >= z + z_rows * hidden_ || cat + rows_ * hidden_ <= z,
+                  "DraftChain: the next pass's input overlaps the states it is made from");
+}
+
 void DraftChain::begin(const StepInputs& verify, const int32_t* main_picks,
                        const float* draft_logits, const float* z, StepInputs& chain, int block_size,
-                       cudaStream_t stream, unsigned long long* greedy_keys) {
-  // begin_kernel copies each slice's accepted row of z into the chain's states before any chain
-  // pass writes the runner's z again: z is read in place.
+                       cudaStream_t stream, unsigned long long* greedy_keys, const MtpEntry& next) {
+  check_entry(next, z, verify.rows());
   const PassPicks first =
       pass_picks(draft_logits, verify.rows(), vocab_, first_picks_, stream, greedy_keys);
-  launch_dependent(begin_kernel, rows_, kThreads, 0, stream, map_, kChainStride, verify.tokens(),
-                   verify.positions_device(), main_picks, first, z, hidden_,
-                   chain_rows(chain, block_size), h_, out_);
+  launch_dependent(begin_kernel, dim3(unsigned(rows_), 2), rms_row::kThreads, 0, stream, map_,
+                   kChainStride, verify.tokens(), verify.positions_device(), main_picks, first, z,
+                   chain_rows(chain, block_size), out_, next);
 }
 
 void DraftChain::advance(int pass, const float* logits, const float* z, StepInputs& chain,
-                         int block_size, cudaStream_t stream, unsigned long long* greedy_keys) {
+                         int block_size, cudaStream_t stream, unsigned long long* greedy_keys,
+                         const MtpEntry& next) {
   const PassPicks picks = pass_picks(logits, rows_, vocab_, picks_, stream, greedy_keys);
-  launch_dependent(advance_kernel, rows_, kThreads, 0, stream, pass, pass == passes_, picks, z,
-                   hidden_, kChainStride, chain_rows(chain, block_size), h_, out_);
+  if (pass == passes_) {
+    launch_dependent(record_kernel, rows_, kThreads, 0, stream, pass, picks, kChainStride, out_);
+    return;
+  }
+  check_entry(next, z, rows_);
+  launch_dependent(advance_kernel, dim3(unsigned(rows_), 2), rms_row::kThreads, 0, stream, pass,
+                   picks, z, kChainStride, chain_rows(chain, block_size), out_, next);
 }
 
 void DraftChain::to_host(cudaStream_t stream, int parity) {

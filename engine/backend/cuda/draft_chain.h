@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/backend/cuda/norms.h"
 #include "engine/backend/cuda/runner_buffers.h"
 #include "engine/backend/cuda/step_inputs.h"
 #include "engine/model/forward_batch.h"
@@ -46,20 +47,22 @@ class DraftChain {
   // The launches, in the verify step's stream order (captured with it). begin(): after the
   // step's MTP pass (main_picks: the main model's greedy pick per verify row; draft_logits and z:
   // the pass's logits and output state per verify row, [rows, vocab] and [rows, D]): finds each
-  // slice's accepted row, picks its first draft and moves the chain's rows to their first pass
-  // (tokens, positions, lengths, page rows of `chain`; its state, copied from z, in hidden()).
-  // The picks are sample_greedy's; a vocabulary of one greedy block (kGreedyBlockVocab) is
-  // scanned inside begin and advance themselves, one launch fewer each.
+  // slice's accepted row, picks its first draft, moves the chain's rows to their first pass
+  // (tokens, positions, lengths, page rows of `chain`) and writes that pass's input (`next`: the
+  // runner's mtp_entry(), whose cat must not overlap z, read in place) in the same launch, as
+  // mtp_entry_bf16 would on the rows' drafts and their accepted rows' z. The picks are
+  // sample_greedy's; a vocabulary of one greedy block (kGreedyBlockVocab) is scanned inside begin
+  // and advance themselves, one launch fewer each.
   void begin(const StepInputs& verify, const int32_t* main_picks, const float* draft_logits,
              const float* z, StepInputs& chain, int block_size, cudaStream_t stream,
-             unsigned long long* greedy_keys);
+             unsigned long long* greedy_keys, const MtpEntry& next);
   // After pass `pass` (1-based) of the chain: its logits [rows, vocab] and output state z
   // [rows, D]: records each row's pick and, unless it was the last pass, moves the rows one
-  // position on with the pick as their token and z as their state.
+  // position on with the pick as their token and writes the next pass's input from them and z
+  // as begin does.
   void advance(int pass, const float* logits, const float* z, StepInputs& chain, int block_size,
-               cudaStream_t stream, unsigned long long* greedy_keys);
-  const float* hidden() const { return h_; }  // the next pass's input states [rows, D]
-  float* logits() const { return logits_; }   // a pass's logits [rows, vocab]
+               cudaStream_t stream, unsigned long long* greedy_keys, const MtpEntry& next);
+  float* logits() const { return logits_; }  // a pass's logits [rows, vocab]
 
   // Queues the copy of the chains to pinned memory for `parity` (the runner's queued step; the
   // next step's plan() may run before it is collected), then (after the stream is waited for)
@@ -79,9 +82,11 @@ class DraftChain {
   // Per chain row (chain step order): its slice's map (verify rows, then their verify step rows),
   // and out (the accepted row, then the chain), kChainStride words each.
   std::vector<int32_t> first_logit_;  // per chain row: the slice's first logit row
-  float *h_ = nullptr, *logits_ = nullptr;
+  float* logits_ = nullptr;
   int32_t *map_ = nullptr, *first_picks_ = nullptr, *picks_ = nullptr, *out_ = nullptr;
   std::vector<int32_t> map_host_;  // the map of the step planned last, before its transfer
+  // The next pass's input fits a launch that reads z [z_rows, D] in place.
+  void check_entry(const MtpEntry& next, const float* z, int64_t z_rows) const;
   // Per parity (to_host): the chains' copy and what spreading them needs.
   int32_t* pinned_out_[2] = {};
   std::vector<int32_t> copied_first_logit_[2];

@@ -2,7 +2,9 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_math.cuh"
+#include "engine/backend/cuda/greedy_row.cuh"
 #include "engine/backend/cuda/layer_norm_row.cuh"
+#include "engine/backend/cuda/mtp_entry_row.cuh"
 #include "engine/backend/cuda/pdl.cuh"
 #include "engine/backend/cuda/rms_row.cuh"
 #include "engine/backend/cuda/runner_kernels.h"
@@ -13,12 +15,7 @@ namespace sparkglm::cuda {
 namespace {
 
 using rms_row::cached_width;
-using rms_row::kCachedVec;
 using rms_row::kThreads;
-using rms_row::load4_or;
-using rms_row::rms_scale;
-using rms_row::scaled;
-using rms_row::store_bf16x4;
 
 using RmsParams = rms_row::Params;
 
@@ -29,57 +26,25 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const __grid_constan
   rms_row::norm(p, blockIdx.x, scratch);
 }
 
-struct MtpEntryParams {
-  const uint16_t* table;  // [vocab, n] BF16
-  int64_t vocab;
-  const int32_t* ids;  // [rows]
-  const float* e_norm;
-  const float* h;  // [rows, n]
-  const float* h_norm;
-  uint16_t* cat;  // [rows, 2n]
-  int64_t n;
-  float eps;
-};
-
 // Grid: (rows, 2); part 0 normalises the token's embedding row, part 1 the hidden state, each as
-// rms_norm_kernel's cached path does, into its half of the row's BF16 concatenation.
+// rms_norm_kernel's cached path does, into its half of the row's BF16 concatenation. With logits,
+// the token is the row's greedy pick, scanned here (and written to picks by part 0).
 __global__ void __launch_bounds__(kThreads)
-    mtp_entry_kernel(const __grid_constant__ MtpEntryParams p) {
+    mtp_entry_kernel(const __grid_constant__ MtpEntry e, const int32_t* ids, const float* logits,
+                     int32_t* picks, const float* h) {
   pdl_trigger();  // eh_proj after it may start loading its weights
-  pdl_wait();     // the ids and h of the kernels ahead
+  pdl_wait();     // the ids (or logits) and h of the kernels ahead
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const int part = int(blockIdx.y);
-  const int nv = int(p.n / 4);
-  const int32_t id = p.ids[row];
-  const bool valid = id >= 0 && id < p.vocab;  // else NaN, as embed_tokens writes
-  const float* w = part == 0 ? p.e_norm : p.h_norm;
-  float4 xv[kCachedVec], wv[kCachedVec];
-#pragma unroll
-  for (int u = 0; u < kCachedVec; ++u) {
-    const int i = threadIdx.x + u * kThreads;
-    wv[u] = load4_or(w, i, i < nv, 1.0f);
-    if (part == 1) {
-      xv[u] = load4_or(p.h + row * p.n, i, i < nv, 0.0f);
-    } else if (i >= nv) {
-      xv[u] = make_float4(0, 0, 0, 0);
-    } else if (!valid) {
-      const float nan = __int_as_float(0x7fc00000);
-      xv[u] = make_float4(nan, nan, nan, nan);
-    } else {
-      const uint2 b = reinterpret_cast<const uint2*>(p.table + int64_t(id) * p.n)[i];
-      xv[u] = make_float4(bf16_bits_to_f32(uint16_t(b.x)), bf16_bits_to_f32(uint16_t(b.x >> 16)),
-                          bf16_bits_to_f32(uint16_t(b.y)), bf16_bits_to_f32(uint16_t(b.y >> 16)));
-    }
+  int32_t id = 0;
+  if (part == 0 && logits == nullptr) {
+    id = ids[row];
+  } else if (part == 0) {
+    id = greedy_token(block_greedy_key(logits + row * e.vocab, 0, e.vocab));
+    if (threadIdx.x == 0) picks[row] = id;
   }
-  const float r = rms_scale(xv, p.n, p.eps, scratch);
-  uint16_t* out = p.cat + row * 2 * p.n + part * p.n;
-#pragma unroll
-  for (int u = 0; u < kCachedVec; ++u) {
-    const int i = threadIdx.x + u * kThreads;
-    if (i >= nv) continue;
-    store_bf16x4(out + 4 * i, scaled(xv[u], r, wv[u]));
-  }
+  mtp_entry_row(e, row, part, id, h + row * e.n, scratch);
 }
 
 using LayerNormParams = layer_norm_row::Params;
@@ -125,13 +90,22 @@ bool mtp_entry_fits(int64_t n) {
   return cached_width(n);
 }
 
-void mtp_entry_bf16(const uint16_t* table, int64_t vocab, const int32_t* ids, const float* e_norm,
-                    const float* h, const float* h_norm, float eps, int64_t rows, int64_t n,
-                    uint16_t* cat, cudaStream_t stream) {
-  SPARKGLM_ASSERT(mtp_entry_fits(n), "mtp_entry_bf16: a row wider than the cached norm's");
+void mtp_entry_bf16(const MtpEntry& e, const int32_t* ids, const float* h, int64_t rows,
+                    cudaStream_t stream) {
+  SPARKGLM_ASSERT(mtp_entry_fits(e.n), "mtp_entry_bf16: a row wider than the cached norm's");
   if (rows <= 0) return;
-  launch_dependent(mtp_entry_kernel, dim3(unsigned(rows), 2), kThreads, 0, stream,
-                   MtpEntryParams{table, vocab, ids, e_norm, h, h_norm, cat, n, eps});
+  launch_dependent(mtp_entry_kernel, dim3(unsigned(rows), 2), kThreads, 0, stream, e, ids,
+                   static_cast<const float*>(nullptr), static_cast<int32_t*>(nullptr), h);
+}
+
+void mtp_entry_greedy_bf16(const MtpEntry& e, const float* logits, int32_t* picks, const float* h,
+                           int64_t rows, cudaStream_t stream) {
+  SPARKGLM_ASSERT(mtp_entry_fits(e.n), "mtp_entry_greedy_bf16: a row wider than the cached norm's");
+  SPARKGLM_ASSERT(e.vocab <= kGreedyBlockVocab,
+                  "mtp_entry_greedy_bf16: a vocabulary wider than one greedy block");
+  if (rows <= 0) return;
+  launch_dependent(mtp_entry_kernel, dim3(unsigned(rows), 2), kThreads, 0, stream, e,
+                   static_cast<const int32_t*>(nullptr), logits, picks, h);
 }
 
 void layer_norm_rows(const float* x, const float* w, const float* b, float eps, int64_t rows,

@@ -20,12 +20,24 @@ void add_rms_norm_rows(float* x, const float* add, const float* w, float eps, in
 
 // The MTP module's input in one launch (MODEL.md section 6): cat[t] = [enorm(embed(ids[t]));
 // hnorm(h[t])] as BF16 bits, each half the bits embed_tokens, rms_norm_rows and concat_bf16 give
-// (an id outside the vocabulary gives NaN). table: [vocab, n] BF16; h: [rows, n]; cat: [rows, 2n].
-// Only for mtp_entry_fits(n): rows of up to 4096 values, n % 4 == 0.
+// (an id outside the vocabulary gives NaN). Only for mtp_entry_fits(n): rows of up to 4096
+// values, n % 4 == 0.
+struct MtpEntry {
+  const uint16_t* table;  // [vocab, n] BF16
+  int64_t vocab;
+  const float *e_norm, *h_norm;  // [n] each
+  float eps;
+  int64_t n;
+  uint16_t* cat;  // [rows, 2n]
+};
 bool mtp_entry_fits(int64_t n);
-void mtp_entry_bf16(const uint16_t* table, int64_t vocab, const int32_t* ids, const float* e_norm,
-                    const float* h, const float* h_norm, float eps, int64_t rows, int64_t n,
-                    uint16_t* cat, cudaStream_t stream);
+// h: [rows, n].
+void mtp_entry_bf16(const MtpEntry& e, const int32_t* ids, const float* h, int64_t rows,
+                    cudaStream_t stream);
+// The same with each row's id its greedy pick over logits [rows, e.vocab] (sample_greedy's token,
+// scanned in the same launch: e.vocab <= kGreedyBlockVocab), which it also writes to picks[row].
+void mtp_entry_greedy_bf16(const MtpEntry& e, const float* logits, int32_t* picks, const float* h,
+                           int64_t rows, cudaStream_t stream);
 
 // y = (x - mean) * rsqrt(var + eps) * w + b (population variance). x, y: [rows, n] FP32.
 void layer_norm_rows(const float* x, const float* w, const float* b, float eps, int64_t rows,

@@ -20,6 +20,7 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
   const int64_t dec = std::min<int64_t>(T, kDecodeMaxRows);
   Workspace w{};
   w.X = c.take<float>(T * hc * D);
+  w.mtp_cat = reinterpret_cast<uint16_t*>(w.X + (hc - 1) * T * D);
   w.X_next = c.take<float>(std::min<int64_t>(T, kHcFoldRows) * hc * D);  // decode-sized folds
   w.y = c.take<float>(T * D);
   w.normed = c.take<float>(T * D);
@@ -94,7 +95,6 @@ Workspace Workspace::carve(Carve& c, const ModelConfig& m, const RunnerShape& s)
   const int64_t drafts = s.drafts ? kDecodeMaxRows : 0;
   w.draft_logits = c.take<float>(drafts * int64_t(m.vocab_size));
   w.draft_picks = c.take<int32_t>(drafts);
-  w.chain_h = c.take<float>(drafts * m.hidden_size);
   w.chain_logits = c.take<float>(drafts * int64_t(m.vocab_size));
   w.chain_map = c.take<int32_t>(drafts * kChainStride);
   w.chain_out = c.take<int32_t>(drafts * kChainStride);

@@ -49,6 +49,10 @@ struct Workspace {
   // residual and block I/O
   float *X, *y, *normed, *block_out, *post, *comb, *hc_partials;
   float* X_next;  // the residual after a folded hc_post (mhc.h: HcFold), kHcFoldRows rows
+  // The MTP module's BF16 input [rows, 2D] (norms.h: MtpEntry::cat): X's last quarter, which the
+  // module (a plain residual in X's first) leaves alone, so a pass's input never meets the rows
+  // of z a launch writing it reads.
+  uint16_t* mtp_cat;
   uint16_t* normed_bf16;
   // KDA
   float *raw_q, *raw_k, *raw_v, *q, *k, *v, *f, *decay, *gate, *o, *low, *b_logit, *beta;
@@ -82,9 +86,9 @@ struct Workspace {
   float* draft_logits;
   int32_t* draft_picks;
   // The chained passes after them (draft_chain.h, StepSampling::draft_chain), one row per
-  // slice: their input states, a pass's logits [rows, vocab]; the slices' row maps and chains
-  // [rows, kChainStride], each verify row's first draft, a pass's picks.
-  float *chain_h, *chain_logits;
+  // slice: a pass's logits [rows, vocab]; the slices' row maps and chains [rows, kChainStride],
+  // each verify row's first draft, a pass's picks.
+  float* chain_logits;
   int32_t *chain_map, *chain_out, *chain_first_picks, *chain_picks;
 
   static Workspace carve(Carve& c, const ModelConfig& m, const RunnerShape& s);
