@@ -557,8 +557,8 @@ float* CudaModelRunner::mtp_layers(const float* head_norm) {
   const int64_t T = step_->rows(), D = config_.hidden_size;
   const float eps = config_.rms_norm_eps;
   float* z = ws_.X;
-  project_step(gemm_, weights_->dequant_workspace(), m.eh_proj, mtp_entry().cat,
-               step_->decode_rows(), T, z, stream_);  // [T, D]
+  project_step(gemm_, weights_->dequant_workspace(), m.eh_proj, ws_.mtp_cat, step_->decode_rows(),
+               T, z, stream_);  // [T, D]
 
   rms_norm_rows(z, m.layer.input_norm, eps, T, D, ws_.normed, ws_.normed_bf16, stream_);
   mla_block(config_.kind_index(config_.mtp_layer()), m.layer.mla, ws_.block_out);

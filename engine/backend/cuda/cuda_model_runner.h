@@ -183,9 +183,9 @@ class CudaModelRunner : public ModelRunner {
   // residual add goes into the head's norm, one launch: ws_.head_rows / ws_.head_bf16 =
   // rms_norm(z; head_norm), the bits of the add and then rms_norm_rows (norms.h).
   float* mtp_module(const int32_t* tokens, const float* h, const float* head_norm = nullptr);
-  // Its two parts, for the launches that write its input themselves (the verify step's greedy
-  // picks; the draft chain's advance): where the input goes for the loaded step's rows, and the
-  // module from that input on.
+  // Its two parts, for the launches that write its input themselves (the verify rows' greedy
+  // picks; the draft chain's begin and advance): what the input is made from and where it goes
+  // (ws_.mtp_cat), and the module from that input on, over the loaded step's rows.
   MtpEntry mtp_entry() const;
   float* mtp_layers(const float* head_norm);
   // Drafts inside a verify step (cuda_speculation.cu, StepSampling::draft_on_picks): whether the
