@@ -31,6 +31,33 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
+// The MTP input's operands on the device, seeded from key .. key + 3: a BF16 embedding table
+// [vocab, n], states h [rows, n] and the two norms' weights [n].
+struct EntryOperands {
+  cuda::DeviceBuffer table, h, e_norm, h_norm;
+  int64_t vocab, n;
+  const float* states() const { return static_cast<const float*>(h.data()); }
+  cuda::MtpEntry entry(cuda::DeviceBuffer& cat) const {
+    return {
+        static_cast<const uint16_t*>(table.data()), vocab, static_cast<const float*>(e_norm.data()),
+        static_cast<const float*>(h_norm.data()),   kEps,  n,
+        static_cast<uint16_t*>(cat.data())};
+  }
+};
+
+EntryOperands entry_operands(uint64_t key, int64_t vocab, int64_t rows, int64_t n) {
+  const auto table_f = cuda_test::uniform(key + uint64_t(n), size_t(vocab * n), 0.0f, 1.0f);
+  std::vector<uint16_t> table(table_f.size());
+  for (size_t i = 0; i < table.size(); ++i) table[i] = f32_to_bf16(table_f[i]);
+  return {
+      cuda_test::to_device(table),
+      cuda_test::to_device(cuda_test::uniform(key + 1 + uint64_t(n), size_t(rows * n), 0.0f, 2.0f)),
+      cuda_test::to_device(cuda_test::uniform(key + 2 + uint64_t(n), size_t(n), 1.0f, 0.5f)),
+      cuda_test::to_device(cuda_test::uniform(key + 3 + uint64_t(n), size_t(n), 1.0f, 0.5f)),
+      vocab,
+      n};
+}
+
 TEST(CudaNorms, AddThenNormInOneLaunchGivesTheBitsOfItsTwoLaunches) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   for (int64_t n : {int64_t(256), int64_t(2052), int64_t(4096), int64_t(4100)}) {
@@ -71,32 +98,23 @@ TEST(CudaNorms, TheMtpInputInOneLaunchGivesTheBitsOfEmbedNormNormConcat) {
   for (int64_t n : {int64_t(256), int64_t(2048), int64_t(4096)}) {
     ASSERT_TRUE(cuda::mtp_entry_fits(n));
     constexpr int64_t kVocab = 11;
-    const auto table_f = cuda_test::uniform(51 + uint64_t(n), size_t(kVocab * n), 0.0f, 1.0f);
-    std::vector<uint16_t> table(table_f.size());
-    for (size_t i = 0; i < table.size(); ++i) table[i] = f32_to_bf16(table_f[i]);
+    const EntryOperands in = entry_operands(51, kVocab, kRows, n);
     const std::vector<int32_t> ids = {7, int32_t(kVocab), 0};  // the middle one is out of range
-    const auto h = cuda_test::uniform(52 + uint64_t(n), size_t(kRows * n), 0.0f, 2.0f);
-    const auto en = cuda_test::uniform(53 + uint64_t(n), size_t(n), 1.0f, 0.5f);
-    const auto hn = cuda_test::uniform(54 + uint64_t(n), size_t(n), 1.0f, 0.5f);
-    auto dt = cuda_test::to_device(table), di = cuda_test::to_device(ids),
-         dh = cuda_test::to_device(h), den = cuda_test::to_device(en),
-         dhn = cuda_test::to_device(hn);
-    const auto* tf = static_cast<const uint16_t*>(dt.data());
+    auto di = cuda_test::to_device(ids);
+    const auto* tf = static_cast<const uint16_t*>(in.table.data());
     const auto* idf = static_cast<const int32_t*>(di.data());
-    const auto* hf = static_cast<const float*>(dh.data());
-    const auto* enf = static_cast<const float*>(den.data());
-    const auto* hnf = static_cast<const float*>(dhn.data());
+    const auto* enf = static_cast<const float*>(in.e_norm.data());
+    const auto* hnf = static_cast<const float*>(in.h_norm.data());
     const size_t count = size_t(kRows * n), cat_count = 2 * count;
     cuda::DeviceBuffer e(count * 4), hnorm(count * 4), cat1(cat_count * 2), cat2(cat_count * 2);
     auto* ef = static_cast<float*>(e.data());
     cuda::embed_tokens(tf, kVocab, n, idf, kRows, 1, ef, nullptr);
     cuda::rms_norm_rows(ef, enf, kEps, kRows, n, ef, nullptr, nullptr);
-    cuda::rms_norm_rows(hf, hnf, kEps, kRows, n, static_cast<float*>(hnorm.data()), nullptr,
-                        nullptr);
+    cuda::rms_norm_rows(in.states(), hnf, kEps, kRows, n, static_cast<float*>(hnorm.data()),
+                        nullptr, nullptr);
     cuda::concat_bf16(ef, static_cast<const float*>(hnorm.data()), kRows, n,
                       static_cast<uint16_t*>(cat1.data()), nullptr);
-    const cuda::MtpEntry entry{tf, kVocab, enf, hnf, kEps, n, static_cast<uint16_t*>(cat2.data())};
-    cuda::mtp_entry_bf16(entry, idf, hf, kRows, nullptr);
+    cuda::mtp_entry_bf16(in.entry(cat2), idf, in.states(), kRows, nullptr);
     const auto a = cuda_test::to_host<uint16_t>(cat1, cat_count);
     const auto b = cuda_test::to_host<uint16_t>(cat2, cat_count);
     EXPECT_TRUE(same_bits(a, b)) << "n = " << n;
@@ -116,32 +134,19 @@ TEST(CudaNorms, TheMtpInputOnGreedyPicksGivesTheBitsOfSampleGreedyThenTheInput) 
     auto logits = cuda_test::uniform(61 + uint64_t(n), size_t(kPickRows * vocab), 0.0f, 3.0f);
     logits[size_t(vocab + 17)] = logits[size_t(vocab + 200)] = 9.0f;  // row 1: tie, 17 wins
     for (int64_t i = 0; i < vocab; ++i) logits[size_t(3 * vocab + i)] = -INFINITY;
-    const auto table_f = cuda_test::uniform(62 + uint64_t(n), size_t(vocab * n), 0.0f, 1.0f);
-    std::vector<uint16_t> table(table_f.size());
-    for (size_t i = 0; i < table.size(); ++i) table[i] = f32_to_bf16(table_f[i]);
-    const auto h = cuda_test::uniform(63 + uint64_t(n), size_t(kPickRows * n), 0.0f, 2.0f);
-    const auto en = cuda_test::uniform(64 + uint64_t(n), size_t(n), 1.0f, 0.5f);
-    const auto hn = cuda_test::uniform(65 + uint64_t(n), size_t(n), 1.0f, 0.5f);
-    auto dl = cuda_test::to_device(logits), dt = cuda_test::to_device(table),
-         dh = cuda_test::to_device(h), den = cuda_test::to_device(en),
-         dhn = cuda_test::to_device(hn);
+    const EntryOperands in = entry_operands(62, vocab, kPickRows, n);
+    auto dl = cuda_test::to_device(logits);
     const size_t cat_count = size_t(2 * kPickRows * n);
     cuda::DeviceBuffer picks1(kPickRows * 4), picks2(kPickRows * 4), cat1(cat_count * 2),
         cat2(cat_count * 2);
     const auto* lf = static_cast<const float*>(dl.data());
-    const auto* hf = static_cast<const float*>(dh.data());
-    cuda::MtpEntry entry{
-        static_cast<const uint16_t*>(dt.data()), vocab, static_cast<const float*>(den.data()),
-        static_cast<const float*>(dhn.data()),   kEps,  n,
-        static_cast<uint16_t*>(cat1.data())};
     auto* p1 = static_cast<int32_t*>(picks1.data());
     auto keys = cuda_test::to_device(std::vector<unsigned long long>(kPickRows, 0));
     cuda::sample_greedy(lf, kPickRows, vocab, p1, nullptr,
                         static_cast<unsigned long long*>(keys.data()));
-    cuda::mtp_entry_bf16(entry, p1, hf, kPickRows, nullptr);
-    entry.cat = static_cast<uint16_t*>(cat2.data());
-    cuda::mtp_entry_greedy_bf16(entry, lf, static_cast<int32_t*>(picks2.data()), hf, kPickRows,
-                                nullptr);
+    cuda::mtp_entry_bf16(in.entry(cat1), p1, in.states(), kPickRows, nullptr);
+    cuda::mtp_entry_greedy_bf16(in.entry(cat2), lf, static_cast<int32_t*>(picks2.data()),
+                                in.states(), kPickRows, nullptr);
     const auto a = cuda_test::to_host<int32_t>(picks1, kPickRows);
     const auto b = cuda_test::to_host<int32_t>(picks2, kPickRows);
     EXPECT_EQ(a, b) << "vocab = " << vocab;
