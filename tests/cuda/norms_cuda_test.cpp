@@ -2,7 +2,7 @@
 // add_in_place then rms_norm_rows, and mtp_entry_bf16 the bits of embed_tokens, two
 // rms_norm_rows and concat_bf16 (the launches they replace), an id outside the vocabulary
 // included, at widths from one float4 a thread to the widest cached row and past it;
-// mtp_entry_greedy_bf16 the bits of sample_greedy then mtp_entry_bf16.
+// mtp_entry_picked_bf16 on picks it scans the bits of sample_greedy then mtp_entry_bf16.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -145,8 +145,9 @@ TEST(CudaNorms, TheMtpInputOnGreedyPicksGivesTheBitsOfSampleGreedyThenTheInput) 
     cuda::sample_greedy(lf, kPickRows, vocab, p1, nullptr,
                         static_cast<unsigned long long*>(keys.data()));
     cuda::mtp_entry_bf16(in.entry(cat1), p1, in.states(), kPickRows, nullptr);
-    cuda::mtp_entry_greedy_bf16(in.entry(cat2), lf, static_cast<int32_t*>(picks2.data()),
-                                in.states(), kPickRows, nullptr);
+    cuda::mtp_entry_picked_bf16(in.entry(cat2), cuda::GreedyPicks{nullptr, lf, vocab},
+                                static_cast<int32_t*>(picks2.data()), in.states(), kPickRows,
+                                nullptr);
     const auto a = cuda_test::to_host<int32_t>(picks1, kPickRows);
     const auto b = cuda_test::to_host<int32_t>(picks2, kPickRows);
     EXPECT_EQ(a, b) << "vocab = " << vocab;

@@ -15,7 +15,6 @@
 
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_model_runner.h"
-#include "engine/backend/cuda/greedy_row.cuh"
 #include "engine/backend/cuda/norms.h"
 #include "engine/backend/cuda/projection.h"
 #include "engine/backend/cuda/runner_kernels.h"
@@ -89,14 +88,11 @@ void CudaModelRunner::run_draft_rows() {
   rms_norm_rows(ws_.y, mw.final_norm, config_.rms_norm_eps, T, D, ws_.head_rows, ws_.head_bf16,
                 stream_);
   project_decode(gemm_, mw.lm_head, ws_.head_bf16, T, ws_.logits, stream_);
-  // The module's input: a vocabulary of one greedy block is scanned in its launch.
-  if (V <= kGreedyBlockVocab) {
-    mtp_entry_greedy_bf16(mtp_entry(), ws_.logits, ws_.draft_picks, ws_.y, T, stream_);
-  } else {
-    sample_greedy(ws_.logits, T, V, ws_.draft_picks, stream_,
-                  static_cast<unsigned long long*>(greedy_keys_.data()));
-    mtp_entry_bf16(mtp_entry(), ws_.draft_picks, ws_.y, T, stream_);
-  }
+  // The module's input on each row's greedy pick (scanned in its launch where the vocabulary
+  // allows), the picks kept in draft_picks.
+  const GreedyPicks picks = greedy_picks(ws_.logits, T, V, ws_.draft_picks, stream_,
+                                         static_cast<unsigned long long*>(greedy_keys_.data()));
+  mtp_entry_picked_bf16(mtp_entry(), picks, ws_.draft_picks, ws_.y, T, stream_);
   main_rows_to_host();
   profile_.mark("mtp", stream_);
   mtp_layers(mw.mtp->head_norm);  // head-normed into ws_.head_bf16

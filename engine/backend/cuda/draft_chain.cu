@@ -31,19 +31,6 @@ __device__ void place_row(const ChainRows& c, int r, int32_t token, int32_t posi
   c.page_rows[r] = block * c.block_size + position % c.block_size;
 }
 
-// A row's pick after a pass: from `picks` (sample_greedy's, a launch ahead) or, with `picks`
-// null, by the block from the row's logits (a vocabulary of one greedy block: the same token,
-// sample_greedy being an order-free maximum, one launch fewer). Every thread of the block gets it.
-struct PassPicks {
-  const int32_t* picks;  // [rows], or null
-  const float* logits;   // [rows, vocab] when picks is null
-  int64_t vocab;
-  __device__ int32_t at(int64_t row) const {
-    if (picks) return picks[row];  // uniform across the block: no barrier is skipped
-    return greedy_token(block_greedy_key(logits + row * vocab, 0, vocab));
-  }
-};
-
 // Grid (chain rows, 2) as mtp_entry_kernel's. map row r: [verify rows n, then their verify step
 // rows]. out row r: [accepted row, then the chain's drafts]. Both parts find the slice's accepted
 // row; part 0 records it and the first draft, moves the row to the first pass with the draft as its
@@ -51,7 +38,7 @@ struct PassPicks {
 // z (read in place: the pass writes z after this launch, and its input lies apart, ws.mtp_cat).
 __global__ void __launch_bounds__(rms_row::kThreads)
     begin_kernel(const int32_t* map, int map_stride, const int32_t* verify_tokens,
-                 const int32_t* verify_positions, const int32_t* main_picks, PassPicks first,
+                 const int32_t* verify_positions, const int32_t* main_picks, GreedyPicks first,
                  const float* z, ChainRows c, int32_t* out, const __grid_constant__ MtpEntry next) {
   pdl_wait();  // the picks and states of the kernels ahead
   pdl_trigger();
@@ -72,7 +59,7 @@ __global__ void __launch_bounds__(rms_row::kThreads)
     mtp_entry_row(next, r, 1, 0, z + int64_t(src) * next.n, scratch);
     return;
   }
-  const int32_t draft = first.at(src);
+  const int32_t draft = greedy_pick(first, src);
   if (threadIdx.x == 0) {
     out[int64_t(r) * map_stride] = accepted_drafts;
     out[int64_t(r) * map_stride + 1] = draft;
@@ -82,12 +69,12 @@ __global__ void __launch_bounds__(rms_row::kThreads)
 }
 
 // After the last pass: each row's pick recorded.
-__global__ void record_kernel(int pass, PassPicks picks, int map_stride, int32_t* out) {
+__global__ void record_kernel(int pass, GreedyPicks picks, int map_stride, int32_t* out) {
   pdl_wait();
   pdl_trigger();
   const int r = blockIdx.x;
   int32_t* o = out + int64_t(r) * map_stride;
-  const int32_t pick = picks.at(r);
+  const int32_t pick = greedy_pick(picks, r);
   // A pass after a missing pick is waste: the chain ends at its first -1.
   if (threadIdx.x == 0) o[1 + pass] = o[pass] < 0 ? -1 : pick;
 }
@@ -96,7 +83,7 @@ __global__ void record_kernel(int pass, PassPicks picks, int map_stride, int32_t
 // moves the row one position on with it as its token and writes the next pass's embedding half;
 // part 1 writes its state half from z (read in place: the next pass writes z after this launch).
 __global__ void __launch_bounds__(rms_row::kThreads)
-    advance_kernel(int pass, PassPicks picks, const float* z, int map_stride, ChainRows c,
+    advance_kernel(int pass, GreedyPicks picks, const float* z, int map_stride, ChainRows c,
                    int32_t* out, const __grid_constant__ MtpEntry next) {
   pdl_wait();
   pdl_trigger();
@@ -107,22 +94,13 @@ __global__ void __launch_bounds__(rms_row::kThreads)
     return;
   }
   int32_t* o = out + int64_t(r) * map_stride;
-  const int32_t pick = picks.at(r);
+  const int32_t pick = greedy_pick(picks, r);
   const int32_t draft = o[pass] < 0 ? -1 : pick;
   if (threadIdx.x == 0) {
     o[1 + pass] = draft;
     place_row(c, r, draft, c.positions[r] + 1);
   }
   mtp_entry_row(next, r, 0, draft < 0 ? 0 : draft, nullptr, scratch);  // place_row's token
-}
-
-// A pass's picks for the kernel after it: a vocabulary of one greedy block is scanned there;
-// a larger one by sample_greedy's split scan over blocks, a launch ahead, into `picks`.
-PassPicks pass_picks(const float* logits, int64_t rows, int64_t vocab, int32_t* picks,
-                     cudaStream_t stream, unsigned long long* greedy_keys) {
-  if (vocab <= kGreedyBlockVocab) return {nullptr, logits, vocab};
-  sample_greedy(logits, rows, vocab, picks, stream, greedy_keys);
-  return {picks, logits, vocab};
 }
 
 ChainRows chain_rows(StepInputs& chain, int block_size) {
@@ -206,8 +184,8 @@ void DraftChain::begin(const StepInputs& verify, const int32_t* main_picks,
                        const float* draft_logits, const float* z, StepInputs& chain, int block_size,
                        cudaStream_t stream, unsigned long long* greedy_keys, const MtpEntry& next) {
   check_entry(next, z, verify.rows());
-  const PassPicks first =
-      pass_picks(draft_logits, verify.rows(), vocab_, first_picks_, stream, greedy_keys);
+  const GreedyPicks first =
+      greedy_picks(draft_logits, verify.rows(), vocab_, first_picks_, stream, greedy_keys);
   launch_dependent(begin_kernel, dim3(unsigned(rows_), 2), rms_row::kThreads, 0, stream, map_,
                    kChainStride, verify.tokens(), verify.positions_device(), main_picks, first, z,
                    chain_rows(chain, block_size), out_, next);
@@ -216,7 +194,7 @@ void DraftChain::begin(const StepInputs& verify, const int32_t* main_picks,
 void DraftChain::advance(int pass, const float* logits, const float* z, StepInputs& chain,
                          int block_size, cudaStream_t stream, unsigned long long* greedy_keys,
                          const MtpEntry& next) {
-  const PassPicks picks = pass_picks(logits, rows_, vocab_, picks_, stream, greedy_keys);
+  const GreedyPicks picks = greedy_picks(logits, rows_, vocab_, picks_, stream, greedy_keys);
   if (pass == passes_) {
     launch_dependent(record_kernel, rows_, kThreads, 0, stream, pass, picks, kChainStride, out_);
     return;

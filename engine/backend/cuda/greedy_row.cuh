@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "engine/backend/cuda/sampling.h"
+
 namespace sparkglm::cuda {
 
 // Ids a block scans alone (sample_greedy's one-block rows; tinyglm-micro's 320).
@@ -46,6 +48,13 @@ __device__ __forceinline__ unsigned long long block_greedy_key(const float* x, i
   for (int w = 1; w < int(blockDim.x >> 5); ++w) best = warp_best[w] > best ? warp_best[w] : best;
   __syncthreads();  // warp_best may be written again by a later call
   return best;
+}
+
+// Row `row`'s pick (greedy_picks): read, or scanned by the block (a barrier then: call it from
+// every thread of the block; uniform across it either way). Every thread gets it.
+__device__ __forceinline__ int32_t greedy_pick(const GreedyPicks& p, int64_t row) {
+  if (p.picks) return p.picks[row];
+  return greedy_token(block_greedy_key(p.logits + row * p.vocab, 0, p.vocab));
 }
 
 }  // namespace sparkglm::cuda

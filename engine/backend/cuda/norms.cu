@@ -27,23 +27,18 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const __grid_constan
 }
 
 // Grid: (rows, 2); part 0 normalises the token's embedding row, part 1 the hidden state, each as
-// rms_norm_kernel's cached path does, into its half of the row's BF16 concatenation. With logits,
-// the token is the row's greedy pick, scanned here (and written to picks by part 0).
+// rms_norm_kernel's cached path does, into its half of the row's BF16 concatenation. Part 0 takes
+// the row's id from `ids` (read, or scanned here) and writes it to `picked` when that is given.
 __global__ void __launch_bounds__(kThreads)
-    mtp_entry_kernel(const __grid_constant__ MtpEntry e, const int32_t* ids, const float* logits,
-                     int32_t* picks, const float* h) {
+    mtp_entry_kernel(const __grid_constant__ MtpEntry e, GreedyPicks ids, int32_t* picked,
+                     const float* h) {
   pdl_trigger();  // eh_proj after it may start loading its weights
   pdl_wait();     // the ids (or logits) and h of the kernels ahead
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const int part = int(blockIdx.y);
-  int32_t id = 0;
-  if (part == 0 && logits == nullptr) {
-    id = ids[row];
-  } else if (part == 0) {
-    id = greedy_token(block_greedy_key(logits + row * e.vocab, 0, e.vocab));
-    if (threadIdx.x == 0) picks[row] = id;
-  }
+  const int32_t id = part == 0 ? greedy_pick(ids, row) : 0;
+  if (part == 0 && picked != nullptr && threadIdx.x == 0) picked[row] = id;
   mtp_entry_row(e, row, part, id, h + row * e.n, scratch);
 }
 
@@ -92,20 +87,18 @@ bool mtp_entry_fits(int64_t n) {
 
 void mtp_entry_bf16(const MtpEntry& e, const int32_t* ids, const float* h, int64_t rows,
                     cudaStream_t stream) {
-  SPARKGLM_ASSERT(mtp_entry_fits(e.n), "mtp_entry_bf16: a row wider than the cached norm's");
-  if (rows <= 0) return;
-  launch_dependent(mtp_entry_kernel, dim3(unsigned(rows), 2), kThreads, 0, stream, e, ids,
-                   static_cast<const float*>(nullptr), static_cast<int32_t*>(nullptr), h);
+  mtp_entry_picked_bf16(e, GreedyPicks{ids, nullptr, e.vocab}, nullptr, h, rows, stream);
 }
 
-void mtp_entry_greedy_bf16(const MtpEntry& e, const float* logits, int32_t* picks, const float* h,
-                           int64_t rows, cudaStream_t stream) {
-  SPARKGLM_ASSERT(mtp_entry_fits(e.n), "mtp_entry_greedy_bf16: a row wider than the cached norm's");
-  SPARKGLM_ASSERT(e.vocab <= kGreedyBlockVocab,
-                  "mtp_entry_greedy_bf16: a vocabulary wider than one greedy block");
+void mtp_entry_picked_bf16(const MtpEntry& e, const GreedyPicks& ids, int32_t* picked,
+                           const float* h, int64_t rows, cudaStream_t stream) {
+  SPARKGLM_ASSERT(mtp_entry_fits(e.n), "mtp_entry_bf16: a row wider than the cached norm's");
+  SPARKGLM_ASSERT(ids.picks != nullptr || (ids.logits != nullptr && ids.vocab <= kGreedyBlockVocab),
+                  "mtp_entry_bf16: ids scanned here need a vocabulary of one greedy block");
   if (rows <= 0) return;
-  launch_dependent(mtp_entry_kernel, dim3(unsigned(rows), 2), kThreads, 0, stream, e,
-                   static_cast<const int32_t*>(nullptr), logits, picks, h);
+  if (picked == ids.picks) picked = nullptr;  // read from there: nothing to write back
+  launch_dependent(mtp_entry_kernel, dim3(unsigned(rows), 2), kThreads, 0, stream, e, ids, picked,
+                   h);
 }
 
 void layer_norm_rows(const float* x, const float* w, const float* b, float eps, int64_t rows,

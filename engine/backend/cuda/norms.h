@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "engine/backend/cuda/sampling.h"
+
 namespace sparkglm::cuda {
 
 // y = x * rsqrt(mean(x^2) + eps) * w  (w may be null). x, y: [rows, n] FP32, y may alias x;
@@ -34,10 +36,10 @@ bool mtp_entry_fits(int64_t n);
 // h: [rows, n].
 void mtp_entry_bf16(const MtpEntry& e, const int32_t* ids, const float* h, int64_t rows,
                     cudaStream_t stream);
-// The same with each row's id its greedy pick over logits [rows, e.vocab] (sample_greedy's token,
-// scanned in the same launch: e.vocab <= kGreedyBlockVocab), which it also writes to picks[row].
-void mtp_entry_greedy_bf16(const MtpEntry& e, const float* logits, int32_t* picks, const float* h,
-                           int64_t rows, cudaStream_t stream);
+// The same on each row's greedy pick (sampling.h: greedy_picks; a scanned one is scanned in this
+// launch), which it also writes to picked[row] when `picked` is given.
+void mtp_entry_picked_bf16(const MtpEntry& e, const GreedyPicks& ids, int32_t* picked,
+                           const float* h, int64_t rows, cudaStream_t stream);
 
 // y = (x - mean) * rsqrt(var + eps) * w + b (population variance). x, y: [rows, n] FP32.
 void layer_norm_rows(const float* x, const float* w, const float* b, float eps, int64_t rows,

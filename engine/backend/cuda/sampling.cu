@@ -96,4 +96,11 @@ void sample_greedy(const float* logits, int64_t rows, int64_t vocab, int32_t* to
   SPARKGLM_CUDA_CHECK(cudaGetLastError());
 }
 
+GreedyPicks greedy_picks(const float* logits, int64_t rows, int64_t vocab, int32_t* picks,
+                         cudaStream_t stream, unsigned long long* scratch) {
+  if (vocab <= kGreedyBlockVocab) return {nullptr, logits, vocab};
+  sample_greedy(logits, rows, vocab, picks, stream, scratch);
+  return {picks, logits, vocab};
+}
+
 }  // namespace sparkglm::cuda

@@ -16,4 +16,17 @@ namespace sparkglm::cuda {
 void sample_greedy(const float* logits, int64_t rows, int64_t vocab, int32_t* tokens,
                    cudaStream_t stream, unsigned long long* scratch = nullptr);
 
+// Each row's greedy pick as a later kernel reads it (greedy_row.cuh: greedy_pick): from `picks`,
+// or, with `picks` null, scanned by that kernel's block from the row's logits [rows, vocab].
+struct GreedyPicks {
+  const int32_t* picks;
+  const float* logits;
+  int64_t vocab;
+};
+// The one choice between the two: a vocabulary of one greedy block (kGreedyBlockVocab) is scanned
+// by the kernel that reads the picks, one launch fewer; a larger one by sample_greedy's split scan,
+// launched here into `picks` ([rows]; scratch as sample_greedy's). The same tokens either way.
+GreedyPicks greedy_picks(const float* logits, int64_t rows, int64_t vocab, int32_t* picks,
+                         cudaStream_t stream, unsigned long long* scratch);
+
 }  // namespace sparkglm::cuda
